@@ -1,0 +1,101 @@
+"""Comparing what a target did with what the spec says it must do.
+
+Each function returns human-readable differences (empty when they agree); every message
+names the operation and, where there is one, the block.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvpool.spec import Action, Observation, PoolState, canonical_events
+
+from .target import PoolView
+from .targets.spec_target import view_of
+
+
+def compare_observation(
+    action: Action, expected: Observation, actual: Observation, observes: frozenset[str]
+) -> list[str]:
+    """Differences between the result (and watcher firings) the spec expects and the target's."""
+    op = action.operation
+    problems: list[str] = []
+    want, got = expected.result, actual.result
+    if op == "take_events":
+        if "events" in observes:
+            assert isinstance(want, tuple) and isinstance(got, tuple)
+            if canonical_events(want) != canonical_events(got):  # type: ignore[arg-type]
+                problems.append(f"{op}: events differ: expected {list(want)}, got {list(got)}")
+    elif isinstance(want, float) or isinstance(got, float):
+        if not (isinstance(got, int | float) and isinstance(want, int | float)
+                and math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-12)):
+            problems.append(f"{op}: expected {want!r}, got {got!r}")
+    elif want != got:
+        problems.append(f"{op}: expected {_show(want)}, got {_show(got)}")
+    if "watchers" in observes and expected.fired != actual.fired:
+        problems.append(f"{op}: reuse watchers fired: expected {list(expected.fired)}, "
+                        f"got {list(actual.fired)}")
+    return problems
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, tuple):
+        return f"blocks {list(value)}"
+    return repr(value)
+
+
+def compare_views(
+    state: PoolState, actual: PoolView, exact_order: bool, where: str = ""
+) -> list[str]:
+    """Differences between the spec's state and what the target shows of its own."""
+    want = view_of(state)
+    problems: list[str] = []
+    if want.free_count != actual.free_count:
+        problems.append(f"{where}free count: expected {want.free_count}, got {actual.free_count}")
+    if actual.free_queue is not None and want.free_queue is not None:
+        if exact_order and actual.free_queue != want.free_queue:
+            problems.append(f"{where}free queue order: expected {list(want.free_queue)}, "
+                            f"got {list(actual.free_queue)}")
+        elif set(actual.free_queue) != set(want.free_queue):
+            missing = sorted(set(want.free_queue) - set(actual.free_queue))
+            extra = sorted(set(actual.free_queue) - set(want.free_queue))
+            problems.append(f"{where}free blocks differ: missing {missing}, unexpected {extra}")
+        if len(set(actual.free_queue)) != len(actual.free_queue):
+            problems.append(f"{where}the free queue lists a block twice: "
+                            f"{list(actual.free_queue)}")
+    if actual.ref_cnt is not None and want.ref_cnt is not None:
+        for b in range(1, state.num_blocks):  # the null block's count is not maintained
+            if actual.ref_cnt[b] != want.ref_cnt[b]:
+                problems.append(f"{where}block {b}: ref_cnt expected {want.ref_cnt[b]}, "
+                                f"got {actual.ref_cnt[b]}")
+    if actual.keys is not None and want.keys is not None:
+        for b in range(state.num_blocks):
+            if actual.keys[b] != want.keys[b]:
+                problems.append(f"{where}block {b}: keys expected "
+                                f"{sorted(k.hex() for k in want.keys[b])}, got "
+                                f"{sorted(k.hex() for k in actual.keys[b])}")
+    if actual.primary is not None and want.primary is not None:
+        for b in range(state.num_blocks):
+            if actual.primary[b] != want.primary[b] and actual.keys is not None \
+                    and actual.keys[b] == want.keys[b]:  # type: ignore[index]
+                problems.append(f"{where}block {b}: primary key expected "
+                                f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}")
+    if actual.peer is not None and state.peer is not None:
+        problems += compare_views(state.peer, actual.peer, exact_order, where="peer pool: ")
+    return problems
+
+
+def _hex(key: bytes | None) -> str:
+    return "none" if key is None else key.hex()
+
+
+def view_changes(before: PoolView, after: PoolView) -> list[str]:
+    """What changed between two views of one target (for refused actions)."""
+    changes = []
+    for name in ("free_count", "free_queue", "ref_cnt", "keys", "primary", "peer"):
+        old, new = getattr(before, name), getattr(after, name)
+        if old != new:
+            changes.append(f"{name} changed from {old!r} to {new!r}")
+    return changes

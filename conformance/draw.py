@@ -1,0 +1,283 @@
+"""Drawing actions from the spec's current state.
+
+Pools are small and the token alphabet tiny on purpose: two requests then often share a
+prefix, so keys get duplicates, cached blocks get hit while free, allocations evict them,
+and multi-group lookups miss in one group. Each ``draw_*`` returns an action inside the
+contract; each ``bad_*`` one outside it (the ``robustness`` level), or ``None`` when the
+state offers no way to break that rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import strategies as st
+from kvpool.spec import (
+    NULL_BLOCK,
+    Action,
+    CacheFullBlocks,
+    CachePartialBlock,
+    EvictBlocks,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    IsBlockWritable,
+    MoveBlockHashes,
+    PeerGetNewBlocks,
+    PoolConfig,
+    PoolState,
+    Touch,
+    UnpinBlocks,
+)
+from kvpool.spec.hashing import request_block_hashes
+from kvpool.spec.keys import hash_of
+
+GROUPS = (0, 1)
+WATCHERS = ("w1", "w2")
+SALTS: tuple[tuple[str, ...] | None, ...] = (None, ("salt-a",))
+
+
+def configs(max_blocks: int, robustness: bool) -> st.SearchStrategy[PoolConfig]:
+    """Small pools; caching mostly on, events mostly on, sometimes a peer pool."""
+    return st.builds(
+        PoolConfig,
+        num_gpu_blocks=st.integers(1, max_blocks) if robustness else st.integers(2, max_blocks),
+        enable_caching=st.sampled_from([True, True, True, False]),
+        hash_block_size=st.sampled_from([1, 2]),
+        enable_kv_cache_events=st.sampled_from([True, True, False]),
+        peer_blocks=st.sampled_from([0, 3]),
+    )
+
+
+def held(state: PoolState) -> list[int]:
+    return [b for b in range(1, state.num_blocks) if state.ref_cnt[b] > 0]
+
+
+def keyed(state: PoolState) -> list[int]:
+    return [b for b in range(1, state.num_blocks) if state.primary[b] is not None]
+
+
+def request_hashes(data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
+    """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}."""
+    tokens = data.draw(st.lists(st.sampled_from([1, 2]), min_size=num_hashes * hbs,
+                                max_size=num_hashes * hbs), label="tokens")
+    salt = data.draw(st.sampled_from(SALTS), label="salt")
+    return request_block_hashes(tokens, hbs, salt)
+
+
+def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
+    """Held blocks to release, each at most as often as it is held, in any order."""
+    pool = [b for b in held(state) for _ in range(state.ref_cnt[b])]
+    chosen = data.draw(st.lists(st.sampled_from(pool), max_size=max_size, unique_by=None)
+                       if pool else st.just([]), label="blocks")
+    counts: dict[int, int] = {}
+    kept = []
+    for b in chosen:
+        counts[b] = counts.get(b, 0) + 1
+        if counts[b] <= state.ref_cnt[b]:
+            kept.append(b)
+    if data.draw(st.booleans(), label="with null"):
+        kept.insert(data.draw(st.integers(0, len(kept)), label="null at"), NULL_BLOCK)
+    return tuple(kept)
+
+
+# --- inside the contract ----------------------------------------------------------------
+
+
+def draw_get_new_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    return GetNewBlocks(data.draw(st.integers(0, min(len(state.free_queue), 4)), label="n"))
+
+
+def draw_free_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    blocks = releases(data, state)
+    evict_first = ctx.evict_first and data.draw(st.booleans(), label="evict_first")
+    foreign: tuple[int, ...] = ()
+    if ctx.peer and state.peer is not None and held(state.peer):
+        foreign = releases(data, state.peer, max_size=2)
+    return FreeBlocks(blocks, evict_first, foreign)
+
+
+def draw_touch(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    free_hits = [b for b in keyed(state) if state.ref_cnt[b] == 0]
+    hits = [*free_hits, *free_hits, *sorted(set(keyed(state)) | set(held(state))), NULL_BLOCK]
+    blocks = data.draw(st.lists(st.sampled_from(hits), min_size=1, max_size=3), label="blocks")
+    return Touch(tuple(blocks))
+
+
+def draw_unpin_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    blocks = tuple(b for b in releases(data, state, max_size=3) if b != NULL_BLOCK)
+    return UnpinBlocks(blocks, data.draw(st.sampled_from(WATCHERS), label="watcher"))
+
+
+def draw_cache_full_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    hbs = state.config.hash_block_size
+    block_size = hbs * data.draw(st.sampled_from([1, 1, 2]), label="block size x")
+    num_cached = data.draw(st.integers(0, 2), label="num_cached_blocks")
+    first_tokens = (num_cached + 1) * block_size
+    fresh = [b for b in held(state)
+             if (p := state.primary[b]) is None or p.num_tokens < first_tokens]
+    new = data.draw(st.lists(st.sampled_from(fresh or [NULL_BLOCK]), min_size=1, max_size=3,
+                             unique=True), label="new full blocks")
+    if data.draw(st.booleans(), label="with null"):
+        new.insert(data.draw(st.integers(0, len(new)), label="null at"), NULL_BLOCK)
+    prefix = [data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="cached")
+              for _ in range(num_cached)]
+    num_full = num_cached + len(new)
+    mask = None
+    if data.draw(st.integers(0, 3), label="masked") == 0:
+        mask = tuple(data.draw(st.lists(st.booleans(), min_size=len(new), max_size=len(new)),
+                               label="block_mask"))
+    extra = data.draw(st.integers(0, 1), label="extra hashes")
+    hashes = request_hashes(data, hbs, num_full * (block_size // hbs) + extra)
+    ctx.remember(hashes)
+    return CacheFullBlocks(hashes, (*prefix, *new), num_cached, num_full, block_size,
+                           data.draw(st.sampled_from(GROUPS), label="group"), mask)
+
+
+def draw_cache_partial_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    hbs = state.config.hash_block_size
+    block = data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="block")
+    num_hashes = data.draw(st.integers(1, 4), label="hashes")
+    hashes = request_hashes(data, hbs, num_hashes)
+    ctx.remember(hashes)
+    return CachePartialBlock(
+        hashes,
+        block,
+        hbs * data.draw(st.integers(1, num_hashes), label="num hash blocks"),
+        data.draw(st.sampled_from(GROUPS), label="group"),
+        hbs * data.draw(st.sampled_from([1, 2]), label="block size x"),
+        data.draw(st.integers(0, 3), label="replace") == 0,
+    )
+
+
+def draw_get_cached_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    known = sorted({hash_of(k) for k in state.cache} | set(ctx.hashes[-8:]) | {b"\x00" * 4})
+    block_hash = data.draw(st.sampled_from(known), label="hash")
+    groups = data.draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=2), label="groups")
+    return GetCachedBlock(block_hash, tuple(groups))
+
+
+def draw_evict_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    ids = data.draw(st.lists(st.integers(0, state.num_blocks - 1), max_size=2), label="ids")
+    return EvictBlocks(tuple(ids))
+
+
+def draw_move_block_hashes(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    src = data.draw(st.sampled_from(keyed(state) or list(range(state.num_blocks))), label="src")
+    unkeyed = [b for b in range(1, state.num_blocks) if state.primary[b] is None]
+    dst = data.draw(st.sampled_from(unkeyed), label="dst")
+    return MoveBlockHashes(src, dst)
+
+
+def draw_is_block_writable(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    return IsBlockWritable(data.draw(st.integers(0, state.num_blocks - 1), label="block"))
+
+
+def draw_peer_get_new_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+    assert state.peer is not None
+    return PeerGetNewBlocks(data.draw(st.integers(0, len(state.peer.free_queue)), label="n"))
+
+
+# --- outside the contract (robustness) --------------------------------------------------
+
+
+def bad_allocation(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    free = len(state.free_queue)
+    return GetNewBlocks(data.draw(st.sampled_from([free + 1, free + 2, -1]), label="n"))
+
+
+def bad_double_free(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    candidates = list(range(1, state.num_blocks))
+    if not candidates:
+        return None
+    b = data.draw(st.sampled_from(candidates), label="block")
+    return FreeBlocks((b,) * (state.ref_cnt[b] + 1))
+
+
+def bad_touch(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    nameless = [b for b in state.free_queue if state.primary[b] is None]
+    if not nameless:
+        return None
+    return Touch((data.draw(st.sampled_from(nameless), label="block"),))
+
+
+def bad_unpin(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    free = list(state.free_queue)
+    block = data.draw(st.sampled_from([NULL_BLOCK, *free]), label="block")
+    return UnpinBlocks((block,), "w1")
+
+
+def bad_cache(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    """Caching with caching off, a free block, or a block already fully cached."""
+    hbs = state.config.hash_block_size
+    if not state.config.enable_caching:
+        candidates = held(state)
+    else:
+        candidates = list(state.free_queue) + [
+            b for b in held(state) if (p := state.primary[b]) is not None and p.num_tokens >= hbs
+        ]
+    if not candidates:
+        return None
+    block = data.draw(st.sampled_from(candidates), label="block")
+    hashes = request_hashes(data, hbs, 1)
+    return CacheFullBlocks(hashes, (block,), 0, 1, hbs, 0)
+
+
+def bad_partial(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    blocks = held(state)
+    if not blocks:
+        return None
+    hbs = state.config.hash_block_size
+    tokens = data.draw(st.sampled_from([0, hbs * 9] + ([1] if hbs > 1 else [])), label="tokens")
+    hashes = request_hashes(data, hbs, 2)
+    return CachePartialBlock(hashes, data.draw(st.sampled_from(blocks)), tokens, 0, hbs)
+
+
+def bad_evict(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    return EvictBlocks((data.draw(st.sampled_from([state.num_blocks, state.num_blocks + 5])),))
+
+
+def bad_move(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    src = data.draw(st.integers(0, state.num_blocks - 1), label="src")
+    dst = data.draw(st.sampled_from([NULL_BLOCK, *keyed(state)]), label="dst")
+    return MoveBlockHashes(src, dst)
+
+
+def bad_foreign(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+    if not ctx.peer:
+        return None
+    if state.peer is None:
+        return FreeBlocks((), False, (1,))
+    free = list(state.peer.free_queue)
+    if not free:
+        return None
+    return FreeBlocks((), False, (data.draw(st.sampled_from(free), label="peer block"),))
+
+
+Drawer = Callable[[st.DataObject, PoolState, "Context"], Action]
+BadDrawer = Callable[[st.DataObject, PoolState, "Context"], Action | None]
+
+#: operation -> the out-of-contract drawers that need it
+BAD_DRAWERS: dict[str, tuple[BadDrawer, ...]] = {
+    "get_new_blocks": (bad_allocation,),
+    "free_blocks": (bad_double_free, bad_foreign),
+    "touch": (bad_touch,),
+    "unpin_blocks": (bad_unpin,),
+    "cache_full_blocks": (bad_cache,),
+    "cache_partial_block": (bad_partial,),
+    "evict_blocks": (bad_evict,),
+    "move_block_hashes": (bad_move,),
+}
+
+
+class Context:
+    """What drawing remembers across steps of one test case: recent request hashes (for
+    lookups) and what the target can take."""
+
+    def __init__(self, evict_first: bool, peer: bool) -> None:
+        self.evict_first = evict_first
+        self.peer = peer
+        self.hashes: list[bytes] = []
+
+    def remember(self, hashes: tuple[bytes, ...]) -> None:
+        self.hashes.extend(hashes)

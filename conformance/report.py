@@ -1,0 +1,88 @@
+"""Readable output: actions as one-liners, result tables, the failing sequence."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from kvpool.spec import Action, PoolConfig
+from rich.console import Console
+from rich.table import Table
+
+from .coverage import SITUATIONS
+from .runner import LevelResult
+
+
+def short(value: object) -> str:
+    """A value as it reads in an action line: hashes shortened to 8 hex digits."""
+    if isinstance(value, bytes):
+        return value.hex()[:8]
+    if isinstance(value, tuple) and value and all(isinstance(v, bytes) for v in value):
+        return "[" + ", ".join(short(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(short(v) for v in value) + "]"
+    return repr(value)
+
+
+def action_line(action: Action) -> str:
+    """``free_blocks(blocks=[3, 2], evict_first=False)`` — the operation and its arguments."""
+    args = ", ".join(f"{f.name}={short(getattr(action, f.name))}" for f in fields(action))
+    return f"{action.operation}({args})"
+
+
+def config_line(config: PoolConfig | None) -> str:
+    if config is None:
+        return "BlockPool(?)"
+    peer = f", peer pool of {config.peer_blocks} blocks" if config.peer_blocks else ""
+    return (f"BlockPool(num_gpu_blocks={config.num_gpu_blocks}, "
+            f"enable_caching={config.enable_caching}, "
+            f"hash_block_size={config.hash_block_size}, "
+            f"enable_kv_cache_events={config.enable_kv_cache_events}){peer}")
+
+
+def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
+    table = Table(title=f"kvpool conform — target {target}, profile {profile}")
+    for column in ("level", "result", "examples", "steps", "operations", "refusals", "time"):
+        table.add_column(column, justify="left" if column in ("level", "result") else "right")
+    for r in results:
+        table.add_row(
+            r.level.name,
+            "[green]pass[/green]" if r.passed else "[red]FAIL[/red]",
+            str(r.record.examples),
+            str(r.record.steps),
+            str(len(r.record.operations)),
+            str(sum(r.record.refusals.values())) if r.level.out_of_contract else "-",
+            f"{r.seconds:.1f}s",
+        )
+    return table
+
+
+def coverage_table(results: list[LevelResult]) -> Table:
+    table = Table(title="coverage: situations reached (steps)")
+    table.add_column("situation")
+    for r in results:
+        table.add_column(r.level.name, justify="right")
+    for situation in SITUATIONS:
+        table.add_row(situation, *(_count(r.record.situations[situation]) for r in results))
+    operations = sorted({op for r in results for op in r.record.operations})
+    for op in operations:
+        table.add_row(f"action {op}", *(_count(r.record.operations[op]) for r in results))
+    rules = sorted({rule for r in results for rule in r.record.refusals})
+    for rule in rules:
+        table.add_row(f"refused: {rule}", *(_count(r.record.refusals[rule]) for r in results))
+    return table
+
+
+def _count(n: int) -> str:
+    return str(n) if n else "[yellow]0[/yellow]"
+
+
+def print_failure(console: Console, result: LevelResult) -> None:
+    failure = result.failure
+    assert failure is not None
+    console.print(f"\n[bold red]Nonconformance at level {result.level.name}[/bold red]")
+    console.print(f"  {failure.message}", markup=False, highlight=False)
+    console.print(f"\n  Shrunk action sequence ({len(failure.trace)} actions) on a pool built as")
+    console.print(f"    {config_line(failure.config)}", markup=False, highlight=False)
+    for i, action in enumerate(failure.trace, 1):
+        marker = "  <- diverges here" if i == len(failure.trace) else ""
+        console.print(f"    {i:>3}. {action_line(action)}{marker}", markup=False, highlight=False)

@@ -1,0 +1,77 @@
+"""Running one level of the suite against a target and collecting what it saw."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import seed as use_seed
+from hypothesis.errors import Flaky
+from hypothesis.stateful import run_state_machine_as_test
+from kvpool.spec import Action, PoolConfig, Profile
+
+from .levels import Level
+from .machine import Nonconformance, RunRecord, lockstep_machine
+from .target import TargetFactory
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A nonconformance: why, and the shrunk action sequence that shows it."""
+
+    message: str
+    trace: tuple[Action, ...]
+    config: PoolConfig | None
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    level: Level
+    record: RunRecord
+    seconds: float
+    failure: Failure | None
+
+    @property
+    def passed(self) -> bool:
+        return self.failure is None
+
+
+def run_level(
+    factory: TargetFactory,
+    profile: Profile,
+    level: Level,
+    *,
+    max_examples: int,
+    steps: int,
+    seed: int,
+    max_blocks: int,
+    on_example: Callable[[RunRecord], None] | None = None,
+) -> LevelResult:
+    """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each."""
+    record = RunRecord(on_example=on_example)
+    machine = lockstep_machine(factory, profile, level, max_blocks, record)
+    use_seed(seed)(machine)
+    run_settings = settings(
+        max_examples=max_examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+    )
+    start = time.perf_counter()
+    failure = None
+    try:
+        run_state_machine_as_test(machine, settings=run_settings)
+    except Nonconformance as exc:
+        failure = Failure(str(exc), tuple(record.trace), record.config)
+    except Flaky as exc:
+        failure = Failure(f"the target is nondeterministic: the same actions gave different "
+                          f"results on a second run ({exc})", tuple(record.trace), record.config)
+    except Exception as exc:  # the target crashed inside the adapter or the spec broke
+        failure = Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
+    return LevelResult(level, record, time.perf_counter() - start, failure)

@@ -1,0 +1,66 @@
+"""The adapter contract: what the suite needs from a pool under test.
+
+A target applies one :class:`~kvpool.spec.actions.Action` at a time and returns the
+:class:`~kvpool.spec.observation.Observation` its pool gave; it raises (any exception) when
+its pool refuses the action. It says which operations it offers and what it can show of its
+state: the free count is required, the rest (queue order, ref counts, keys, events,
+watcher firings, a peer pool, linked-list structure) is optional and compared when shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from kvpool.spec import Action, Observation, PoolConfig, Profile
+
+#: What a target may be able to show, beyond returned ids, the free count and lookups.
+OBSERVABLES = ("free_queue", "ref_cnt", "keys", "events", "watchers", "peer", "structure")
+
+#: A pseudo-operation: ``free_blocks`` takes ``evict_first``.
+EVICT_FIRST = "free_blocks:evict_first"
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """A snapshot of a pool's state, as far as its target can see (``None`` = not shown).
+
+    ``ref_cnt`` and ``keys`` are indexed by block id; the null block's count is not
+    maintained by any pool and is never compared. ``keys`` holds every key of a block.
+    """
+
+    free_count: int
+    free_queue: tuple[int, ...] | None = None
+    ref_cnt: tuple[int, ...] | None = None
+    keys: tuple[frozenset[bytes], ...] | None = None
+    primary: tuple[bytes | None, ...] | None = None
+    peer: PoolView | None = None
+
+
+@runtime_checkable
+class Target(Protocol):
+    """A pool under test, driven one action at a time."""
+
+    #: A short name for tables and traces.
+    name: str
+    #: ``Action.operation`` names this target can apply (plus :data:`EVICT_FIRST`).
+    operations: frozenset[str]
+    #: Which of :data:`OBSERVABLES` it shows.
+    observes: frozenset[str]
+
+    def apply(self, action: Action) -> Observation:
+        """Apply ``action`` to the pool; raise if the pool refuses it."""
+        ...
+
+    def view(self) -> PoolView:
+        """The pool's state now."""
+        ...
+
+    def structure_problems(self) -> list[str]:
+        """Internal inconsistencies (free-list links, counters); ``[]`` when sound or hidden."""
+        ...
+
+
+#: Builds a fresh target for one test case.
+TargetFactory = Callable[[PoolConfig, Profile], Target]

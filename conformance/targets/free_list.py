@@ -1,0 +1,82 @@
+"""Walking a pool's doubly linked free list without trusting it.
+
+Every walk is capped at N+2 steps, so a corrupted list (a cycle, a dangling link) is
+reported at once instead of hanging the suite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+HEAD_NAMES = ("fake_free_list_head", "head", "_head")
+TAIL_NAMES = ("fake_free_list_tail", "tail", "_tail")
+
+
+ROOT_NAMES = ("_root", "root")
+
+
+def sentinels(queue: Any) -> tuple[Any, Any] | None:
+    """The head and tail sentinels of ``queue``, if it has them under a known name.
+
+    A circular list with one root sentinel (as ours) is its own head and tail.
+    """
+    root = next((getattr(queue, n) for n in ROOT_NAMES if hasattr(queue, n)), None)
+    if root is not None:
+        return root, root
+    head = next((getattr(queue, n) for n in HEAD_NAMES if hasattr(queue, n)), None)
+    tail = next((getattr(queue, n) for n in TAIL_NAMES if hasattr(queue, n)), None)
+    if head is None or tail is None:
+        return None
+    return head, tail
+
+
+def walk(start: Any, stop: Any, link: str, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``link`` until ``stop``; a problem if it never gets there."""
+    ids: list[int] = []
+    node = getattr(start, link)
+    while node is not stop:
+        if node is None:
+            after = f"block {ids[-1]}" if ids else "the sentinel"
+            return ids, f"the {link} link after {after} is None before reaching the end"
+        if len(ids) >= cap:
+            return ids, f"walking {link} did not end within {cap} blocks (a cycle?)"
+        ids.append(node.block_id)
+        node = getattr(node, link)
+    return ids, None
+
+
+def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
+    """The free list front to back by a capped forward walk (``None`` if unreadable)."""
+    ends = sentinels(queue)
+    if ends is None:
+        return None
+    ids, problem = walk(ends[0], ends[1], "next_free_block", num_blocks + 2)
+    return None if problem else ids
+
+
+def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
+    """Everything wrong with the linked structure of ``queue`` over ``blocks``."""
+    ends = sentinels(queue)
+    if ends is None:
+        return []
+    head, tail = ends
+    cap = len(blocks) + 2
+    forward, problem_f = walk(head, tail, "next_free_block", cap)
+    backward, problem_b = walk(tail, head, "prev_free_block", cap)
+    problems = [p for p in (problem_f, problem_b) if p]
+    if problems:
+        return problems
+    if forward != backward[::-1]:
+        problems.append(f"forward walk {forward} and backward walk {backward[::-1]} disagree")
+    if len(set(forward)) != len(forward):
+        problems.append(f"the free list holds a block twice: {forward}")
+    count = getattr(queue, "num_free_blocks", len(forward))
+    if count != len(forward):
+        problems.append(f"num_free_blocks is {count} but the list holds {len(forward)} blocks")
+    listed = set(forward)
+    for block in blocks:
+        if block.block_id in listed:
+            continue
+        if block.prev_free_block is not None or block.next_free_block is not None:
+            problems.append(f"block {block.block_id} is not in the free list but keeps links")
+    return problems

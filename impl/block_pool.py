@@ -1,0 +1,647 @@
+"""The block pool: hands out KV-cache blocks, takes them back, and keeps the prefix cache.
+
+Every public operation validates its whole input first and only then changes
+anything, so a refused call (``BlockPoolError``) leaves the pool exactly as it
+was. The invariants every operation keeps:
+
+1. a non-null block is in the free queue iff its ``ref_cnt == 0``; ``ref_cnt >= 0``;
+2. the free queue holds each block at most once, and its length is the free count;
+3. a key maps to block ``b`` iff it is ``b``'s primary key or one of its extra keys;
+4. a block with extra keys has a primary key;
+5. the null block (id 0) is never free, never cached, never handed out;
+6. block ids never change; a block handed out again has lost every key first.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+
+from .block import KVCacheBlock
+from .errors import BlockPoolError
+from .events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
+from .free_queue import FreeKVCacheBlockQueue
+from .hash_map import BlockHashToBlockMap
+from .hashing import get_block_hash, get_group_id, make_block_hash_with_group_id
+from .request import RequestLike
+
+ReuseWatcher = Callable[[KVCacheBlock], None]
+
+_MEDIUM = "GPU"
+_U32_LIMIT = 1 << 32
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _as_sequence(blocks: Iterable[KVCacheBlock]) -> Sequence[KVCacheBlock]:
+    # Operations validate before they mutate, so they walk their input twice.
+    if isinstance(blocks, list | tuple):
+        return blocks
+    return list(blocks)
+
+
+class BlockPool:
+    """A pool of ``num_gpu_blocks`` blocks; block 0 is the null block."""
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        enable_caching: bool,
+        hash_block_size: int,
+        enable_kv_cache_events: bool = False,
+    ) -> None:
+        if not _is_int(num_gpu_blocks) or num_gpu_blocks < 1:
+            raise BlockPoolError(
+                "BlockPool",
+                "pool-config",
+                f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}",
+            )
+        if not _is_int(hash_block_size) or hash_block_size < 1:
+            raise BlockPoolError(
+                "BlockPool",
+                "pool-config",
+                f"hash_block_size must be an int >= 1, got {hash_block_size!r}",
+            )
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = bool(enable_caching)
+        self.hash_block_size = hash_block_size
+        self.enable_kv_cache_events = bool(enable_kv_cache_events)
+        # Blocks hold the pool weakly: a pool must not be kept alive by blocks
+        # that another pool's caller still holds.
+        self._weak_self = weakref.ref(self)
+        self.blocks: list[KVCacheBlock] = [
+            KVCacheBlock(i, self._weak_self) for i in range(num_gpu_blocks)
+        ]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        self.cached_block_hash_to_block = BlockHashToBlockMap()
+        # Extra keys per block id; an entry exists only while the set is non-empty.
+        self.cached_block_hashes_by_block: dict[int, set[bytes]] = {}
+        # Block 0 leaves the free queue for good (invariant 5).
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        self.kv_event_queue: list[KVCacheEvent] = []
+        self._reuse_watchers: dict[int, ReuseWatcher] = {}
+
+    # ------------------------------------------------------------- allocation
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Hand out ``num_blocks`` blocks from the front of the free queue, in order.
+
+        Pre: ``0 <= num_blocks <= free count`` (rule ``get-new-blocks-count``).
+        Post: each block's reuse watcher fired and dropped, its keys removed
+        (one ``BlockRemoved`` per key), ``ref_cnt == 1``.
+        """
+        if not _is_int(num_blocks) or not 0 <= num_blocks <= self.free_block_queue.num_free_blocks:
+            raise BlockPoolError(
+                "get_new_blocks",
+                "get-new-blocks-count",
+                f"cannot get {num_blocks!r} blocks: "
+                f"{self.free_block_queue.num_free_blocks} are free",
+            )
+        ret = self.free_block_queue.popleft_n(num_blocks)
+        watchers = self._reuse_watchers
+        for blk in ret:
+            if watchers:
+                watcher = watchers.pop(blk.block_id, None)
+                if watcher is not None:
+                    watcher(blk)
+            # Invariant 6: a block changes hands without any key. (Keys only
+            # exist when caching is on.)
+            if blk._block_hash is not None:
+                self._remove_all_keys(blk)
+            blk.ref_cnt = 1
+        return ret
+
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
+        """Release one hold per listed occurrence (a multiset), first = evicted first.
+
+        Pre: no block is listed more times than it is held (rule ``free-held``);
+        blocks of another live pool are handed to that pool (rule
+        ``foreign-route`` when there is none). Null blocks are skipped.
+        Post: blocks reaching 0 go to the front, in the given order and ahead of
+        the old front, if they have no key, caching is off, or ``evict_first``;
+        otherwise to the back in the given order.
+        """
+        blocks = _as_sequence(ordered_blocks)
+        self._validate_releases(blocks, "free_blocks", "free-held", route=True)
+        own = self.blocks
+        n = self.num_gpu_blocks
+        keep_cached = self.enable_caching and not evict_first
+        to_front: list[KVCacheBlock] = []
+        to_back: list[KVCacheBlock] = []
+        foreign: dict[BlockPool, list[KVCacheBlock]] | None = None
+        for blk in blocks:
+            if blk.is_null:
+                continue
+            blk._pending = 0  # the validation's scratch count, reset on the way
+            bid = blk.block_id
+            if not (0 <= bid < n and own[bid] is blk):
+                pool = self._route_target(blk, "free_blocks")
+                if foreign is None:
+                    foreign = {}
+                foreign.setdefault(pool, []).append(blk)
+                continue
+            rc = blk.ref_cnt - 1
+            blk.ref_cnt = rc
+            if rc == 0:
+                # Unkeyed blocks are worthless to the cache: reuse them first.
+                if blk._block_hash is None or not keep_cached:
+                    to_front.append(blk)
+                else:
+                    to_back.append(blk)
+        # Invariant 1: every block that reached 0 enters the queue exactly once.
+        self.free_block_queue.prepend_n(to_front)
+        self.free_block_queue.append_n(to_back)
+        if foreign is not None:
+            for pool, pool_blocks in foreign.items():
+                pool.free_blocks(pool_blocks, evict_first=evict_first)
+
+    def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Take one more hold on each listed occurrence (cache hits).
+
+        Pre: a free block (``ref_cnt == 0``) has a key (rule ``touch-identity``);
+        blocks are this pool's (rule ``foreign-block``). Null blocks are skipped.
+        Post: free blocks leave the queue; ``ref_cnt += 1`` per occurrence.
+        """
+        seq = _as_sequence(blocks)
+        own = self.blocks
+        n = self.num_gpu_blocks
+        for blk in seq:
+            if blk.is_null:
+                continue
+            bid = blk.block_id
+            if not (0 <= bid < n and own[bid] is blk):
+                self._check_own(blk, "touch")
+            if blk.ref_cnt == 0 and blk._block_hash is None:
+                raise BlockPoolError(
+                    "touch",
+                    "touch-identity",
+                    "a free block without a key is not a cache hit",
+                    blk.block_id,
+                )
+        remove = self.free_block_queue.remove
+        for blk in seq:
+            if blk.is_null:
+                continue
+            if blk.ref_cnt == 0:
+                remove(blk)  # invariant 1: held blocks are not free
+            blk.ref_cnt += 1
+
+    def unpin_blocks(self, blocks: Iterable[KVCacheBlock], on_reuse: ReuseWatcher) -> None:
+        """Release one hold per occurrence; the blocks stay readable until reused.
+
+        Pre: not null (rule ``null-unpin``), held at least as many times as
+        listed (rule ``unpin-held``). Post: ``on_reuse`` is each block's reuse
+        watcher (replacing an older one); blocks reaching 0 go to the back, in
+        the order they reach 0, whatever their key.
+        """
+        seq = _as_sequence(blocks)
+        for blk in seq:
+            if blk.is_null:
+                raise BlockPoolError(
+                    "unpin_blocks", "null-unpin", "the null block cannot be unpinned", blk.block_id
+                )
+        self._validate_releases(seq, "unpin_blocks", "unpin-held", route=False)
+        released: list[KVCacheBlock] = []
+        watchers = self._reuse_watchers
+        for blk in seq:
+            blk._pending = 0
+            blk.ref_cnt -= 1
+            watchers[blk.block_id] = on_reuse
+            if blk.ref_cnt == 0:
+                released.append(blk)
+        self.free_block_queue.append_n(released)
+
+    # ---------------------------------------------------------------- caching
+
+    def cache_full_blocks(
+        self,
+        request: RequestLike,
+        blocks: Sequence[KVCacheBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_size: int,
+        kv_cache_group_id: int,
+        block_mask: Sequence[bool] | None = None,
+    ) -> None:
+        """Register ``blocks[num_cached_blocks:num_full_blocks]`` under the request's hashes.
+
+        Block ``j`` (null and masked-out blocks skipped) gets the key of the
+        request's chained hash over its first ``(j + 1) * block_size`` tokens.
+        A block that already has a key must be a partial entry being promoted
+        (it covers fewer tokens): its old keys are removed first. With events
+        on, one ``BlockStored`` is emitted for the call.
+        """
+        op = "cache_full_blocks"
+        self._check_caching(op)
+        ratio = self._check_block_size(op, block_size)
+        self._check_group(op, kv_cache_group_id)
+        if not (
+            _is_int(num_cached_blocks)
+            and _is_int(num_full_blocks)
+            and 0 <= num_cached_blocks <= num_full_blocks <= len(blocks)
+        ):
+            raise BlockPoolError(
+                op,
+                "cache-range",
+                f"need 0 <= num_cached_blocks ({num_cached_blocks!r}) <= num_full_blocks "
+                f"({num_full_blocks!r}) <= len(blocks) ({len(blocks)})",
+            )
+        if block_mask is not None and len(block_mask) != num_full_blocks - num_cached_blocks:
+            raise BlockPoolError(
+                op,
+                "cache-range",
+                f"block_mask has {len(block_mask)} entries for "
+                f"{num_full_blocks - num_cached_blocks} blocks",
+            )
+        hashes = request.block_hashes
+        if len(hashes) * self.hash_block_size // block_size < num_full_blocks:
+            raise BlockPoolError(
+                op,
+                "hashes-available",
+                f"{len(hashes)} hashes of {self.hash_block_size} tokens do not cover "
+                f"{num_full_blocks} blocks of {block_size}",
+            )
+        seen: set[int] = set()
+        for j in range(num_cached_blocks, num_full_blocks):
+            blk = blocks[j]
+            if blk.is_null or (block_mask is not None and not block_mask[j - num_cached_blocks]):
+                continue
+            self._check_own(blk, op)
+            bid = blk.block_id
+            if blk.ref_cnt < 1:
+                raise BlockPoolError(op, "cache-held", "only a held block can be cached", bid)
+            if bid in seen:
+                raise BlockPoolError(op, "cache-distinct", "the block is listed twice", bid)
+            seen.add(bid)
+            covered = blk._block_hash_num_tokens
+            if (
+                blk._block_hash is not None
+                and covered is not None
+                and covered >= (j + 1) * block_size
+            ):
+                raise BlockPoolError(
+                    op,
+                    "cache-fresh",
+                    f"the block already has a key covering {covered} tokens "
+                    f"(only a partial entry may be promoted to {(j + 1) * block_size})",
+                    bid,
+                )
+        if num_cached_blocks >= num_full_blocks:
+            return
+
+        events_on = self.enable_kv_cache_events
+        stored: list[bytes] = []
+        group_suffix = kv_cache_group_id.to_bytes(4, "big")
+        table = self.cached_block_hash_to_block
+        for j in range(num_cached_blocks, num_full_blocks):
+            blk = blocks[j]
+            if blk.is_null or (block_mask is not None and not block_mask[j - num_cached_blocks]):
+                continue
+            block_hash = hashes[(j + 1) * ratio - 1]
+            key = block_hash + group_suffix
+            if blk._block_hash is not None:
+                self._remove_all_keys(blk)  # partial -> full promotion
+            # Invariant 3: primary key and map entry are made together.
+            blk.set_block_hash(key, (j + 1) * block_size)
+            table.insert(key, blk)
+            if events_on:
+                stored.append(block_hash)
+        if events_on:
+            parent = hashes[num_cached_blocks * ratio - 1] if num_cached_blocks > 0 else None
+            lora = request.lora_request
+            self.kv_event_queue.append(
+                BlockStored(
+                    block_hashes=stored,
+                    parent_block_hash=parent,
+                    token_ids=list(
+                        request.all_token_ids[
+                            num_cached_blocks * block_size : num_full_blocks * block_size
+                        ]
+                    ),
+                    block_size=block_size,
+                    lora_id=None if lora is None else lora.adapter_id,
+                    medium=_MEDIUM,
+                    lora_name=None if lora is None else lora.name,
+                    group_idx=kv_cache_group_id,
+                )
+            )
+
+    def cache_partial_block(
+        self,
+        request: RequestLike,
+        block: KVCacheBlock,
+        num_tokens: int,
+        kv_cache_group_id: int,
+        block_size: int,
+        replace_existing_hashes: bool = False,
+    ) -> bytes | None:
+        """Register ``block`` under the request's chained hash at ``num_tokens``.
+
+        The key becomes the primary one if the block has none, else an extra
+        key; a primary covering fewer tokens (or, with
+        ``replace_existing_hashes``, every key) is dropped first. Returns the
+        key, or ``None`` for the null block (which is left alone).
+        """
+        if block.is_null:
+            return None
+        op = "cache_partial_block"
+        self._check_caching(op)
+        self._check_block_size(op, block_size)
+        self._check_group(op, kv_cache_group_id)
+        self._check_own(block, op)
+        bid = block.block_id
+        if block.ref_cnt < 1:
+            raise BlockPoolError(op, "cache-held", "only a held block can be cached", bid)
+        hbs = self.hash_block_size
+        if not _is_int(num_tokens) or num_tokens <= 0 or num_tokens % hbs != 0:
+            raise BlockPoolError(
+                op,
+                "partial-tokens",
+                f"num_tokens must be a positive multiple of {hbs}, got {num_tokens!r}",
+                bid,
+            )
+        hashes = request.block_hashes
+        nhb = num_tokens // hbs
+        if nhb > len(hashes):
+            raise BlockPoolError(
+                op,
+                "hashes-available",
+                f"{num_tokens} tokens need {nhb} hashes, the request has {len(hashes)}",
+                bid,
+            )
+        block_hash = hashes[nhb - 1]
+        key = block_hash + kv_cache_group_id.to_bytes(4, "big")
+        table = self.cached_block_hash_to_block
+        already = block._block_hash == key or table.contain(key, bid)
+        if replace_existing_hashes:
+            self._remove_all_keys(block)
+            already = False
+        elif not already:
+            covered = block._block_hash_num_tokens
+            if covered is not None and covered < num_tokens:
+                self._remove_all_keys(block)  # a shorter prefix entry is superseded
+        if not (block._block_hash == key or table.contain(key, bid)):
+            self._insert_key(block, key, num_tokens)
+        if self.enable_kv_cache_events and not already:
+            lora = request.lora_request
+            self.kv_event_queue.append(
+                BlockStored(
+                    block_hashes=[block_hash],
+                    parent_block_hash=hashes[nhb - 2] if nhb > 1 else None,
+                    token_ids=list(request.all_token_ids[(nhb - 1) * hbs : num_tokens]),
+                    block_size=hbs,
+                    lora_id=None if lora is None else lora.adapter_id,
+                    medium=_MEDIUM,
+                    lora_name=None if lora is None else lora.name,
+                    group_idx=kv_cache_group_id,
+                )
+            )
+        return key
+
+    def get_cached_block(
+        self, block_hash: bytes, kv_cache_group_ids: Iterable[int]
+    ) -> list[KVCacheBlock] | None:
+        """One block per group (the earliest cached under hash + group), or ``None``
+        if any group misses (all or nothing)."""
+        groups = list(kv_cache_group_ids)
+        for group in groups:
+            self._check_group("get_cached_block", group)
+        table = self.cached_block_hash_to_block
+        out: list[KVCacheBlock] = []
+        for group in groups:
+            blk = table.get_one_block(make_block_hash_with_group_id(block_hash, group))
+            if blk is None:
+                return None
+            out.append(blk)
+        return out
+
+    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+        """Strip every key of the given blocks (one ``BlockRemoved`` per key).
+
+        Pre: ids are ints in ``[0, num_gpu_blocks)`` (rule ``block-id-range``).
+        The blocks are not freed, not moved in the queue, their watchers not fired.
+        """
+        ids = list(block_ids)
+        for bid in ids:
+            if not _is_int(bid) or not 0 <= bid < self.num_gpu_blocks:
+                raise BlockPoolError(
+                    "evict_blocks",
+                    "block-id-range",
+                    f"block id {bid!r} is not in [0, {self.num_gpu_blocks})",
+                    bid if _is_int(bid) else None,
+                )
+        for bid in ids:
+            blk = self.blocks[bid]
+            if blk._block_hash is not None:
+                self._remove_all_keys(blk)
+
+    def move_block_hashes(self, src_block: KVCacheBlock, dst_block: KVCacheBlock) -> None:
+        """Re-point every key of ``src_block`` to ``dst_block`` (copy-on-write).
+
+        Pre: both are this pool's; ``dst_block`` is not null (rule
+        ``move-null``) and has no key (rule ``move-dst-unkeyed``). Post: the
+        first key (src's primary) is dst's primary with src's token count, the
+        rest are extras; each entry now sits last among its key's duplicates;
+        ``src_block`` has no key. Entries never vanish; no events.
+        """
+        op = "move_block_hashes"
+        self._check_own(src_block, op)
+        self._check_own(dst_block, op)
+        if dst_block.is_null:
+            raise BlockPoolError(
+                op, "move-null", "the null block cannot hold keys", dst_block.block_id
+            )
+        dst_id = dst_block.block_id
+        if dst_block._block_hash is not None or dst_id in self.cached_block_hashes_by_block:
+            raise BlockPoolError(
+                op, "move-dst-unkeyed", "the destination already has a key", dst_id
+            )
+        primary = src_block._block_hash
+        num_tokens = src_block._block_hash_num_tokens
+        if primary is None or num_tokens is None:
+            return
+        table = self.cached_block_hash_to_block
+        src_id = src_block.block_id
+        extras = self.cached_block_hashes_by_block.pop(src_id, None)
+        table.pop(primary, src_id)
+        src_block.reset_hash()
+        dst_block.set_block_hash(primary, num_tokens)
+        table.insert(primary, dst_block)
+        if extras:
+            for key in extras:
+                table.pop(key, src_id)
+                table.insert(key, dst_block)
+            self.cached_block_hashes_by_block[dst_id] = extras
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop the whole prefix cache if no block is held.
+
+        Returns ``False`` and changes nothing when a non-null block is held.
+        Otherwise clears every key, fires and drops every reuse watcher, emits
+        ``AllBlocksCleared`` and returns ``True``. The free queue order is kept.
+        """
+        if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:
+            return False
+        self.cached_block_hash_to_block.clear()
+        self.cached_block_hashes_by_block.clear()
+        for blk in self.blocks:
+            blk.reset_hash()
+        pending = list(self._reuse_watchers.items())
+        self._reuse_watchers.clear()
+        for bid, watcher in pending:
+            watcher(self.blocks[bid])
+        if self.enable_kv_cache_events:
+            self.kv_event_queue.append(AllBlocksCleared())
+        return True
+
+    # ------------------------------------------------------------------ reads
+
+    def is_block_writable(self, block: KVCacheBlock) -> bool:
+        """Whether the sole holder may write ``block``: not null, one hold, no key."""
+        self._check_own(block, "is_block_writable")
+        return not block.is_null and block.ref_cnt == 1 and block._block_hash is None
+
+    def get_num_free_blocks(self) -> int:
+        """The free-queue length (cached free blocks count as free)."""
+        return self.free_block_queue.num_free_blocks
+
+    def get_usage(self) -> float:
+        """The held fraction of the usable blocks: ``1 - free / (N - 1)``; 0.0 when ``N == 1``."""
+        usable = self.num_gpu_blocks - 1
+        if usable == 0:
+            return 0.0
+        return 1.0 - self.free_block_queue.num_free_blocks / usable
+
+    def take_events(self) -> list[KVCacheEvent]:
+        """Return the recorded events and clear them (always ``[]`` with events off)."""
+        events = self.kv_event_queue
+        self.kv_event_queue = []
+        return events
+
+    # ---------------------------------------------------------------- helpers
+
+    def _check_own(self, block: KVCacheBlock, op: str) -> None:
+        bid = block.block_id
+        if not _is_int(bid) or not 0 <= bid < self.num_gpu_blocks:
+            raise BlockPoolError(
+                op,
+                "block-id-range",
+                f"block id {bid!r} is not in [0, {self.num_gpu_blocks})",
+                bid if _is_int(bid) else None,
+            )
+        if self.blocks[bid] is not block:
+            raise BlockPoolError(op, "foreign-block", "the block belongs to another pool", bid)
+
+    def _check_caching(self, op: str) -> None:
+        if not self.enable_caching:
+            raise BlockPoolError(op, "caching-enabled", "prefix caching is off in this pool")
+
+    def _check_block_size(self, op: str, block_size: int) -> int:
+        """Validate ``block_size``; return how many hash blocks make one block."""
+        hbs = self.hash_block_size
+        if not _is_int(block_size) or block_size <= 0 or block_size % hbs != 0:
+            raise BlockPoolError(
+                op,
+                "block-size-multiple",
+                f"block_size must be a positive multiple of hash_block_size {hbs}, "
+                f"got {block_size!r}",
+            )
+        return block_size // hbs
+
+    def _check_group(self, op: str, group: int) -> None:
+        if not _is_int(group) or not 0 <= group < _U32_LIMIT:
+            raise BlockPoolError(
+                op, "group-id-range", f"group id {group!r} does not fit in 4 unsigned bytes"
+            )
+
+    def _route_target(self, block: KVCacheBlock, op: str) -> BlockPool:
+        """The live pool, other than this one, that owns ``block`` (rule ``foreign-route``)."""
+        ref = block.pool
+        pool = None if ref is None else ref()
+        bid = block.block_id
+        if not isinstance(pool, BlockPool) or pool is self:
+            raise BlockPoolError(
+                op, "foreign-route", "the block is not this pool's and has no live owner", bid
+            )
+        if not (_is_int(bid) and 0 <= bid < pool.num_gpu_blocks and pool.blocks[bid] is block):
+            raise BlockPoolError(op, "foreign-route", "the block's pool does not own it", bid)
+        return pool
+
+    def _validate_releases(
+        self, blocks: Sequence[KVCacheBlock], op: str, rule: str, route: bool
+    ) -> None:
+        """Refuse if any block is released more times than it is held.
+
+        Counts occurrences in each block's ``_pending`` scratch slot (no set is
+        built). On success the counts are left for the caller's mutation pass
+        to reset; on failure they are all reset here before raising.
+        """
+        own = self.blocks
+        n = self.num_gpu_blocks
+        try:
+            for blk in blocks:
+                if blk.is_null:
+                    continue
+                bid = blk.block_id
+                if not (0 <= bid < n and own[bid] is blk):
+                    if route:
+                        self._route_target(blk, op)
+                    else:
+                        self._check_own(blk, op)
+                pending = blk._pending + 1
+                blk._pending = pending
+                if pending > blk.ref_cnt:
+                    raise BlockPoolError(
+                        op,
+                        rule,
+                        f"block {bid} is released {self._count(blocks, blk)} times in this "
+                        f"call but held {blk.ref_cnt} time(s)",
+                        bid,
+                    )
+        except BaseException:
+            for blk in blocks:
+                blk._pending = 0
+            raise
+
+    @staticmethod
+    def _count(blocks: Sequence[KVCacheBlock], block: KVCacheBlock) -> int:
+        # Error path only: the full multiplicity, for the message.
+        return sum(1 for b in blocks if b is block)
+
+    def _insert_key(self, block: KVCacheBlock, key: bytes, num_tokens: int) -> None:
+        """Add ``key`` to ``block``: as its primary if it has none, else as an extra."""
+        if block._block_hash is None:
+            block.set_block_hash(key, num_tokens)
+        else:
+            self.cached_block_hashes_by_block.setdefault(block.block_id, set()).add(key)
+        self.cached_block_hash_to_block.insert(key, block)  # invariant 3
+
+    def _remove_all_keys(self, block: KVCacheBlock) -> None:
+        """Strip the primary and every extra key of ``block`` (a ``BlockRemoved`` each)."""
+        primary = block._block_hash
+        if primary is None:
+            return
+        bid = block.block_id
+        table = self.cached_block_hash_to_block
+        table.pop(primary, bid)
+        block.reset_hash()
+        extras = self.cached_block_hashes_by_block.pop(bid, None)
+        if self.enable_kv_cache_events:
+            self._emit_removed(primary)
+        if extras:
+            for key in extras:
+                table.pop(key, bid)
+                if self.enable_kv_cache_events:
+                    self._emit_removed(key)
+
+    def _emit_removed(self, key: bytes) -> None:
+        self.kv_event_queue.append(
+            BlockRemoved(
+                block_hashes=[get_block_hash(key)], medium=_MEDIUM, group_idx=get_group_id(key)
+            )
+        )

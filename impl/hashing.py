@@ -1,0 +1,133 @@
+"""The chained block hash and the key layout (block hash + 4-byte group id).
+
+Written independently of ``kvpool.spec``; the two must agree byte for byte.
+
+Canonical encoding (``encode``), one tag byte then the payload, lengths as
+4-byte big-endian unsigned:
+
+* ``None`` -> ``N``; ``True``/``False`` -> ``T``/``F``
+* ``int`` -> ``I`` + length + ASCII decimal (``-`` when negative)
+* ``str`` -> ``S`` + length + UTF-8; ``bytes`` -> ``B`` + length + data
+* ``tuple``/``list`` -> ``L`` + item count + the items' encodings
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+HashFunction = Callable[[object], bytes]
+
+_U32_LIMIT = 1 << 32
+
+
+def _length(n: int) -> bytes:
+    return n.to_bytes(4, "big")
+
+
+def _encode_into(value: object, out: list[bytes]) -> None:
+    # bool is an int subclass: test it first so True never encodes as 1.
+    if value is None:
+        out.append(b"N")
+    elif isinstance(value, bool):
+        out.append(b"T" if value else b"F")
+    elif isinstance(value, int):
+        digits = str(int(value)).encode("ascii")
+        out.append(b"I" + _length(len(digits)) + digits)
+    elif isinstance(value, str):
+        data = value.encode("utf-8")
+        out.append(b"S" + _length(len(data)) + data)
+    elif isinstance(value, bytes):
+        out.append(b"B" + _length(len(value)) + value)
+    elif isinstance(value, tuple | list):
+        out.append(b"L" + _length(len(value)))
+        for item in value:
+            _encode_into(item, out)
+    else:
+        raise TypeError(f"cannot encode a value of type {type(value).__name__} for hashing")
+
+
+def encode(value: object) -> bytes:
+    """The canonical bytes of ``value`` (see the module docstring); TypeError otherwise."""
+    out: list[bytes] = []
+    _encode_into(value, out)
+    return b"".join(out)
+
+
+def sha256_hash(value: object) -> bytes:
+    """SHA-256 of the canonical encoding of ``value`` (32 bytes)."""
+    return hashlib.sha256(encode(value)).digest()
+
+
+DEFAULT_NONE_HASH_SEED = "kvpool-none-hash"
+
+#: The parent hash of a request's first block. Re-seeded by ``init_none_hash``;
+#: read it through ``get_none_hash()`` (a ``from ... import NONE_HASH`` copy
+#: does not follow re-seeding).
+NONE_HASH: bytes = sha256_hash(DEFAULT_NONE_HASH_SEED)
+
+
+def init_none_hash(seed: str) -> None:
+    """Re-seed the module-level ``NONE_HASH`` as ``sha256_hash(seed)``."""
+    global NONE_HASH
+    if not isinstance(seed, str):
+        raise TypeError(f"the none-hash seed must be a str, not {type(seed).__name__}")
+    NONE_HASH = sha256_hash(seed)
+
+
+def get_none_hash() -> bytes:
+    """The current ``NONE_HASH``."""
+    return NONE_HASH
+
+
+def hash_block_tokens(
+    hash_function: HashFunction,
+    parent_block_hash: bytes | None,
+    curr_block_token_ids: Sequence[int],
+    extra_keys: tuple[object, ...] | None = None,
+) -> bytes:
+    """The hash of one block, chained on its parent's (``NONE_HASH`` for the first)."""
+    parent = NONE_HASH if parent_block_hash is None else parent_block_hash
+    return hash_function((parent, tuple(curr_block_token_ids), extra_keys))
+
+
+def make_block_hash_with_group_id(block_hash: bytes, group_id: int) -> bytes:
+    """The key: ``block_hash`` followed by ``group_id`` as 4 big-endian unsigned bytes."""
+    if isinstance(group_id, bool) or not isinstance(group_id, int):
+        raise TypeError(f"a group id must be an int, not {type(group_id).__name__}")
+    if not 0 <= group_id < _U32_LIMIT:
+        raise ValueError(f"group id {group_id} does not fit in 4 unsigned bytes")
+    return block_hash + group_id.to_bytes(4, "big")
+
+
+def get_block_hash(key: bytes) -> bytes:
+    """The block hash part of a key."""
+    return key[:-4]
+
+
+def get_group_id(key: bytes) -> int:
+    """The group id part of a key."""
+    return int.from_bytes(key[-4:], "big")
+
+
+def request_block_hashes(
+    token_ids: Sequence[int],
+    block_size: int,
+    extra_keys: tuple[object, ...] | None = None,
+    hash_function: HashFunction = sha256_hash,
+) -> list[bytes]:
+    """The chained hashes of every full ``block_size`` block of ``token_ids``.
+
+    ``extra_keys`` (or ``None``) is applied to every block. A trailing partial
+    block gets no hash.
+    """
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    hashes: list[bytes] = []
+    parent: bytes | None = None
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash_block_tokens(
+            hash_function, parent, token_ids[start : start + block_size], extra_keys
+        )
+        hashes.append(parent)
+    return hashes

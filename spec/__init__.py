@@ -1,0 +1,82 @@
+"""kvpool.spec: the executable reference model of a paged KV-cache block pool.
+
+The state is plain data (:class:`PoolState`); :func:`step` applies one :mod:`action
+<kvpool.spec.actions>` and returns the next state and the observation a caller must see.
+Invariants are named predicates (:mod:`kvpool.spec.invariants`); actions outside the
+caller's contract raise :class:`ContractViolation` naming the broken rule.
+"""
+
+from .actions import (
+    ACTIONS_BY_OPERATION,
+    ALL_ACTIONS,
+    Action,
+    CacheFullBlocks,
+    CachePartialBlock,
+    EvictBlocks,
+    FreeBlocks,
+    GetCachedBlock,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    GetUsage,
+    IsBlockWritable,
+    MoveBlockHashes,
+    PeerGetNewBlocks,
+    ResetPrefixCache,
+    TakeEvents,
+    Touch,
+    UnpinBlocks,
+)
+from .config import PoolConfig
+from .errors import ContractViolation
+from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, canonical_events
+from .invariants import INVARIANTS, broken_invariants, invariants_hold
+from .observation import Observation, Result
+from .profile import PROFILES, SEED, Profile, get_profile
+from .rules import RULES
+from .state import NULL_BLOCK, PoolState, PrimaryKey, initial_state
+from .step import adopt_allocation, step, violation
+
+__all__ = [
+    "ACTIONS_BY_OPERATION",
+    "ALL_ACTIONS",
+    "INVARIANTS",
+    "NULL_BLOCK",
+    "PROFILES",
+    "RULES",
+    "SEED",
+    "Action",
+    "AllBlocksCleared",
+    "BlockRemoved",
+    "BlockStored",
+    "CacheFullBlocks",
+    "CachePartialBlock",
+    "ContractViolation",
+    "Event",
+    "EvictBlocks",
+    "FreeBlocks",
+    "GetCachedBlock",
+    "GetNewBlocks",
+    "GetNumFreeBlocks",
+    "GetUsage",
+    "IsBlockWritable",
+    "MoveBlockHashes",
+    "Observation",
+    "PeerGetNewBlocks",
+    "PoolConfig",
+    "PoolState",
+    "PrimaryKey",
+    "Profile",
+    "ResetPrefixCache",
+    "Result",
+    "TakeEvents",
+    "Touch",
+    "UnpinBlocks",
+    "adopt_allocation",
+    "broken_invariants",
+    "canonical_events",
+    "get_profile",
+    "initial_state",
+    "invariants_hold",
+    "step",
+    "violation",
+]

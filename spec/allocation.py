@@ -1,0 +1,257 @@
+"""Handing blocks out and taking them back: get_new_blocks, free_blocks, touch, unpin_blocks.
+
+Each operation has a ``*_violation`` function, the caller's contract (``None`` when the
+action is allowed), and the transition itself, whose docstring states the pre- and
+postconditions in PEP 316 form for CrossHair.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from .actions import FreeBlocks, GetNewBlocks, PeerGetNewBlocks, Touch, UnpinBlocks
+from .errors import ContractViolation
+from .events import BlockRemoved
+from .invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
+from .keys import group_of, hash_of
+from .observation import Observation
+from .state import NULL_BLOCK, PoolState, emit, fire_watchers, remove_keys, set_at
+
+
+def refuse(violation: ContractViolation | None) -> None:
+    """Raise ``violation`` if there is one."""
+    if violation is not None:
+        raise violation
+
+
+def out_of_range(state: PoolState, blocks: tuple[int, ...], op: str) -> ContractViolation | None:
+    """The first block id that does not name a block of ``state``."""
+    for b in blocks:
+        if not state.in_range(b):
+            return ContractViolation(
+                "block-id-range", op, b, f"block {b} is not in 0..{state.num_blocks - 1}"
+            )
+    return None
+
+
+def over_release(
+    state: PoolState, blocks: tuple[int, ...], rule: str, op: str
+) -> ContractViolation | None:
+    """The first block released more times than it is held (the null block is skipped)."""
+    for b, times in Counter(b for b in blocks if b != NULL_BLOCK).items():
+        if times > state.ref_cnt[b]:
+            return ContractViolation(
+                rule, op, b, f"block {b} is released {times} time(s) but held {state.ref_cnt[b]}"
+            )
+    return None
+
+
+# --- get_new_blocks ---------------------------------------------------------------------
+
+
+def get_new_blocks_violation(state: PoolState, action: GetNewBlocks) -> ContractViolation | None:
+    n = action.num_blocks
+    if not 0 <= n <= len(state.free_queue):
+        return ContractViolation(
+            "get-new-blocks-count",
+            action.operation,
+            None,
+            f"asked for {n} blocks with {len(state.free_queue)} free",
+        )
+    return None
+
+
+def get_new_blocks(state: PoolState, action: GetNewBlocks) -> tuple[PoolState, Observation]:
+    """Hand out ``num_blocks`` blocks from the front of the free queue, in queue order.
+
+    Each block's reuse watcher fires and is dropped; with caching on, each loses every key
+    (one ``BlockRemoved`` per key); each ends held once.
+
+    pre: invariants_hold(state)
+    pre: get_new_blocks_violation(state, action) is None
+    post: __return__[1].result == state.free_queue[:action.num_blocks]
+    post: __return__[0].free_queue == state.free_queue[action.num_blocks:]
+    post: all(__return__[0].ref_cnt[b] == 1 for b in state.free_queue[:action.num_blocks])
+    post: all(not __return__[0].keys_of(b) for b in state.free_queue[:action.num_blocks])
+    post: invariants_hold(__return__[0])
+    """
+    refuse(get_new_blocks_violation(state, action))
+    taken = state.free_queue[: action.num_blocks]
+    state, fired = fire_watchers(state, taken)
+    ref_cnt = state.ref_cnt
+    for b in taken:
+        if state.config.enable_caching:
+            state, removed = remove_keys(state, b)
+            state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
+        ref_cnt = set_at(ref_cnt, b, 1)
+    state = replace(state, ref_cnt=ref_cnt, free_queue=state.free_queue[action.num_blocks :])
+    return state, Observation(taken, fired)
+
+
+def peer_get_new_blocks_violation(
+    state: PoolState, action: PeerGetNewBlocks
+) -> ContractViolation | None:
+    if state.peer is None:
+        return ContractViolation("foreign-route", action.operation, None, "there is no peer pool")
+    return get_new_blocks_violation(state.peer, GetNewBlocks(action.num_blocks))
+
+
+def peer_get_new_blocks(
+    state: PoolState, action: PeerGetNewBlocks
+) -> tuple[PoolState, Observation]:
+    """``get_new_blocks`` on the peer pool.
+
+    pre: invariants_hold(state)
+    pre: peer_get_new_blocks_violation(state, action) is None
+    post: invariants_hold(__return__[0])
+    """
+    refuse(peer_get_new_blocks_violation(state, action))
+    assert state.peer is not None
+    peer, observation = get_new_blocks(state.peer, GetNewBlocks(action.num_blocks))
+    return replace(state, peer=peer), observation
+
+
+# --- free_blocks ------------------------------------------------------------------------
+
+
+def free_blocks_violation(state: PoolState, action: FreeBlocks) -> ContractViolation | None:
+    op = action.operation
+    if action.evict_first and not state.profile.has_evict_first:
+        return ContractViolation("evict-first-unsupported", op)
+    if action.foreign:
+        if state.peer is None:
+            return ContractViolation(
+                "foreign-route", op, action.foreign[0], "the block's owning pool is gone"
+            )
+        peer_violation = out_of_range(state.peer, action.foreign, op) or over_release(
+            state.peer, action.foreign, "free-held", op
+        )
+        if peer_violation is not None:
+            return peer_violation
+    return out_of_range(state, action.blocks, op) or over_release(
+        state, action.blocks, "free-held", op
+    )
+
+
+def goes_to_front(state: PoolState, block: int, evict_first: bool) -> bool:
+    """Whether a block reaching ref_cnt 0 is queued at the front (reused first).
+
+    Blocks with no identity are reused first (LIFO, good for locality), as are cached blocks
+    whose contents another tier holds (``evict_first``); cached blocks go to the back so that
+    the least recently freed prefix is evicted first (LRU).
+    """
+    if not state.config.enable_caching:
+        return state.profile.caching_off_free_to_front
+    if state.primary[block] is None:
+        return state.profile.unkeyed_free_to_front
+    return evict_first
+
+
+def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> PoolState:
+    """Drop one reference per listed block; blocks reaching 0 join the queue.
+
+    The blocks for the front keep their order and go ahead of the old front; the blocks for
+    the back keep their order and go behind the old back.
+    """
+    ref_cnt = list(state.ref_cnt)
+    front: list[int] = []
+    back: list[int] = []
+    for b in blocks:
+        if b == NULL_BLOCK:
+            continue
+        ref_cnt[b] -= 1
+        if ref_cnt[b] == 0:
+            (front if goes_to_front(state, b, evict_first) else back).append(b)
+    queue = (*front, *state.free_queue, *back)
+    return replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue)
+
+
+def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observation]:
+    """Release each listed block once (a block may be listed several times).
+
+    The null block is skipped; blocks of the peer pool are handed back to it.
+
+    pre: invariants_hold(state)
+    pre: free_blocks_violation(state, action) is None
+    post: len(__return__[0].free_queue) >= len(state.free_queue)
+    post: set(state.free_queue) <= set(__return__[0].free_queue)
+    post: invariants_hold(__return__[0])
+    """
+    refuse(free_blocks_violation(state, action))
+    state = release(state, action.blocks, action.evict_first)
+    if action.foreign:
+        assert state.peer is not None
+        state = replace(state, peer=release(state.peer, action.foreign, action.evict_first))
+    return state, Observation()
+
+
+# --- touch ------------------------------------------------------------------------------
+
+
+def touch_violation(state: PoolState, action: Touch) -> ContractViolation | None:
+    op = action.operation
+    problem = out_of_range(state, action.blocks, op)
+    if problem is not None:
+        return problem
+    for b in action.blocks:
+        if b != NULL_BLOCK and state.ref_cnt[b] == 0 and state.primary[b] is None:
+            return ContractViolation(
+                "touch-identity", op, b, f"block {b} is free and carries no key: not a cache hit"
+            )
+    return None
+
+
+def touch(state: PoolState, action: Touch) -> tuple[PoolState, Observation]:
+    """Take one more reference on each listed block, pulling free ones out of the queue.
+
+    pre: invariants_hold(state)
+    pre: touch_violation(state, action) is None
+    post: all(__return__[0].ref_cnt[b] >= 1 for b in action.blocks if b != 0)
+    post: invariants_hold(__return__[0])
+    """
+    refuse(touch_violation(state, action))
+    ref_cnt = list(state.ref_cnt)
+    for b in action.blocks:
+        if b != NULL_BLOCK:
+            ref_cnt[b] += 1
+    queue = tuple(b for b in state.free_queue if ref_cnt[b] == 0)
+    return replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue), Observation()
+
+
+# --- unpin_blocks -----------------------------------------------------------------------
+
+
+def unpin_blocks_violation(state: PoolState, action: UnpinBlocks) -> ContractViolation | None:
+    op = action.operation
+    problem = out_of_range(state, action.blocks, op)
+    if problem is not None:
+        return problem
+    if NULL_BLOCK in action.blocks:
+        return ContractViolation("null-unpin", op, NULL_BLOCK)
+    return over_release(state, action.blocks, "unpin-held", op)
+
+
+def unpin_blocks(state: PoolState, action: UnpinBlocks) -> tuple[PoolState, Observation]:
+    """Release each listed block once; it stays readable until the pool reuses it.
+
+    Each block's watcher becomes ``action.watcher`` (replacing an older one). Blocks reaching
+    0 go to the back of the queue whatever their key: they are last-resort candidates.
+
+    pre: invariants_hold(state)
+    pre: unpin_blocks_violation(state, action) is None
+    post: all(__return__[0].watchers[b] == action.watcher for b in action.blocks)
+    post: invariants_hold(__return__[0])
+    """
+    refuse(unpin_blocks_violation(state, action))
+    ref_cnt = list(state.ref_cnt)
+    watchers = dict(state.watchers)
+    released: list[int] = []
+    for b in action.blocks:
+        ref_cnt[b] -= 1
+        watchers[b] = action.watcher
+        if ref_cnt[b] == 0:
+            released.append(b)
+    queue = (*state.free_queue, *released)
+    state = replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue, watchers=watchers)
+    return state, Observation()

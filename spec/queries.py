@@ -1,0 +1,62 @@
+"""Questions the pool answers without changing: is_block_writable, get_usage,
+get_num_free_blocks; and take_events, which only empties the event list."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .actions import GetNumFreeBlocks, GetUsage, IsBlockWritable, TakeEvents
+from .allocation import out_of_range, refuse
+from .errors import ContractViolation
+from .observation import Observation
+from .state import NULL_BLOCK, PoolState
+
+
+def is_block_writable_violation(
+    state: PoolState, action: IsBlockWritable
+) -> ContractViolation | None:
+    return out_of_range(state, (action.block,), action.operation)
+
+
+def writable(state: PoolState, block: int) -> bool:
+    """A block may be written in place only by its sole owner, and only while no key names
+    its contents: not null, held exactly once, no key."""
+    return block != NULL_BLOCK and state.ref_cnt[block] == 1 and state.primary[block] is None
+
+
+def is_block_writable(state: PoolState, action: IsBlockWritable) -> tuple[PoolState, Observation]:
+    """pre: is_block_writable_violation(state, action) is None
+    post: __return__[0] == state
+    """
+    refuse(is_block_writable_violation(state, action))
+    return state, Observation(writable(state, action.block))
+
+
+def usage(state: PoolState) -> float:
+    """The fraction of real blocks out of the free queue (0 for a pool of only the null
+    block). Cached blocks in the queue count as free."""
+    real = state.num_blocks - 1
+    if not real:
+        return 0.0
+    return 1.0 - len(state.free_queue) / real
+
+
+def get_usage(state: PoolState, action: GetUsage) -> tuple[PoolState, Observation]:
+    """post: 0.0 <= __return__[1].result <= 1.0"""
+    return state, Observation(usage(state))
+
+
+def get_num_free_blocks(
+    state: PoolState, action: GetNumFreeBlocks
+) -> tuple[PoolState, Observation]:
+    """post: __return__[1].result == len(state.free_queue)"""
+    return state, Observation(len(state.free_queue))
+
+
+def take_events(state: PoolState, action: TakeEvents) -> tuple[PoolState, Observation]:
+    """Return the pending events, oldest first, and forget them.
+
+    post: __return__[1].result == state.events
+    post: __return__[0].events == ()
+    """
+    return replace(state, events=()), Observation(state.events)

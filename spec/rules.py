@@ -1,0 +1,37 @@
+"""The caller's contract, rule by rule.
+
+Every out-of-contract action is refused with a :class:`~kvpool.spec.errors.ContractViolation`
+naming one of these rules. The ids are stable: pools, traces and docs quote them.
+"""
+
+from __future__ import annotations
+
+RULES: dict[str, str] = {
+    "block-id-range": "a block id must be an integer in 0 .. num_gpu_blocks-1",
+    "get-new-blocks-count": "get_new_blocks(n) needs 0 <= n <= the number of free blocks",
+    "free-held": "a block may be freed at most as many times as it is held (ref_cnt)",
+    "foreign-route": "a block of another pool can only be freed while that pool is alive",
+    "evict-first-unsupported": "this profile's free_blocks has no evict_first argument",
+    "touch-identity": "only a cache hit may be touched: a free block must carry a key",
+    "null-unpin": "the null block can never be unpinned",
+    "unpin-held": "a block may be unpinned at most as many times as it is held",
+    "caching-enabled": "blocks can only be cached while prefix caching is enabled",
+    "block-size-multiple": "block_size must be a positive multiple of hash_block_size",
+    "cache-range": "0 <= num_cached_blocks <= num_full_blocks <= len(blocks), and the "
+    "block_mask covers exactly blocks[num_cached_blocks:num_full_blocks]",
+    "hashes-available": "the request must carry a block hash for every prefix it caches",
+    "cache-held": "a block being cached must be held by the request (ref_cnt >= 1)",
+    "cache-distinct": "a block may appear only once among the blocks being cached",
+    "cache-fresh": "a block being cached as full must have no key, or a partial key that "
+    "covers fewer tokens (promotion)",
+    "partial-tokens": "num_tokens of a partial entry must be a positive multiple of "
+    "hash_block_size",
+    "move-null": "the null block can never receive keys",
+    "move-dst-unkeyed": "move_block_hashes needs a destination block without keys",
+    "unsupported-action": "the action is not part of this profile's API",
+}
+
+
+def describe(rule: str) -> str:
+    """The plain statement of ``rule`` (the id itself when it is unknown)."""
+    return RULES.get(rule, rule)
