@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from .levels import LEVELS
-from .machine import RunRecord
+from .lockstep import RunRecord
 from .report import coverage_table, print_failure, results_table
 from .runner import LevelResult, run_level
 from .targets.loading import BUILT_IN, TargetLoadError, load_target

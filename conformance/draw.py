@@ -34,7 +34,7 @@ from kvpool.spec.keys import hash_of
 
 GROUPS = (0, 1)
 WATCHERS = ("w1", "w2")
-SALTS: tuple[tuple[str, ...] | None, ...] = (None, ("salt-a",))
+SALTS: tuple[tuple[str, ...] | None, ...] = (None, None, None, ("salt-a",))
 
 
 def configs(max_blocks: int, robustness: bool) -> st.SearchStrategy[PoolConfig]:
@@ -58,16 +58,19 @@ def keyed(state: PoolState) -> list[int]:
 
 
 def request_hashes(data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
-    """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}."""
-    tokens = data.draw(st.lists(st.sampled_from([1, 2]), min_size=num_hashes * hbs,
+    """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}
+    (mostly 1, so that requests often share a prefix)."""
+    tokens = data.draw(st.lists(st.sampled_from([1, 1, 1, 2]), min_size=num_hashes * hbs,
                                 max_size=num_hashes * hbs), label="tokens")
     salt = data.draw(st.sampled_from(SALTS), label="salt")
     return request_block_hashes(tokens, hbs, salt)
 
 
 def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
-    """Held blocks to release, each at most as often as it is held, in any order."""
-    pool = [b for b in held(state) for _ in range(state.ref_cnt[b])]
+    """Held blocks to release, each at most as often as it is held, in any order; cached
+    blocks are drawn more often, since where they go is where pools differ."""
+    pool = [b for b in held(state)
+            for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))]
     chosen = data.draw(st.lists(st.sampled_from(pool), max_size=max_size, unique_by=None)
                        if pool else st.just([]), label="blocks")
     counts: dict[int, int] = {}

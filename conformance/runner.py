@@ -6,14 +6,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as use_seed
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 from kvpool.spec import Action, PoolConfig, Profile
 
 from .levels import Level
-from .machine import Nonconformance, RunRecord, lockstep_machine
+from .lockstep import Nonconformance, RunRecord
+from .machine import lockstep_machine
+from .shrink import shrink
 from .target import TargetFactory
 
 
@@ -48,10 +50,15 @@ def run_level(
     seed: int,
     max_blocks: int,
     on_example: Callable[[RunRecord], None] | None = None,
+    shrink_seconds: float = 20.0,
 ) -> LevelResult:
-    """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each."""
-    record = RunRecord(on_example=on_example)
-    machine = lockstep_machine(factory, profile, level, max_blocks, record)
+    """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each.
+
+    Hypothesis draws the test cases; the first failing one is then shrunk by replaying its
+    actions (see :mod:`.shrink`).
+    """
+    record = RunRecord()
+    machine = lockstep_machine(factory, profile, level, max_blocks, record, on_example)
     use_seed(seed)(machine)
     run_settings = settings(
         max_examples=max_examples,
@@ -62,6 +69,7 @@ def run_level(
         report_multiple_bugs=False,
         verbosity=Verbosity.quiet,
         suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate],
     )
     start = time.perf_counter()
     failure = None
@@ -74,4 +82,8 @@ def run_level(
                           f"results on a second run ({exc})", tuple(record.trace), record.config)
     except Exception as exc:  # the target crashed inside the adapter or the spec broke
         failure = Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
+    if failure is not None and failure.config is not None and failure.trace:
+        config, trace, message = shrink(factory, profile, level, failure.config,
+                                        failure.trace, budget_seconds=shrink_seconds)
+        failure = Failure(message, trace, config)
     return LevelResult(level, record, time.perf_counter() - start, failure)

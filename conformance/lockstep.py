@@ -1,0 +1,185 @@
+"""One lockstep run: the spec and one target, fed the same actions.
+
+:class:`LockstepRun` is plain Python, with no Hypothesis in it, so a drawn run, a replayed
+trace and the shrinker all judge a target the same way.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvpool.spec import (
+    Action,
+    ContractViolation,
+    GetNewBlocks,
+    PeerGetNewBlocks,
+    PoolConfig,
+    PoolState,
+    Profile,
+    adopt_allocation,
+    broken_invariants,
+    initial_state,
+    step,
+    violation,
+)
+
+from .compare import compare_observation, compare_views, view_changes
+from .coverage import situations
+from .levels import Level
+from .target import EVICT_FIRST, Target, TargetFactory
+
+
+class Nonconformance(AssertionError):
+    """The target did something the spec does not allow."""
+
+
+@dataclass
+class RunRecord:
+    """What the runs of one level saw."""
+
+    examples: int = 0
+    steps: int = 0
+    operations: Counter[str] = field(default_factory=Counter)
+    situations: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
+    #: The actions of the latest test case, and the pool it was run on.
+    trace: list[Action] = field(default_factory=list)
+    config: PoolConfig | None = None
+    #: Test cases run when the first failure was seen, or None.
+    first_failure_at: int | None = None
+
+
+class LockstepRun:
+    """The spec and a fresh target built from ``config``, compared after every action."""
+
+    def __init__(
+        self,
+        factory: TargetFactory,
+        profile: Profile,
+        level: Level,
+        config: PoolConfig,
+        record: RunRecord | None = None,
+    ) -> None:
+        self.level = level
+        self.record = record if record is not None else RunRecord()
+        self.record.trace = []
+        self.record.config = config
+        self.state: PoolState = initial_state(config, profile)
+        self.target: Target = factory(config, profile)
+        self.operations = profile.operations & self.target.operations
+        self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
+        self.peer = "peer_get_new_blocks" in self.operations
+        self.check_view("after construction")
+
+    def can_apply(self, action: Action) -> bool:
+        """Whether this target takes ``action`` at all (operation and arguments)."""
+        if action.operation not in self.operations:
+            return False
+        evict_first = getattr(action, "evict_first", False)
+        foreign = getattr(action, "foreign", ())
+        return (self.evict_first or not evict_first) and (self.peer or not foreign)
+
+    def apply(self, action: Action) -> None:
+        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference."""
+        self.record.trace.append(action)
+        self.record.steps += 1
+        self.record.operations[action.operation] += 1
+        expected_violation = violation(self.state, action)
+        before = self.target.view() if expected_violation else None
+        try:
+            actual = self.target.apply(action)
+        except Exception as exc:  # the pool refused; whether it may is judged here
+            self.refused(action, expected_violation, before, exc)
+            return
+        if expected_violation is not None:
+            raise Nonconformance(f"{action.operation} was accepted although it breaks the "
+                                 f"contract: {expected_violation}")
+        if not self.level.exact_order:
+            self.adopt(action, actual.result)
+        before_state = self.state
+        self.state, expected = step(self.state, action)
+        problems = compare_observation(action, expected, actual, self.target.observes)
+        if problems:
+            raise Nonconformance("; ".join(problems))
+        self.check_view(f"after {action.operation}")
+        self.check_structure(action)
+        broken = broken_invariants(self.state)
+        assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+        self.record.situations.update(situations(before_state, action, self.state, expected))
+
+    def refused(self, action: Action, expected: ContractViolation | None, before: Any,
+                exc: Exception) -> None:
+        if expected is None:
+            raise Nonconformance(f"{action.operation} was refused although it is allowed: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        changes = view_changes(before, self.target.view())
+        if changes:
+            raise Nonconformance(f"{action.operation} was refused (rule '{expected.rule}') but "
+                                 f"the pool changed: " + "; ".join(changes)) from exc
+        self.record.refusals[expected.rule] += 1
+        self.check_structure(action)
+
+    def adopt(self, action: Action, result: Any) -> None:
+        """Set semantics: accept the target's choice of blocks if it is a legal choice."""
+        if not isinstance(action, GetNewBlocks | PeerGetNewBlocks):
+            return
+        pool = self.state if isinstance(action, GetNewBlocks) else self.state.peer
+        assert pool is not None
+        got = tuple(result) if isinstance(result, tuple) else ()
+        if len(got) != action.num_blocks:
+            raise Nonconformance(f"{action.operation}({action.num_blocks}) handed out "
+                                 f"{len(got)} blocks: {list(got)}")
+        for b in got:
+            if got.count(b) > 1:
+                raise Nonconformance(f"{action.operation} handed out block {b} twice")
+            if not pool.in_range(b) or b not in pool.free:
+                refs = pool.ref_cnt[b] if pool.in_range(b) else "?"
+                raise Nonconformance(f"{action.operation} handed out block {b}, which is not "
+                                     f"free (ref_cnt {refs})")
+        self.state = adopt_allocation(self.state, got, peer=isinstance(action, PeerGetNewBlocks))
+
+    def check_view(self, where: str) -> None:
+        problems = compare_views(self.state, self.target.view(), self.level.exact_order)
+        if problems:
+            raise Nonconformance(f"{where}: " + "; ".join(problems))
+
+    def check_structure(self, action: Action) -> None:
+        problems = self.target.structure_problems()
+        if problems:
+            raise Nonconformance(f"after {action.operation}: free list corrupted: "
+                                 + "; ".join(problems))
+
+
+def replay(
+    factory: TargetFactory,
+    profile: Profile,
+    level: Level,
+    config: PoolConfig,
+    actions: list[Action] | tuple[Action, ...],
+    skip_out_of_contract: bool = False,
+) -> tuple[str | None, list[Action]]:
+    """Run ``actions`` in lockstep on a fresh target.
+
+    Returns the first difference (``None`` if the target conforms) and the actions actually
+    run. With ``skip_out_of_contract``, actions the spec would refuse at their turn (and
+    actions this target cannot take) are left out instead of run — the shrinker uses this
+    when dropping an earlier action makes a later one meaningless.
+    """
+    run = LockstepRun(factory, profile, level, config)
+    done: list[Action] = []
+    for action in actions:
+        if skip_out_of_contract and (
+            not run.can_apply(action)
+            or (not level.out_of_contract and violation(run.state, action) is not None)
+        ):
+            continue
+        done.append(action)
+        try:
+            run.apply(action)
+        except Nonconformance as exc:
+            return str(exc), done
+        except Exception as exc:  # the adapter or the spec failed
+            return f"{type(exc).__name__}: {exc}", done
+    return None, done

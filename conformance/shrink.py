@@ -1,0 +1,114 @@
+"""Shrinking a failing action sequence by replaying it.
+
+Actions are data and a replay takes milliseconds, so the shrinker works on the actions
+themselves: drop chunks of actions (halves, then quarters, ... then single ones), then
+drop single entries from an action's block lists, keeping every change after which the
+target still fails. An action that a removal made meaningless (now outside the contract,
+at the ``safety`` and ``order`` levels) is dropped as well.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import fields, replace
+
+from kvpool.spec import Action, PoolConfig, Profile
+
+from .levels import Level
+from .lockstep import replay
+from .target import TargetFactory
+
+
+def shrink(
+    factory: TargetFactory,
+    profile: Profile,
+    level: Level,
+    config: PoolConfig,
+    actions: tuple[Action, ...],
+    budget_seconds: float = 20.0,
+) -> tuple[PoolConfig, tuple[Action, ...], str]:
+    """The smallest failing pool and shortest failing sequence found within the budget, and
+    the failure message."""
+    deadline = time.monotonic() + budget_seconds
+
+    def fails_on(pool: PoolConfig) -> Replay:
+        def fails(candidate: list[Action]) -> tuple[str | None, list[Action]]:
+            return replay(factory, profile, level, pool, candidate, skip_out_of_contract=True)
+
+        return fails
+
+    found, best = fails_on(config)(list(actions))
+    if found is None:  # not reproducible by replay: keep what Hypothesis found
+        found, best = replay(factory, profile, level, config, actions)
+        return config, tuple(best), found or "the failure did not reproduce on replay"
+    message = found
+    while time.monotonic() < deadline:
+        previous = (config, best)
+        fails = fails_on(config)
+        best, message = _drop_chunks(fails, best, message, deadline)
+        best, message = _simplify_actions(fails, best, message, deadline)
+        for smaller in _smaller_pools(config):
+            found, ran = fails_on(smaller)(best)
+            if found is not None and len(ran) <= len(best):
+                config, best, message = smaller, ran, found
+                break
+        if (config, best) == previous:
+            break
+    return config, tuple(best), message
+
+
+def _smaller_pools(config: PoolConfig) -> list[PoolConfig]:
+    """Simpler pools to try the same actions on: no peer, fewer blocks."""
+    pools = [replace(config, peer_blocks=0)] if config.peer_blocks else []
+    pools += [replace(config, num_gpu_blocks=n) for n in range(2, config.num_gpu_blocks)]
+    return pools
+
+
+Replay = Callable[[list[Action]], tuple[str | None, list[Action]]]
+
+
+def _drop_chunks(
+    fails: Replay, best: list[Action], message: str, deadline: float
+) -> tuple[list[Action], str]:
+    """Remove runs of actions, largest first, while the target still fails."""
+    chunk = max(1, len(best) // 2)
+    while chunk >= 1 and time.monotonic() < deadline:
+        i = 0
+        changed = False
+        while i < len(best) and time.monotonic() < deadline:
+            found, ran = fails(best[:i] + best[i + chunk :])
+            if found is not None:
+                best, message, changed = ran, found, True
+            else:
+                i += chunk
+        if not changed:
+            chunk //= 2
+    return best, message
+
+
+def _simplify_actions(
+    fails: Replay, best: list[Action], message: str, deadline: float
+) -> tuple[list[Action], str]:
+    """Remove single entries from actions' block lists while the target still fails."""
+    i = 0
+    while i < len(best) and time.monotonic() < deadline:
+        for smaller in _simpler(best[i]):
+            found, ran = fails([*best[:i], smaller, *best[i + 1 :]])
+            if found is not None and len(ran) <= len(best):
+                best, message = ran, found
+                break
+        else:
+            i += 1
+    return best, message
+
+
+def _simpler(action: Action) -> list[Action]:
+    """Variants of ``action`` with one entry fewer in one of its tuple fields."""
+    variants = []
+    for f in fields(action):
+        value = getattr(action, f.name)
+        if f.name in ("blocks", "foreign", "block_ids", "group_ids") and isinstance(value, tuple):
+            for j in range(len(value)):
+                variants.append(replace(action, **{f.name: value[:j] + value[j + 1:]}))
+    return variants
