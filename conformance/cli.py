@@ -122,7 +122,7 @@ def conform(target: str, profile: str, levels: str, max_examples: int, steps: in
         console.print(f"\nReproduce with: kvpool conform --target {target} --profile {profile} "
                       f"--level {failed[0].level.name} --seed {run_seed} "
                       f"--max-examples {max_examples} --steps {steps} --blocks {blocks}",
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
         sys.exit(EXIT_NONCONFORMANCE)
     console.print("[green]every level passed[/green]")
 

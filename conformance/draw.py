@@ -30,9 +30,9 @@ from kvpool.spec import (
     UnpinBlocks,
 )
 from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.keys import hash_of
+from kvpool.spec.keys import group_of, hash_of
 
-GROUPS = (0, 1)
+GROUPS = (0, 0, 1)
 WATCHERS = ("w1", "w2")
 SALTS: tuple[tuple[str, ...] | None, ...] = (None, None, None, ("salt-a",))
 
@@ -131,8 +131,7 @@ def draw_cache_full_blocks(data: st.DataObject, state: PoolState, ctx: Context) 
         mask = tuple(data.draw(st.lists(st.booleans(), min_size=len(new), max_size=len(new)),
                                label="block_mask"))
     extra = data.draw(st.integers(0, 1), label="extra hashes")
-    hashes = request_hashes(data, hbs, num_full * (block_size // hbs) + extra)
-    ctx.remember(hashes)
+    hashes = ctx.request(data, hbs, num_full * (block_size // hbs) + extra)
     return CacheFullBlocks(hashes, (*prefix, *new), num_cached, num_full, block_size,
                            data.draw(st.sampled_from(GROUPS), label="group"), mask)
 
@@ -141,8 +140,7 @@ def draw_cache_partial_block(data: st.DataObject, state: PoolState, ctx: Context
     hbs = state.config.hash_block_size
     block = data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="block")
     num_hashes = data.draw(st.integers(1, 4), label="hashes")
-    hashes = request_hashes(data, hbs, num_hashes)
-    ctx.remember(hashes)
+    hashes = ctx.request(data, hbs, num_hashes)
     return CachePartialBlock(
         hashes,
         block,
@@ -154,9 +152,20 @@ def draw_cache_partial_block(data: st.DataObject, state: PoolState, ctx: Context
 
 
 def draw_get_cached_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
-    known = sorted({hash_of(k) for k in state.cache} | set(ctx.hashes[-8:]) | {b"\x00" * 4})
-    block_hash = data.draw(st.sampled_from(known), label="hash")
-    groups = data.draw(st.lists(st.sampled_from(GROUPS), min_size=1, max_size=2), label="groups")
+    """Mostly a key that is cached (keys with duplicates most of all), sometimes a recent
+    request's hash or one never cached; over one or two groups."""
+    duplicated = [k for k, blocks in state.cache.items() if len(blocks) > 1]
+    keys = sorted([*duplicated, *duplicated, *state.cache])
+    recent = sorted(set(ctx.hashes[-8:])) or [b"\x00" * 4]
+    if keys and data.draw(st.integers(0, 3), label="cached key") > 0:
+        key = data.draw(st.sampled_from(keys), label="key")
+        block_hash, groups = hash_of(key), [group_of(key)]
+    else:
+        block_hash = data.draw(st.sampled_from(recent), label="hash")
+        groups = [data.draw(st.sampled_from(GROUPS), label="group")]
+    if data.draw(st.booleans(), label="two groups"):
+        groups.insert(data.draw(st.integers(0, 1), label="at"),
+                      data.draw(st.sampled_from(GROUPS), label="other group"))
     return GetCachedBlock(block_hash, tuple(groups))
 
 
@@ -281,6 +290,15 @@ class Context:
         self.evict_first = evict_first
         self.peer = peer
         self.hashes: list[bytes] = []
+        self.requests: list[tuple[bytes, ...]] = []
 
-    def remember(self, hashes: tuple[bytes, ...]) -> None:
+    def request(self, data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
+        """Hashes of a request with at least ``num_hashes`` blocks: half the time one seen
+        before (so the same prefix gets cached twice: duplicate keys), else a new one."""
+        seen = [r for r in self.requests if len(r) >= num_hashes]
+        if seen and data.draw(st.booleans(), label="same request again"):
+            return data.draw(st.sampled_from(seen), label="request")
+        hashes = request_hashes(data, hbs, num_hashes)
+        self.requests.append(hashes)
         self.hashes.extend(hashes)
+        return hashes

@@ -80,9 +80,9 @@ def print_failure(console: Console, result: LevelResult) -> None:
     failure = result.failure
     assert failure is not None
     console.print(f"\n[bold red]Nonconformance at level {result.level.name}[/bold red]")
-    console.print(f"  {failure.message}", markup=False, highlight=False)
+    console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"\n  Shrunk action sequence ({len(failure.trace)} actions) on a pool built as")
-    console.print(f"    {config_line(failure.config)}", markup=False, highlight=False)
+    console.print(f"    {config_line(failure.config)}", markup=False, highlight=False, soft_wrap=True)
     for i, action in enumerate(failure.trace, 1):
         marker = "  <- diverges here" if i == len(failure.trace) else ""
-        console.print(f"    {i:>3}. {action_line(action)}{marker}", markup=False, highlight=False)
+        console.print(f"    {i:>3}. {action_line(action)}{marker}", markup=False, highlight=False, soft_wrap=True)

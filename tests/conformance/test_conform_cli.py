@@ -1,0 +1,92 @@
+"""``kvpool conform`` end to end: our pool passes, planted faults fail, bad input exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kvpool.conformance.cli import main
+
+HERE = Path(__file__).parent
+
+FAULTS = {
+    "CachedToFront": "order",
+    "TouchForgetsQueue": "safety",
+    "StaleKeyAfterReuse": "safety",
+    "WatcherNeverFires": "safety",
+    "DoubleFreeAccepted": "robustness",
+    "NewestDuplicateHit": "safety",
+    "UsageCountsNull": "safety",
+    "ResetWhileHeld": "safety",
+}
+
+
+def conform(*args: str) -> Result:
+    return CliRunner().invoke(main, ["conform", "--no-coverage", *args])
+
+
+@pytest.fixture(autouse=True)
+def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+
+
+def test_impl_passes_every_level() -> None:
+    result = conform("--target", "impl", "--max-examples", "60", "--seed", "7")
+    assert result.exit_code == 0, result.output
+    assert "every level passed" in result.output
+    for level in ("safety", "order", "robustness"):
+        assert level in result.output
+
+
+def test_spec_target_passes_its_own_suite() -> None:
+    result = conform("--target", "spec", "--max-examples", "40", "--seed", "3")
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_planted_fault_is_caught_with_its_action_sequence(fault: str) -> None:
+    level = FAULTS[fault]
+    result = conform("--target", f"faulty_pools:{fault}", "--level", level,
+                     "--max-examples", "400", "--steps", "30", "--seed", "11")
+    assert result.exit_code == 1, result.output
+    assert f"Nonconformance at level {level}" in result.output
+    assert "Shrunk action sequence" in result.output
+    assert "<- diverges here" in result.output
+
+
+def test_tiny_user_pool_passes_safety_and_order() -> None:
+    result = conform("--target", "tiny_pool:TinyPool", "--level", "safety,order",
+                     "--max-examples", "60", "--seed", "5")
+    assert result.exit_code == 0, result.output
+
+
+def test_tiny_user_pool_with_one_bug_fails_with_the_offending_sequence() -> None:
+    result = conform("--target", "tiny_pool:TinyPoolReversedFree", "--level", "order",
+                     "--max-examples", "300", "--seed", "5")
+    assert result.exit_code == 1, result.output
+    assert "free_blocks(" in result.output
+    assert "free queue order" in result.output or "get_new_blocks" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "nosuchthing"], "unknown target"),
+        (["--target", "no_such_module_xyz:make"], "cannot import module"),
+        (["--target", "tiny_pool:Missing"], "has no attribute"),
+        (["--level", "fastest"], "unknown level"),
+        (["--profile", "vllm-9.9"], "unknown profile"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_clear_message(args: list[str], message: str) -> None:
+    result = conform(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+def test_targets_lists_builtins_and_profiles() -> None:
+    result = CliRunner().invoke(main, ["targets"])
+    assert result.exit_code == 0
+    assert "impl" in result.output and "seed" in result.output
