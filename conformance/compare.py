@@ -27,14 +27,18 @@ def compare_observation(
             if canonical_events(want) != canonical_events(got):  # type: ignore[arg-type]
                 problems.append(f"{op}: events differ: expected {list(want)}, got {list(got)}")
     elif isinstance(want, float) or isinstance(got, float):
-        if not (isinstance(got, int | float) and isinstance(want, int | float)
-                and math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-12)):
+        if not (
+            isinstance(got, int | float)
+            and isinstance(want, int | float)
+            and math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-12)
+        ):
             problems.append(f"{op}: expected {want!r}, got {got!r}")
     elif want != got:
         problems.append(f"{op}: expected {_show(want)}, got {_show(got)}")
     if "watchers" in observes and expected.fired != actual.fired:
-        problems.append(f"{op}: reuse watchers fired: expected {list(expected.fired)}, "
-                        f"got {list(actual.fired)}")
+        problems.append(
+            f"{op}: reuse watchers fired: expected {list(expected.fired)}, got {list(actual.fired)}"
+        )
     return problems
 
 
@@ -56,32 +60,40 @@ def compare_views(
         problems.append(f"{where}free count: expected {want.free_count}, got {actual.free_count}")
     if actual.free_queue is not None and want.free_queue is not None:
         if exact_order and actual.free_queue != want.free_queue:
-            problems.append(f"{where}free queue order: expected {list(want.free_queue)}, "
-                            f"got {list(actual.free_queue)}")
+            problems.append(
+                f"{where}free queue order: expected {list(want.free_queue)}, "
+                f"got {list(actual.free_queue)}"
+            )
         elif set(actual.free_queue) != set(want.free_queue):
             missing = sorted(set(want.free_queue) - set(actual.free_queue))
             extra = sorted(set(actual.free_queue) - set(want.free_queue))
             problems.append(f"{where}free blocks differ: missing {missing}, unexpected {extra}")
         if len(set(actual.free_queue)) != len(actual.free_queue):
-            problems.append(f"{where}the free queue lists a block twice: "
-                            f"{list(actual.free_queue)}")
+            problems.append(f"{where}the free queue lists a block twice: {list(actual.free_queue)}")
     if actual.ref_cnt is not None and want.ref_cnt is not None:
         for b in range(1, state.num_blocks):  # the null block's count is not maintained
             if actual.ref_cnt[b] != want.ref_cnt[b]:
-                problems.append(f"{where}block {b}: ref_cnt expected {want.ref_cnt[b]}, "
-                                f"got {actual.ref_cnt[b]}")
+                problems.append(
+                    f"{where}block {b}: ref_cnt expected {want.ref_cnt[b]}, got {actual.ref_cnt[b]}"
+                )
     if actual.keys is not None and want.keys is not None:
         for b in range(state.num_blocks):
             if actual.keys[b] != want.keys[b]:
-                problems.append(f"{where}block {b}: keys expected "
-                                f"{sorted(k.hex() for k in want.keys[b])}, got "
-                                f"{sorted(k.hex() for k in actual.keys[b])}")
+                problems.append(
+                    f"{where}block {b}: keys expected "
+                    f"{sorted(k.hex() for k in want.keys[b])}, got "
+                    f"{sorted(k.hex() for k in actual.keys[b])}"
+                )
     if actual.primary is not None and want.primary is not None:
+        keys_seen = actual.keys if actual.keys is not None else want.keys
+        assert keys_seen is not None and want.keys is not None
         for b in range(state.num_blocks):
-            if actual.primary[b] != want.primary[b] and actual.keys is not None \
-                    and actual.keys[b] == want.keys[b]:  # type: ignore[index]
-                problems.append(f"{where}block {b}: primary key expected "
-                                f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}")
+            # A block whose key set differs was reported above; here: which key is primary.
+            if actual.primary[b] != want.primary[b] and keys_seen[b] == want.keys[b]:
+                problems.append(
+                    f"{where}block {b}: primary key expected "
+                    f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}"
+                )
     if actual.peer is not None and state.peer is not None:
         problems += compare_views(state.peer, actual.peer, exact_order, where="peer pool: ")
     return problems

@@ -66,8 +66,11 @@ def situations(
             if n and not after.free_queue:
                 seen.append("pool exhausted")
         case GetCachedBlock(group_ids=groups) if len(groups) > 1:
-            seen.append("multi-group lookup hit" if observation.result is not None
-                        else "multi-group lookup missed in one group")
+            seen.append(
+                "multi-group lookup hit"
+                if observation.result is not None
+                else "multi-group lookup missed in one group"
+            )
         case CacheFullBlocks():
             if any(before.primary[b] is not None for _, b in blocks_to_cache(action)):
                 seen.append("partial entry promoted to full")
@@ -82,13 +85,17 @@ def situations(
             if any(not before.keys_of(b) for b in freed):
                 seen.append("unkeyed block freed to the front")
             if any(before.keys_of(b) for b in freed):
-                seen.append("evict_first on a cached block" if evict_first
-                            else "cached block freed to the back")
+                seen.append(
+                    "evict_first on a cached block"
+                    if evict_first
+                    else "cached block freed to the back"
+                )
             if foreign:
                 seen.append("foreign block handed back")
         case ResetPrefixCache():
-            seen.append("reset cleared the cache" if observation.result
-                        else "reset refused while held")
+            seen.append(
+                "reset cleared the cache" if observation.result else "reset refused while held"
+            )
         case TakeEvents():
             if observation.result:
                 seen.append("events taken")

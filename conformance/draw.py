@@ -60,8 +60,12 @@ def keyed(state: PoolState) -> list[int]:
 def request_hashes(data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
     """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}
     (mostly 1, so that requests often share a prefix)."""
-    tokens = data.draw(st.lists(st.sampled_from([1, 1, 1, 2]), min_size=num_hashes * hbs,
-                                max_size=num_hashes * hbs), label="tokens")
+    tokens = data.draw(
+        st.lists(
+            st.sampled_from([1, 1, 1, 2]), min_size=num_hashes * hbs, max_size=num_hashes * hbs
+        ),
+        label="tokens",
+    )
     salt = data.draw(st.sampled_from(SALTS), label="salt")
     return request_block_hashes(tokens, hbs, salt)
 
@@ -69,10 +73,15 @@ def request_hashes(data: st.DataObject, hbs: int, num_hashes: int) -> tuple[byte
 def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
     """Held blocks to release, each at most as often as it is held, in any order; cached
     blocks are drawn more often, since where they go is where pools differ."""
-    pool = [b for b in held(state)
-            for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))]
-    chosen = data.draw(st.lists(st.sampled_from(pool), max_size=max_size, unique_by=None)
-                       if pool else st.just([]), label="blocks")
+    pool = [
+        b
+        for b in held(state)
+        for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))
+    ]
+    chosen = data.draw(
+        st.lists(st.sampled_from(pool), max_size=max_size, unique_by=None) if pool else st.just([]),
+        label="blocks",
+    )
     counts: dict[int, int] = {}
     kept = []
     for b in chosen:
@@ -117,23 +126,38 @@ def draw_cache_full_blocks(data: st.DataObject, state: PoolState, ctx: Context) 
     block_size = hbs * data.draw(st.sampled_from([1, 1, 2]), label="block size x")
     num_cached = data.draw(st.integers(0, 2), label="num_cached_blocks")
     first_tokens = (num_cached + 1) * block_size
-    fresh = [b for b in held(state)
-             if (p := state.primary[b]) is None or p.num_tokens < first_tokens]
-    new = data.draw(st.lists(st.sampled_from(fresh or [NULL_BLOCK]), min_size=1, max_size=3,
-                             unique=True), label="new full blocks")
+    fresh = [
+        b for b in held(state) if (p := state.primary[b]) is None or p.num_tokens < first_tokens
+    ]
+    new = data.draw(
+        st.lists(st.sampled_from(fresh or [NULL_BLOCK]), min_size=1, max_size=3, unique=True),
+        label="new full blocks",
+    )
     if data.draw(st.booleans(), label="with null"):
         new.insert(data.draw(st.integers(0, len(new)), label="null at"), NULL_BLOCK)
-    prefix = [data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="cached")
-              for _ in range(num_cached)]
+    prefix = [
+        data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="cached")
+        for _ in range(num_cached)
+    ]
     num_full = num_cached + len(new)
     mask = None
     if data.draw(st.integers(0, 3), label="masked") == 0:
-        mask = tuple(data.draw(st.lists(st.booleans(), min_size=len(new), max_size=len(new)),
-                               label="block_mask"))
+        mask = tuple(
+            data.draw(
+                st.lists(st.booleans(), min_size=len(new), max_size=len(new)), label="block_mask"
+            )
+        )
     extra = data.draw(st.integers(0, 1), label="extra hashes")
     hashes = ctx.request(data, hbs, num_full * (block_size // hbs) + extra)
-    return CacheFullBlocks(hashes, (*prefix, *new), num_cached, num_full, block_size,
-                           data.draw(st.sampled_from(GROUPS), label="group"), mask)
+    return CacheFullBlocks(
+        hashes,
+        (*prefix, *new),
+        num_cached,
+        num_full,
+        block_size,
+        data.draw(st.sampled_from(GROUPS), label="group"),
+        mask,
+    )
 
 
 def draw_cache_partial_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
@@ -164,8 +188,10 @@ def draw_get_cached_block(data: st.DataObject, state: PoolState, ctx: Context) -
         block_hash = data.draw(st.sampled_from(recent), label="hash")
         groups = [data.draw(st.sampled_from(GROUPS), label="group")]
     if data.draw(st.booleans(), label="two groups"):
-        groups.insert(data.draw(st.integers(0, 1), label="at"),
-                      data.draw(st.sampled_from(GROUPS), label="other group"))
+        groups.insert(
+            data.draw(st.integers(0, 1), label="at"),
+            data.draw(st.sampled_from(GROUPS), label="other group"),
+        )
     return GetCachedBlock(block_hash, tuple(groups))
 
 
@@ -296,7 +322,8 @@ class Context:
         """Hashes of a request with at least ``num_hashes`` blocks: half the time one seen
         before (so the same prefix gets cached twice: duplicate keys), else a new one."""
         seen = [r for r in self.requests if len(r) >= num_hashes]
-        if seen and data.draw(st.booleans(), label="same request again"):
+        reuse = data.draw(st.booleans(), label="same request again") if seen else False
+        if reuse:
             return data.draw(st.sampled_from(seen), label="request")
         hashes = request_hashes(data, hbs, num_hashes)
         self.requests.append(hashes)

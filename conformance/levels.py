@@ -15,13 +15,22 @@ class Level:
     out_of_contract: bool
 
 
-SAFETY = Level("safety", "set semantics: blocks come from the free set, counts and keys agree, "
-               "nothing is lost or handed out twice; any eviction order passes",
-               exact_order=False, out_of_contract=False)
-ORDER = Level("order", "the exact eviction order of the profile",
-              exact_order=True, out_of_contract=False)
-ROBUSTNESS = Level("robustness", "out-of-contract input is refused with a clear error and "
-                   "leaves the pool unchanged (compared with set semantics)",
-                   exact_order=False, out_of_contract=True)
+SAFETY = Level(
+    "safety",
+    "set semantics: blocks come from the free set, counts and keys agree, "
+    "nothing is lost or handed out twice; any eviction order passes",
+    exact_order=False,
+    out_of_contract=False,
+)
+ORDER = Level(
+    "order", "the exact eviction order of the profile", exact_order=True, out_of_contract=False
+)
+ROBUSTNESS = Level(
+    "robustness",
+    "out-of-contract input is refused with a clear error and "
+    "leaves the pool unchanged (compared with set semantics)",
+    exact_order=False,
+    out_of_contract=True,
+)
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (SAFETY, ORDER, ROBUSTNESS)}

@@ -94,8 +94,10 @@ class LockstepRun:
             self.refused(action, expected_violation, before, exc)
             return
         if expected_violation is not None:
-            raise Nonconformance(f"{action.operation} was accepted although it breaks the "
-                                 f"contract: {expected_violation}")
+            raise Nonconformance(
+                f"{action.operation} was accepted although it breaks the "
+                f"contract: {expected_violation}"
+            )
         if not self.level.exact_order:
             self.adopt(action, actual.result)
         before_state = self.state
@@ -109,15 +111,20 @@ class LockstepRun:
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
         self.record.situations.update(situations(before_state, action, self.state, expected))
 
-    def refused(self, action: Action, expected: ContractViolation | None, before: Any,
-                exc: Exception) -> None:
+    def refused(
+        self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception
+    ) -> None:
         if expected is None:
-            raise Nonconformance(f"{action.operation} was refused although it is allowed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise Nonconformance(
+                f"{action.operation} was refused although it is allowed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         changes = view_changes(before, self.target.view())
         if changes:
-            raise Nonconformance(f"{action.operation} was refused (rule '{expected.rule}') but "
-                                 f"the pool changed: " + "; ".join(changes)) from exc
+            raise Nonconformance(
+                f"{action.operation} was refused (rule '{expected.rule}') but "
+                f"the pool changed: " + "; ".join(changes)
+            ) from exc
         self.record.refusals[expected.rule] += 1
         self.check_structure(action)
 
@@ -129,15 +136,17 @@ class LockstepRun:
         assert pool is not None
         got = tuple(result) if isinstance(result, tuple) else ()
         if len(got) != action.num_blocks:
-            raise Nonconformance(f"{action.operation}({action.num_blocks}) handed out "
-                                 f"{len(got)} blocks: {list(got)}")
+            raise Nonconformance(
+                f"{action.operation}({action.num_blocks}) handed out {len(got)} blocks: {list(got)}"
+            )
         for b in got:
             if got.count(b) > 1:
                 raise Nonconformance(f"{action.operation} handed out block {b} twice")
             if not pool.in_range(b) or b not in pool.free:
                 refs = pool.ref_cnt[b] if pool.in_range(b) else "?"
-                raise Nonconformance(f"{action.operation} handed out block {b}, which is not "
-                                     f"free (ref_cnt {refs})")
+                raise Nonconformance(
+                    f"{action.operation} handed out block {b}, which is not free (ref_cnt {refs})"
+                )
         self.state = adopt_allocation(self.state, got, peer=isinstance(action, PeerGetNewBlocks))
 
     def check_view(self, where: str) -> None:
@@ -148,8 +157,9 @@ class LockstepRun:
     def check_structure(self, action: Action) -> None:
         problems = self.target.structure_problems()
         if problems:
-            raise Nonconformance(f"after {action.operation}: free list corrupted: "
-                                 + "; ".join(problems))
+            raise Nonconformance(
+                f"after {action.operation}: free list corrupted: " + "; ".join(problems)
+            )
 
 
 def replay(

@@ -85,7 +85,6 @@ def lockstep_machine(
     """A machine class comparing targets from ``factory`` with the spec."""
 
     class Lockstep(RuleBasedStateMachine):
-
         def __init__(self) -> None:
             super().__init__()
             record.examples += 1

@@ -33,10 +33,12 @@ def config_line(config: PoolConfig | None) -> str:
     if config is None:
         return "BlockPool(?)"
     peer = f", peer pool of {config.peer_blocks} blocks" if config.peer_blocks else ""
-    return (f"BlockPool(num_gpu_blocks={config.num_gpu_blocks}, "
-            f"enable_caching={config.enable_caching}, "
-            f"hash_block_size={config.hash_block_size}, "
-            f"enable_kv_cache_events={config.enable_kv_cache_events}){peer}")
+    return (
+        f"BlockPool(num_gpu_blocks={config.num_gpu_blocks}, "
+        f"enable_caching={config.enable_caching}, "
+        f"hash_block_size={config.hash_block_size}, "
+        f"enable_kv_cache_events={config.enable_kv_cache_events}){peer}"
+    )
 
 
 def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
@@ -76,13 +78,18 @@ def _count(n: int) -> str:
     return str(n) if n else "[yellow]0[/yellow]"
 
 
+def _line(console: Console, text: str) -> None:
+    """One line as it is: no markup, no highlighting, never wrapped."""
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def print_failure(console: Console, result: LevelResult) -> None:
     failure = result.failure
     assert failure is not None
     console.print(f"\n[bold red]Nonconformance at level {result.level.name}[/bold red]")
-    console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
+    _line(console, f"  {failure.message}")
     console.print(f"\n  Shrunk action sequence ({len(failure.trace)} actions) on a pool built as")
-    console.print(f"    {config_line(failure.config)}", markup=False, highlight=False, soft_wrap=True)
+    _line(console, f"    {config_line(failure.config)}")
     for i, action in enumerate(failure.trace, 1):
         marker = "  <- diverges here" if i == len(failure.trace) else ""
-        console.print(f"    {i:>3}. {action_line(action)}{marker}", markup=False, highlight=False, soft_wrap=True)
+        _line(console, f"    {i:>3}. {action_line(action)}{marker}")

@@ -78,12 +78,17 @@ def run_level(
     except Nonconformance as exc:
         failure = Failure(str(exc), tuple(record.trace), record.config)
     except Flaky as exc:
-        failure = Failure(f"the target is nondeterministic: the same actions gave different "
-                          f"results on a second run ({exc})", tuple(record.trace), record.config)
+        failure = Failure(
+            f"the target is nondeterministic: the same actions gave different "
+            f"results on a second run ({exc})",
+            tuple(record.trace),
+            record.config,
+        )
     except Exception as exc:  # the target crashed inside the adapter or the spec broke
         failure = Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
     if failure is not None and failure.config is not None and failure.trace:
-        config, trace, message = shrink(factory, profile, level, failure.config,
-                                        failure.trace, budget_seconds=shrink_seconds)
+        config, trace, message = shrink(
+            factory, profile, level, failure.config, failure.trace, budget_seconds=shrink_seconds
+        )
         failure = Failure(message, trace, config)
     return LevelResult(level, record, time.perf_counter() - start, failure)

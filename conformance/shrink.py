@@ -110,5 +110,5 @@ def _simpler(action: Action) -> list[Action]:
         value = getattr(action, f.name)
         if f.name in ("blocks", "foreign", "block_ids", "group_ids") and isinstance(value, tuple):
             for j in range(len(value)):
-                variants.append(replace(action, **{f.name: value[:j] + value[j + 1:]}))
+                variants.append(replace(action, **{f.name: value[:j] + value[j + 1 :]}))
     return variants

@@ -73,8 +73,9 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an import error of the user's module, whatever it is
-        raise TargetLoadError(f"cannot import module {module_name!r} for target {spec!r}: "
-                              f"{type(exc).__name__}: {exc}") from exc
+        raise TargetLoadError(
+            f"cannot import module {module_name!r} for target {spec!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     factory: Any = module
     for part in attr.split("."):
         factory = getattr(factory, part, None)

@@ -93,13 +93,15 @@ def _spec_events(raw: Any) -> list[Event]:
     kind = type(raw).__name__
     group = getattr(raw, "group_idx", None) or 0
     if kind == "BlockStored":
-        return [BlockStored(
-            block_hashes=tuple(raw.block_hashes),
-            parent_block_hash=raw.parent_block_hash,
-            group_id=group,
-            block_size=raw.block_size,
-            num_tokens=len(raw.token_ids),
-        )]
+        return [
+            BlockStored(
+                block_hashes=tuple(raw.block_hashes),
+                parent_block_hash=raw.parent_block_hash,
+                group_id=group,
+                block_size=raw.block_size,
+                num_tokens=len(raw.token_ids),
+            )
+        ]
     if kind == "BlockRemoved":
         return [BlockRemoved(h, group) for h in raw.block_hashes]
     if kind == "AllBlocksCleared":

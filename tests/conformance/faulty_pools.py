@@ -16,7 +16,9 @@ from kvpool.impl import AllBlocksCleared, BlockPool, KVCacheBlock
 class CachedToFront(BlockPool):
     """Cached blocks reaching ref_cnt 0 go to the front: LRU eviction lost."""
 
-    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False) -> None:
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
         super().free_blocks(ordered_blocks, evict_first=True)
 
 
@@ -47,15 +49,18 @@ class StaleKeyAfterReuse(BlockPool):
 class WatcherNeverFires(BlockPool):
     """``unpin_blocks`` forgets the watcher: a reader keeps reading a reused block."""
 
-    def unpin_blocks(self, blocks: Iterable[KVCacheBlock],
-                     on_reuse: Callable[[KVCacheBlock], None]) -> None:
+    def unpin_blocks(
+        self, blocks: Iterable[KVCacheBlock], on_reuse: Callable[[KVCacheBlock], None]
+    ) -> None:
         super().unpin_blocks(blocks, lambda block: None)
 
 
 class DoubleFreeAccepted(BlockPool):
     """Freeing a block more often than it is held is not refused: ref_cnt goes negative."""
 
-    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False) -> None:
+    def free_blocks(
+        self, ordered_blocks: Iterable[KVCacheBlock], evict_first: bool = False
+    ) -> None:
         for block in ordered_blocks:
             if block.is_null:
                 continue

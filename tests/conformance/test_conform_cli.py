@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-
 from kvpool.conformance.cli import main
 
 HERE = Path(__file__).parent
@@ -48,8 +47,18 @@ def test_spec_target_passes_its_own_suite() -> None:
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_planted_fault_is_caught_with_its_action_sequence(fault: str) -> None:
     level = FAULTS[fault]
-    result = conform("--target", f"faulty_pools:{fault}", "--level", level,
-                     "--max-examples", "400", "--steps", "30", "--seed", "11")
+    result = conform(
+        "--target",
+        f"faulty_pools:{fault}",
+        "--level",
+        level,
+        "--max-examples",
+        "400",
+        "--steps",
+        "30",
+        "--seed",
+        "11",
+    )
     assert result.exit_code == 1, result.output
     assert f"Nonconformance at level {level}" in result.output
     assert "Shrunk action sequence" in result.output
@@ -57,14 +66,30 @@ def test_planted_fault_is_caught_with_its_action_sequence(fault: str) -> None:
 
 
 def test_tiny_user_pool_passes_safety_and_order() -> None:
-    result = conform("--target", "tiny_pool:TinyPool", "--level", "safety,order",
-                     "--max-examples", "60", "--seed", "5")
+    result = conform(
+        "--target",
+        "tiny_pool:TinyPool",
+        "--level",
+        "safety,order",
+        "--max-examples",
+        "60",
+        "--seed",
+        "5",
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_tiny_user_pool_with_one_bug_fails_with_the_offending_sequence() -> None:
-    result = conform("--target", "tiny_pool:TinyPoolReversedFree", "--level", "order",
-                     "--max-examples", "300", "--seed", "5")
+    result = conform(
+        "--target",
+        "tiny_pool:TinyPoolReversedFree",
+        "--level",
+        "order",
+        "--max-examples",
+        "300",
+        "--seed",
+        "5",
+    )
     assert result.exit_code == 1, result.output
     assert "free_blocks(" in result.output
     assert "free queue order" in result.output or "get_new_blocks" in result.output
