@@ -94,7 +94,15 @@ def peer_get_new_blocks_violation(
 ) -> ContractViolation | None:
     if state.peer is None:
         return ContractViolation("foreign-route", action.operation, None, "there is no peer pool")
-    return get_new_blocks_violation(state.peer, GetNewBlocks(action.num_blocks))
+    if not 0 <= action.num_blocks <= len(state.peer.free_queue):
+        return ContractViolation(
+            "get-new-blocks-count",
+            action.operation,
+            None,
+            f"asked the peer pool for {action.num_blocks} blocks with "
+            f"{len(state.peer.free_queue)} free",
+        )
+    return None
 
 
 def peer_get_new_blocks(

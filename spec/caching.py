@@ -29,10 +29,24 @@ def strip_keys(state: PoolState, block: int) -> PoolState:
     return emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
 
 
-def caching_violation(state: PoolState, block_size: int, op: str) -> ContractViolation | None:
-    """What every caching call needs: caching on, a block size the hashes can be viewed at."""
+def group_violation(groups: tuple[int, ...], op: str) -> ContractViolation | None:
+    """A group id must fit the key's 4-byte suffix."""
+    for group in groups:
+        if not 0 <= group < 2**32:
+            return ContractViolation("group-id-range", op, None, f"group id {group}")
+    return None
+
+
+def caching_violation(
+    state: PoolState, block_size: int, group: int, op: str
+) -> ContractViolation | None:
+    """What every caching call needs: caching on, a group id that fits a key, a block size
+    the hashes can be viewed at."""
     if not state.config.enable_caching:
         return ContractViolation("caching-enabled", op)
+    problem = group_violation((group,), op)
+    if problem is not None:
+        return problem
     hbs = state.config.hash_block_size
     if block_size <= 0 or block_size % hbs:
         return ContractViolation(
@@ -59,7 +73,7 @@ def cache_full_blocks_violation(
     state: PoolState, action: CacheFullBlocks
 ) -> ContractViolation | None:
     op = action.operation
-    problem = caching_violation(state, action.block_size, op) or out_of_range(
+    problem = caching_violation(state, action.block_size, action.group_id, op) or out_of_range(
         state, action.blocks, op
     )
     if problem is not None:
@@ -160,7 +174,7 @@ def cache_partial_block_violation(
     problem = out_of_range(state, (action.block,), op)
     if problem is not None or action.block == NULL_BLOCK:
         return problem
-    problem = caching_violation(state, action.block_size, op)
+    problem = caching_violation(state, action.block_size, action.group_id, op)
     if problem is not None:
         return problem
     if not state.is_held(action.block):
@@ -232,13 +246,21 @@ def cache_partial_block(
 # --- get_cached_block -------------------------------------------------------------------
 
 
+def get_cached_block_violation(
+    state: PoolState, action: GetCachedBlock
+) -> ContractViolation | None:
+    return group_violation(action.group_ids, action.operation)
+
+
 def get_cached_block(state: PoolState, action: GetCachedBlock) -> tuple[PoolState, Observation]:
     """The earliest-cached block under the hash in each group, or ``None`` if any group misses.
 
     pre: invariants_hold(state)
+    pre: get_cached_block_violation(state, action) is None
     post: __return__[0] == state
     post: __return__[1].result is None or len(__return__[1].result) == len(action.group_ids)
     """
+    refuse(get_cached_block_violation(state, action))
     hits: list[int] = []
     for group in action.group_ids:
         blocks = state.cache.get(make_key(action.block_hash, group), ())

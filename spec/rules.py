@@ -16,6 +16,7 @@ RULES: dict[str, str] = {
     "null-unpin": "the null block can never be unpinned",
     "unpin-held": "a block may be unpinned at most as many times as it is held",
     "caching-enabled": "blocks can only be cached while prefix caching is enabled",
+    "group-id-range": "a KV-cache group id must be an integer in 0 .. 2**32-1 (4 bytes)",
     "block-size-multiple": "block_size must be a positive multiple of hash_block_size",
     "cache-range": "0 <= num_cached_blocks <= num_full_blocks <= len(blocks), and the "
     "block_mask covers exactly blocks[num_cached_blocks:num_full_blocks]",

@@ -50,7 +50,7 @@ TRANSITIONS: dict[type[Action], tuple[Check, Transition]] = {
     UnpinBlocks: (allocation.unpin_blocks_violation, allocation.unpin_blocks),
     CacheFullBlocks: (caching.cache_full_blocks_violation, caching.cache_full_blocks),
     CachePartialBlock: (caching.cache_partial_block_violation, caching.cache_partial_block),
-    GetCachedBlock: (_no_check, caching.get_cached_block),
+    GetCachedBlock: (caching.get_cached_block_violation, caching.get_cached_block),
     EvictBlocks: (caching.evict_blocks_violation, caching.evict_blocks),
     MoveBlockHashes: (caching.move_block_hashes_violation, caching.move_block_hashes),
     ResetPrefixCache: (_no_check, caching.reset_prefix_cache),

@@ -299,16 +299,23 @@ def test_reset_prefix_cache_clears_keys_fires_watchers_sorted_and_emits_cleared(
     assert state.events == (AllBlocksCleared(),)
 
 
-# --- spec gap -----------------------------------------------------------------------------
+# --- group ids ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spec gap: a group id outside 0..2**32-1 is not a contract rule, so violation() "
-    "returns None and step() leaks OverflowError from keys.make_key",
-)
 @pytest.mark.parametrize("group_id", [-1, 2**32])
 def test_out_of_range_group_id_is_a_contract_violation(group_id: int) -> None:
+    # Regression: this used to leak OverflowError from keys.make_key instead of a rule.
     state = pool()
-    action = CacheFullBlocks(H1, (1,), 0, 1, 1, group_id=group_id)
-    assert violation(state, action) is not None
+    for action in (
+        CacheFullBlocks(H1, (1,), 0, 1, 1, group_id=group_id),
+        CachePartialBlock(H1, 1, 1, group_id, 1),
+        GetCachedBlock(H1[0], (0, group_id)),
+    ):
+        found = violation(state, action)
+        assert found is not None and found.rule == "group-id-range"
+
+
+def test_largest_group_id_fits_the_key() -> None:
+    state = run(pool(), CacheFullBlocks(H1, (1,), 0, 1, 1, group_id=2**32 - 1))
+    _, obs = step(state, GetCachedBlock(H1[0], (2**32 - 1,)))
+    assert obs.result == (1,)
