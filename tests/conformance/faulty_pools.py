@@ -2,7 +2,8 @@
 
 Each class changes a few lines of ``kvpool.impl.BlockPool`` the way a real pool got it
 wrong (SEMANTICS.md, "Real bugs of this family"). Passed to ``kvpool conform`` as
-``faulty_pools:NAME``, each must be caught with exit status 1.
+``faulty_pools:NAME``, each must be caught with exit status 1 (``test_conform_cli`` holds
+the table of which level catches which).
 """
 
 from __future__ import annotations
@@ -108,16 +109,3 @@ class ResetWhileHeld(BlockPool):
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(AllBlocksCleared())
         return True
-
-
-#: name -> the level expected to catch it
-FAULTS = {
-    "CachedToFront": "order",
-    "TouchForgetsQueue": "safety",
-    "StaleKeyAfterReuse": "safety",
-    "WatcherNeverFires": "safety",
-    "DoubleFreeAccepted": "robustness",
-    "NewestDuplicateHit": "safety",
-    "UsageCountsNull": "safety",
-    "ResetWhileHeld": "safety",
-}
