@@ -79,7 +79,7 @@ def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[
         for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))
     ]
     chosen = data.draw(
-        st.lists(st.sampled_from(pool), max_size=max_size, unique_by=None) if pool else st.just([]),
+        st.lists(st.sampled_from(pool), max_size=max_size) if pool else st.just([]),
         label="blocks",
     )
     counts: dict[int, int] = {}

@@ -34,7 +34,7 @@ from .observation import Observation, Result
 from .profile import PROFILES, SEED, Profile, get_profile
 from .rules import RULES
 from .state import NULL_BLOCK, PoolState, PrimaryKey, initial_state
-from .step import adopt_allocation, step, violation
+from .step import adopt_allocation, run, step, violation
 
 __all__ = [
     "ACTIONS_BY_OPERATION",
@@ -77,6 +77,7 @@ __all__ = [
     "get_profile",
     "initial_state",
     "invariants_hold",
+    "run",
     "step",
     "violation",
 ]

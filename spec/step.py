@@ -96,6 +96,14 @@ def adopt_allocation(state: PoolState, blocks: tuple[int, ...], peer: bool = Fal
     if peer:
         assert state.peer is not None
         return replace(state, peer=adopt_allocation(state.peer, blocks))
-    chosen = [b for b in dict.fromkeys(blocks) if b in state.free]
-    rest = tuple(b for b in state.free_queue if b not in set(chosen))
+    free = state.free
+    chosen = [b for b in dict.fromkeys(blocks) if b in free]
+    rest = tuple(b for b in state.free_queue if b not in chosen)
     return replace(state, free_queue=(*chosen, *rest))
+
+
+def run(state: PoolState, *actions: Action) -> PoolState:
+    """Apply ``actions`` in order and return the final state (observations are dropped)."""
+    for action in actions:
+        state, _ = step(state, action)
+    return state

@@ -48,22 +48,23 @@ from .free_list import free_list_order, free_list_problems, sentinels
 #: enable_kv_cache_events=...)`` -> a pool with vLLM's BlockPool API.
 PoolFactory = Callable[..., Any]
 
-_METHODS = {
-    "get_new_blocks": "get_new_blocks",
-    "free_blocks": "free_blocks",
-    "touch": "touch",
-    "unpin_blocks": "unpin_blocks",
-    "cache_full_blocks": "cache_full_blocks",
-    "cache_partial_block": "cache_partial_block",
-    "get_cached_block": "get_cached_block",
-    "evict_blocks": "evict_blocks",
-    "move_block_hashes": "move_block_hashes",
-    "reset_prefix_cache": "reset_prefix_cache",
-    "is_block_writable": "is_block_writable",
-    "get_usage": "get_usage",
-    "get_num_free_blocks": "get_num_free_blocks",
-    "take_events": "take_events",
-}
+#: The pool methods the adapter can call, named as the spec's operations.
+_METHODS = (
+    "get_new_blocks",
+    "free_blocks",
+    "touch",
+    "unpin_blocks",
+    "cache_full_blocks",
+    "cache_partial_block",
+    "get_cached_block",
+    "evict_blocks",
+    "move_block_hashes",
+    "reset_prefix_cache",
+    "is_block_writable",
+    "get_usage",
+    "get_num_free_blocks",
+    "take_events",
+)
 
 
 @dataclass
@@ -134,7 +135,7 @@ class VllmApiTarget:
     # --- what this pool offers ----------------------------------------------------------
 
     def _detect_operations(self) -> frozenset[str]:
-        ops = {op for op, method in _METHODS.items() if callable(getattr(self.pool, method, None))}
+        ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
         free = getattr(self.pool, "free_blocks", None)
         if free is not None and "evict_first" in inspect.signature(free).parameters:
             ops.add(EVICT_FIRST)

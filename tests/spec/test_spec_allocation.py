@@ -16,18 +16,13 @@ from kvpool.spec import (
     Touch,
     UnpinBlocks,
     initial_state,
+    run,
     step,
 )
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import make_key
 
 HASHES = request_block_hashes(list(range(100, 108)), 1)
-
-
-def run(state: PoolState, *actions: object) -> PoolState:
-    for action in actions:
-        state, _ = step(state, action)  # type: ignore[arg-type]
-    return state
 
 
 def cached_pool(n: int = 8, **config: object) -> PoolState:

@@ -23,6 +23,7 @@ from kvpool.spec import (
     ResetPrefixCache,
     UnpinBlocks,
     initial_state,
+    run,
     step,
     violation,
 )
@@ -32,12 +33,6 @@ from kvpool.spec.keys import make_key
 TOKENS = list(range(200, 216))
 H1 = request_block_hashes(TOKENS, 1)  # one hash per token
 H2 = request_block_hashes(TOKENS, 2)  # one hash per two tokens
-
-
-def run(state: PoolState, *actions: object) -> PoolState:
-    for action in actions:
-        state, _ = step(state, action)  # type: ignore[arg-type]
-    return state
 
 
 def pool(n: int = 8, held: int = 3, **config: object) -> PoolState:

@@ -20,17 +20,12 @@ from kvpool.spec import (
     TakeEvents,
     Touch,
     initial_state,
+    run,
     step,
 )
 from kvpool.spec.hashing import request_block_hashes
 
 H = request_block_hashes(list(range(300, 308)), 1)
-
-
-def run(state: PoolState, *actions: object) -> PoolState:
-    for action in actions:
-        state, _ = step(state, action)  # type: ignore[arg-type]
-    return state
 
 
 def result(state: PoolState, action: object) -> object:

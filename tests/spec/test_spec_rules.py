@@ -27,6 +27,7 @@ from kvpool.spec import (
     Touch,
     UnpinBlocks,
     initial_state,
+    run,
     step,
     violation,
 )
@@ -34,12 +35,6 @@ from kvpool.spec.hashing import request_block_hashes
 
 H1 = request_block_hashes(list(range(400, 408)), 1)
 H2 = request_block_hashes(list(range(400, 408)), 2)
-
-
-def run(state: PoolState, *actions: Action) -> PoolState:
-    for action in actions:
-        state, _ = step(state, action)
-    return state
 
 
 def fresh(n: int = 6, **config: object) -> PoolState:
