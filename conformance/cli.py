@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable, Mapping
 
 import click
-from kvpool.spec import PROFILES, get_profile
+from kvpool.spec import PROFILES, PoolConfig, get_profile
+from kvpool.spec.manager import KVGroup, ManagerConfig
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from .levels import LEVELS
-from .lockstep import RunRecord
-from .report import coverage_table, print_failure, results_table
+from .levels import LEVELS, Level
+from .lockstep import Nonconformance, RunRecord
+from .manager.machine import RequestRun, RunBuilder
+from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
+from .manager.target import RequestSetup
+from .manager.workload import Workload, WorkloadParams, WorkloadStats
+from .report import action_line, coverage_table, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
-from .targets.loading import BUILT_IN, TargetLoadError, load_target
+from .targets.loading import BUILT_IN, BUILT_IN_MANAGERS, TargetLoadError, load_manager, load_target
 
 EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 
@@ -30,6 +37,21 @@ def main() -> None:
                                              check your own vLLM-style pool
       kvpool targets                         what can be checked, and the profiles
     """
+
+
+MACHINES = ("pool", "requests")
+#: Request-level pools are drawn up to at least this many blocks: requests need room.
+REQUEST_MIN_BLOCKS = 12
+
+
+def _machines(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in MACHINES]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown machine(s) {', '.join(unknown) or value!r}; choose from {', '.join(MACHINES)}"
+        )
+    return names
 
 
 def _levels(value: str) -> list[str]:
@@ -71,6 +93,24 @@ def _levels(value: str) -> list[str]:
     "refused, pool unchanged).",
 )
 @click.option(
+    "--machine",
+    "-m",
+    "machines",
+    default="pool,requests",
+    show_default=True,
+    help="Comma-separated machines: pool (pool actions at each --level), requests "
+    "(request actions: the spec's manager driving the target pool, and the target's own "
+    "manager, if any, against the spec's manager; request-level properties checked).",
+)
+@click.option(
+    "--manager",
+    default="auto",
+    show_default=True,
+    help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
+    "impl's KVCacheManager), 'none', or 'module:factory' building a manager target "
+    "from (setup, profile).",
+)
+@click.option(
     "--max-examples",
     "-n",
     default=150,
@@ -109,6 +149,8 @@ def conform(
     target: str,
     profile: str,
     levels: str,
+    machines: str,
+    manager: str,
     max_examples: int,
     steps: int,
     seed: int | None,
@@ -126,15 +168,15 @@ def conform(
     console = Console()
     try:
         level_names = _levels(levels)
+        machine_names = _machines(machines)
         chosen_profile = get_profile(profile)
         factory, name = load_target(target)
+        manager_factory, manager_name = load_manager(manager, target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         console.print(f"[red]error:[/red] {message}", highlight=False)
         sys.exit(EXIT_USAGE)
     try:
-        from kvpool.spec import PoolConfig
-
         factory(PoolConfig(2), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool
         console.print(
@@ -143,11 +185,27 @@ def conform(
             highlight=False,
         )
         sys.exit(EXIT_USAGE)
+    if manager_factory is not None:
+        try:
+            manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
+        except Exception as exc:  # the user's factory failed to build a manager
+            console.print(
+                f"[red]error:[/red] manager {manager_name!r} could not be built: "
+                f"{type(exc).__name__}: {exc}",
+                highlight=False,
+            )
+            sys.exit(EXIT_USAGE)
     run_seed = seed if seed is not None else random.randrange(2**32)
     console.print(
         f"kvpool conform: target [bold]{name}[/bold], profile {chosen_profile.name}, "
-        f"levels {', '.join(level_names)}, seed {run_seed}"
+        f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
+        highlight=False,
     )
+    request_runs: list[tuple[Level, RunBuilder]] = []
+    if "requests" in machine_names:
+        request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+        if manager_factory is not None:
+            request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     results: list[LevelResult] = []
     with Progress(
         TextColumn("{task.description}"),
@@ -157,10 +215,11 @@ def conform(
         console=console,
         transient=True,
     ) as progress:
-        for level_name in level_names:
-            task = progress.add_task(f"{level_name:<10}", total=max_examples, examples=0, steps=0)
 
-            def tick(record: RunRecord, task: TaskID = task) -> None:
+        def ticker(label: str) -> Callable[[RunRecord], None]:
+            task = progress.add_task(f"{label:<20}", total=max_examples, examples=0, steps=0)
+
+            def tick(record: RunRecord) -> None:
                 progress.update(
                     task,
                     completed=min(record.examples, max_examples),
@@ -168,34 +227,58 @@ def conform(
                     steps=record.steps,
                 )
 
-            result = run_level(
-                factory,
-                chosen_profile,
-                LEVELS[level_name],
-                max_examples=max_examples,
-                steps=steps,
-                seed=run_seed,
-                max_blocks=blocks,
-                on_example=tick,
+            return tick
+
+        for level_name in level_names if "pool" in machine_names else ():
+            results.append(
+                run_level(
+                    factory,
+                    chosen_profile,
+                    LEVELS[level_name],
+                    max_examples=max_examples,
+                    steps=steps,
+                    seed=run_seed,
+                    max_blocks=blocks,
+                    on_example=ticker(f"pool/{level_name}"),
+                )
             )
-            progress.update(task, completed=max_examples)
-            results.append(result)
+        for on, build in request_runs:
+            results.append(
+                run_requests(
+                    build,
+                    on,
+                    max_examples=max_examples,
+                    steps=steps,
+                    seed=run_seed,
+                    max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
+                    on_example=ticker(f"requests/{on.name}"),
+                )
+            )
     console.print(results_table(name, chosen_profile.name, results))
     if coverage:
         console.print(coverage_table(results))
+    checked = properties_table(results)
+    if checked is not None:
+        console.print(checked)
     failed = [r for r in results if not r.passed]
     for result in failed:
         print_failure(console, result)
     if failed:
+        first = failed[0]
+        which = (
+            f"--machine pool --level {first.level.name}"
+            if first.machine == "pool"
+            else f"--machine requests --manager {manager}"
+        )
         console.print(
             f"\nReproduce with: kvpool conform --target {target} --profile {profile} "
-            f"--level {failed[0].level.name} --seed {run_seed} "
+            f"{which} --seed {run_seed} "
             f"--max-examples {max_examples} --steps {steps} --blocks {blocks}",
             highlight=False,
             soft_wrap=True,
         )
         sys.exit(EXIT_NONCONFORMANCE)
-    console.print("[green]every level passed[/green]")
+    console.print("[green]every run passed[/green]")
 
 
 @main.command()
@@ -205,6 +288,236 @@ def targets() -> None:
     for name, (_, description) in BUILT_IN.items():
         console.print(f"  [bold]{name:<8}[/bold] {description}")
     console.print("  [bold]module:factory[/bold] your own pool (see kvpool conform --help)")
+    console.print("\nmanagers (the requests machine, --manager):")
+    for name, (_, description) in BUILT_IN_MANAGERS.items():
+        console.print(f"  [bold]{name:<8}[/bold] {description}")
+    console.print("  [bold]module:factory[/bold] your own manager target")
     console.print("\nprofiles:")
     for profile in PROFILES.values():
         console.print(f"  [bold]{profile.name:<8}[/bold] {profile.description}")
+
+
+@main.command()
+@click.option("--target", "-t", default="impl", show_default=True, help="The pool to drive.")
+@click.option(
+    "--manager",
+    default="auto",
+    show_default=True,
+    help="Also run the workload on this manager target ('auto': the target's own, 'none').",
+)
+@click.option("--profile", "-p", default="seed", show_default=True, help="Expected behaviour.")
+@click.option("--requests", "-r", default=200, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--prefixes", default=6, show_default=True, type=click.IntRange(1), help="System prompts."
+)
+@click.option(
+    "--zipf",
+    default=1.2,
+    show_default=True,
+    type=click.FloatRange(0.0),
+    help="Popularity skew of the system prompts (0 = uniform).",
+)
+@click.option("--prefix-tokens", default=48, show_default=True, type=click.IntRange(0))
+@click.option(
+    "--prompt-tokens",
+    default="4-40",
+    show_default=True,
+    help="A turn's own new tokens, as MIN-MAX.",
+)
+@click.option(
+    "--output-tokens", default="1-24", show_default=True, help="Tokens decoded, as MIN-MAX."
+)
+@click.option("--turns", default=3, show_default=True, type=click.IntRange(1))
+@click.option("--concurrency", default=6, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--salted",
+    default=0.1,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Fraction of sessions with a cache_salt.",
+)
+@click.option("--blocks", default=64, show_default=True, type=click.IntRange(2))
+@click.option("--block-size", default=16, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--groups",
+    default="full",
+    show_default=True,
+    help="KV-cache groups, a comma list of 'full' and 'sliding:N' (a window of N blocks).",
+)
+@click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
+@click.option("--seed", default=0, show_default=True, type=int)
+def workload(
+    target: str,
+    manager: str,
+    profile: str,
+    requests: int,
+    prefixes: int,
+    zipf: float,
+    prefix_tokens: int,
+    prompt_tokens: str,
+    output_tokens: str,
+    turns: int,
+    concurrency: int,
+    salted: float,
+    blocks: int,
+    block_size: int,
+    groups: str,
+    hash_block_size: int,
+    seed: int,
+) -> None:
+    """Run a seeded serving workload in lockstep with the spec's manager.
+
+    Shared system prompts (Zipf popularity), multi-turn sessions, mixed lengths and
+    preemption when the pool runs short. The spec's manager drives the target pool; the
+    target's own manager (if any) runs the same workload against the spec's manager. Every
+    request-level property is checked after every step; the first difference stops the
+    run (exit 1) and prints the last actions.
+    """
+    console = Console()
+    try:
+        params = WorkloadParams(
+            requests=requests,
+            prefixes=prefixes,
+            zipf=zipf,
+            prefix_tokens=prefix_tokens,
+            prompt_tokens=_span(prompt_tokens, "--prompt-tokens"),
+            output_tokens=_span(output_tokens, "--output-tokens"),
+            turns=turns,
+            concurrency=concurrency,
+            salted=salted,
+            seed=seed,
+        )
+        chosen_profile = get_profile(profile)
+        factory, name = load_target(target)
+        manager_factory, manager_name = load_manager(manager, target)
+        if block_size % hash_block_size:
+            raise click.BadParameter("--block-size must be a multiple of --hash-block-size")
+        setup = RequestSetup(
+            ManagerConfig(block_size, _groups(groups)),
+            PoolConfig(blocks, hash_block_size=hash_block_size),
+        )
+    except (click.BadParameter, KeyError, TargetLoadError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        console.print(f"[red]error:[/red] {message}", highlight=False)
+        sys.exit(EXIT_USAGE)
+    runs: list[tuple[Level, RunBuilder]] = [(ON_POOL, pool_builder(factory, chosen_profile))]
+    if manager_factory is not None:
+        runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
+    table = Table(title=f"kvpool workload — target {name}, manager {manager_name}, seed {seed}")
+    for column in ("run", "result", "steps", "admitted", "refused", "preempted", "hit rate"):
+        table.add_column(column, justify="left" if column in ("run", "result") else "right")
+    failed = False
+    records: list[RunRecord] = []
+    for on, build in runs:
+        label = f"requests/{on.name}"
+        record = RunRecord()
+        run = build(setup, record)
+        records.append(record)
+        stats, problem = _run_workload(console, label, params, run)
+        verdict = "[green]pass[/green]" if problem is None else "[red]FAIL[/red]"
+        table.add_row(
+            label,
+            verdict,
+            str(record.steps),
+            str(stats.counts["admit"] - stats.counts["admission refused"]),
+            str(stats.counts["admission refused"]),
+            str(stats.counts["preempt"]),
+            f"{stats.hit_rate:.0%}",
+        )
+        if problem is not None:
+            failed = True
+            console.print(f"[bold red]{label}: {problem}[/bold red]", highlight=False)
+            console.print("  last actions:")
+            for action in record.trace[-8:]:
+                console.print(f"    {action_line(action)}", markup=False, highlight=False)
+    console.print(table)
+    checked = properties_table(
+        [
+            LevelResult(on, record, 0.0, None, "requests")
+            for (on, _), record in zip(runs, records, strict=True)
+        ]
+    )
+    if checked is not None:
+        console.print(checked)
+    sys.exit(EXIT_NONCONFORMANCE if failed else EXIT_PASS)
+
+
+def _run_workload(
+    console: Console, label: str, params: WorkloadParams, run: RequestRun
+) -> tuple[WorkloadStats, Exception | None]:
+    """One workload on one run, with a progress bar; the stats and the failure, if any."""
+    load = Workload(params)
+    with Progress(
+        TextColumn(f"{label:<17}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} requests"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=params.requests)
+
+        def tick(stats: WorkloadStats) -> None:
+            progress.update(task, completed=min(load.started, params.requests))
+
+        try:
+            return load.run(run.apply, lambda: run.state, tick), None
+        except (Nonconformance, RuntimeError) as exc:
+            return load.stats, exc
+
+
+def _groups(value: str) -> tuple[KVGroup, ...]:
+    groups = []
+    for part in (p.strip() for p in value.split(",")):
+        kind, _, window = part.partition(":")
+        if kind == "full" and not window:
+            groups.append(KVGroup())
+        elif kind == "sliding" and window.isdigit() and int(window) > 0:
+            groups.append(KVGroup(sliding_window_blocks=int(window)))
+        else:
+            raise click.BadParameter(
+                f"--groups takes a comma list of 'full' and 'sliding:N' (N blocks), not {part!r}"
+            )
+    return tuple(groups)
+
+
+def _span(value: str, option: str) -> tuple[int, int]:
+    low, sep, high = value.partition("-")
+    try:
+        span = (int(low), int(high if sep else low))
+    except ValueError:
+        raise click.BadParameter(f"{option} takes MIN-MAX, like 4-40, not {value!r}") from None
+    if not 0 <= span[0] <= span[1]:
+        raise click.BadParameter(f"{option} needs 0 <= MIN <= MAX, not {value!r}")
+    return span
+
+
+@main.command()
+def rules() -> None:
+    """Explain every rule, invariant and property the suite checks, by the id it reports."""
+    from kvpool.spec import INVARIANTS, RULES
+    from kvpool.spec.manager import PROPERTIES
+
+    console = Console()
+    sections = [
+        ("caller's contract (refused with ContractViolation, rule id)", RULES),
+        ("pool invariants (hold after every action)", _first_lines(INVARIANTS)),
+        ("request-level properties (checked after every request action)", PROPERTIES),
+    ]
+    for title, entries in sections:
+        table = Table(title=title, show_lines=False)
+        table.add_column("id", no_wrap=True)
+        table.add_column("meaning")
+        for name, text in entries.items():
+            table.add_row(name, text)
+        console.print(table)
+
+
+def _first_lines(predicates: Mapping[str, Callable[..., bool]]) -> dict[str, str]:
+    """Each predicate's docstring summary, without its SEMANTICS.md number."""
+    texts = {}
+    for name, predicate in predicates.items():
+        summary = (predicate.__doc__ or name).strip().splitlines()[0]
+        number, _, rest = summary.partition(". ")
+        texts[name] = rest if number.isdigit() else summary
+    return texts

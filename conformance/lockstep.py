@@ -14,6 +14,7 @@ from kvpool.spec import (
     Action,
     ContractViolation,
     GetNewBlocks,
+    Observation,
     PeerGetNewBlocks,
     PoolConfig,
     PoolState,
@@ -44,9 +45,11 @@ class RunRecord:
     operations: Counter[str] = field(default_factory=Counter)
     situations: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
-    #: The actions of the latest test case, and the pool it was run on.
-    trace: list[Action] = field(default_factory=list)
-    config: PoolConfig | None = None
+    #: The actions of the latest test case, and the pool (or manager) it was run on.
+    trace: list[Any] = field(default_factory=list)
+    config: Any = None
+    #: Request-level properties evaluated, by name.
+    properties: Counter[str] = field(default_factory=Counter)
     #: Test cases run when the first failure was seen, or None.
     first_failure_at: int | None = None
 
@@ -81,8 +84,11 @@ class LockstepRun:
         foreign = getattr(action, "foreign", ())
         return (self.evict_first or not evict_first) and (self.peer or not foreign)
 
-    def apply(self, action: Action) -> None:
-        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference."""
+    def apply(self, action: Action) -> Observation | None:
+        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference.
+
+        Returns what the spec expected (``None`` when the action was rightly refused).
+        """
         self.record.trace.append(action)
         self.record.steps += 1
         self.record.operations[action.operation] += 1
@@ -92,7 +98,7 @@ class LockstepRun:
             actual = self.target.apply(action)
         except Exception as exc:  # the pool refused; whether it may is judged here
             self.refused(action, expected_violation, before, exc)
-            return
+            return None
         if expected_violation is not None:
             raise Nonconformance(
                 f"{action.operation} was accepted although it breaks the "
@@ -110,6 +116,7 @@ class LockstepRun:
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
         self.record.situations.update(situations(before_state, action, self.state, expected))
+        return expected
 
     def refused(
         self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 from kvpool.spec import Action, PoolConfig
+from kvpool.spec.manager import PROPERTIES, RequestAction
 from rich.console import Console
 from rich.table import Table
 
 from .coverage import SITUATIONS
+from .manager.coverage import REQUEST_SITUATIONS
+from .manager.target import RequestSetup
 from .runner import LevelResult
 
 
@@ -23,14 +27,23 @@ def short(value: object) -> str:
     return repr(value)
 
 
-def action_line(action: Action) -> str:
+def action_line(action: Action | RequestAction) -> str:
     """``free_blocks(blocks=[3, 2], evict_first=False)`` — the operation and its arguments."""
     args = ", ".join(f"{f.name}={short(getattr(action, f.name))}" for f in fields(action))
     return f"{action.operation}({args})"
 
 
-def config_line(config: PoolConfig | None) -> str:
-    if config is None:
+def config_line(config: Any) -> str:
+    if isinstance(config, RequestSetup):
+        groups = ", ".join(
+            f"sliding window {g.sliding_window_blocks}" if g.is_sliding else "full"
+            for g in config.manager.groups
+        )
+        return (
+            f"KVCacheManager(block_size={config.manager.block_size}, groups=[{groups}]) over "
+            + config_line(config.pool)
+        )
+    if not isinstance(config, PoolConfig):
         return "BlockPool(?)"
     peer = f", peer pool of {config.peer_blocks} blocks" if config.peer_blocks else ""
     return (
@@ -43,11 +56,11 @@ def config_line(config: PoolConfig | None) -> str:
 
 def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
     table = Table(title=f"kvpool conform — target {target}, profile {profile}")
-    for column in ("level", "result", "examples", "steps", "operations", "refusals", "time"):
-        table.add_column(column, justify="left" if column in ("level", "result") else "right")
+    for column in ("run", "result", "examples", "steps", "ops", "refusals", "time"):
+        table.add_column(column, justify="left" if column in ("run", "result") else "right")
     for r in results:
         table.add_row(
-            r.level.name,
+            r.label,
             "[green]pass[/green]" if r.passed else "[red]FAIL[/red]",
             str(r.record.examples),
             str(r.record.steps),
@@ -62,8 +75,12 @@ def coverage_table(results: list[LevelResult]) -> Table:
     table = Table(title="coverage: situations reached (steps)")
     table.add_column("situation")
     for r in results:
-        table.add_column(r.level.name, justify="right")
-    for situation in SITUATIONS:
+        table.add_column(r.label, justify="right")
+    pool_rows = [r for r in results if r.machine == "pool"]
+    request_rows = [r for r in results if r.machine != "pool"]
+    for situation in SITUATIONS if pool_rows else ():
+        table.add_row(situation, *(_count(r.record.situations[situation]) for r in results))
+    for situation in REQUEST_SITUATIONS if request_rows else ():
         table.add_row(situation, *(_count(r.record.situations[situation]) for r in results))
     operations = sorted({op for r in results for op in r.record.operations})
     for op in operations:
@@ -71,6 +88,20 @@ def coverage_table(results: list[LevelResult]) -> Table:
     rules = sorted({rule for r in results for rule in r.record.refusals})
     for rule in rules:
         table.add_row(f"refused: {rule}", *(_count(r.record.refusals[rule]) for r in results))
+    return table
+
+
+def properties_table(results: list[LevelResult]) -> Table | None:
+    """How often each request-level property was checked, per request run."""
+    rows = [r for r in results if r.machine != "pool"]
+    if not rows:
+        return None
+    table = Table(title="request-level properties checked (evaluations)")
+    table.add_column("property (kvpool rules explains each)")
+    for r in rows:
+        table.add_column(r.label, justify="right")
+    for name in PROPERTIES:
+        table.add_row(name, *(_count(r.record.properties[name]) for r in rows))
     return table
 
 
@@ -86,7 +117,7 @@ def _line(console: Console, text: str) -> None:
 def print_failure(console: Console, result: LevelResult) -> None:
     failure = result.failure
     assert failure is not None
-    console.print(f"\n[bold red]Nonconformance at level {result.level.name}[/bold red]")
+    console.print(f"\n[bold red]Nonconformance: {result.label}[/bold red]")
     _line(console, f"  {failure.message}")
     console.print(f"\n  Shrunk action sequence ({len(failure.trace)} actions) on a pool built as")
     _line(console, f"    {config_line(failure.config)}")

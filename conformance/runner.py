@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as use_seed
 from hypothesis.errors import Flaky
-from hypothesis.stateful import run_state_machine_as_test
-from kvpool.spec import Action, PoolConfig, Profile
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from kvpool.spec import Profile
 
 from .levels import Level
 from .lockstep import Nonconformance, RunRecord
@@ -21,11 +22,12 @@ from .target import TargetFactory
 
 @dataclass(frozen=True)
 class Failure:
-    """A nonconformance: why, and the shrunk action sequence that shows it."""
+    """A nonconformance: why, and the shrunk action sequence that shows it (pool actions,
+    or request actions for the request machine) with the pool or manager it ran on."""
 
     message: str
-    trace: tuple[Action, ...]
-    config: PoolConfig | None
+    trace: tuple[Any, ...]
+    config: Any
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,13 @@ class LevelResult:
     record: RunRecord
     seconds: float
     failure: Failure | None
+    #: Which machine ran: ``pool`` (at ``level``), or ``requests`` (on a pool or manager).
+    machine: str = "pool"
+
+    @property
+    def label(self) -> str:
+        """``pool/safety``, ``requests/manager``: the run's name in tables."""
+        return f"{self.machine}/{self.level.name}"
 
     @property
     def passed(self) -> bool:
@@ -59,6 +68,25 @@ def run_level(
     """
     record = RunRecord()
     machine = lockstep_machine(factory, profile, level, max_blocks, record, on_example)
+    start = time.perf_counter()
+    failure = explore(machine, record, max_examples=max_examples, steps=steps, seed=seed)
+    if failure is not None and failure.config is not None and failure.trace:
+        config, trace, message = shrink(
+            factory, profile, level, failure.config, failure.trace, budget_seconds=shrink_seconds
+        )
+        failure = Failure(message, trace, config)
+    return LevelResult(level, record, time.perf_counter() - start, failure)
+
+
+def explore(
+    machine: type[RuleBasedStateMachine],
+    record: RunRecord,
+    *,
+    max_examples: int,
+    steps: int,
+    seed: int,
+) -> Failure | None:
+    """Let Hypothesis run ``machine``; the first failure, unshrunk, as the record saw it."""
     use_seed(seed)(machine)
     run_settings = settings(
         max_examples=max_examples,
@@ -71,24 +99,17 @@ def run_level(
         suppress_health_check=list(HealthCheck),
         phases=[Phase.explicit, Phase.generate],
     )
-    start = time.perf_counter()
-    failure = None
     try:
         run_state_machine_as_test(machine, settings=run_settings)
     except Nonconformance as exc:
-        failure = Failure(str(exc), tuple(record.trace), record.config)
+        return Failure(str(exc), tuple(record.trace), record.config)
     except Flaky as exc:
-        failure = Failure(
+        return Failure(
             f"the target is nondeterministic: the same actions gave different "
             f"results on a second run ({exc})",
             tuple(record.trace),
             record.config,
         )
     except Exception as exc:  # the target crashed inside the adapter or the spec broke
-        failure = Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
-    if failure is not None and failure.config is not None and failure.trace:
-        config, trace, message = shrink(
-            factory, profile, level, failure.config, failure.trace, budget_seconds=shrink_seconds
-        )
-        failure = Failure(message, trace, config)
-    return LevelResult(level, record, time.perf_counter() - start, failure)
+        return Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
+    return None

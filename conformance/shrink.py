@@ -12,12 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 from kvpool.spec import Action, PoolConfig, Profile
 
 from .levels import Level
 from .lockstep import replay
 from .target import TargetFactory
+
+C = TypeVar("C")
+
+
+#: Replays a candidate sequence on one configuration: the failure (or ``None``) and the
+#: actions actually run (out-of-contract ones are skipped).
+Replay = Callable[[list[Any]], tuple[str | None, list[Any]]]
 
 
 def shrink(
@@ -30,28 +38,45 @@ def shrink(
 ) -> tuple[PoolConfig, tuple[Action, ...], str]:
     """The smallest failing pool and shortest failing sequence found within the budget, and
     the failure message."""
-    deadline = time.monotonic() + budget_seconds
 
-    def fails_on(pool: PoolConfig) -> Replay:
-        def fails(candidate: list[Action]) -> tuple[str | None, list[Action]]:
-            return replay(factory, profile, level, pool, candidate, skip_out_of_contract=True)
+    def replay_on(pool: PoolConfig, skip: bool) -> Replay:
+        def fails(candidate: list[Any]) -> tuple[str | None, list[Any]]:
+            return replay(factory, profile, level, pool, candidate, skip_out_of_contract=skip)
 
         return fails
 
-    found, best = fails_on(config)(list(actions))
+    return shrink_sequence(replay_on, _smaller_pools, _simpler, config, actions, budget_seconds)
+
+
+def shrink_sequence(
+    replay_on: Callable[[C, bool], Replay],
+    smaller: Callable[[C], list[C]],
+    simpler: Callable[[Any], list[Any]],
+    config: C,
+    actions: tuple[Any, ...],
+    budget_seconds: float,
+) -> tuple[C, tuple[Any, ...], str]:
+    """Shrink any failing sequence: drop chunks of actions, simplify single actions, try
+    smaller configurations, until nothing changes or the budget is spent.
+
+    ``replay_on(config, skip)`` replays on ``config``, skipping out-of-contract actions when
+    ``skip`` is set.
+    """
+    deadline = time.monotonic() + budget_seconds
+    found, best = replay_on(config, True)(list(actions))
     if found is None:  # not reproducible by replay: keep what Hypothesis found
-        found, best = replay(factory, profile, level, config, actions)
+        found, best = replay_on(config, False)(list(actions))
         return config, tuple(best), found or "the failure did not reproduce on replay"
     message = found
     while time.monotonic() < deadline:
         previous = (config, best)
-        fails = fails_on(config)
+        fails = replay_on(config, True)
         best, message = _drop_chunks(fails, best, message, deadline)
-        best, message = _simplify_actions(fails, best, message, deadline)
-        for smaller in _smaller_pools(config):
-            found, ran = fails_on(smaller)(best)
+        best, message = _simplify_actions(fails, simpler, best, message, deadline)
+        for candidate in smaller(config):
+            found, ran = replay_on(candidate, True)(best)
             if found is not None and len(ran) <= len(best):
-                config, best, message = smaller, ran, found
+                config, best, message = candidate, ran, found
                 break
         if (config, best) == previous:
             break
@@ -65,12 +90,9 @@ def _smaller_pools(config: PoolConfig) -> list[PoolConfig]:
     return pools
 
 
-Replay = Callable[[list[Action]], tuple[str | None, list[Action]]]
-
-
 def _drop_chunks(
-    fails: Replay, best: list[Action], message: str, deadline: float
-) -> tuple[list[Action], str]:
+    fails: Replay, best: list[Any], message: str, deadline: float
+) -> tuple[list[Any], str]:
     """Remove runs of actions, largest first, while the target still fails."""
     chunk = max(1, len(best) // 2)
     while chunk >= 1 and time.monotonic() < deadline:
@@ -88,12 +110,16 @@ def _drop_chunks(
 
 
 def _simplify_actions(
-    fails: Replay, best: list[Action], message: str, deadline: float
-) -> tuple[list[Action], str]:
+    fails: Replay,
+    simpler: Callable[[Any], list[Any]],
+    best: list[Any],
+    message: str,
+    deadline: float,
+) -> tuple[list[Any], str]:
     """Remove single entries from actions' block lists while the target still fails."""
     i = 0
     while i < len(best) and time.monotonic() < deadline:
-        for smaller in _simpler(best[i]):
+        for smaller in simpler(best[i]):
             found, ran = fails([*best[:i], smaller, *best[i + 1 :]])
             if found is not None and len(ran) <= len(best):
                 best, message = ran, found
@@ -103,7 +129,7 @@ def _simplify_actions(
     return best, message
 
 
-def _simpler(action: Action) -> list[Action]:
+def _simpler(action: Any) -> list[Any]:
     """Variants of ``action`` with one entry fewer in one of its tuple fields."""
     variants = []
     for f in fields(action):

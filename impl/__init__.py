@@ -1,4 +1,5 @@
-"""kvpool.impl: a fast linked-list KV-cache block pool (vLLM V1 ``BlockPool`` vocabulary)."""
+"""kvpool.impl: a fast linked-list KV-cache block pool and its KV cache manager (vLLM V1
+vocabulary: ``BlockPool``, ``KVCacheManager``)."""
 
 from .block import KVCacheBlock
 from .block_pool import BlockPool, ReuseWatcher
@@ -20,10 +21,20 @@ from .hashing import (
     request_block_hashes,
     sha256_hash,
 )
+from .kv_cache_manager import (
+    FULL_ATTENTION,
+    KVCacheGroupSpec,
+    KVCacheManager,
+    KVCacheManagerError,
+    ManagedRequest,
+    PrefixHit,
+    Scheduled,
+)
 from .request import LoRARequest, LoRARequestLike, Request, RequestLike
 
 __all__ = [
     "DEFAULT_NONE_HASH_SEED",
+    "FULL_ATTENTION",
     "NONE_HASH",
     "AllBlocksCleared",
     "BlockHashToBlockMap",
@@ -35,11 +46,17 @@ __all__ = [
     "HashFunction",
     "KVCacheBlock",
     "KVCacheEvent",
+    "KVCacheGroupSpec",
+    "KVCacheManager",
+    "KVCacheManagerError",
     "LoRARequest",
     "LoRARequestLike",
+    "ManagedRequest",
+    "PrefixHit",
     "Request",
     "RequestLike",
     "ReuseWatcher",
+    "Scheduled",
     "encode",
     "get_block_hash",
     "get_group_id",

@@ -30,6 +30,14 @@ RULES: dict[str, str] = {
     "move-null": "the null block can never receive keys",
     "move-dst-unkeyed": "move_block_hashes needs a destination block without keys",
     "unsupported-action": "the action is not part of this profile's API",
+    # the request level: what a scheduler promises its KV cache manager
+    "request-new": "a request is admitted once; its id must not be live",
+    "request-tokens": "a request's tokens are a non-empty list of non-negative ids",
+    "request-running": "only a running request can grow, compute or be preempted",
+    "request-preempted": "only a preempted request can be resumed",
+    "request-known": "only a live request can be finished",
+    "partial-full-attention": "partial entries are registered only when every KV-cache group "
+    "uses full attention",
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from kvpool.spec import PoolConfig, Profile
 
+from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..target import Target, TargetFactory
 from .spec_target import SpecTarget
 from .vllm_api import VllmApiTarget
@@ -45,6 +46,60 @@ BUILT_IN: dict[str, tuple[TargetFactory, str]] = {
 }
 
 
+def _impl_manager(setup: RequestSetup, profile: Profile) -> ManagerTarget:
+    from .impl_manager import impl_manager_target
+
+    return impl_manager_target(setup, profile)
+
+
+#: Targets whose package also ships a KV cache manager, checked by the request machine.
+BUILT_IN_MANAGERS: dict[str, tuple[ManagerTargetFactory, str]] = {
+    "impl": (_impl_manager, "kvpool's own KVCacheManager over its BlockPool"),
+}
+
+
+def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, str]:
+    """The manager factory for ``--manager``: ``auto`` (the target's own manager, if it
+    ships one), ``none``, a built-in name, or ``module:factory`` called as
+    ``factory(setup, profile)`` and returning a manager target."""
+    if value == "none":
+        return None, "none"
+    if value == "auto":
+        value = target if target in BUILT_IN_MANAGERS else "none"
+        if value == "none":
+            return None, "none"
+    if value in BUILT_IN_MANAGERS:
+        return BUILT_IN_MANAGERS[value][0], value
+    if ":" not in value:
+        known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS])
+        raise TargetLoadError(
+            f"unknown manager {value!r}: use one of {known}, or module:factory for your own"
+        )
+    factory = _import_attribute(value)
+    return factory, value
+
+
+def _import_attribute(spec: str) -> Any:
+    """The callable ``module:attr.path`` names; errors say what to fix."""
+    module_name, _, attr = spec.partition(":")
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # an import error of the user's module, whatever it is
+        raise TargetLoadError(
+            f"cannot import module {module_name!r} for {spec!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    found: Any = module
+    for part in attr.split("."):
+        found = getattr(found, part, None)
+        if found is None:
+            raise TargetLoadError(f"module {module_name!r} has no attribute {attr!r}")
+    if not callable(found):
+        raise TargetLoadError(f"{spec!r} is not callable")
+    return found
+
+
 def takes_config(factory: Callable[..., Any]) -> bool:
     """Whether ``factory`` builds a Target from ``(config, profile)``."""
     if inspect.isclass(factory) and all(
@@ -67,22 +122,7 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
         raise TargetLoadError(
             f"unknown target {spec!r}: use one of {known}, or module:factory for your own pool"
         )
-    module_name, _, attr = spec.partition(":")
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # an import error of the user's module, whatever it is
-        raise TargetLoadError(
-            f"cannot import module {module_name!r} for target {spec!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    factory: Any = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise TargetLoadError(f"module {module_name!r} has no attribute {attr!r}")
-    if not callable(factory):
-        raise TargetLoadError(f"{spec!r} is not callable")
+    factory = _import_attribute(spec)
     if takes_config(factory):
         return factory, spec
 

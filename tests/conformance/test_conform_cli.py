@@ -34,9 +34,9 @@ def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_impl_passes_every_level() -> None:
     result = conform("--target", "impl", "--max-examples", "60", "--seed", "7")
     assert result.exit_code == 0, result.output
-    assert "every level passed" in result.output
-    for level in ("safety", "order", "robustness"):
-        assert level in result.output
+    assert "every run passed" in result.output
+    for row in ("safety", "order", "robustness", "requests/pool", "requests/manager"):
+        assert row in result.output
 
 
 def test_spec_target_passes_its_own_suite() -> None:
@@ -50,6 +50,8 @@ def test_planted_fault_is_caught_with_its_action_sequence(fault: str) -> None:
     result = conform(
         "--target",
         f"faulty_pools:{fault}",
+        "--machine",
+        "pool",
         "--level",
         level,
         "--max-examples",
@@ -60,7 +62,7 @@ def test_planted_fault_is_caught_with_its_action_sequence(fault: str) -> None:
         "11",
     )
     assert result.exit_code == 1, result.output
-    assert f"Nonconformance at level {level}" in result.output
+    assert f"Nonconformance: pool/{level}" in result.output
     assert "Shrunk action sequence" in result.output
     assert "<- diverges here" in result.output
 
@@ -83,6 +85,8 @@ def test_tiny_user_pool_with_one_bug_fails_with_the_offending_sequence() -> None
     result = conform(
         "--target",
         "tiny_pool:TinyPoolReversedFree",
+        "--machine",
+        "pool",
         "--level",
         "order",
         "--max-examples",
@@ -102,6 +106,9 @@ def test_tiny_user_pool_with_one_bug_fails_with_the_offending_sequence() -> None
         (["--target", "no_such_module_xyz:make"], "cannot import module"),
         (["--target", "tiny_pool:Missing"], "has no attribute"),
         (["--level", "fastest"], "unknown level"),
+        (["--machine", "turbo"], "unknown machine"),
+        (["--manager", "nosuchmanager"], "unknown manager"),
+        (["--manager", "no_such_module_xyz:make"], "cannot import module"),
         (["--profile", "vllm-9.9"], "unknown profile"),
     ],
 )

@@ -1,0 +1,218 @@
+"""Checking the request-level properties on what a run under test shows.
+
+The run reports each step here: what a request was given (its tables), every copy and
+write the engine makes, and the pool's view. Each property of
+:data:`kvpool.spec.manager.properties.PROPERTIES` is evaluated where it applies and counted,
+so a report can say which properties a run actually checked, and how often.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kvpool.spec.hashing import request_block_hashes
+from kvpool.spec.manager import BlockData, Broken, Scheduled, Tables
+from kvpool.spec.manager import properties as props
+from kvpool.spec.manager.state import extra_keys
+
+from ..lockstep import Nonconformance
+from ..target import PoolView
+from .target import RequestSetup
+
+
+class PropertyBroken(Nonconformance):
+    """A request-level property does not hold; ``broken`` says which, where and how."""
+
+    def __init__(self, broken: list[Broken]) -> None:
+        self.broken = broken
+        super().__init__("; ".join(str(b) for b in broken))
+
+
+@dataclass
+class Tracked:
+    """A live request as the run under test has shown it."""
+
+    tokens: tuple[int, ...]
+    salt: str | None
+    tables: Tables = ()
+    num_computed_tokens: int = 0
+    running: bool = False
+    #: At preemption: the blocks it had cached (leading full blocks) and their keys.
+    left: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def hashes(self, hash_block_size: int) -> tuple[bytes, ...]:
+        return request_block_hashes(self.tokens, hash_block_size, extra_keys(self.salt))
+
+
+class RequestChecks:
+    """The properties, evaluated on one run's observations."""
+
+    def __init__(self, setup: RequestSetup, checked: Counter[str]) -> None:
+        self.setup = setup
+        self.bs = setup.manager.block_size
+        self.hbs = setup.pool.hash_block_size
+        self.caching = setup.pool.enable_caching
+        self.checked = checked
+        self.requests: dict[str, Tracked] = {}
+        #: The engine's KV data per block (the pool run reads the spec manager's instead).
+        self.contents: dict[int, BlockData] = {}
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _count(self, name: str) -> None:
+        self.checked[name] += 1
+
+    @staticmethod
+    def _raise(broken: list[Broken]) -> None:
+        if broken:
+            raise PropertyBroken(broken)
+
+    def _keys_of(self, view: PoolView) -> Callable[[int], frozenset[bytes]] | None:
+        keys = view.keys
+        if keys is None:
+            return None
+        return lambda b: keys[b] if 0 <= b < len(keys) else frozenset()
+
+    # --- the engine's copies and writes -------------------------------------------------
+
+    def guard(
+        self, request_id: str, block: int, says_writable: bool, view: PoolView, what: str
+    ) -> None:
+        """``write-guard`` for one copy or write into ``block``: the pool's own
+        ``is_block_writable`` and, where they show, its ref count and keys must allow it."""
+        self._count("write-guard")
+        broken: list[Broken] = []
+        if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
+            broken = props.write_guard(
+                request_id, block, view.ref_cnt[block], view.keys[block], what
+            )
+        if not broken and not says_writable:
+            broken = [
+                Broken(
+                    "write-guard",
+                    f"{what} into block {block}, which the pool says is not writable",
+                    request_id,
+                    block,
+                )
+            ]
+        self._raise(broken)
+
+    def copy(self, src: int, dst: int) -> None:
+        """The engine copied ``src``'s data into ``dst``."""
+        self.contents[dst] = self.contents.get(src, BlockData(None, ()))
+
+    def write(self, request_id: str, block: int, index: int) -> None:
+        """The engine wrote the request's pending tokens that fall in table entry ``index``."""
+        r = self.requests[request_id]
+        start = max(r.num_computed_tokens, index * self.bs)
+        end = min(len(r.tokens), (index + 1) * self.bs)
+        old = self.contents.get(block)
+        kept = old.tokens[: start - index * self.bs] if old is not None else ()
+        kept += (-1,) * (start - index * self.bs - len(kept))
+        self.contents[block] = BlockData(r.salt, kept + r.tokens[start:end])
+
+    # --- after each request action ------------------------------------------------------
+
+    def admitted(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> None:
+        self.requests[request_id] = Tracked(tokens, salt)
+
+    def appended(self, request_id: str, tokens: tuple[int, ...]) -> None:
+        r = self.requests[request_id]
+        r.tokens = r.tokens + tokens
+
+    def kept_blocks(self, request_id: str, view: PoolView) -> int | None:
+        """Before a resume: how many leading cached blocks kept their keys (None: unknown)."""
+        keys_of = self._keys_of(view)
+        if keys_of is None:
+            return None
+        kept = 0
+        for block, key in self.requests[request_id].left:
+            if key not in keys_of(block):
+                return None  # something evicted it: the property promises nothing
+            kept += 1
+        return kept
+
+    def scheduled(
+        self,
+        request_id: str,
+        result: Scheduled,
+        view: PoolView,
+        fresh: bool,
+        contents: Mapping[int, BlockData] | None = None,
+        kept: int | None = None,
+    ) -> None:
+        """A request was (re)scheduled, grown or computed and shows ``result``."""
+        r = self.requests[request_id]
+        groups = self.setup.manager.groups
+        broken: list[Broken] = []
+        if not fresh:
+            self._count("append-only")
+            if any(g.is_sliding for g in groups):
+                self._count("append-only-up-to-null")
+            broken += props.table_growth(request_id, groups, r.tables, result.tables)
+        r.tables, r.num_computed_tokens, r.running = result.tables, result.num_computed_tokens, True
+        keys_of = self._keys_of(view)
+        if self.caching and keys_of is not None:
+            self._count("hit-keys")
+            broken += props.hit_keys(
+                request_id,
+                r.tables,
+                r.num_computed_tokens,
+                r.hashes(self.hbs),
+                self.hbs,
+                self.bs,
+                keys_of,
+            )
+        self._count("own-contents")
+        broken += props.own_contents(
+            request_id,
+            r.tables,
+            r.num_computed_tokens,
+            r.tokens,
+            r.salt,
+            self.bs,
+            self.contents if contents is None else contents,
+        )
+        if kept is not None:
+            self._count("resume-finds-prefix")
+            broken += props.resume_prefix(
+                request_id, kept, r.num_computed_tokens, len(r.tokens), self.bs
+            )
+        self._raise(broken)
+
+    def released(self, request_id: str, view: PoolView, finished: bool) -> None:
+        """A request's blocks were freed (finish or preempt)."""
+        r = self.requests[request_id]
+        broken: list[Broken] = []
+        if view.free_queue is not None and r.tables:
+            self._count("tail-first-free")
+            queue = view.free_queue
+            freed = frozenset(b for t in r.tables for b in t) & frozenset(queue)
+            broken += props.tail_first(request_id, r.tables, freed, queue)
+        if finished:
+            del self.requests[request_id]
+        else:
+            keys_of = self._keys_of(view)
+            r.left = []
+            if keys_of is not None and self.caching:
+                hashes = r.hashes(self.hbs)
+                for g, table in enumerate(r.tables):
+                    for i, b in enumerate(table[: r.num_computed_tokens // self.bs]):
+                        if b:
+                            r.left.append((b, props.expected_key(hashes, self.hbs, self.bs, i, g)))
+            r.tables, r.num_computed_tokens, r.running = (), 0, False
+        self._raise(broken)
+
+    def step_done(self, view: PoolView, reset_result: bool | None = None) -> None:
+        """After every request action: ref counts against tables, and the idle pool."""
+        broken: list[Broken] = []
+        live = [r.tables for r in self.requests.values() if r.running]
+        if view.ref_cnt is not None:
+            self._count("refcounts-match-tables")
+            broken += props.refcounts(live, view.ref_cnt)
+        if not any(b for tables in live for t in tables for b in t):
+            self._count("idle-pool-free")
+            broken += props.idle_pool(self.setup.pool.num_gpu_blocks, view.free_count, reset_result)
+        self._raise(broken)

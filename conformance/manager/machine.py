@@ -1,0 +1,63 @@
+"""The Hypothesis machine that draws request actions for a manager run or a pool run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from kvpool.spec.manager import RequestAction
+
+from ..lockstep import RunRecord
+from . import draw
+from .manager_run import ManagerRun
+from .pool_run import PoolRequestRun
+from .target import RequestSetup
+
+RequestRun = ManagerRun | PoolRequestRun
+#: Builds the run for one test case.
+RunBuilder = Callable[[RequestSetup, RunRecord], RequestRun]
+
+
+def request_machine(
+    build: RunBuilder,
+    max_blocks: int,
+    record: RunRecord,
+    on_example: Callable[[RunRecord], None] | None = None,
+    name: str = "Requests",
+) -> type[RuleBasedStateMachine]:
+    """A machine class running request actions through runs from ``build``."""
+
+    class Requests(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            record.examples += 1
+            if on_example is not None:
+                on_example(record)
+
+        @initialize(setup=draw.setups(max_blocks))
+        def build(self, setup: RequestSetup) -> None:
+            self.run = build(setup, record)
+            self.ctx = draw.RequestContext()
+
+        def apply(self, action: RequestAction) -> None:
+            try:
+                self.run.apply(action)
+            except Exception:
+                if record.first_failure_at is None:
+                    record.first_failure_at = record.examples
+                raise
+
+        @rule(data=st.data())
+        def act(self, data: st.DataObject) -> None:
+            """Draw the next kind of request action (weighted), then the action, and run it."""
+            state = self.run.state
+            kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
+            kind = data.draw(st.sampled_from(kinds), label="request operation")
+            _, drawer = draw.DRAWERS[kind]
+            action = drawer(data, state, self.ctx)
+            if self.run.allows(action):
+                self.apply(action)
+
+    Requests.__name__ = Requests.__qualname__ = name
+    return Requests

@@ -1,0 +1,179 @@
+"""One request-level run: a manager under test beside the spec's manager.
+
+Each request action goes to the target as the calls of its protocol, with the engine's
+copies and writes made (and guarded) in between; the request-level properties are checked
+on what the target shows; then the spec's manager takes the same action and the results
+and the pools must agree exactly (block tables name blocks, so the order matters).
+"""
+
+from __future__ import annotations
+
+from kvpool.spec import PoolState, Profile, initial_state
+from kvpool.spec.manager import (
+    Admit,
+    Append,
+    Compute,
+    Finish,
+    ManagerResult,
+    ManagerState,
+    Preempt,
+    RequestAction,
+    ResetCache,
+    Resume,
+    Scheduled,
+    initial_manager_state,
+    manager_step,
+    request_violation,
+)
+
+from ..compare import compare_views
+from ..lockstep import Nonconformance, RunRecord
+from ..target import PoolView
+from .checks import RequestChecks
+from .coverage import request_situations
+from .target import ManagerTarget, ManagerTargetFactory, RequestSetup
+
+
+def show(result: ManagerResult) -> str:
+    if isinstance(result, Scheduled):
+        copies = f", copies {list(result.copies)}" if result.copies else ""
+        tables = " | ".join(str(list(t)) for t in result.tables)
+        return f"{result.num_computed_tokens} tokens computed, tables {tables}{copies}"
+    return repr(result)
+
+
+class ManagerRun:
+    """The spec's manager and a fresh manager under test, compared after every action."""
+
+    def __init__(
+        self,
+        factory: ManagerTargetFactory,
+        profile: Profile,
+        setup: RequestSetup,
+        record: RunRecord | None = None,
+    ) -> None:
+        self.record = record if record is not None else RunRecord()
+        self.record.trace = []
+        self.record.config = setup
+        self.setup = setup
+        self.pool_state: PoolState = initial_state(setup.pool, profile)
+        self.state: ManagerState = initial_manager_state(setup.manager, setup.pool)
+        self.target: ManagerTarget = factory(setup, profile)
+        self.checks = RequestChecks(setup, self.record.properties)
+        self.check_pool("after construction")
+
+    def allows(self, action: RequestAction) -> bool:
+        """A manager target takes every request action."""
+        return True
+
+    def apply(self, action: RequestAction) -> ManagerResult:
+        """Run ``action`` on both; raise :class:`Nonconformance` on any difference.
+
+        Returns the result both gave."""
+        self.record.trace.append(action)
+        self.record.steps += 1
+        self.record.operations[action.operation] += 1
+        problem = request_violation(self.state, action)
+        if problem is not None:
+            raise ValueError(f"the suite drew an action outside the contract: {problem}")
+        actual = self.drive(action)
+        before = self.state
+        self.pool_state, self.state, expected = manager_step(self.pool_state, self.state, action)
+        self.record.situations.update(request_situations(before, action, self.state, expected))
+        if actual != expected:
+            raise Nonconformance(
+                f"{action.operation}({action.request_id!r}): expected {show(expected)}, "
+                f"got {show(actual)}"
+            )
+        view = self.check_pool(f"after {action.operation}")
+        self.checks.step_done(view, actual if isinstance(actual, bool) else None)
+        return actual
+
+    def check_pool(self, where: str) -> PoolView:
+        view = self.target.view()
+        problems = compare_views(self.pool_state, view, exact_order=True)
+        problems += [f"free list corrupted: {p}" for p in self.target.structure_problems()]
+        if problems:
+            raise Nonconformance(f"{where}: " + "; ".join(problems))
+        return view
+
+    # --- the target side: protocol calls, engine copies and writes, property checks ------
+
+    def drive(self, action: RequestAction) -> ManagerResult:
+        t, checks = self.target, self.checks
+        rid = action.request_id
+        match action:
+            case Admit(tokens=tokens, salt=salt):
+                checks.admitted(rid, tokens, salt)
+                result = t.admit(rid, tokens, salt)
+                if result is None:
+                    del checks.requests[rid]
+                    return None
+                return self.copied(rid, result, fresh=True)
+            case Resume():
+                kept = checks.kept_blocks(rid, t.view())
+                result = t.resume(rid)
+                return None if result is None else self.copied(rid, result, True, kept)
+            case Append(tokens=tokens):
+                result = t.append(rid, tokens)
+                if result is not None:
+                    checks.appended(rid, tokens)
+                    checks.scheduled(rid, result, t.view(), fresh=False)
+                return result
+            case Compute(cache_partial=cache_partial):
+                return self.compute(rid, cache_partial)
+            case Preempt():
+                t.preempt(rid)
+                checks.released(rid, t.view(), finished=False)
+                return None
+            case Finish():
+                t.finish(rid)
+                checks.released(rid, t.view(), finished=True)
+                return None
+            case ResetCache():
+                return t.reset_prefix_cache()
+        raise TypeError(f"not a request action: {action!r}")
+
+    def make_copies(self, rid: str, copies: tuple[tuple[int, int], ...]) -> None:
+        """The engine copies data for a copy-on-write, into blocks that must be writable."""
+        if not copies:
+            return
+        view = self.target.view()
+        for src, dst in copies:
+            self.checks.guard(
+                rid, dst, self.target.is_block_writable(dst), view, f"copy of block {src}"
+            )
+            self.checks.copy(src, dst)
+
+    def copied(
+        self, rid: str, result: Scheduled, fresh: bool, kept: int | None = None
+    ) -> Scheduled:
+        self.make_copies(rid, result.copies)
+        self.target.copies_done(rid)
+        self.checks.scheduled(rid, result, self.target.view(), fresh=fresh, kept=kept)
+        return result
+
+    def compute(self, rid: str, cache_partial: bool) -> Scheduled | None:
+        t, checks = self.target, self.checks
+        prepared = t.prepare_write(rid)
+        if prepared is None:
+            return None
+        self.make_copies(rid, prepared.copies)
+        t.copies_done(rid)
+        request = checks.requests[rid]
+        bs = self.setup.manager.block_size
+        start, end = request.num_computed_tokens, len(request.tokens)
+        if start < end:
+            view = t.view()
+            for g, table in enumerate(prepared.tables):
+                for i in range(start // bs, (end - 1) // bs + 1):
+                    block = table[i] if i < len(table) else -1
+                    first, last = max(start, i * bs), min(end, (i + 1) * bs) - 1
+                    what = f"write of group {g} tokens {first}..{last}"
+                    writable = block >= 0 and t.is_block_writable(block)
+                    checks.guard(rid, block, writable, view, what)
+                    checks.write(rid, block, i)
+        final = t.commit(rid, cache_partial)
+        result = Scheduled(final.num_computed_tokens, final.tables, prepared.copies)
+        checks.scheduled(rid, result, t.view(), fresh=False)
+        return result

@@ -1,0 +1,124 @@
+"""Running the request machine against a manager or a pool, and shrinking what fails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kvpool.spec import Profile
+from kvpool.spec.manager import RequestAction, request_violation
+
+from ..levels import Level
+from ..lockstep import Nonconformance, RunRecord
+from ..runner import Failure, LevelResult, explore
+from ..shrink import Replay, shrink_sequence
+from .machine import RequestRun, RunBuilder, request_machine
+from .target import RequestSetup
+
+#: The request machine's two runs, named by what they drive.
+ON_POOL = Level(
+    "pool",
+    "the spec's manager drives the pool under test (pool calls compared at the safety level)",
+    exact_order=False,
+    out_of_contract=False,
+)
+ON_MANAGER = Level(
+    "manager",
+    "the manager under test beside the spec's manager (tables and pools compared exactly)",
+    exact_order=True,
+    out_of_contract=False,
+)
+
+
+def replay_requests(
+    build: RunBuilder, setup: RequestSetup, actions: list[Any], skip_out_of_contract: bool
+) -> tuple[str | None, list[Any]]:
+    """Run request ``actions`` on a fresh run; the first difference and the actions run."""
+    try:
+        run: RequestRun = build(setup, RunRecord())
+    except Exception as exc:  # the target could not even be built
+        return f"{type(exc).__name__}: {exc}", []
+    done: list[RequestAction] = []
+    for action in actions:
+        if skip_out_of_contract and (
+            request_violation(run.state, action) is not None or not run.allows(action)
+        ):
+            continue
+        done.append(action)
+        try:
+            run.apply(action)
+        except Nonconformance as exc:
+            return str(exc), done
+        except Exception as exc:  # the adapter or the target crashed
+            return f"{type(exc).__name__}: {exc}", done
+    return None, done
+
+
+def smaller_setups(setup: RequestSetup) -> list[RequestSetup]:
+    """Simpler managers to try: fewer groups, then fewer blocks."""
+    candidates = []
+    groups = setup.manager.groups
+    if len(groups) > 1:
+        for g in range(len(groups)):
+            fewer = groups[:g] + groups[g + 1 :]
+            candidates.append(replace(setup, manager=replace(setup.manager, groups=fewer)))
+    candidates += [
+        replace(setup, pool=replace(setup.pool, num_gpu_blocks=n))
+        for n in range(3, setup.pool.num_gpu_blocks)
+    ]
+    return candidates
+
+
+def simpler_request(action: Any) -> list[Any]:
+    """Variants of a request action with one token fewer."""
+    tokens = getattr(action, "tokens", ())
+    if len(tokens) <= 1:
+        return []
+    return [replace(action, tokens=tokens[:j] + tokens[j + 1 :]) for j in range(len(tokens))]
+
+
+def run_requests(
+    build: RunBuilder,
+    level: Level,
+    *,
+    max_examples: int,
+    steps: int,
+    seed: int,
+    max_blocks: int,
+    on_example: Callable[[RunRecord], None] | None = None,
+    shrink_seconds: float = 20.0,
+) -> LevelResult:
+    """Run the request machine on runs from ``build``; shrink the first failure."""
+    record = RunRecord()
+    machine = request_machine(build, max_blocks, record, on_example, f"Requests_{level.name}")
+    start = time.perf_counter()
+    failure = explore(machine, record, max_examples=max_examples, steps=steps, seed=seed)
+    if failure is not None and failure.config is not None and failure.trace:
+
+        def replay_on(setup: RequestSetup, skip: bool) -> Replay:
+            return lambda actions: replay_requests(build, setup, actions, skip)
+
+        config, trace, message = shrink_sequence(
+            replay_on,
+            smaller_setups,
+            simpler_request,
+            failure.config,
+            failure.trace,
+            shrink_seconds,
+        )
+        failure = Failure(message, trace, config)
+    return LevelResult(level, record, time.perf_counter() - start, failure, "requests")
+
+
+def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
+    from .manager_run import ManagerRun
+
+    return lambda setup, record: ManagerRun(factory, profile, setup, record)
+
+
+def pool_builder(factory: Any, profile: Profile) -> RunBuilder:
+    from .pool_run import PoolRequestRun
+
+    return lambda setup, record: PoolRequestRun(factory, profile, setup, record)

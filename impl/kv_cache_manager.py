@@ -1,0 +1,714 @@
+"""The KV cache manager: the scheduler's side of the pool, one block table per KV-cache group.
+
+A request holds, per KV-cache group, a block table (its blocks in token order; the null
+block where a sliding window no longer reads) and the manager remembers how many of its
+tokens have KV in those blocks (``num_computed_tokens``) and how many leading full blocks
+it has registered in the prefix cache (``num_cached_blocks``). Every pool operation the
+manager makes is in the order the reference model makes it, so the free queue evolves
+identically; only read-only calls (lookups, free counts) may be made a different number of
+times.
+
+The engine's side is split out of the two operations that need data copies:
+
+* scheduling (``admit``/``resume``) may find a partial prefix-cache entry; the request gets
+  a private copy as the first new block of each group. The sources stay held until the
+  engine says the copies are made (``copies_done``), then they are released.
+* one forward pass is ``prepare_write`` (copy-on-write for a registered tail the request is
+  about to write), ``copies_done`` (the copied data now carries the tail's cache keys, and
+  the copies are released to the cache), the engine's writes, then ``commit`` (register
+  what became cacheable, drop blocks that left a sliding window).
+
+Between a call that returns copies and ``copies_done`` the request accepts no other action
+but ``preempt`` and ``finish`` (rule ``copies-pending``): anything else would reorder the
+pool's operations against the reference model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .block import KVCacheBlock
+from .block_pool import BlockPool
+from .hashing import hash_block_tokens, request_block_hashes, sha256_hash
+from .request import Request
+
+#: Table entries, per group, as block ids (0 is the null block).
+BlockIds = tuple[tuple[int, ...], ...]
+#: ``(src, dst)`` block id pairs the engine must copy before writing.
+Copies = tuple[tuple[int, int], ...]
+
+
+class KVCacheManagerError(ValueError):
+    """A refused request-level call; nothing was changed.
+
+    ``rule`` is one of ``request-new``, ``request-tokens``, ``request-running``,
+    ``request-preempted``, ``request-known``, ``partial-full-attention`` (the reference
+    model's request rules) or ``copies-pending`` (this manager's split copy protocol).
+    """
+
+    operation: str
+    rule: str
+    request_id: str
+    detail: str
+
+    def __init__(self, operation: str, rule: str, request_id: str, detail: str) -> None:
+        self.operation = operation
+        self.rule = rule
+        self.request_id = request_id
+        self.detail = detail
+        super().__init__(f"{operation}: request {request_id!r}: rule '{rule}': {detail}")
+
+    def __reduce__(self) -> tuple[type[KVCacheManagerError], tuple[str, str, str, str]]:
+        # Picklable, like the pool's error (fuzzing runs cross process boundaries).
+        return (type(self), (self.operation, self.rule, self.request_id, self.detail))
+
+
+@dataclass(frozen=True, slots=True)
+class KVCacheGroupSpec:
+    """One KV-cache group: full attention (``sliding_window_blocks == 0``) or a sliding
+    window reading only the last ``sliding_window_blocks`` blocks before the one written."""
+
+    sliding_window_blocks: int = 0
+
+    def __post_init__(self) -> None:
+        w = self.sliding_window_blocks
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            raise ValueError(f"sliding_window_blocks must be an int >= 0, got {w!r}")
+
+    @property
+    def is_sliding(self) -> bool:
+        return self.sliding_window_blocks > 0
+
+    @classmethod
+    def full_attention(cls) -> KVCacheGroupSpec:
+        return cls(0)
+
+    @classmethod
+    def sliding_window(cls, blocks: int) -> KVCacheGroupSpec:
+        """A sliding-window group; ``blocks`` must be positive."""
+        if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 1:
+            raise ValueError(f"a sliding window needs at least one block, got {blocks!r}")
+        return cls(blocks)
+
+
+FULL_ATTENTION = KVCacheGroupSpec()
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """The manager's answer when it schedules, grows or computes a request.
+
+    ``block_ids`` are the request's tables (one per group, 0 = null block) after the call;
+    ``copies`` the ``(src, dst)`` block copies the engine must make before writing.
+    """
+
+    num_computed_tokens: int
+    block_ids: BlockIds
+    copies: Copies = ()
+
+
+@dataclass(slots=True)
+class PrefixHit:
+    """A cached prefix found by :meth:`KVCacheManager._find_cached_prefix`.
+
+    ``blocks`` holds, per group, the ``num_blocks`` hit blocks (the null block where a
+    sliding window does not need the block); ``partial`` one partial entry per group for
+    the block after them (or nothing), covering ``partial_tokens`` more tokens.
+    """
+
+    num_blocks: int
+    blocks: list[list[KVCacheBlock]]
+    partial: list[KVCacheBlock]
+    partial_tokens: int
+
+
+class ManagedRequest:
+    """One request as its manager keeps it (mutable, owned by the manager).
+
+    ``request`` carries the tokens and their chained hashes at the pool's
+    ``hash_block_size`` (kept covering every token while caching is on), which is what the
+    pool reads. ``blocks`` and ``block_ids`` are the same tables, as blocks (for pool calls)
+    and as ids (for cheap answers). ``num_nulled[g]``: the first entries of group ``g``'s
+    table known to be the null block, so sliding only looks at what is new.
+    """
+
+    __slots__ = (
+        "block_ids",
+        "blocks",
+        "copies",
+        "extra_keys",
+        "num_cached_blocks",
+        "num_computed_tokens",
+        "num_nulled",
+        "pending_moves",
+        "pending_release",
+        "request",
+        "running",
+        "salt",
+    )
+
+    def __init__(self, request: Request, salt: str | None, num_groups: int) -> None:
+        self.request = request
+        self.salt = salt
+        self.extra_keys: tuple[object, ...] | None = None if salt is None else (salt,)
+        self.running = False
+        self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
+        self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
+        self.num_computed_tokens = 0
+        self.num_cached_blocks = [0] * num_groups
+        self.num_nulled = [0] * num_groups
+        # The copy protocol: keys to move and blocks to release at ``copies_done``.
+        self.pending_moves: list[tuple[KVCacheBlock, KVCacheBlock]] = []
+        self.pending_release: list[KVCacheBlock] = []
+        # Copies made by ``prepare_write``, reported again by ``commit``.
+        self.copies: Copies = ()
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def has_pending_copies(self) -> bool:
+        return bool(self.pending_moves or self.pending_release)
+
+    def tables(self) -> BlockIds:
+        return tuple([tuple(ids) for ids in self.block_ids])
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    """Schedules requests over its own :class:`BlockPool` (``self.block_pool``).
+
+    Every public method checks the caller's contract first and raises
+    :class:`KVCacheManagerError` (nothing changed) when it is broken. A scheduling call
+    that finds too little room returns ``None``, also with nothing changed.
+    """
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        block_size: int,
+        groups: Sequence[KVCacheGroupSpec] = (FULL_ATTENTION,),
+        enable_caching: bool = True,
+        hash_block_size: int = 1,
+        enable_kv_cache_events: bool = True,
+    ) -> None:
+        """Pre: ``block_size`` is a positive multiple of ``hash_block_size``; at least one
+        group. The pool is built with ``num_gpu_blocks`` blocks (block 0 the null block)."""
+        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+            raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+        if (
+            isinstance(hash_block_size, bool)
+            or not isinstance(hash_block_size, int)
+            or hash_block_size < 1
+        ):
+            raise ValueError(f"hash_block_size must be a positive int, got {hash_block_size!r}")
+        if block_size % hash_block_size:
+            raise ValueError(
+                f"block_size {block_size} is not a multiple of hash_block_size {hash_block_size}"
+            )
+        groups = tuple(groups)
+        if not groups:
+            raise ValueError("a manager needs at least one KV-cache group")
+        for group in groups:
+            if not isinstance(group, KVCacheGroupSpec):
+                raise ValueError(f"not a KVCacheGroupSpec: {group!r}")
+        self.block_size = block_size
+        self.hash_block_size = hash_block_size
+        self.groups: tuple[KVCacheGroupSpec, ...] = groups
+        self.enable_caching = bool(enable_caching)
+        self.block_pool = BlockPool(
+            num_gpu_blocks,
+            self.enable_caching,
+            hash_block_size=hash_block_size,
+            enable_kv_cache_events=enable_kv_cache_events,
+        )
+        self.null_block = self.block_pool.null_block
+        self.num_groups = len(groups)
+        self._group_ids = tuple(range(self.num_groups))
+        self._full_group_ids = tuple(g for g in self._group_ids if not groups[g].is_sliding)
+        self._sliding_group_ids = tuple(g for g in self._group_ids if groups[g].is_sliding)
+        self._windows = tuple(g.sliding_window_blocks for g in groups)
+        # Hash blocks per block: block i's prefix hash is the last fine hash inside it.
+        self._scale = block_size // hash_block_size
+        self.requests: dict[str, ManagedRequest] = {}
+
+    @property
+    def has_sliding_window(self) -> bool:
+        return bool(self._sliding_group_ids)
+
+    @property
+    def supports_partial_caching(self) -> bool:
+        """Whether ``commit(..., cache_partial=True)`` is allowed (every group full attention)."""
+        return not self._sliding_group_ids
+
+    # ============================================================ scheduling
+
+    def admit(
+        self, request_id: str, tokens: Sequence[int], salt: str | None = None
+    ) -> Scheduled | None:
+        """A new request: find its cached prefix, touch every hit, allocate the rest.
+
+        Pre: ``request_id`` is not live (rule ``request-new``); ``tokens`` is a non-empty
+        sequence of ints >= 0 (rule ``request-tokens``).
+        Post: ``None`` and nothing changed (the request stays unknown) when the pool lacks
+        room; otherwise the request runs with tables covering every token, and
+        ``copies`` lists the partial-entry copies to make before ``copies_done``.
+        """
+        op = "admit"
+        if request_id in self.requests:
+            raise KVCacheManagerError(op, "request-new", request_id, "already known")
+        token_list = self._checked_tokens(op, request_id, tokens)
+        hashes = self._block_hashes(token_list, salt) if self.enable_caching else []
+        req = ManagedRequest(Request(request_id, token_list, hashes), salt, self.num_groups)
+        scheduled = self._schedule(req)
+        if scheduled is not None:
+            self.requests[request_id] = req
+        return scheduled
+
+    def resume(self, request_id: str) -> Scheduled | None:
+        """Schedule a preempted request again, exactly as if it were admitted now.
+
+        Pre: the request is known and preempted (rule ``request-preempted``).
+        Post: as :meth:`admit`; on ``None`` it stays preempted.
+        """
+        req = self.requests.get(request_id)
+        if req is None or req.running:
+            raise KVCacheManagerError(
+                "resume", "request-preempted", request_id, "not waiting after a preemption"
+            )
+        return self._schedule(req)
+
+    def append(self, request_id: str, tokens: Sequence[int]) -> Scheduled | None:
+        """A running request grows by ``tokens``: allocate the blocks they need.
+
+        Pre: the request runs (rule ``request-running``), no copy is pending (rule
+        ``copies-pending``), ``tokens`` non-empty ints >= 0 (rule ``request-tokens``).
+        Post: ``None`` and nothing changed if the pool has too few free blocks for every
+        group; otherwise the tokens are the request's (not yet computed) and each table
+        has grown by the same number of new blocks.
+        """
+        op = "append"
+        req = self._running(op, request_id)
+        new_tokens = self._checked_tokens(op, request_id, tokens)
+        tokens_now = req.request.all_token_ids
+        need = _cdiv(len(tokens_now) + len(new_tokens), self.block_size) - len(req.blocks[0])
+        if need > 0:
+            if not self._has_room(need * self.num_groups):
+                return None
+            new = self._allocate(need)
+            for table, ids, fresh in zip(req.blocks, req.block_ids, new, strict=True):
+                table.extend(fresh)
+                ids.extend([b.block_id for b in fresh])
+        tokens_now.extend(new_tokens)
+        if self.enable_caching:
+            self._extend_block_hashes(req)
+        return Scheduled(req.num_computed_tokens, req.tables())
+
+    # ============================================================ one forward pass
+
+    def prepare_write(self, request_id: str) -> Scheduled | None:
+        """Copy-on-write before the pass: the block where the next pending token goes must
+        be writable; a registered one (the request cached it as a partial entry) gets a
+        fresh block to copy its data into, and the table keeps it.
+
+        Pre: the request runs; no copy is pending.
+        Post: ``None`` and nothing changed if there are fewer free blocks than tails to
+        copy; otherwise one new block per such tail (group order), listed in ``copies`` as
+        ``(tail, copy)``. The engine copies, then calls ``copies_done``.
+        """
+        op = "prepare_write"
+        req = self._running(op, request_id)
+        bs = self.block_size
+        computed = req.num_computed_tokens
+        tails: list[tuple[int, KVCacheBlock]] = []
+        # Only a block already partly computed can carry a key; a block started afresh
+        # is a new one, writable by construction.
+        if computed < len(req.request.all_token_ids) and computed % bs:
+            first = computed // bs
+            writable = self.block_pool.is_block_writable
+            for g, table in enumerate(req.blocks):
+                block = table[first]
+                if not writable(block):
+                    tails.append((g, block))
+        if tails and not self._has_room(len(tails)):
+            return None
+        req.copies = tuple(self._prepare_running_copy(req, tails)) if tails else ()
+        return Scheduled(computed, req.tables(), req.copies)
+
+    def copies_done(self, request_id: str) -> None:
+        """The engine has made the copies it was given; finish the copy protocol.
+
+        Pre: the request is known (rule ``request-known``).
+        Post: for scheduling copies, the partial-entry sources are released (one
+        ``free_blocks``); for running copies, each tail's keys moved to its copy
+        (``move_block_hashes``, in order) and the copies released (one ``free_blocks``),
+        so every tail is writable again. With nothing pending, nothing happens.
+        """
+        req = self.requests.get(request_id)
+        if req is None:
+            raise KVCacheManagerError("copies_done", "request-known", request_id, "unknown")
+        if req.has_pending_copies:
+            self._finish_copies(req)
+
+    def commit(self, request_id: str, cache_partial: bool = False) -> Scheduled:
+        """After the engine wrote every pending token: register what became cacheable and
+        slide the windows.
+
+        Pre: the request runs (rule ``request-running``); ``cache_partial`` only when every
+        group is full attention (rule ``partial-full-attention``); no copy is pending.
+        Post: the newly full blocks of every group are cached; with ``cache_partial`` the
+        tail too, as a partial entry over every full hash block; entries that left a
+        sliding window are the null block and their blocks freed (tail first, one call per
+        group); every token is computed. ``copies`` repeats those of ``prepare_write``.
+        """
+        op = "commit"
+        req = self._running(op, request_id)
+        if cache_partial and self._sliding_group_ids:
+            raise KVCacheManagerError(
+                op, "partial-full-attention", request_id, "a sliding-window group is configured"
+            )
+        num_tokens = len(req.request.all_token_ids)
+        num_full = num_tokens // self.block_size
+        if self.enable_caching:
+            self._cache_blocks(req, num_full, cache_partial)
+        if self._sliding_group_ids:
+            self._slide_windows(req, num_full)
+        req.num_computed_tokens = num_tokens
+        if self.enable_caching:
+            req.num_cached_blocks = [num_full] * self.num_groups
+        copies, req.copies = req.copies, ()
+        return Scheduled(num_tokens, req.tables(), copies)
+
+    # ============================================================ release
+
+    def preempt(self, request_id: str) -> None:
+        """Take a running request off the device; it keeps its tokens.
+
+        Pre: the request runs (rule ``request-running``).
+        Post: pending copies are dropped (their held blocks released first, keys not
+        moved), then every table freed group by group, tail first; the request holds no
+        block, has nothing computed and waits for ``resume``.
+        """
+        req = self._running("preempt", request_id, allow_pending=True)
+        self._release(req)
+        req.running = False
+        n = self.num_groups
+        req.blocks = [[] for _ in range(n)]
+        req.block_ids = [[] for _ in range(n)]
+        req.num_computed_tokens = 0
+        req.num_cached_blocks = [0] * n
+        req.num_nulled = [0] * n
+        req.copies = ()
+
+    def finish(self, request_id: str) -> None:
+        """The request is done or aborted: release what it holds (as :meth:`preempt`) and
+        forget it. Pre: the request is known (rule ``request-known``)."""
+        req = self.requests.get(request_id)
+        if req is None:
+            raise KVCacheManagerError("finish", "request-known", request_id, "unknown")
+        self._release(req)
+        del self.requests[request_id]
+
+    def reset_prefix_cache(self) -> bool:
+        """The pool's ``reset_prefix_cache``: succeeds exactly when no block is held."""
+        return self.block_pool.reset_prefix_cache()
+
+    # ============================================================ reads
+
+    def get_block_ids(self, request_id: str) -> BlockIds:
+        """The request's tables as block ids (empty while preempted)."""
+        return self._known("get_block_ids", request_id).tables()
+
+    def get_num_computed_tokens(self, request_id: str) -> int:
+        return self._known("get_num_computed_tokens", request_id).num_computed_tokens
+
+    def is_running(self, request_id: str) -> bool:
+        return self._known("is_running", request_id).running
+
+    def is_block_writable(self, block_id: int) -> bool:
+        """The pool's ``is_block_writable`` for block ``block_id`` (range-checked)."""
+        pool = self.block_pool
+        if isinstance(block_id, bool) or not isinstance(block_id, int):
+            raise ValueError(f"a block id must be an int, got {block_id!r}")
+        if not 0 <= block_id < pool.num_gpu_blocks:
+            raise ValueError(f"block id {block_id} is not in [0, {pool.num_gpu_blocks})")
+        return pool.is_block_writable(pool.blocks[block_id])
+
+    # ============================================================ hooks: scheduling
+
+    def _block_hashes(self, tokens: Sequence[int], salt: str | None) -> list[bytes]:
+        """The chained hashes of ``tokens`` at ``hash_block_size``; the salt is the extra
+        key of every block, so another salt never shares a block."""
+        extra_keys: tuple[object, ...] | None = None if salt is None else (salt,)
+        return request_block_hashes(tokens, self.hash_block_size, extra_keys)
+
+    def _extend_block_hashes(self, req: ManagedRequest) -> None:
+        """Hash the full hash blocks appended since the last call, chained on the last
+        hash: the result equals hashing every token again, at the cost of the new ones."""
+        request = req.request
+        tokens, hashes = request.all_token_ids, request.block_hashes
+        hbs = self.hash_block_size
+        parent = hashes[-1] if hashes else None
+        for start in range(len(hashes) * hbs, len(tokens) - hbs + 1, hbs):
+            parent = hash_block_tokens(
+                sha256_hash, parent, tokens[start : start + hbs], req.extra_keys
+            )
+            hashes.append(parent)
+
+    def _schedule(self, req: ManagedRequest) -> Scheduled | None:
+        """Give a request that does not run tables covering all its tokens.
+
+        Order (the one every scheduler must keep): look the prefix up, check there is
+        room for everything at once, touch every hit, only then allocate: allocating first
+        could evict a free hit the request is about to use.
+        """
+        num_tokens = len(req.request.all_token_ids)
+        if self.enable_caching:
+            hit = self._find_cached_prefix(req.request.block_hashes, num_tokens)
+        else:
+            hit = PrefixHit(0, [[] for _ in self._group_ids], [], 0)
+        per_group = _cdiv(num_tokens, self.block_size) - hit.num_blocks
+        hits = [b for table in hit.blocks for b in table if not b.is_null]
+        hits.extend(hit.partial)
+        # A free hit leaves the free queue when touched, so it needs room like a new block;
+        # a hit some request already holds does not.
+        free_hits = len({b.block_id for b in hits if b.ref_cnt == 0})
+        if not self._has_room(per_group * self.num_groups + free_hits):
+            return None
+        new = self._touch_and_allocate(hits, per_group)
+        req.blocks = [hit.blocks[g] + new[g] for g in self._group_ids]
+        req.block_ids = [[b.block_id for b in table] for table in req.blocks]
+        # A partial entry is never written in place: the first new block of each group is
+        # its private copy; the source stays held until the engine has copied it.
+        copies: Copies = ()
+        if hit.partial:
+            copies = tuple(
+                (src.block_id, fresh[0].block_id)
+                for src, fresh in zip(hit.partial, new, strict=True)
+            )
+            req.pending_release = list(hit.partial)
+        req.running = True
+        req.num_computed_tokens = hit.num_blocks * self.block_size + hit.partial_tokens
+        req.num_cached_blocks = [hit.num_blocks] * self.num_groups
+        req.num_nulled = [max(0, hit.num_blocks - w) if w else 0 for w in self._windows]
+        req.copies = ()
+        return Scheduled(req.num_computed_tokens, req.tables(), copies)
+
+    def _find_cached_prefix(self, block_hashes: Sequence[bytes], num_tokens: int) -> PrefixHit:
+        """The longest cached prefix every group agrees on, for ``num_tokens`` tokens.
+
+        Pre: ``block_hashes`` cover every full hash block of the tokens. Only lookups are
+        made. At most ``(num_tokens - 1) // block_size`` blocks hit, so at least one token
+        is left to compute. Full-attention groups need every block from the first;
+        sliding-window groups only the last ``sliding_window_blocks`` of the prefix. With
+        no sliding group, the block after the hits may be a partial entry (largest first).
+        """
+        bs = self.block_size
+        scale = self._scale
+        lookup = self.block_pool.get_cached_block
+        null = self.null_block
+        limit = (num_tokens - 1) // bs
+        full_ids = self._full_group_ids
+        sliding_ids = self._sliding_group_ids
+        windows = self._windows
+
+        found: dict[int, list[KVCacheBlock]] = {g: [] for g in full_ids}
+        length = limit
+        if full_ids:
+            length = 0
+            while length < limit:
+                blocks = lookup(block_hashes[(length + 1) * scale - 1], full_ids)
+                if blocks is None:
+                    break
+                for g, block in zip(full_ids, blocks, strict=True):
+                    found[g].append(block)
+                length += 1
+
+        # Sliding windows: the longest length whose window blocks all hit, scanning each
+        # window from the right. A miss at position p fails every length that still needs
+        # p (those in (p, length]), so the next length to try is p itself: each position is
+        # looked up at most once instead of once per length tried.
+        window_found: dict[tuple[int, int], KVCacheBlock] = {}
+        while sliding_ids and length > 0:
+            window_found.clear()
+            miss = -1
+            for index in range(length - 1, -1, -1):
+                wanted = tuple(g for g in sliding_ids if index >= length - windows[g])
+                if not wanted:
+                    break  # no window reaches back this far
+                blocks = lookup(block_hashes[(index + 1) * scale - 1], wanted)
+                if blocks is None:
+                    miss = index
+                    break
+                for g, block in zip(wanted, blocks, strict=True):
+                    window_found[(g, index)] = block
+            if miss < 0:
+                break
+            length = miss
+
+        tables: list[list[KVCacheBlock]] = []
+        for g in self._group_ids:
+            w = windows[g]
+            if not w:
+                tables.append(found[g][:length])
+            else:
+                start = max(0, length - w)
+                tables.append([null] * start + [window_found[(g, i)] for i in range(start, length)])
+
+        partial: list[KVCacheBlock] = []
+        partial_tokens = 0
+        if not sliding_ids:
+            hbs = self.hash_block_size
+            for fine in range(scale - 1, 0, -1):
+                covered = length * bs + fine * hbs
+                if covered > num_tokens - 1:
+                    continue  # always leave a token to compute
+                blocks = lookup(block_hashes[covered // hbs - 1], self._group_ids)
+                if blocks is not None:
+                    partial, partial_tokens = blocks, fine * hbs
+                    break
+        return PrefixHit(length, tables, partial, partial_tokens)
+
+    def _has_room(self, needed: int) -> bool:
+        """Whether the pool has ``needed`` free blocks now."""
+        return self.block_pool.get_num_free_blocks() >= needed
+
+    def _touch_and_allocate(
+        self, hits: Sequence[KVCacheBlock], per_group: int
+    ) -> list[list[KVCacheBlock]]:
+        """Touch every hit (one call), then allocate ``per_group`` blocks per group.
+
+        Pre: the room was checked for the new blocks and the free hits together. Touching
+        first takes the free hits out of the free queue so the allocation cannot evict them.
+        """
+        if hits:
+            self.block_pool.touch(hits)
+        return self._allocate(per_group)
+
+    def _allocate(self, per_group: int) -> list[list[KVCacheBlock]]:
+        """``per_group`` new blocks for every group, group by group (no call for 0)."""
+        if per_group == 0:
+            return [[] for _ in self._group_ids]
+        get = self.block_pool.get_new_blocks
+        return [get(per_group) for _ in self._group_ids]
+
+    # ============================================================ hooks: forward pass
+
+    def _prepare_running_copy(
+        self, request: ManagedRequest, tails: Sequence[tuple[int, KVCacheBlock]]
+    ) -> list[tuple[int, int]]:
+        """Copy-on-write on the running path, keeping the table: one new block per
+        ``(group, tail)`` (``get_new_blocks(1)`` each, in order) receives the tail's data;
+        ``copies_done`` moves the tail's keys to it and releases it.
+
+        Pre: room for ``len(tails)`` blocks was checked. Returns the ``(tail, copy)`` ids.
+        """
+        get = self.block_pool.get_new_blocks
+        moves: list[tuple[KVCacheBlock, KVCacheBlock]] = []
+        for _group, src in tails:
+            (dst,) = get(1)
+            moves.append((src, dst))
+        request.pending_moves = moves
+        request.pending_release = [dst for _, dst in moves]
+        return [(src.block_id, dst.block_id) for src, dst in moves]
+
+    def _finish_copies(self, request: ManagedRequest) -> None:
+        """The copies are made: move keys (data and cache entries now agree), then release
+        the blocks held for the copies, in one ``free_blocks``."""
+        pool = self.block_pool
+        moves, release = request.pending_moves, request.pending_release
+        request.pending_moves, request.pending_release = [], []
+        for src, dst in moves:
+            pool.move_block_hashes(src, dst)
+        if release:
+            pool.free_blocks(release)
+
+    def _cache_blocks(self, request: ManagedRequest, num_full: int, cache_partial: bool) -> None:
+        """Register every group's newly full blocks, then (``cache_partial``) every group's
+        tail as a partial entry covering all full hash blocks, when that covers more than
+        the full blocks do. Pre: caching is on; the request's hashes cover its tokens."""
+        pool = self.block_pool
+        bs = self.block_size
+        req = request.request
+        for g, table in enumerate(request.blocks):
+            cached = request.num_cached_blocks[g]
+            if num_full > cached:
+                pool.cache_full_blocks(req, table, cached, num_full, bs, g)
+        if cache_partial:
+            partial_tokens = len(req.block_hashes) * self.hash_block_size
+            if partial_tokens > num_full * bs:
+                for g, table in enumerate(request.blocks):
+                    pool.cache_partial_block(req, table[num_full], partial_tokens, g, bs)
+
+    def _slide_windows(self, request: ManagedRequest, num_full: int) -> None:
+        """Null and free, per sliding group, the entries before ``num_full - window``;
+        each group's dropped blocks go in one ``free_blocks``, tail first (so the earlier
+        blocks, which more prefixes share, are evicted last)."""
+        null = self.null_block
+        pool = self.block_pool
+        for g in self._sliding_group_ids:
+            cutoff = num_full - self._windows[g]
+            start = request.num_nulled[g]
+            if cutoff <= start:
+                continue
+            table, ids = request.blocks[g], request.block_ids[g]
+            dropped = [b for b in reversed(table[start:cutoff]) if not b.is_null]
+            if dropped:
+                pool.free_blocks(dropped)
+            table[start:cutoff] = [null] * (cutoff - start)
+            ids[start:cutoff] = [0] * (cutoff - start)
+            request.num_nulled[g] = cutoff
+
+    # ============================================================ hooks: release
+
+    def _release(self, request: ManagedRequest) -> None:
+        """Give back everything ``request`` holds: blocks held for pending copies first
+        (keys are not moved: the copies may not exist), then its tables."""
+        if request.pending_release:
+            self.block_pool.free_blocks(request.pending_release)
+        request.pending_moves, request.pending_release = [], []
+        self._free_tables(request.blocks)
+
+    def _free_tables(self, tables: Iterable[Sequence[KVCacheBlock]]) -> None:
+        """Free every table, group by group, each tail first, nulls skipped (one call per
+        non-empty group). Freed keyed blocks join the back of the free queue in the order
+        given, so a request's longest prefix is evicted first and its head, which every
+        hit needs, last."""
+        free = self.block_pool.free_blocks
+        for table in tables:
+            blocks = [b for b in reversed(table) if not b.is_null]
+            if blocks:
+                free(blocks)
+
+    # ============================================================ contract checks
+
+    def _known(self, op: str, request_id: str) -> ManagedRequest:
+        req = self.requests.get(request_id)
+        if req is None:
+            raise KVCacheManagerError(op, "request-known", request_id, "unknown")
+        return req
+
+    def _running(self, op: str, request_id: str, allow_pending: bool = False) -> ManagedRequest:
+        req = self.requests.get(request_id)
+        if req is None or not req.running:
+            raise KVCacheManagerError(op, "request-running", request_id, "not running")
+        if not allow_pending and req.has_pending_copies:
+            raise KVCacheManagerError(
+                op, "copies-pending", request_id, "copies were handed out; call copies_done first"
+            )
+        return req
+
+    @staticmethod
+    def _checked_tokens(op: str, request_id: str, tokens: Sequence[int]) -> list[int]:
+        """``tokens`` as a new list. Pre (rule ``request-tokens``): non-empty, ints >= 0."""
+        token_list = list(tokens)
+        # set(map(type)) and min() run in C: cheap even for long prompts.
+        if not token_list or set(map(type, token_list)) != {int} or min(token_list) < 0:
+            shown = token_list if len(token_list) <= 16 else [*token_list[:16], "..."]
+            raise KVCacheManagerError(op, "request-tokens", request_id, f"tokens {shown}")
+        return token_list

@@ -1,0 +1,66 @@
+"""kvpool.spec.manager: the request level, a KV cache manager over the spec's pool.
+
+Requests hold one block table per KV-cache group. A :mod:`request action
+<kvpool.spec.manager.actions>` runs as a program of pool calls (:func:`apply_request`), so
+the same program drives the spec's pool or a pool under test; :func:`manager_step` runs it
+on the spec. The request-level properties are named checks in :mod:`.properties`.
+"""
+
+from .actions import (
+    REQUEST_ACTIONS,
+    REQUEST_ACTIONS_BY_OPERATION,
+    Admit,
+    Append,
+    Compute,
+    Finish,
+    Preempt,
+    RequestAction,
+    ResetCache,
+    Resume,
+)
+from .config import FULL_ATTENTION, KVGroup, ManagerConfig
+from .pool import PoolCall, SpecPool
+from .properties import PROPERTIES, Broken
+from .state import (
+    BlockData,
+    ManagerState,
+    RequestState,
+    Scheduled,
+    Tables,
+    block_hashes,
+    extra_keys,
+    initial_manager_state,
+)
+from .step import ManagerResult, apply_request, manager_step, request_violation
+
+__all__ = [
+    "FULL_ATTENTION",
+    "PROPERTIES",
+    "REQUEST_ACTIONS",
+    "REQUEST_ACTIONS_BY_OPERATION",
+    "Admit",
+    "Append",
+    "BlockData",
+    "Broken",
+    "Compute",
+    "Finish",
+    "KVGroup",
+    "ManagerConfig",
+    "ManagerResult",
+    "ManagerState",
+    "PoolCall",
+    "Preempt",
+    "RequestAction",
+    "RequestState",
+    "ResetCache",
+    "Resume",
+    "Scheduled",
+    "SpecPool",
+    "Tables",
+    "apply_request",
+    "block_hashes",
+    "extra_keys",
+    "initial_manager_state",
+    "manager_step",
+    "request_violation",
+]

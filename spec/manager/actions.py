@@ -1,0 +1,92 @@
+"""What a scheduler asks of its KV cache manager, one request at a time, as frozen values.
+
+Like the pool's actions these print, store in traces and replay. ``Compute`` stands for one
+forward pass over the request's pending tokens: the engine copies and writes KV into the
+request's blocks, then the manager registers what became cacheable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class RequestAction:
+    """Base of every request-level action; ``operation`` names it in tables and traces."""
+
+    operation: ClassVar[str] = ""
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Admit(RequestAction):
+    """A new request arrives: find its cached prefix, touch every hit, allocate the rest.
+
+    ``salt`` (a ``cache_salt``) goes into every block hash: another salt never shares a block.
+    """
+
+    operation: ClassVar[str] = "admit"
+    tokens: tuple[int, ...]
+    salt: str | None = None
+
+
+@dataclass(frozen=True)
+class Append(RequestAction):
+    """A running request grows by ``tokens`` (decoded output): allocate slots for them."""
+
+    operation: ClassVar[str] = "append"
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Compute(RequestAction):
+    """One forward pass: copy-on-write where needed, write the pending tokens' KV, then
+    register the full blocks (and, with ``cache_partial``, the tail as a partial entry)."""
+
+    operation: ClassVar[str] = "compute"
+    cache_partial: bool = False
+
+
+@dataclass(frozen=True)
+class Preempt(RequestAction):
+    """Take a running request off the device: free its blocks, keep its tokens."""
+
+    operation: ClassVar[str] = "preempt"
+
+
+@dataclass(frozen=True)
+class Resume(RequestAction):
+    """Schedule a preempted request again, from its cached prefix like a new one."""
+
+    operation: ClassVar[str] = "resume"
+
+
+@dataclass(frozen=True)
+class Finish(RequestAction):
+    """The request is done (or aborted): free its blocks, tail first, and forget it."""
+
+    operation: ClassVar[str] = "finish"
+
+
+@dataclass(frozen=True)
+class ResetCache(RequestAction):
+    """``reset_prefix_cache()`` through the manager (``request_id`` is unused, ``""``)."""
+
+    operation: ClassVar[str] = "reset_cache"
+    request_id: str = ""
+
+
+REQUEST_ACTIONS: tuple[type[RequestAction], ...] = (
+    Admit,
+    Append,
+    Compute,
+    Preempt,
+    Resume,
+    Finish,
+    ResetCache,
+)
+
+REQUEST_ACTIONS_BY_OPERATION: dict[str, type[RequestAction]] = {
+    a.operation: a for a in REQUEST_ACTIONS
+}

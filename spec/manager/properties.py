@@ -1,0 +1,239 @@
+"""The request level's named properties, as checks over plain values.
+
+Each check takes what can be seen from outside a manager (tables, the pool's ref counts and
+keys, the engine's record of block contents) and returns the ways the property is broken,
+so the same checks judge the spec and any manager under test. The ids are stable: reports,
+traces and the docs quote them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..keys import hash_at_block_size, make_key
+from ..state import NULL_BLOCK
+from .config import KVGroup
+from .state import BlockData, Tables
+
+PROPERTIES: dict[str, str] = {
+    "append-only": "a running request's table in a full-attention group only grows: "
+    "the new table starts with the previous one",
+    "append-only-up-to-null": "a sliding-window group's table only grows, except that "
+    "entries that left the window may become the null block",
+    "write-guard": "KV is written or copied only into a writable block: not null, held "
+    "once (by the writer), with no key",
+    "hit-keys": "every cached block in a request's table (a hit, or registered by it) "
+    "carries the key of the request's own prefix hash there, salt included; a different "
+    "salt never hits",
+    "own-contents": "every block a request reads holds that request's own tokens under its "
+    "own salt",
+    "refcounts-match-tables": "a block's ref_cnt equals the number of table entries that hold it",
+    "idle-pool-free": "once every request is freed, every block is free and "
+    "reset_prefix_cache succeeds",
+    "resume-finds-prefix": "a preempted request, resumed, hits at least the prefix it had "
+    "cached, if none of those blocks lost its key meanwhile",
+    "tail-first-free": "a request's blocks are freed tail first: within a group, a later "
+    "block is evicted before an earlier one",
+}
+
+
+@dataclass(frozen=True)
+class Broken:
+    """One way a property is broken, naming the request and block where it shows."""
+
+    property: str
+    detail: str
+    request_id: str | None = None
+    block: int | None = None
+
+    def __str__(self) -> str:
+        where = [f"request {self.request_id!r}"] if self.request_id is not None else []
+        where += [f"block {self.block}"] if self.block is not None else []
+        return f"property '{self.property}' broken ({', '.join(where) or 'pool'}): {self.detail}"
+
+
+def table_growth(
+    request_id: str, groups: Sequence[KVGroup], old: Tables, new: Tables
+) -> list[Broken]:
+    """``append-only`` for full-attention groups, ``append-only-up-to-null`` for sliding ones."""
+    broken = []
+    for g, (group, before, after) in enumerate(zip(groups, old, new, strict=True)):
+        name = "append-only-up-to-null" if group.is_sliding else "append-only"
+        if len(after) < len(before):
+            broken.append(
+                Broken(
+                    name,
+                    f"group {g}: table shrank from {list(before)} to {list(after)}",
+                    request_id,
+                )
+            )
+            continue
+        for i, (was, now) in enumerate(zip(before, after, strict=False)):
+            if was != now and not (group.is_sliding and now == NULL_BLOCK):
+                broken.append(
+                    Broken(
+                        name,
+                        f"group {g}: entry {i} changed from block {was} to {now} "
+                        f"({list(before)} -> {list(after)})",
+                        request_id,
+                        was,
+                    )
+                )
+                break
+    return broken
+
+
+def writable(ref_cnt: int, keys: frozenset[bytes], block: int) -> bool:
+    return block != NULL_BLOCK and ref_cnt == 1 and not keys
+
+
+def write_guard(
+    request_id: str, block: int, ref_cnt: int, keys: frozenset[bytes], what: str
+) -> list[Broken]:
+    """``write-guard`` for one write (or copy) into ``block``."""
+    if writable(ref_cnt, keys, block):
+        return []
+    why = (
+        "the null block"
+        if block == NULL_BLOCK
+        else f"{len(keys)} key(s)"
+        if keys
+        else f"ref_cnt {ref_cnt}"
+    )
+    return [Broken("write-guard", f"{what} into block {block}, which has {why}", request_id, block)]
+
+
+def expected_key(
+    hashes: Sequence[bytes], hash_block_size: int, block_size: int, index: int, group: int
+) -> bytes:
+    return make_key(hash_at_block_size(hashes, hash_block_size, block_size, index), group)
+
+
+def hit_keys(
+    request_id: str,
+    tables: Tables,
+    num_computed_tokens: int,
+    hashes: Sequence[bytes],
+    hash_block_size: int,
+    block_size: int,
+    keys_of: Callable[[int], frozenset[bytes]],
+) -> list[Broken]:
+    """``hit-keys``: every block before the computed boundary carries the request's key."""
+    broken = []
+    for g, table in enumerate(tables):
+        for i, block in enumerate(table[: num_computed_tokens // block_size]):
+            if block == NULL_BLOCK:
+                continue
+            key = expected_key(hashes, hash_block_size, block_size, i, g)
+            if key not in keys_of(block):
+                broken.append(
+                    Broken(
+                        "hit-keys",
+                        f"group {g} entry {i}: the block does not carry the "
+                        f"request's key {key.hex()[:12]}",
+                        request_id,
+                        block,
+                    )
+                )
+    return broken
+
+
+def own_contents(
+    request_id: str,
+    tables: Tables,
+    num_computed_tokens: int,
+    tokens: Sequence[int],
+    salt: str | None,
+    block_size: int,
+    contents: Mapping[int, BlockData],
+) -> list[Broken]:
+    """``own-contents``: the computed part of every table block is the request's own."""
+    broken = []
+    for g, table in enumerate(tables):
+        for i, block in enumerate(table):
+            start = i * block_size
+            if block == NULL_BLOCK or start >= num_computed_tokens:
+                continue
+            want = tuple(tokens[start : min(start + block_size, num_computed_tokens)])
+            data = contents.get(block)
+            if data is None or data.salt != salt or data.tokens[: len(want)] != want:
+                seen = "nothing" if data is None else f"{list(data.tokens)} (salt {data.salt!r})"
+                broken.append(
+                    Broken(
+                        "own-contents",
+                        f"group {g} entry {i} should hold {list(want)} "
+                        f"(salt {salt!r}) but holds {seen}",
+                        request_id,
+                        block,
+                    )
+                )
+    return broken
+
+
+def refcounts(all_tables: Sequence[Tables], ref_cnt: Sequence[int]) -> list[Broken]:
+    """``refcounts-match-tables`` over every real block."""
+    holds = Counter(b for tables in all_tables for t in tables for b in t if b != NULL_BLOCK)
+    return [
+        Broken(
+            "refcounts-match-tables",
+            f"ref_cnt {ref_cnt[b]} but {holds[b]} table entries hold it",
+            None,
+            b,
+        )
+        for b in range(1, len(ref_cnt))
+        if ref_cnt[b] != holds[b]
+    ]
+
+
+def idle_pool(num_blocks: int, free_count: int, reset_result: bool | None = None) -> list[Broken]:
+    """``idle-pool-free``, for a pool no request holds a block of."""
+    broken = []
+    if free_count != num_blocks - 1:
+        broken.append(Broken("idle-pool-free", f"{free_count} of {num_blocks - 1} blocks free"))
+    if reset_result is False:
+        broken.append(Broken("idle-pool-free", "reset_prefix_cache refused"))
+    return broken
+
+
+def resume_prefix(
+    request_id: str, kept_blocks: int, num_computed_tokens: int, num_tokens: int, block_size: int
+) -> list[Broken]:
+    """``resume-finds-prefix``: ``kept_blocks`` leading blocks kept their keys."""
+    want = min(kept_blocks * block_size, (num_tokens - 1) // block_size * block_size)
+    if num_computed_tokens >= want:
+        return []
+    return [
+        Broken(
+            "resume-finds-prefix",
+            f"resumed with {num_computed_tokens} cached tokens; its "
+            f"{kept_blocks} cached block(s) still hold {want}",
+            request_id,
+        )
+    ]
+
+
+def tail_first(
+    request_id: str, tables: Tables, freed: frozenset[int], free_queue: Sequence[int]
+) -> list[Broken]:
+    """``tail-first-free``: among ``freed`` blocks of each table, later entries sit nearer
+    the front of the free queue."""
+    position = {b: i for i, b in enumerate(free_queue)}
+    broken = []
+    for g, table in enumerate(tables):
+        placed = [(i, position[b], b) for i, b in enumerate(table) if b in freed and b in position]
+        for (i, pi, bi), (j, pj, bj) in itertools.pairwise(placed):
+            if pj > pi:
+                broken.append(
+                    Broken(
+                        "tail-first-free",
+                        f"group {g}: entry {j} (block {bj}) will be "
+                        f"evicted after entry {i} (block {bi})",
+                        request_id,
+                        bj,
+                    )
+                )
+                break
+    return broken
