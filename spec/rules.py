@@ -41,6 +41,19 @@ RULES: dict[str, str] = {
 }
 
 
+#: The rules of the request level (kvpool.spec.manager); the rest are the pool's.
+REQUEST_RULES = frozenset(
+    {
+        "request-new",
+        "request-tokens",
+        "request-running",
+        "request-preempted",
+        "request-known",
+        "partial-full-attention",
+    }
+)
+
+
 def describe(rule: str) -> str:
     """The plain statement of ``rule`` (the id itself when it is unknown)."""
     return RULES.get(rule, rule)

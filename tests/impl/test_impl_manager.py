@@ -753,10 +753,12 @@ SCENARIOS: dict[str, tuple[int, int, int, tuple[int, ...], list[RequestAction]]]
             Compute("b"),
             Preempt("a"),
             Admit("c", (50, 51, 52)),
-            Resume("a"),
-            Compute("a"),
+            Resume("a"),  # no room
+            Compute("a"),  # refused: not running
             Finish("b"),
             Finish("c"),
+            Resume("a"),
+            Compute("a"),
             Append("a", (33,)),
             Compute("a"),
             Finish("a"),

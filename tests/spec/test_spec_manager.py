@@ -25,6 +25,7 @@ from kvpool.spec.manager import (
     manager_step,
 )
 from kvpool.spec.manager.state import block_hashes
+from kvpool.spec.rules import REQUEST_RULES
 
 
 class System:
@@ -180,18 +181,18 @@ def test_the_keys_registered_are_the_requests_own_prefix_hashes() -> None:
     assert system.pool.primary[1].key == make_key(hashes[1], 0)
 
 
-@pytest.mark.parametrize(
-    ("actions", "rule"),
-    [
-        ([Admit("a", (1,)), Admit("a", (2,))], "request-new"),
-        ([Admit("a", ())], "request-tokens"),
-        ([Admit("a", (-1,))], "request-tokens"),
-        ([Append("ghost", (1,))], "request-running"),
-        ([Admit("a", (1,)), Preempt("a"), Compute("a")], "request-running"),
-        ([Admit("a", (1,)), Resume("a")], "request-preempted"),
-        ([Finish("ghost")], "request-known"),
-    ],
-)
+OUT_OF_CONTRACT = [
+    pytest.param([Admit("a", (1,)), Admit("a", (2,))], "request-new"),
+    pytest.param([Admit("a", ())], "request-tokens"),
+    pytest.param([Admit("a", (-1,))], "request-tokens"),
+    pytest.param([Append("ghost", (1,))], "request-running"),
+    pytest.param([Admit("a", (1,)), Preempt("a"), Compute("a")], "request-running"),
+    pytest.param([Admit("a", (1,)), Resume("a")], "request-preempted"),
+    pytest.param([Finish("ghost")], "request-known"),
+]
+
+
+@pytest.mark.parametrize(("actions", "rule"), OUT_OF_CONTRACT)
 def test_out_of_contract_request_actions_name_their_rule(
     actions: list[RequestAction], rule: str
 ) -> None:
@@ -203,6 +204,11 @@ def test_out_of_contract_request_actions_name_their_rule(
         system(actions[-1])
     assert caught.value.rule == rule
     assert (system.pool, system.manager) == (pool, manager)
+
+
+def test_every_request_rule_has_a_case() -> None:
+    cased = {"partial-full-attention"} | {str(p.values[1]) for p in OUT_OF_CONTRACT}
+    assert cased == REQUEST_RULES
 
 
 def test_partial_entries_need_full_attention_everywhere() -> None:
