@@ -5,8 +5,8 @@ block where a sliding window no longer reads) and the manager remembers how many
 tokens have KV in those blocks (``num_computed_tokens``) and how many leading full blocks
 it has registered in the prefix cache (``num_cached_blocks``). Every pool operation the
 manager makes is in the order the reference model makes it, so the free queue evolves
-identically; only read-only calls (lookups, free counts) may be made a different number of
-times.
+identically; only read-only calls (lookups, free counts, writability checks) may be made a
+different number of times.
 
 The engine's side is split out of the two operations that need data copies:
 

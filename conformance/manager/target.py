@@ -6,6 +6,10 @@ then the engine copies data, then ``copies_done`` (the manager releases what it 
 the copies and moves cache entries), then the engine writes, then ``commit`` (registration
 and sliding windows). Splitting it lets the suite check every copy and write against the
 pool at the moment it happens. Results use the spec's :class:`Scheduled` (block ids).
+
+Between handing out copies and ``copies_done`` a request may only be preempted or
+finished (which releases what was held for the copies without moving any key); our
+manager refuses anything else with rule ``copies-pending``.
 """
 
 from __future__ import annotations
