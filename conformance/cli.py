@@ -19,7 +19,7 @@ from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
-from .report import action_line, coverage_table, print_failure, properties_table, results_table
+from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .targets.loading import BUILT_IN, BUILT_IN_MANAGERS, TargetLoadError, load_manager, load_target
 
@@ -256,7 +256,8 @@ def conform(
             )
     console.print(results_table(name, chosen_profile.name, results))
     if coverage:
-        console.print(coverage_table(results))
+        for table in coverage_tables(results):
+            console.print(table)
     checked = properties_table(results)
     if checked is not None:
         console.print(checked)
@@ -375,6 +376,7 @@ def workload(
     """
     console = Console()
     try:
+        kv_groups = _groups(groups)
         params = WorkloadParams(
             requests=requests,
             prefixes=prefixes,
@@ -385,6 +387,7 @@ def workload(
             turns=turns,
             concurrency=concurrency,
             salted=salted,
+            partial_entries=not any(g.is_sliding for g in kv_groups),
             seed=seed,
         )
         chosen_profile = get_profile(profile)
@@ -393,7 +396,7 @@ def workload(
         if block_size % hash_block_size:
             raise click.BadParameter("--block-size must be a multiple of --hash-block-size")
         setup = RequestSetup(
-            ManagerConfig(block_size, _groups(groups)),
+            ManagerConfig(block_size, kv_groups),
             PoolConfig(blocks, hash_block_size=hash_block_size),
         )
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
@@ -404,8 +407,10 @@ def workload(
     if manager_factory is not None:
         runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     table = Table(title=f"kvpool workload — target {name}, manager {manager_name}, seed {seed}")
-    for column in ("run", "result", "steps", "admitted", "refused", "preempted", "hit rate"):
-        table.add_column(column, justify="left" if column in ("run", "result") else "right")
+    for column in ("run", "result", "steps", "admitted", "refused", "preempted", "hits"):
+        table.add_column(
+            column, justify="left" if column in ("run", "result") else "right", no_wrap=True
+        )
     failed = False
     records: list[RunRecord] = []
     for on, build in runs:
@@ -461,7 +466,7 @@ def _run_workload(
             progress.update(task, completed=min(load.started, params.requests))
 
         try:
-            return load.run(run.apply, lambda: run.state, tick), None
+            return load.run(run.apply, tick), None
         except (Nonconformance, RuntimeError) as exc:
             return load.stats, exc
 

@@ -57,7 +57,9 @@ def config_line(config: Any) -> str:
 def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
     table = Table(title=f"kvpool conform — target {target}, profile {profile}")
     for column in ("run", "result", "examples", "steps", "ops", "refusals", "time"):
-        table.add_column(column, justify="left" if column in ("run", "result") else "right")
+        table.add_column(
+            column, justify="left" if column in ("run", "result") else "right", no_wrap=True
+        )
     for r in results:
         table.add_row(
             r.label,
@@ -71,23 +73,27 @@ def results_table(target: str, profile: str, results: list[LevelResult]) -> Tabl
     return table
 
 
-def coverage_table(results: list[LevelResult]) -> Table:
-    table = Table(title="coverage: situations reached (steps)")
-    table.add_column("situation")
-    for r in results:
-        table.add_column(r.label, justify="right")
-    pool_rows = [r for r in results if r.machine == "pool"]
-    request_rows = [r for r in results if r.machine != "pool"]
-    for situation in SITUATIONS if pool_rows else ():
-        table.add_row(situation, *(_count(r.record.situations[situation]) for r in results))
-    for situation in REQUEST_SITUATIONS if request_rows else ():
-        table.add_row(situation, *(_count(r.record.situations[situation]) for r in results))
-    operations = sorted({op for r in results for op in r.record.operations})
-    for op in operations:
-        table.add_row(f"action {op}", *(_count(r.record.operations[op]) for r in results))
-    rules = sorted({rule for r in results for rule in r.record.refusals})
-    for rule in rules:
-        table.add_row(f"refused: {rule}", *(_count(r.record.refusals[rule]) for r in results))
+def coverage_tables(results: list[LevelResult]) -> list[Table]:
+    """What the runs reached: one table for the pool machine, one for the request machine."""
+    tables = []
+    for machine, situations in (("pool", SITUATIONS), ("requests", REQUEST_SITUATIONS)):
+        rows = [r for r in results if r.machine == machine]
+        if rows:
+            tables.append(_coverage(f"coverage of the {machine} machine (steps)", rows, situations))
+    return tables
+
+
+def _coverage(title: str, rows: list[LevelResult], situations: tuple[str, ...]) -> Table:
+    table = Table(title=title)
+    table.add_column("situation", no_wrap=True)
+    for r in rows:
+        table.add_column(r.level.name, justify="right")
+    for situation in situations:
+        table.add_row(situation, *(_count(r.record.situations[situation]) for r in rows))
+    for op in sorted({op for r in rows for op in r.record.operations}):
+        table.add_row(f"action {op}", *(_count(r.record.operations[op]) for r in rows))
+    for rule in sorted({rule for r in rows for rule in r.record.refusals}):
+        table.add_row(f"refused: {rule}", *(_count(r.record.refusals[rule]) for r in rows))
     return table
 
 

@@ -24,7 +24,6 @@ from kvpool.spec.manager import (
     Compute,
     Finish,
     ManagerResult,
-    ManagerState,
     Preempt,
     RequestAction,
     Resume,
@@ -46,6 +45,9 @@ class WorkloadParams:
     concurrency: int = 6
     decode_chunk: int = 4
     salted: float = 0.1
+    #: Register partial entries (cache_partial) on some forward passes; needs every group
+    #: to use full attention.
+    partial_entries: bool = True
     vocabulary: int = 50
     seed: int = 0
 
@@ -113,14 +115,16 @@ class Workload:
     def run(
         self,
         apply: Callable[[RequestAction], ManagerResult],
-        state: Callable[[], ManagerState],
         on_step: Callable[[WorkloadStats], None] | None = None,
     ) -> WorkloadStats:
-        """Drive the whole workload; ``apply`` runs one action and returns its result."""
+        """Drive the whole workload; ``apply`` runs one request action on a manager (the
+        spec's, one under test, or a benchmark's) and returns its result."""
         p, rng, stats = self.params, self.rng, self.stats
         waiting: deque[Turn] = deque()
         turns: dict[str, Turn] = {}
+        tokens: dict[str, tuple[int, ...]] = {}
         generated: dict[str, int] = {}
+        running: list[str] = []  # oldest first
         preempted: deque[str] = deque()
 
         def act(action: RequestAction) -> ManagerResult:
@@ -130,58 +134,58 @@ class Workload:
                 on_step(stats)
             return result
 
-        def running() -> list[str]:
-            return [rid for rid, r in state().requests.items() if r.running]
-
         def make_room(for_what: str) -> None:
             """Preempt the youngest running request; with none, the pool is too small."""
-            victims = running()
-            if not victims:
+            if not running:
                 raise RuntimeError(
                     f"{for_what} cannot fit in an empty pool: use more blocks or shorter prompts"
                 )
-            act(Preempt(victims[-1]))
-            preempted.append(victims[-1])
+            victim = running.pop()
+            act(Preempt(victim))
+            preempted.append(victim)
 
         def admit(turn: Turn) -> bool:
             result = act(Admit(turn.request_id, turn.prompt, turn.salt))
             if result is None:
                 # no room: wait for running requests to finish (or fail in an empty pool)
                 stats.counts["admission refused"] += 1
-                if not running():
+                if not running:
                     make_room(f"request {turn.request_id} ({len(turn.prompt)} tokens)")
                 return False
             assert isinstance(result, Scheduled)
             stats.prompt_tokens += len(turn.prompt)
             stats.hit_tokens += result.num_computed_tokens
             turns[turn.request_id] = turn
+            tokens[turn.request_id] = turn.prompt
             generated[turn.request_id] = 0
-            partial = rng.random() < 0.3 and not state().config.has_sliding_window
+            running.append(turn.request_id)
+            partial = rng.random() < 0.3 and p.partial_entries
             act(Compute(turn.request_id, cache_partial=partial))
             return True
 
         while self.started < p.requests or waiting or turns:
             if self.started < p.requests and len(waiting) < 2:
                 waiting.append(self.first_turn())
-            live = running()
-            if preempted and len(live) < p.concurrency:
+            if preempted and len(running) < p.concurrency:
                 rid = preempted.popleft()
                 if act(Resume(rid)) is None:
                     preempted.appendleft(rid)
                     make_room(f"request {rid}")
                 else:
+                    running.append(rid)
                     act(Compute(rid))
                 continue
-            if waiting and len(live) < p.concurrency and (not live or rng.random() < 0.5):
+            if waiting and len(running) < p.concurrency and (not running or rng.random() < 0.5):
                 if admit(waiting[0]):
                     waiting.popleft()
                 continue
-            rid = rng.choice(live)
+            rid = rng.choice(running)
             turn = turns[rid]
             left = turn.output - generated[rid]
             if left <= 0:
-                conversation = state().requests[rid].tokens
                 act(Finish(rid))
+                running.remove(rid)
+                conversation = tokens.pop(rid)
                 del turns[rid], generated[rid]
                 if turn.turn + 1 < p.turns:
                     history = conversation + self._tokens(p.prompt_tokens)
@@ -191,6 +195,7 @@ class Workload:
             if act(Append(rid, chunk)) is None:
                 make_room(f"request {rid}")
                 continue
+            tokens[rid] += chunk
             generated[rid] += len(chunk)
             if act(Compute(rid)) is None:
                 make_room(f"request {rid}")
