@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import click
 from kvpool.spec import PROFILES, PoolConfig, get_profile
@@ -44,22 +44,13 @@ MACHINES = ("pool", "requests")
 REQUEST_MIN_BLOCKS = 12
 
 
-def _machines(value: str) -> list[str]:
+def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
+    """A comma-separated list of names, each one of ``known``."""
     names = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in MACHINES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise click.BadParameter(
-            f"unknown machine(s) {', '.join(unknown) or value!r}; choose from {', '.join(MACHINES)}"
-        )
-    return names
-
-
-def _levels(value: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in LEVELS]
-    if unknown or not names:
-        raise click.BadParameter(
-            f"unknown level(s) {', '.join(unknown) or value!r}; choose from {', '.join(LEVELS)}"
+            f"unknown {what}(s) {', '.join(unknown) or value!r}; choose from {', '.join(known)}"
         )
     return names
 
@@ -167,8 +158,8 @@ def conform(
     """
     console = Console()
     try:
-        level_names = _levels(levels)
-        machine_names = _machines(machines)
+        level_names = _choices(levels, LEVELS, "level")
+        machine_names = _choices(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile)
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)

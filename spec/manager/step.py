@@ -7,7 +7,10 @@ also run against a pool under test.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..errors import ContractViolation
+from ..invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
 from ..state import PoolState
 from . import admission, compute, release
 from .actions import Admit, Append, Compute, Finish, Preempt, RequestAction, ResetCache, Resume
@@ -77,12 +80,25 @@ def apply_request(
     raise TypeError(f"not a request action: {action!r}")
 
 
+def holds_match_tables(pool: PoolState, state: ManagerState) -> bool:
+    """The manager is its pool's only user: every real block is held exactly as many times
+    as table entries name it."""
+    holds = Counter(b for r in state.requests.values() for t in r.tables for b in t if b)
+    return all(pool.ref_cnt[b] == holds[b] for b in range(1, pool.num_blocks))
+
+
 def manager_step(
     pool_state: PoolState, state: ManagerState, action: RequestAction
 ) -> tuple[PoolState, ManagerState, ManagerResult]:
     """Apply ``action`` to the manager and its spec pool.
 
     Raises :class:`ContractViolation` (nothing changed) for an action outside the contract.
+
+    pre: invariants_hold(pool_state)
+    pre: holds_match_tables(pool_state, state)
+    pre: request_violation(state, action) is None
+    post: invariants_hold(__return__[0])
+    post: holds_match_tables(__return__[0], __return__[1])
     """
     problem = request_violation(state, action)
     if problem is not None:

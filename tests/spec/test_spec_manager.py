@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from kvpool.spec import ContractViolation, PoolConfig, PoolState, initial_state
+from kvpool.spec import ContractViolation, PoolConfig, PoolState, initial_state, invariants_hold
 from kvpool.spec.keys import make_key
 from kvpool.spec.manager import (
     Admit,
@@ -25,6 +27,7 @@ from kvpool.spec.manager import (
     manager_step,
 )
 from kvpool.spec.manager.state import block_hashes
+from kvpool.spec.manager.step import holds_match_tables
 from kvpool.spec.rules import REQUEST_RULES
 
 
@@ -236,3 +239,31 @@ def test_the_program_only_talks_to_the_pool_through_its_operations() -> None:
         "get_num_free_blocks",
         "get_new_blocks",
     ]
+
+
+def test_every_step_keeps_the_pool_invariants_and_holds_equal_to_tables() -> None:
+    system = System(9, block_size=4, groups=(KVGroup(), KVGroup()), hash_block_size=2)
+    actions: list[RequestAction] = [
+        Admit("a", (1, 2, 3, 4, 5, 6)),
+        Compute("a", cache_partial=True),
+        Admit("b", (1, 2, 3, 4, 5, 6, 7)),
+        Append("a", (8, 8)),
+        Compute("a"),
+        Compute("b"),
+        Preempt("a"),
+        Resume("a"),
+        Finish("b"),
+        Finish("a"),
+    ]
+    for action in actions:
+        system(action)
+        assert invariants_hold(system.pool), action
+        assert holds_match_tables(system.pool, system.manager), action
+    assert system(ResetCache()) is True
+
+
+def test_holds_match_tables_sees_a_leaked_reference() -> None:
+    system = System(6)
+    system.served("a", (1, 2, 3))
+    leaked = replace(system.manager, requests={})
+    assert not holds_match_tables(system.pool, leaked)
