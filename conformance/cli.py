@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import NoReturn
 
 import click
 from kvpool.spec import PROFILES, PoolConfig, get_profile
@@ -22,6 +25,10 @@ from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .targets.loading import BUILT_IN, BUILT_IN_MANAGERS, TargetLoadError, load_manager, load_target
+from .trace import show
+from .trace.files import TraceFileError, read_trace, slug, write_pytest, write_trace
+from .trace.model import Trace, TraceMeta
+from .trace.record import record
 
 EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 
@@ -42,6 +49,13 @@ def main() -> None:
 MACHINES = ("pool", "requests")
 #: Request-level pools are drawn up to at least this many blocks: requests need room.
 REQUEST_MIN_BLOCKS = 12
+
+
+def fail_usage(console: Console, message: str) -> NoReturn:
+    """Print ``message`` as an error, unwrapped and unformatted, and exit 2."""
+    console.print("[red]error:[/red] ", end="")
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_USAGE)
 
 
 def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
@@ -131,6 +145,13 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     "reach eviction, duplicates and exhaustion sooner.",
 )
 @click.option(
+    "--trace-dir",
+    default="kvpool-traces",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where a failure's trace (ITF JSON) and its pytest file are written.",
+)
+@click.option(
     "--coverage/--no-coverage",
     default=True,
     show_default=True,
@@ -146,6 +167,7 @@ def conform(
     steps: int,
     seed: int | None,
     blocks: int,
+    trace_dir: str,
     coverage: bool,
 ) -> None:
     """Run the lockstep conformance suite: the spec and TARGET, step by step.
@@ -165,27 +187,19 @@ def conform(
         manager_factory, manager_name = load_manager(manager, target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        console.print(f"[red]error:[/red] {message}", highlight=False)
-        sys.exit(EXIT_USAGE)
+        fail_usage(console, message)
     try:
-        factory(PoolConfig(2), chosen_profile)
+        probe = factory(PoolConfig(2), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool
-        console.print(
-            f"[red]error:[/red] target {name!r} could not build a pool: "
-            f"{type(exc).__name__}: {exc}",
-            highlight=False,
-        )
-        sys.exit(EXIT_USAGE)
+        fail_usage(console, f"target {name!r} could not build a pool: {type(exc).__name__}: {exc}")
     if manager_factory is not None:
         try:
             manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
         except Exception as exc:  # the user's factory failed to build a manager
-            console.print(
-                f"[red]error:[/red] manager {manager_name!r} could not be built: "
-                f"{type(exc).__name__}: {exc}",
-                highlight=False,
+            fail_usage(
+                console,
+                f"manager {manager_name!r} could not be built: {type(exc).__name__}: {exc}",
             )
-            sys.exit(EXIT_USAGE)
     run_seed = seed if seed is not None else random.randrange(2**32)
     console.print(
         f"kvpool conform: target [bold]{name}[/bold], profile {chosen_profile.name}, "
@@ -255,6 +269,21 @@ def conform(
     failed = [r for r in results if not r.passed]
     for result in failed:
         print_failure(console, result)
+        if result.failure is None or result.failure.config is None:
+            continue
+        meta = TraceMeta(
+            target=target,
+            profile=chosen_profile.name,
+            machine=result.machine,
+            level=result.level.name,
+            config=result.failure.config,
+            seed=run_seed,
+            manager=manager_name if result.machine == "requests" else None,
+            target_version=getattr(probe, "version", None),
+            kvpool_version=kvpool_version(),
+            message=result.failure.message,
+        )
+        _save_trace(console, Trace(meta, result.failure.trace), Path(trace_dir))
     if failed:
         first = failed[0]
         which = (
@@ -271,6 +300,32 @@ def conform(
         )
         sys.exit(EXIT_NONCONFORMANCE)
     console.print("[green]every run passed[/green]")
+
+
+def kvpool_version() -> str:
+    try:
+        return metadata.version("kvpool-spec")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _save_trace(console: Console, trace: Trace, trace_dir: Path) -> None:
+    """Write a failure's trace and its pytest file; print where, and how to replay."""
+    meta = trace.meta
+    if not trace.actions:
+        return
+    try:
+        recorded = record(trace)
+    except Exception as exc:  # recording replays the target; say so rather than crash
+        console.print(f"  (no trace written: replaying for the record failed: {exc})")
+        return
+    name = f"{slug(meta.target)}-{meta.machine}-{meta.level}-{meta.seed}.itf.json"
+    path = write_trace(recorded, trace_dir / name)
+    test = write_pytest(path, recorded)
+    _line = console.print
+    _line(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
+    _line(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
+    _line(f"  Replay it with:  kvpool replay {path}", highlight=False, soft_wrap=True)
 
 
 @main.command()
@@ -392,8 +447,7 @@ def workload(
         )
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        console.print(f"[red]error:[/red] {message}", highlight=False)
-        sys.exit(EXIT_USAGE)
+        fail_usage(console, message)
     runs: list[tuple[Level, RunBuilder]] = [(ON_POOL, pool_builder(factory, chosen_profile))]
     if manager_factory is not None:
         runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
@@ -517,3 +571,70 @@ def _first_lines(predicates: Mapping[str, Callable[..., bool]]) -> dict[str, str
         number, _, rest = summary.partition(". ")
         texts[name] = rest if number.isdigit() else summary
     return texts
+
+
+@main.command()
+@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.option("--target", "-t", default=None, help="Replay against this target instead.")
+@click.option("--manager", default=None, help="Replay against this manager instead.")
+def replay(trace_file: str, target: str | None, manager: str | None) -> None:
+    """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
+    conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
+    one trace: nondeterministic), 2 if the file or target cannot be used."""
+    from .trace.replay import replay_trace
+
+    console = Console()
+    try:
+        trace = read_trace(Path(trace_file))
+        verdict = replay_trace(trace, target, manager)
+    except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        fail_usage(console, message)
+    meta = trace.meta
+    console.print(
+        f"kvpool replay: {trace_file} on {target or meta.target} "
+        f"({meta.machine}/{meta.level}, profile {meta.profile}), {len(trace.actions)} actions",
+        highlight=False,
+    )
+    if verdict.conforms:
+        console.print(f"[green]{verdict.describe()}[/green]", highlight=False)
+        sys.exit(EXIT_PASS)
+    for i, action in enumerate(verdict.trace.actions, 1):
+        marker = "  <- diverges here" if i == verdict.step else ""
+        console.print(
+            f"  {i:>3}. {show.action_text(action)}{marker}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"[red]{verdict.describe()}[/red]", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_NONCONFORMANCE)
+
+
+@main.command(name="show")
+@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown"]),
+    default="table",
+    show_default=True,
+    help="markdown: a table to paste into an upstream issue.",
+)
+def show_trace(trace_file: str, fmt: str) -> None:
+    """Render TRACE_FILE as it was recorded: one row per step (action, free queue, ref
+    counts, keys, expected and actual), the diverging step marked."""
+    console = Console()
+    try:
+        trace = read_trace(Path(trace_file))
+    except TraceFileError as exc:
+        fail_usage(console, str(exc))
+    if fmt == "markdown":
+        click.echo(show.markdown(trace), nl=False)
+        return
+    for line in show.header_lines(trace):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    console.print(show.table(trace))
+    verdict = show.divergence(trace)
+    if verdict is not None:
+        console.print(verdict, style="red", highlight=False, markup=False, soft_wrap=True)

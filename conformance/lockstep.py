@@ -54,6 +54,15 @@ class RunRecord:
     first_failure_at: int | None = None
 
 
+@dataclass(frozen=True)
+class Outcomes:
+    """What the latest action gave: the spec's observation (or the rule it breaks) and the
+    target's (or the exception it raised); ``None`` where that side has not answered."""
+
+    expected: Observation | ContractViolation | None
+    actual: Observation | Exception | None
+
+
 class LockstepRun:
     """The spec and a fresh target built from ``config``, compared after every action."""
 
@@ -74,6 +83,7 @@ class LockstepRun:
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
         self.peer = "peer_get_new_blocks" in self.operations
+        self.last = Outcomes(None, None)
         self.check_view("after construction")
 
     def can_apply(self, action: Action) -> bool:
@@ -93,12 +103,15 @@ class LockstepRun:
         self.record.steps += 1
         self.record.operations[action.operation] += 1
         expected_violation = violation(self.state, action)
+        self.last = Outcomes(expected_violation, None)
         before = self.target.view() if expected_violation else None
         try:
             actual = self.target.apply(action)
         except Exception as exc:  # the pool refused; whether it may is judged here
+            self.last = Outcomes(expected_violation, exc)
             self.refused(action, expected_violation, before, exc)
             return None
+        self.last = Outcomes(expected_violation, actual)
         if expected_violation is not None:
             raise Nonconformance(
                 f"{action.operation} was accepted although it breaks the "
@@ -108,6 +121,7 @@ class LockstepRun:
             self.adopt(action, actual.result)
         before_state = self.state
         self.state, expected = step(self.state, action)
+        self.last = Outcomes(expected, actual)
         problems = compare_observation(action, expected, actual, self.target.observes)
         if problems:
             raise Nonconformance("; ".join(problems))

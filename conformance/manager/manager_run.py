@@ -60,6 +60,8 @@ class ManagerRun:
         self.state: ManagerState = initial_manager_state(setup.manager, setup.pool)
         self.target: ManagerTarget = factory(setup, profile)
         self.checks = RequestChecks(setup, self.record.properties)
+        #: The latest action's results: the spec's and the target's (or its exception).
+        self.last: tuple[ManagerResult, ManagerResult | Exception] = (None, None)
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
@@ -76,10 +78,17 @@ class ManagerRun:
         problem = request_violation(self.state, action)
         if problem is not None:
             raise ValueError(f"the suite drew an action outside the contract: {problem}")
-        actual = self.drive(action)
+        self.last = (None, None)
+        try:
+            actual = self.drive(action)
+        except Exception as exc:
+            self.last = (None, exc)
+            raise
+        self.last = (None, actual)
         before = self.state
         self.pool_state, self.state, expected = manager_step(self.pool_state, self.state, action)
         self.record.situations.update(request_situations(before, action, self.state, expected))
+        self.last = (expected, actual)
         if actual != expected:
             raise Nonconformance(
                 f"{action.operation}({action.request_id!r}): expected {show(expected)}, "

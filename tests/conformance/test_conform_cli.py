@@ -27,8 +27,9 @@ def conform(*args: str) -> Result:
 
 
 @pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+def _importable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(tmp_path)  # failures write their traces here
 
 
 def test_impl_passes_every_level() -> None:

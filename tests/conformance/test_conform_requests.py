@@ -22,8 +22,9 @@ FAULTS = {
 
 
 @pytest.fixture(autouse=True)
-def _importable(monkeypatch: pytest.MonkeyPatch) -> None:
+def _importable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(tmp_path)  # failures write their traces here
 
 
 def requests(*args: str) -> Result:

@@ -1,0 +1,181 @@
+"""Recording a replay step by step: what the spec expected, what the target gave, and the
+spec's state after each action, as ITF JSON values ready for a trace file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvpool.spec import (
+    Action,
+    ContractViolation,
+    Event,
+    Observation,
+    PoolState,
+    TakeEvents,
+    get_profile,
+)
+from kvpool.spec.manager import ManagerResult, ManagerState, Scheduled, manager_step
+
+from ..levels import LEVELS
+from ..lockstep import LockstepRun, Nonconformance, RunRecord
+from ..manager.manager_run import ManagerRun
+from ..manager.pool_run import PoolRequestRun
+from ..manager.runner import manager_builder, pool_builder
+from ..manager.target import RequestSetup
+from ..targets.loading import load_manager, load_target
+from .itf import Json, encode
+from .model import Trace, TraceMeta, TraceStep
+
+NOTHING: Json = {"#tup": []}
+
+
+def variant(tag: str, value: Json = NOTHING) -> Json:
+    return {"tag": tag, "value": value}
+
+
+def result_json(action: Any, result: Any) -> Json:
+    """A pool result as a tagged ITF value."""
+    if result is None:
+        return variant("Nothing")
+    if isinstance(result, bool):
+        return variant("Bool", result)
+    if isinstance(result, int):
+        return variant("Int", result)
+    if isinstance(result, float):
+        return variant("Usage", encode(result, float))
+    if isinstance(result, bytes):
+        return variant("Key", result.hex())
+    if isinstance(action, TakeEvents):
+        return variant("Events", encode(tuple(result), tuple[Event, ...]))
+    return variant("Blocks", [int(b) for b in result])
+
+
+def outcome_json(action: Any, outcome: Any) -> Json:
+    """What one side made of an action: a result, a refusal, an exception, or nothing."""
+    if isinstance(outcome, Observation):
+        fired = [{"#tup": [b, name]} for b, name in outcome.fired]
+        return variant("Returned", {"result": result_json(action, outcome.result), "fired": fired})
+    if isinstance(outcome, ContractViolation):
+        return variant("Refused", f"{outcome.rule}: {outcome}")
+    if isinstance(outcome, Exception):
+        return variant("Raised", f"{type(outcome).__name__}: {outcome}")
+    if isinstance(outcome, Scheduled):
+        return variant("Scheduled", encode(outcome, Scheduled))
+    if isinstance(outcome, bool):
+        return variant("Bool", outcome)
+    return variant("Nothing")
+
+
+def state_json(pool: PoolState, manager: ManagerState | None = None) -> dict[str, Json]:
+    """The spec's state: free queue, the nonzero ref counts, every block's keys, tables."""
+    state: dict[str, Json] = {
+        "free_queue": list(pool.free_queue),
+        "ref_cnt": {"#map": [[b, n] for b, n in enumerate(pool.ref_cnt) if n]},
+        "keys": {
+            "#map": [
+                [b, {"#set": sorted(k.hex() for k in pool.keys_of(b))}]
+                for b in range(pool.num_blocks)
+                if pool.keys_of(b)
+            ]
+        },
+    }
+    if manager is not None:
+        state["tables"] = {
+            "#map": [
+                [rid, [list(t) for t in r.tables]] for rid, r in sorted(manager.requests.items())
+            ]
+        }
+    return state
+
+
+def record(trace: Trace, target: str | None = None, manager: str | None = None) -> Trace:
+    """Replay ``trace``'s actions on a fresh target (its own, or ``target`` / ``manager``)
+    and return it with every step recorded, up to and including the first divergence."""
+    meta = trace.meta
+    if meta.machine == "pool":
+        return _record_pool(trace, target or meta.target)
+    return _record_requests(trace, target or meta.target, manager or meta.manager)
+
+
+def _verdict(exc: Exception) -> str:
+    if isinstance(exc, Nonconformance):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _record_pool(trace: Trace, target: str) -> Trace:
+    meta = trace.meta
+    factory, _ = load_target(target)
+    config = meta.config
+    assert not isinstance(config, RequestSetup)
+    run = LockstepRun(factory, get_profile(meta.profile), LEVELS[meta.level], config, RunRecord())
+    initial = state_json(run.state)
+    steps = []
+    for action in trace.actions:
+        assert isinstance(action, Action)
+        verdict = "ok"
+        try:
+            run.apply(action)
+        except Exception as exc:  # a difference, or the adapter failed
+            verdict = _verdict(exc)
+        expected = outcome_json(action, run.last.expected)
+        actual = outcome_json(action, run.last.actual)
+        steps.append(TraceStep(action, expected, actual, verdict, state_json(run.state)))
+        if verdict != "ok":
+            break
+    return Trace(meta, trace.actions, tuple(steps), initial)
+
+
+def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
+    meta = trace.meta
+    setup = meta.config
+    assert isinstance(setup, RequestSetup)
+    profile = get_profile(meta.profile)
+    if meta.level == "manager":
+        factory, _ = load_manager(manager or "auto", target)
+        if factory is None:
+            raise ValueError(f"the trace needs a manager, and target {target!r} ships none")
+        run: ManagerRun | PoolRequestRun = manager_builder(factory, profile)(setup, RunRecord())
+    else:
+        pool_factory, _ = load_target(target)
+        run = pool_builder(pool_factory, profile)(setup, RunRecord())
+    initial = state_json(_pool_of(run), run.state)
+    steps = []
+    for action in trace.actions:
+        before = (_pool_of(run), run.state)
+        verdict, expected, actual = "ok", None, None
+        try:
+            result = run.apply(action)
+            expected = actual = outcome_json(action, result)
+            if isinstance(run, ManagerRun):
+                expected = outcome_json(action, run.last[0])
+        except Exception as exc:  # a difference, or the target failed
+            verdict = _verdict(exc)
+            expected = outcome_json(action, _spec_result(before, action))
+            actual = outcome_json(action, _actual_of(run, exc))
+        steps.append(
+            TraceStep(action, expected, actual, verdict, state_json(_pool_of(run), run.state))
+        )
+        if verdict != "ok":
+            break
+    return Trace(meta, trace.actions, tuple(steps), initial)
+
+
+def _pool_of(run: ManagerRun | PoolRequestRun) -> PoolState:
+    return run.pool_state if isinstance(run, ManagerRun) else run.lockstep.state
+
+
+def _spec_result(before: tuple[PoolState, ManagerState], action: Any) -> ManagerResult | Exception:
+    try:
+        return manager_step(before[0], before[1], action)[2]
+    except Exception as exc:  # the action is outside the contract
+        return exc
+
+
+def _actual_of(run: ManagerRun | PoolRequestRun, exc: Exception) -> Any:
+    if isinstance(run, ManagerRun) and run.last[1] is not None:
+        return run.last[1]
+    return exc
+
+
+__all__ = ["TraceMeta", "record", "state_json"]

@@ -1,0 +1,66 @@
+"""Replaying a trace file: the same verdict every time, or the target is nondeterministic."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import read_trace
+from .model import Trace
+from .record import record
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a replay found: the recorded trace, and the first divergence (if any)."""
+
+    trace: Trace
+    #: The 1-based step that diverged and why; ``None`` when the target conforms.
+    step: int | None
+    message: str | None
+    #: Two replays of the same trace disagreed.
+    nondeterministic: bool = False
+
+    @property
+    def conforms(self) -> bool:
+        return self.message is None and not self.nondeterministic
+
+    def describe(self) -> str:
+        if self.nondeterministic:
+            return f"the target is nondeterministic: {self.message}"
+        if self.message is None:
+            return f"the target conforms on all {len(self.trace.actions)} actions"
+        return f"step {self.step} of {len(self.trace.actions)} diverges: {self.message}"
+
+
+def _first_divergence(trace: Trace) -> tuple[int | None, str | None]:
+    step = trace.diverging_step
+    return (step, trace.steps[step - 1].verdict) if step is not None else (None, None)
+
+
+def replay_trace(
+    trace: Trace, target: str | None = None, manager: str | None = None, runs: int = 2
+) -> Verdict:
+    """Replay ``trace`` ``runs`` times on fresh targets; the verdicts must agree."""
+    recorded = record(trace, target, manager)
+    step, message = _first_divergence(recorded)
+    for _ in range(runs - 1):
+        again = record(trace, target, manager)
+        if _first_divergence(again) != (step, message):
+            other = _first_divergence(again)
+            return Verdict(
+                recorded,
+                step,
+                f"one replay gave {_said(step, message)}, another {_said(*other)}",
+                nondeterministic=True,
+            )
+    return Verdict(recorded, step, message)
+
+
+def _said(step: int | None, message: str | None) -> str:
+    return "no divergence" if message is None else f"step {step}: {message}"
+
+
+def replay_file(path: Path, target: str | None = None, manager: str | None = None) -> Verdict:
+    """Replay the trace in ``path`` (see :func:`replay_trace`)."""
+    return replay_trace(read_trace(Path(path)), target, manager)
