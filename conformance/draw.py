@@ -32,6 +32,8 @@ from kvpool.spec import (
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of
 
+from .choices import Choices
+
 GROUPS = (0, 0, 1)
 WATCHERS = ("w1", "w2")
 SALTS: tuple[tuple[str, ...] | None, ...] = (None, None, None, ("salt-a",))
@@ -57,20 +59,16 @@ def keyed(state: PoolState) -> list[int]:
     return [b for b in range(1, state.num_blocks) if state.primary[b] is not None]
 
 
-def request_hashes(data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
+def request_hashes(data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
     """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}
     (mostly 1, so that requests often share a prefix)."""
-    tokens = data.draw(
-        st.lists(
-            st.sampled_from([1, 1, 1, 2]), min_size=num_hashes * hbs, max_size=num_hashes * hbs
-        ),
-        label="tokens",
-    )
-    salt = data.draw(st.sampled_from(SALTS), label="salt")
+    n = num_hashes * hbs
+    tokens = data.items([1, 1, 1, 2], n, n, "tokens")
+    salt = data.choice(SALTS, "salt")
     return request_block_hashes(tokens, hbs, salt)
 
 
-def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
+def releases(data: Choices, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
     """Held blocks to release, each at most as often as it is held, in any order; cached
     blocks are drawn more often, since where they go is where pools differ."""
     pool = [
@@ -78,76 +76,63 @@ def releases(data: st.DataObject, state: PoolState, max_size: int = 4) -> tuple[
         for b in held(state)
         for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))
     ]
-    chosen = data.draw(
-        st.lists(st.sampled_from(pool), max_size=max_size) if pool else st.just([]),
-        label="blocks",
-    )
+    chosen = data.items(pool, 0, max_size, "blocks")
     counts: dict[int, int] = {}
     kept = []
     for b in chosen:
         counts[b] = counts.get(b, 0) + 1
         if counts[b] <= state.ref_cnt[b]:
             kept.append(b)
-    if data.draw(st.booleans(), label="with null"):
-        kept.insert(data.draw(st.integers(0, len(kept)), label="null at"), NULL_BLOCK)
+    if data.boolean("with null"):
+        kept.insert(data.integer(0, len(kept), "null at"), NULL_BLOCK)
     return tuple(kept)
 
 
 # --- inside the contract ----------------------------------------------------------------
 
 
-def draw_get_new_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
-    return GetNewBlocks(data.draw(st.integers(0, min(len(state.free_queue), 4)), label="n"))
+def draw_get_new_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
+    return GetNewBlocks(data.integer(0, min(len(state.free_queue), 4), "n"))
 
 
-def draw_free_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_free_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     blocks = releases(data, state)
-    evict_first = ctx.evict_first and data.draw(st.booleans(), label="evict_first")
+    evict_first = ctx.evict_first and data.boolean("evict_first")
     foreign: tuple[int, ...] = ()
     if ctx.peer and state.peer is not None and held(state.peer):
         foreign = releases(data, state.peer, max_size=2)
     return FreeBlocks(blocks, evict_first, foreign)
 
 
-def draw_touch(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_touch(data: Choices, state: PoolState, ctx: Context) -> Action:
     free_hits = [b for b in keyed(state) if state.ref_cnt[b] == 0]
     hits = [*free_hits, *free_hits, *sorted(set(keyed(state)) | set(held(state))), NULL_BLOCK]
-    blocks = data.draw(st.lists(st.sampled_from(hits), min_size=1, max_size=3), label="blocks")
+    blocks = data.items(hits, 1, 3, "blocks")
     return Touch(tuple(blocks))
 
 
-def draw_unpin_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     blocks = tuple(b for b in releases(data, state, max_size=3) if b != NULL_BLOCK)
-    return UnpinBlocks(blocks, data.draw(st.sampled_from(WATCHERS), label="watcher"))
+    return UnpinBlocks(blocks, data.choice(WATCHERS, "watcher"))
 
 
-def draw_cache_full_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     hbs = state.config.hash_block_size
-    block_size = hbs * data.draw(st.sampled_from([1, 1, 2]), label="block size x")
-    num_cached = data.draw(st.integers(0, 2), label="num_cached_blocks")
+    block_size = hbs * data.choice([1, 1, 2], "block size x")
+    num_cached = data.integer(0, 2, "num_cached_blocks")
     first_tokens = (num_cached + 1) * block_size
     fresh = [
         b for b in held(state) if (p := state.primary[b]) is None or p.num_tokens < first_tokens
     ]
-    new = data.draw(
-        st.lists(st.sampled_from(fresh or [NULL_BLOCK]), min_size=1, max_size=3, unique=True),
-        label="new full blocks",
-    )
-    if data.draw(st.booleans(), label="with null"):
-        new.insert(data.draw(st.integers(0, len(new)), label="null at"), NULL_BLOCK)
-    prefix = [
-        data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="cached")
-        for _ in range(num_cached)
-    ]
+    new = data.items(fresh or [NULL_BLOCK], 1, 3, "new full blocks", unique=True)
+    if data.boolean("with null"):
+        new.insert(data.integer(0, len(new), "null at"), NULL_BLOCK)
+    prefix = [data.choice([NULL_BLOCK, *held(state)], "cached") for _ in range(num_cached)]
     num_full = num_cached + len(new)
     mask = None
-    if data.draw(st.integers(0, 3), label="masked") == 0:
-        mask = tuple(
-            data.draw(
-                st.lists(st.booleans(), min_size=len(new), max_size=len(new)), label="block_mask"
-            )
-        )
-    extra = data.draw(st.integers(0, 1), label="extra hashes")
+    if data.integer(0, 3, "masked") == 0:
+        mask = tuple(data.items([True, False], len(new), len(new), "block_mask"))
+    extra = data.integer(0, 1, "extra hashes")
     hashes = ctx.request(data, hbs, num_full * (block_size // hbs) + extra)
     return CacheFullBlocks(
         hashes,
@@ -155,97 +140,97 @@ def draw_cache_full_blocks(data: st.DataObject, state: PoolState, ctx: Context) 
         num_cached,
         num_full,
         block_size,
-        data.draw(st.sampled_from(GROUPS), label="group"),
+        data.choice(GROUPS, "group"),
         mask,
     )
 
 
-def draw_cache_partial_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_cache_partial_block(data: Choices, state: PoolState, ctx: Context) -> Action:
     hbs = state.config.hash_block_size
-    block = data.draw(st.sampled_from([NULL_BLOCK, *held(state)]), label="block")
-    num_hashes = data.draw(st.integers(1, 4), label="hashes")
+    block = data.choice([NULL_BLOCK, *held(state)], "block")
+    num_hashes = data.integer(1, 4, "hashes")
     hashes = ctx.request(data, hbs, num_hashes)
     return CachePartialBlock(
         hashes,
         block,
-        hbs * data.draw(st.integers(1, num_hashes), label="num hash blocks"),
-        data.draw(st.sampled_from(GROUPS), label="group"),
-        hbs * data.draw(st.sampled_from([1, 2]), label="block size x"),
-        data.draw(st.integers(0, 3), label="replace") == 0,
+        hbs * data.integer(1, num_hashes, "num hash blocks"),
+        data.choice(GROUPS, "group"),
+        hbs * data.choice([1, 2], "block size x"),
+        data.integer(0, 3, "replace") == 0,
     )
 
 
-def draw_get_cached_block(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_get_cached_block(data: Choices, state: PoolState, ctx: Context) -> Action:
     """Mostly a key that is cached (keys with duplicates most of all), sometimes a recent
     request's hash or one never cached; over one or two groups."""
     duplicated = [k for k, blocks in state.cache.items() if len(blocks) > 1]
     keys = sorted([*duplicated, *duplicated, *state.cache])
     recent = sorted(set(ctx.hashes[-8:])) or [b"\x00" * 4]
-    if keys and data.draw(st.integers(0, 3), label="cached key") > 0:
-        key = data.draw(st.sampled_from(keys), label="key")
+    if keys and data.integer(0, 3, "cached key") > 0:
+        key = data.choice(keys, "key")
         block_hash, groups = hash_of(key), [group_of(key)]
     else:
-        block_hash = data.draw(st.sampled_from(recent), label="hash")
-        groups = [data.draw(st.sampled_from(GROUPS), label="group")]
-    if data.draw(st.booleans(), label="two groups"):
+        block_hash = data.choice(recent, "hash")
+        groups = [data.choice(GROUPS, "group")]
+    if data.boolean("two groups"):
         groups.insert(
-            data.draw(st.integers(0, 1), label="at"),
-            data.draw(st.sampled_from(GROUPS), label="other group"),
+            data.integer(0, 1, "at"),
+            data.choice(GROUPS, "other group"),
         )
     return GetCachedBlock(block_hash, tuple(groups))
 
 
-def draw_evict_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
-    ids = data.draw(st.lists(st.integers(0, state.num_blocks - 1), max_size=2), label="ids")
+def draw_evict_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
+    ids = data.items(range(state.num_blocks), 0, 2, "ids")
     return EvictBlocks(tuple(ids))
 
 
-def draw_move_block_hashes(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
-    src = data.draw(st.sampled_from(keyed(state) or list(range(state.num_blocks))), label="src")
+def draw_move_block_hashes(data: Choices, state: PoolState, ctx: Context) -> Action:
+    src = data.choice(keyed(state) or list(range(state.num_blocks)), "src")
     unkeyed = [b for b in range(1, state.num_blocks) if state.primary[b] is None]
-    dst = data.draw(st.sampled_from(unkeyed), label="dst")
+    dst = data.choice(unkeyed, "dst")
     return MoveBlockHashes(src, dst)
 
 
-def draw_is_block_writable(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
-    return IsBlockWritable(data.draw(st.integers(0, state.num_blocks - 1), label="block"))
+def draw_is_block_writable(data: Choices, state: PoolState, ctx: Context) -> Action:
+    return IsBlockWritable(data.integer(0, state.num_blocks - 1, "block"))
 
 
-def draw_peer_get_new_blocks(data: st.DataObject, state: PoolState, ctx: Context) -> Action:
+def draw_peer_get_new_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     assert state.peer is not None
-    return PeerGetNewBlocks(data.draw(st.integers(0, len(state.peer.free_queue)), label="n"))
+    return PeerGetNewBlocks(data.integer(0, len(state.peer.free_queue), "n"))
 
 
 # --- outside the contract (robustness) --------------------------------------------------
 
 
-def bad_allocation(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_allocation(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     free = len(state.free_queue)
-    return GetNewBlocks(data.draw(st.sampled_from([free + 1, free + 2, -1]), label="n"))
+    return GetNewBlocks(data.choice([free + 1, free + 2, -1], "n"))
 
 
-def bad_double_free(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_double_free(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     candidates = list(range(1, state.num_blocks))
     if not candidates:
         return None
-    b = data.draw(st.sampled_from(candidates), label="block")
+    b = data.choice(candidates, "block")
     return FreeBlocks((b,) * (state.ref_cnt[b] + 1))
 
 
-def bad_touch(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_touch(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     nameless = [b for b in state.free_queue if state.primary[b] is None]
     if not nameless:
         return None
-    return Touch((data.draw(st.sampled_from(nameless), label="block"),))
+    return Touch((data.choice(nameless, "block"),))
 
 
-def bad_unpin(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_unpin(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     free = list(state.free_queue)
-    block = data.draw(st.sampled_from([NULL_BLOCK, *free]), label="block")
+    block = data.choice([NULL_BLOCK, *free], "block")
     return UnpinBlocks((block,), "w1")
 
 
-def bad_cache(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_cache(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     """Caching with caching off, a free block, or a block already fully cached."""
     hbs = state.config.hash_block_size
     if not state.config.enable_caching:
@@ -256,32 +241,32 @@ def bad_cache(data: st.DataObject, state: PoolState, ctx: Context) -> Action | N
         ]
     if not candidates:
         return None
-    block = data.draw(st.sampled_from(candidates), label="block")
+    block = data.choice(candidates, "block")
     hashes = request_hashes(data, hbs, 1)
     return CacheFullBlocks(hashes, (block,), 0, 1, hbs, 0)
 
 
-def bad_partial(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_partial(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     blocks = held(state)
     if not blocks:
         return None
     hbs = state.config.hash_block_size
-    tokens = data.draw(st.sampled_from([0, hbs * 9] + ([1] if hbs > 1 else [])), label="tokens")
+    tokens = data.choice([0, hbs * 9] + ([1] if hbs > 1 else []), "tokens")
     hashes = request_hashes(data, hbs, 2)
-    return CachePartialBlock(hashes, data.draw(st.sampled_from(blocks)), tokens, 0, hbs)
+    return CachePartialBlock(hashes, data.choice(blocks, "block"), tokens, 0, hbs)
 
 
-def bad_evict(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
-    return EvictBlocks((data.draw(st.sampled_from([state.num_blocks, state.num_blocks + 5])),))
+def bad_evict(data: Choices, state: PoolState, ctx: Context) -> Action | None:
+    return EvictBlocks((data.choice([state.num_blocks, state.num_blocks + 5], "id"),))
 
 
-def bad_move(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
-    src = data.draw(st.integers(0, state.num_blocks - 1), label="src")
-    dst = data.draw(st.sampled_from([NULL_BLOCK, *keyed(state)]), label="dst")
+def bad_move(data: Choices, state: PoolState, ctx: Context) -> Action | None:
+    src = data.integer(0, state.num_blocks - 1, "src")
+    dst = data.choice([NULL_BLOCK, *keyed(state)], "dst")
     return MoveBlockHashes(src, dst)
 
 
-def bad_foreign(data: st.DataObject, state: PoolState, ctx: Context) -> Action | None:
+def bad_foreign(data: Choices, state: PoolState, ctx: Context) -> Action | None:
     if not ctx.peer:
         return None
     if state.peer is None:
@@ -289,11 +274,11 @@ def bad_foreign(data: st.DataObject, state: PoolState, ctx: Context) -> Action |
     free = list(state.peer.free_queue)
     if not free:
         return None
-    return FreeBlocks((), False, (data.draw(st.sampled_from(free), label="peer block"),))
+    return FreeBlocks((), False, (data.choice(free, "peer block"),))
 
 
-Drawer = Callable[[st.DataObject, PoolState, "Context"], Action]
-BadDrawer = Callable[[st.DataObject, PoolState, "Context"], Action | None]
+Drawer = Callable[[Choices, PoolState, "Context"], Action]
+BadDrawer = Callable[[Choices, PoolState, "Context"], Action | None]
 
 #: operation -> the out-of-contract drawers that need it
 BAD_DRAWERS: dict[str, tuple[BadDrawer, ...]] = {
@@ -318,13 +303,13 @@ class Context:
         self.hashes: list[bytes] = []
         self.requests: list[tuple[bytes, ...]] = []
 
-    def request(self, data: st.DataObject, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
+    def request(self, data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
         """Hashes of a request with at least ``num_hashes`` blocks: half the time one seen
         before (so the same prefix gets cached twice: duplicate keys), else a new one."""
         seen = [r for r in self.requests if len(r) >= num_hashes]
-        reuse = data.draw(st.booleans(), label="same request again") if seen else False
+        reuse = data.boolean("same request again") if seen else False
         if reuse:
-            return data.draw(st.sampled_from(seen), label="request")
+            return data.choice(seen, "request")
         hashes = request_hashes(data, hbs, num_hashes)
         self.requests.append(hashes)
         self.hashes.extend(hashes)

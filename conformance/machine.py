@@ -26,6 +26,7 @@ from kvpool.spec import (
 )
 
 from . import draw
+from .choices import Choices, HypothesisChoices
 from .levels import Level
 from .lockstep import LockstepRun, RunRecord
 from .target import TargetFactory
@@ -52,7 +53,7 @@ WEIGHTS: dict[str, int] = {
 
 
 def _query(action: Action) -> draw.Drawer:
-    return lambda data, state, ctx: action
+    return lambda choices, state, ctx: action
 
 
 DRAWERS: dict[str, draw.Drawer] = {
@@ -72,6 +73,57 @@ DRAWERS: dict[str, draw.Drawer] = {
     "get_num_free_blocks": _query(GetNumFreeBlocks()),
     "take_events": _query(TakeEvents()),
 }
+
+
+def kinds(
+    state: PoolState, ctx: draw.Context, operations: frozenset[str], level: Level
+) -> list[tuple[str, int]]:
+    """The operations that can be drawn now, with their weights."""
+    caching = state.config.enable_caching
+    possible = {
+        "get_new_blocks": True,
+        "free_blocks": bool(draw.held(state)),
+        "touch": bool(draw.keyed(state) or draw.held(state)),
+        "unpin_blocks": bool(draw.held(state)),
+        "cache_full_blocks": caching and bool(draw.held(state)),
+        "cache_partial_block": caching and bool(draw.held(state)),
+        "get_cached_block": True,
+        "evict_blocks": True,
+        "move_block_hashes": any(p is None for p in state.primary[1:]),
+        "is_block_writable": True,
+        "peer_get_new_blocks": ctx.peer and state.peer is not None,
+        "reset_prefix_cache": True,
+        "get_usage": True,
+        "get_num_free_blocks": True,
+        "take_events": True,
+    }
+    chosen = [(op, WEIGHTS[op]) for op, ok in possible.items() if ok and op in operations]
+    if level.out_of_contract:
+        chosen.append(("out_of_contract", 4))
+    return chosen
+
+
+def next_action(
+    choices: Choices,
+    state: PoolState,
+    ctx: draw.Context,
+    operations: frozenset[str],
+    level: Level,
+) -> Action | None:
+    """The next action: first its kind (weighted towards the ones that build state), then
+    the action itself; at the robustness level sometimes one that breaks a rule. ``None``
+    when the broken rule drawn cannot be broken in this state."""
+    weighted = [k for k, weight in kinds(state, ctx, operations, level) for _ in range(weight)]
+    kind = choices.choice(weighted, "operation")
+    if kind != "out_of_contract":
+        return DRAWERS[kind](choices, state, ctx)
+    drawers = [d for op, ds in draw.BAD_DRAWERS.items() if op in operations for d in ds]
+    action = choices.choice(drawers, "broken rule")(choices, state, ctx)
+    if action is None or violation(state, action) is None:
+        return None
+    if isinstance(action, FreeBlocks) and action.foreign and not ctx.peer:
+        return None
+    return action
 
 
 def lockstep_machine(
@@ -108,57 +160,14 @@ def lockstep_machine(
                     record.first_failure_at = record.examples
                 raise
 
-        def offers(self, operation: str) -> bool:
-            return operation in self.run.operations
-
-        # --- drawing the next action ---------------------------------------------------
-
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
-            """Draw the next kind of action (weighted towards the ones that build state),
-            then the action itself, and run it in lockstep."""
-            kinds = [k for k, weight in self.kinds() for _ in range(weight)]
-            kind = data.draw(st.sampled_from(kinds), label="operation")
-            if kind == "out_of_contract":
-                self.out_of_contract(data)
-                return
-            self.apply(DRAWERS[kind](data, self.state, self.ctx))
-
-        def kinds(self) -> list[tuple[str, int]]:
-            """The operations that can be drawn now, with their weights."""
-            state = self.state
-            caching = state.config.enable_caching
-            possible = {
-                "get_new_blocks": True,
-                "free_blocks": bool(draw.held(state)),
-                "touch": bool(draw.keyed(state) or draw.held(state)),
-                "unpin_blocks": bool(draw.held(state)),
-                "cache_full_blocks": caching and bool(draw.held(state)),
-                "cache_partial_block": caching and bool(draw.held(state)),
-                "get_cached_block": True,
-                "evict_blocks": True,
-                "move_block_hashes": any(p is None for p in state.primary[1:]),
-                "is_block_writable": True,
-                "peer_get_new_blocks": self.ctx.peer and state.peer is not None,
-                "reset_prefix_cache": True,
-                "get_usage": True,
-                "get_num_free_blocks": True,
-                "take_events": True,
-            }
-            chosen = [(op, WEIGHTS[op]) for op, ok in possible.items() if ok and self.offers(op)]
-            if level.out_of_contract:
-                chosen.append(("out_of_contract", 4))
-            return chosen
-
-        def out_of_contract(self, data: st.DataObject) -> None:
-            drawers = [d for op, ds in draw.BAD_DRAWERS.items() if self.offers(op) for d in ds]
-            drawer = data.draw(st.sampled_from(drawers), label="broken rule")
-            action = drawer(data, self.state, self.ctx)
-            if action is None or violation(self.state, action) is None:
-                return
-            if isinstance(action, FreeBlocks) and action.foreign and not self.ctx.peer:
-                return
-            self.apply(action)
+            """Draw the next action (see :func:`next_action`) and run it in lockstep."""
+            action = next_action(
+                HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
+            )
+            if action is not None:
+                self.apply(action)
 
     Lockstep.__name__ = Lockstep.__qualname__ = f"Lockstep_{level.name}"
     return Lockstep

@@ -1,0 +1,85 @@
+"""Where the drawing of actions gets its choices: Hypothesis while exploring, a seeded
+``random.Random`` while generating test vectors (byte-identical on every run and every
+Hypothesis version). The drawers in :mod:`.draw` only ask for choices through this."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+from hypothesis import strategies as st
+
+T = TypeVar("T")
+
+
+class Choices(Protocol):
+    def integer(self, low: int, high: int, label: str) -> int:
+        """An integer in ``low .. high`` (both included)."""
+        ...
+
+    def choice(self, options: Sequence[T], label: str) -> T:
+        """One of ``options`` (not empty)."""
+        ...
+
+    def boolean(self, label: str) -> bool: ...
+
+    def items(
+        self, options: Sequence[T], min_size: int, max_size: int, label: str, unique: bool = False
+    ) -> list[T]:
+        """Between ``min_size`` and ``max_size`` of ``options`` (distinct ones if ``unique``)."""
+        ...
+
+
+class HypothesisChoices:
+    """Choices drawn from a Hypothesis ``data`` object (labels show in its reports)."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def integer(self, low: int, high: int, label: str) -> int:
+        return self.data.draw(st.integers(low, high), label=label)
+
+    def choice(self, options: Sequence[T], label: str) -> T:
+        return self.data.draw(st.sampled_from(options), label=label)
+
+    def boolean(self, label: str) -> bool:
+        return self.data.draw(st.booleans(), label=label)
+
+    def items(
+        self, options: Sequence[T], min_size: int, max_size: int, label: str, unique: bool = False
+    ) -> list[T]:
+        if not options:
+            return []
+        elements = st.sampled_from(options)
+        return self.data.draw(
+            st.lists(elements, min_size=min_size, max_size=max_size, unique=unique), label=label
+        )
+
+
+class RandomChoices:
+    """Choices from a seeded ``random.Random``: the same seed, the same choices."""
+
+    def __init__(self, seed: str) -> None:
+        self.rng = random.Random(seed)
+
+    def integer(self, low: int, high: int, label: str) -> int:
+        return self.rng.randint(low, high)
+
+    def choice(self, options: Sequence[T], label: str) -> T:
+        return options[self.rng.randrange(len(options))]
+
+    def boolean(self, label: str) -> bool:
+        return self.rng.random() < 0.5
+
+    def items(
+        self, options: Sequence[T], min_size: int, max_size: int, label: str, unique: bool = False
+    ) -> list[T]:
+        if not options:
+            return []
+        if unique:
+            pool = list(dict.fromkeys(options))
+            size = self.rng.randint(min(min_size, len(pool)), min(max_size, len(pool)))
+            return self.rng.sample(pool, size)
+        size = self.rng.randint(min_size, max_size)
+        return [self.choice(options, label) for _ in range(size)]
