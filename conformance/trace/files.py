@@ -72,9 +72,19 @@ def trace_json(trace: Trace) -> Json:
     }
 
 
-def dumps(trace: Trace) -> str:
-    """The file's text: stable key order and layout, so equal traces are equal bytes."""
-    return json.dumps(trace_json(trace), indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+def dumps(trace: Trace, compact: bool = False) -> str:
+    """The file's text: stable key order and layout, so equal traces are equal bytes.
+    ``compact`` puts each state on one line (test vectors: small, and diffs by step)."""
+    document = trace_json(trace)
+    if not compact:
+        return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+
+    def one(value: Json) -> str:
+        return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+
+    states = ",\n".join(one(state) for state in document["states"])
+    head = {k: v for k, v in document.items() if k != "states"}
+    return one(head)[:-1] + ',"states":[\n' + states + "\n]}\n"
 
 
 def write_trace(trace: Trace, path: Path) -> Path:

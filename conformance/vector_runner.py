@@ -1,0 +1,222 @@
+"""A standalone replayer of kvpool test vectors for pools with vLLM's BlockPool API.
+
+It imports nothing from kvpool: only the standard library and the pool under test. It is
+the proof that the vector format stands alone, and a template for a runner in another
+language. For each vector it builds the pool the vector names, applies every action, and
+compares what the pool returns (blocks, lookups, flags, counts, usage, keys, events, reuse
+watcher firings, refusals of out-of-contract actions) and its free count after each step;
+for ``order`` vectors also the free queue's order when the pool exposes it. Vectors assume
+the eviction order of their profile; a pool with another policy is checked with
+``kvpool vectors check``, which re-derives the expectations as it goes.
+
+    python -m kvpool.conformance.vector_runner VECTOR_DIR --pool mypkg.pool:make_pool
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class Request:
+    """The request fields a pool reads: the chained block hashes."""
+
+    def __init__(self, block_hashes: list[bytes]) -> None:
+        self.block_hashes = block_hashes
+        self.all_token_ids: list[int] = []
+        self.lora_request = None
+        self.request_id = "vector"
+        self.mm_features: list[Any] = []
+        self.cache_salt = None
+
+
+def optional(value: Any) -> Any:
+    """The value inside an ITF option variant."""
+    return value["value"] if value.get("tag") == "Some" else None
+
+
+def hashes(values: list[str]) -> list[bytes]:
+    return [bytes.fromhex(v) for v in values]
+
+
+class Replayer:
+    def __init__(self, factory: Any, config: dict[str, Any]) -> None:
+        def build(n: int) -> Any:
+            return factory(
+                num_gpu_blocks=n,
+                enable_caching=config["enable_caching"],
+                hash_block_size=config["hash_block_size"],
+                enable_kv_cache_events=config["enable_kv_cache_events"],
+            )
+
+        self.pool = build(config["num_gpu_blocks"])
+        self.peer = build(config["peer_blocks"]) if config["peer_blocks"] else None
+        self.fired: list[list[Any]] = []
+
+    def blocks(self, ids: list[int], pool: Any = None) -> list[Any]:
+        owner = self.pool if pool is None else pool
+        return [owner.blocks[i] for i in ids]
+
+    def watcher(self, name: str) -> Any:
+        return lambda block: self.fired.append([block.block_id, name])
+
+    def apply(self, a: dict[str, Any]) -> Any:
+        pool, op = self.pool, a["operation"]
+        if op == "get_new_blocks":
+            return [b.block_id for b in pool.get_new_blocks(a["num_blocks"])]
+        if op == "peer_get_new_blocks":
+            return [b.block_id for b in self.peer.get_new_blocks(a["num_blocks"])]
+        if op == "free_blocks":
+            blocks = self.blocks(a["blocks"]) + self.blocks(a["foreign"], self.peer)
+            if a["evict_first"]:
+                return pool.free_blocks(blocks, evict_first=True)
+            return pool.free_blocks(blocks)
+        if op == "touch":
+            return pool.touch(self.blocks(a["blocks"]))
+        if op == "unpin_blocks":
+            return pool.unpin_blocks(self.blocks(a["blocks"]), self.watcher(a["watcher"]))
+        if op == "cache_full_blocks":
+            mask = optional(a["block_mask"])
+            extra = {} if mask is None else {"block_mask": mask}
+            return pool.cache_full_blocks(
+                Request(hashes(a["block_hashes"])),
+                self.blocks(a["blocks"]),
+                a["num_cached_blocks"],
+                a["num_full_blocks"],
+                a["block_size"],
+                a["group_id"],
+                **extra,
+            )
+        if op == "cache_partial_block":
+            key = pool.cache_partial_block(
+                Request(hashes(a["block_hashes"])),
+                pool.blocks[a["block"]],
+                a["num_tokens"],
+                a["group_id"],
+                a["block_size"],
+                replace_existing_hashes=a["replace_existing_hashes"],
+            )
+            return None if key is None else bytes(key)
+        if op == "get_cached_block":
+            hit = pool.get_cached_block(bytes.fromhex(a["block_hash"]), list(a["group_ids"]))
+            return None if hit is None else [b.block_id for b in hit]
+        if op == "evict_blocks":
+            return pool.evict_blocks(set(a["block_ids"]))
+        if op == "move_block_hashes":
+            return pool.move_block_hashes(pool.blocks[a["src"]], pool.blocks[a["dst"]])
+        if op == "reset_prefix_cache":
+            return pool.reset_prefix_cache()
+        if op == "is_block_writable":
+            return pool.is_block_writable(pool.blocks[a["block"]])
+        if op == "get_usage":
+            return pool.get_usage()
+        if op == "get_num_free_blocks":
+            return pool.get_num_free_blocks()
+        if op == "take_events":
+            return pool.take_events()
+        raise ValueError(f"unknown operation {op!r}")
+
+
+def event_pairs(events: Any, expected: bool) -> list[tuple[str, str]]:
+    """Events as (kind, hash) pairs, one per hash, sorted: removals come in no set order."""
+    pairs = []
+    for event in events:
+        if expected:
+            kind = event["kind"]
+            values = event.get("block_hashes") or (
+                [event["block_hash"]] if "block_hash" in event else []
+            )
+        else:
+            kind = type(event).__name__
+            values = [bytes(h).hex() for h in getattr(event, "block_hashes", [])]
+        pairs += [(kind, v) for v in values] or [(kind, "")]
+    return sorted(pairs)
+
+
+def same_result(expected: dict[str, Any], got: Any) -> bool:
+    tag, value = expected["tag"], expected["value"]
+    if tag == "Nothing":
+        return got is None
+    if tag in ("Bool", "Int", "Blocks"):
+        return bool(got == value) and (tag != "Int" or not isinstance(got, bool))
+    if tag == "Usage":
+        return isinstance(got, float | int) and math.isclose(float(value["#unserializable"]), got)
+    if tag == "Key":
+        return isinstance(got, bytes) and got.hex() == value
+    if tag == "Events":
+        return event_pairs(value, True) == event_pairs(got, False)
+    return False
+
+
+def run_vector(path: Path, factory: Any) -> str | None:
+    """Replay one vector; ``None`` if the pool agrees, else the first difference."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    meta = document["#meta"]["kvpool"]
+    replayer = Replayer(factory, meta["config"])
+    for state in document["states"][1:]:
+        action, expected = state["action"], state["expected"]
+        where = f"step {state['#meta']['index']} {action['operation']}"
+        replayer.fired = []
+        try:
+            got = replayer.apply(action)
+        except Exception as exc:  # a refusal: right only if the vector expects one
+            if expected["tag"] != "Refused":
+                return f"{where}: raised {type(exc).__name__}: {exc}"
+        else:
+            if expected["tag"] == "Refused":
+                return f"{where}: accepted, but the vector expects a refusal ({expected['value']})"
+            result = expected["value"]["result"]
+            if not same_result(result, got):
+                return f"{where}: expected {result}, got {got!r}"
+            want_fired = [f["#tup"] for f in expected["value"]["fired"]]
+            if replayer.fired != want_fired:
+                return f"{where}: watchers fired {replayer.fired}, expected {want_fired}"
+        want_queue = state["free_queue"]
+        free = replayer.pool.get_num_free_blocks()
+        if free != len(want_queue):
+            return f"{where}: {free} free blocks, expected {len(want_queue)}"
+        queue = getattr(replayer.pool, "free_block_queue", None)
+        if meta["level"] == "order" and hasattr(queue, "get_all_free_blocks"):
+            order = [b.block_id for b in queue.get_all_free_blocks()]
+            if order != want_queue:
+                return f"{where}: free queue {order}, expected {want_queue}"
+    return None
+
+
+def load_factory(spec: str) -> Any:
+    module, _, attr = spec.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        found = getattr(found, part)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--pool", required=True, help="module:factory of a vLLM-API pool")
+    parser.add_argument("--profile", help="only the vectors of this profile")
+    args = parser.parse_args(argv)
+    factory = load_factory(args.pool)
+    passed = failed = 0
+    for path in sorted(args.directory.rglob("*.itf.json")):
+        meta = json.loads(path.read_text(encoding="utf-8"))["#meta"]["kvpool"]
+        if args.profile and meta["profile"] != args.profile:
+            continue
+        problem = run_vector(path, factory)
+        if problem is None:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {path.relative_to(args.directory)}: {problem}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
