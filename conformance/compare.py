@@ -104,10 +104,28 @@ def _hex(key: bytes | None) -> str:
 
 
 def view_changes(before: PoolView, after: PoolView) -> list[str]:
-    """What changed between two views of one target (for refused actions)."""
+    """What changed between two views of one target (for refused actions), block by block
+    where the view is per block, keys in hex."""
     changes = []
     for name in ("free_count", "free_queue", "ref_cnt", "keys", "primary", "peer"):
         old, new = getattr(before, name), getattr(after, name)
-        if old != new:
-            changes.append(f"{name} changed from {old!r} to {new!r}")
+        if old == new:
+            continue
+        if name in ("ref_cnt", "keys", "primary") and old is not None and new is not None:
+            for b, (was, now) in enumerate(zip(old, new, strict=False)):
+                if was != now:
+                    changes.append(f"block {b}: {name} changed from {_plain(was)} to {_plain(now)}")
+        else:
+            changes.append(f"{name} changed from {_plain(old)} to {_plain(new)}")
     return changes
+
+
+def _plain(value: object) -> str:
+    """A view value as it reads in a message: keys in hex, sets sorted."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(sorted(_plain(v) for v in value)) + "}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_plain(v) for v in value) + "]"
+    return repr(value)

@@ -82,7 +82,7 @@ def situations(
                 seen.append("unpinned block freed to the back")
         case FreeBlocks(blocks=blocks, evict_first=evict_first, foreign=foreign):
             freed = [b for b in blocks if b and after.ref_cnt[b] == 0]
-            if any(not before.keys_of(b) for b in freed):
+            if before.profile.unkeyed_free_to_front and any(not before.keys_of(b) for b in freed):
                 seen.append("unkeyed block freed to the front")
             if any(before.keys_of(b) for b in freed):
                 seen.append(

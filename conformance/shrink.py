@@ -9,6 +9,7 @@ at the ``safety`` and ``order`` levels) is dropped as well.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -68,6 +69,9 @@ def shrink_sequence(
         found, best = replay_on(config, False)(list(actions))
         return config, tuple(best), found or "the failure did not reproduce on replay"
     message = found
+    rule = _rule_of(message)
+    if rule is not None:
+        replay_on = _keeping_rule(replay_on, rule)
     while time.monotonic() < deadline:
         previous = (config, best)
         fails = replay_on(config, True)
@@ -82,6 +86,30 @@ def shrink_sequence(
         if (config, best) == previous:
             break
     return config, tuple(best), message
+
+
+def _rule_of(message: str) -> str | None:
+    """The contract rule a failure is about (``rule 'cache-held'``), if it names one."""
+    found = re.search(r"rule '([a-z0-9-]+)'", message)
+    return found.group(1) if found else None
+
+
+def _keeping_rule(replay_on: Callable[[C, bool], Replay], rule: str) -> Callable[[C, bool], Replay]:
+    """Replays that count a failure only when it is about the same rule: shrinking must
+    not swap one broken rule for another that is easier to reach."""
+
+    def on(config: C, skip: bool) -> Replay:
+        fails = replay_on(config, skip)
+
+        def same(candidate: list[Any]) -> tuple[str | None, list[Any]]:
+            found, ran = fails(candidate)
+            if found is not None and _rule_of(found) != rule:
+                return None, ran
+            return found, ran
+
+        return same
+
+    return on
 
 
 def _smaller_pools(config: PoolConfig) -> list[PoolConfig]:
