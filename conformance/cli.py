@@ -24,7 +24,16 @@ from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
-from .targets.loading import BUILT_IN, BUILT_IN_MANAGERS, TargetLoadError, load_manager, load_target
+from .target import EVICT_FIRST
+from .targets.loading import (
+    BUILT_IN,
+    BUILT_IN_MANAGERS,
+    VLLM_SPECS,
+    TargetLoadError,
+    default_profile,
+    load_manager,
+    load_target,
+)
 from .trace import show
 from .trace.files import TraceFileError, read_trace, slug, write_pytest, write_trace
 from .trace.model import Trace, TraceMeta
@@ -83,9 +92,9 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
 @click.option(
     "--profile",
     "-p",
-    default="seed",
-    show_default=True,
-    help=f"Which pool behaviour is expected: {', '.join(PROFILES)}.",
+    default=None,
+    help="Which pool behaviour is expected (default: the target's own profile, e.g. "
+    "vllm-0.33 for vllm==0.33.0, else seed). Known: " + ", ".join(PROFILES) + ".",
 )
 @click.option(
     "--level",
@@ -159,7 +168,7 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
 )
 def conform(
     target: str,
-    profile: str,
+    profile: str | None,
     levels: str,
     machines: str,
     manager: str,
@@ -182,7 +191,7 @@ def conform(
     try:
         level_names = _choices(levels, LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
-        chosen_profile = get_profile(profile)
+        chosen_profile = get_profile(profile or default_profile(target) or "seed")
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
@@ -292,7 +301,7 @@ def conform(
             else f"--machine requests --manager {manager}"
         )
         console.print(
-            f"\nReproduce with: kvpool conform --target {target} --profile {profile} "
+            f"\nReproduce with: kvpool conform --target {target} --profile {chosen_profile.name} "
             f"{which} --seed {run_seed} "
             f"--max-examples {max_examples} --steps {steps} --blocks {blocks}",
             highlight=False,
@@ -329,19 +338,86 @@ def _save_trace(console: Console, trace: Trace, trace_dir: Path) -> None:
 
 
 @main.command()
-def targets() -> None:
-    """List the built-in targets and the profiles."""
+@click.option(
+    "--target",
+    "-t",
+    "extra",
+    multiple=True,
+    help="Also describe this target (repeatable), e.g. vllm==0.24.0 (downloaded if needed).",
+)
+def targets(extra: tuple[str, ...]) -> None:
+    """The targets that can be checked, the actions each one takes, the managers and the
+    profiles. vLLM releases already in the cache are described too."""
+    from kvpool.spec import ALL_ACTIONS
+
+    from .targets.vllm.wheel import cache_root, valid_cache
+
     console = Console()
+    forms = Table(title="targets (--target)", show_header=False)
+    forms.add_column("target", no_wrap=True)
+    forms.add_column("what it is")
     for name, (_, description) in BUILT_IN.items():
-        console.print(f"  [bold]{name:<8}[/bold] {description}")
-    console.print("  [bold]module:factory[/bold] your own pool (see kvpool conform --help)")
-    console.print("\nmanagers (the requests machine, --manager):")
+        forms.add_row(name, description)
+    for form, description in VLLM_SPECS.items():
+        forms.add_row(form, description)
+    forms.add_row("module:factory", "your own pool (see kvpool conform --help)")
+    console.print(forms)
+    cached = sorted(
+        (d.name for d in (cache_root() / "vllm").glob("*") if valid_cache(d, d.name)),
+        key=_version_key,
+    )
+    described: list[tuple[str, str, str, frozenset[str] | str]] = []
+    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *extra]:
+        described.append(_describe_target(name))
+    matrix = Table(title="actions each target takes (profile: the default --profile)")
+    matrix.add_column("action", no_wrap=True)
+    for name, version, profile, _ in described:
+        matrix.add_column(f"{name}\n{version}\n{profile}", justify="center")
+    rows = [(a.operation, a.operation) for a in ALL_ACTIONS]
+    rows.insert(2, ("free_blocks(evict_first)", EVICT_FIRST))
+    for label, operation in rows:
+        marks = [
+            ("yes" if operation in ops else "-") if isinstance(ops, frozenset) else "?"
+            for _, _, _, ops in described
+        ]
+        matrix.add_row(label, *marks)
+    console.print(matrix)
+    for name, _, _, ops in described:
+        if isinstance(ops, str):
+            console.print(f"  {name}: {ops}", markup=False, highlight=False, soft_wrap=True)
+    managers = Table(title="managers (--manager, the requests machine)", show_header=False)
+    managers.add_column("manager", no_wrap=True)
+    managers.add_column("what it is")
     for name, (_, description) in BUILT_IN_MANAGERS.items():
-        console.print(f"  [bold]{name:<8}[/bold] {description}")
-    console.print("  [bold]module:factory[/bold] your own manager target")
-    console.print("\nprofiles:")
-    for profile in PROFILES.values():
-        console.print(f"  [bold]{profile.name:<8}[/bold] {profile.description}")
+        managers.add_row(name, description)
+    managers.add_row("module:factory", "your own manager target, from (setup, profile)")
+    console.print(managers)
+    profiles = Table(title="profiles (--profile)", show_header=False)
+    profiles.add_column("profile", no_wrap=True)
+    profiles.add_column("what it captures")
+    for known in PROFILES.values():
+        profiles.add_row(known.name, known.description)
+    console.print(profiles)
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def _describe_target(name: str) -> tuple[str, str, str, frozenset[str] | str]:
+    """A target's name, version, default profile and actions (or why it is unavailable)."""
+    try:
+        profile = default_profile(name) or "seed"
+        factory, _ = load_target(name)
+        probe = factory(PoolConfig(2), get_profile(profile))
+    except Exception as exc:  # not installed, not downloadable: say so in the table
+        return name, "", "", f"unavailable: {exc}".splitlines()[0]
+    version = getattr(probe, "version", None) or (
+        kvpool_version() if name in ("impl", "spec") else ""
+    )
+    offered = get_profile(profile).operations | {EVICT_FIRST}
+    operations = probe.operations & offered
+    return name, str(version), profile, frozenset(operations)
 
 
 @main.command()
@@ -352,7 +428,12 @@ def targets() -> None:
     show_default=True,
     help="Also run the workload on this manager target ('auto': the target's own, 'none').",
 )
-@click.option("--profile", "-p", default="seed", show_default=True, help="Expected behaviour.")
+@click.option(
+    "--profile",
+    "-p",
+    default=None,
+    help="Expected behaviour (default: the target's own profile, else seed).",
+)
 @click.option("--requests", "-r", default=200, show_default=True, type=click.IntRange(1))
 @click.option(
     "--prefixes", default=6, show_default=True, type=click.IntRange(1), help="System prompts."
@@ -396,7 +477,7 @@ def targets() -> None:
 def workload(
     target: str,
     manager: str,
-    profile: str,
+    profile: str | None,
     requests: int,
     prefixes: int,
     zipf: float,
@@ -436,7 +517,7 @@ def workload(
             partial_entries=not any(g.is_sliding for g in kv_groups),
             seed=seed,
         )
-        chosen_profile = get_profile(profile)
+        chosen_profile = get_profile(profile or default_profile(target) or "seed")
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
         if block_size % hash_block_size:

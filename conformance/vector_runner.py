@@ -55,7 +55,7 @@ class Replayer:
             )
 
         self.pool = build(config["num_gpu_blocks"])
-        self.peer = build(config["peer_blocks"]) if config["peer_blocks"] else None
+        self.peer: Any = build(config["peer_blocks"]) if config["peer_blocks"] else None
         self.fired: list[list[Any]] = []
 
     def blocks(self, ids: list[int], pool: Any = None) -> list[Any]:
@@ -180,7 +180,7 @@ def run_vector(path: Path, factory: Any) -> str | None:
         free = replayer.pool.get_num_free_blocks()
         if free != len(want_queue):
             return f"{where}: {free} free blocks, expected {len(want_queue)}"
-        queue = getattr(replayer.pool, "free_block_queue", None)
+        queue: Any = getattr(replayer.pool, "free_block_queue", None)
         if meta["level"] == "order" and hasattr(queue, "get_all_free_blocks"):
             order = [b.block_id for b in queue.get_all_free_blocks()]
             if order != want_queue:

@@ -147,13 +147,16 @@ def goes_to_front(state: PoolState, block: int, evict_first: bool) -> bool:
 
     Blocks with no identity are reused first (LIFO, good for locality), as are cached blocks
     whose contents another tier holds (``evict_first``); cached blocks go to the back so that
-    the least recently freed prefix is evicted first (LRU).
+    the least recently freed prefix is evicted first (LRU). ``evict_first`` sends every
+    freed block to the front, whatever the profile does with the others.
     """
+    if evict_first:
+        return True
     if not state.config.enable_caching:
         return state.profile.caching_off_free_to_front
     if state.primary[block] is None:
         return state.profile.unkeyed_free_to_front
-    return evict_first
+    return False
 
 
 def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> PoolState:

@@ -52,10 +52,31 @@ def caching_violation(
         return ContractViolation(
             "block-size-multiple", op, None, f"block_size {block_size} with hash_block_size {hbs}"
         )
+    if not state.profile.has_hash_block_size and block_size != hbs:
+        return ContractViolation(
+            "block-size-multiple",
+            op,
+            None,
+            f"profile {state.profile.name!r} hashes requests at block_size: block_size "
+            f"{block_size} must equal hash_block_size {hbs}",
+        )
     return None
 
 
 # --- cache_full_blocks ------------------------------------------------------------------
+
+
+def coarse_block_hash(
+    state: PoolState, block_hashes: tuple[bytes, ...], block_size: int, index: int
+) -> bytes:
+    """The hash naming block ``index`` of a request viewed in blocks of ``block_size``: the
+    last fine hash inside it, or (profiles with ``coarse_hash_concatenates``) all of the
+    fine hashes inside it, concatenated."""
+    hbs = state.config.hash_block_size
+    if state.profile.coarse_hash_concatenates and block_size != hbs:
+        scale = block_size // hbs
+        return b"".join(block_hashes[index * scale : (index + 1) * scale])
+    return hash_at_block_size(block_hashes, hbs, block_size, index)
 
 
 def blocks_to_cache(action: CacheFullBlocks) -> list[tuple[int, int]]:
@@ -86,6 +107,13 @@ def cache_full_blocks_violation(
             None,
             f"num_cached_blocks={nc}, num_full_blocks={nf}, {len(action.blocks)} blocks",
         )
+    if action.block_mask is not None and not state.profile.has_block_mask:
+        return ContractViolation(
+            "unsupported-action",
+            op,
+            None,
+            f"profile {state.profile.name!r}'s cache_full_blocks has no block_mask",
+        )
     if action.block_mask is not None and len(action.block_mask) != nf - nc:
         return ContractViolation(
             "cache-range",
@@ -102,6 +130,14 @@ def cache_full_blocks_violation(
             f"{len(action.block_hashes)} hashes of {hbs} tokens do not "
             f"cover {nf} blocks of {action.block_size}",
         )
+    profile = state.profile
+    if not profile.cache_skips_null and NULL_BLOCK in action.blocks[nc:nf]:
+        return ContractViolation(
+            "cache-held",
+            op,
+            NULL_BLOCK,
+            f"profile {profile.name!r}'s cache_full_blocks does not skip the null block",
+        )
     seen: set[int] = set()
     for index, b in blocks_to_cache(action):
         if not state.is_held(b):
@@ -116,6 +152,23 @@ def cache_full_blocks_violation(
                 op,
                 b,
                 f"block {b} already has a key covering {primary.num_tokens} tokens",
+            )
+        if primary is not None and not profile.cache_promotes_partial:
+            return ContractViolation(
+                "cache-fresh",
+                op,
+                b,
+                f"block {b} already has a key and profile {profile.name!r} cannot re-key it",
+            )
+    if profile.parent_hash_from_block and state.config.enable_kv_cache_events and 0 < nc < nf:
+        parent = action.blocks[nc - 1]
+        if state.primary[parent] is None:
+            return ContractViolation(
+                "cache-parent-keyed",
+                op,
+                parent,
+                f"profile {profile.name!r} reads the parent hash off block {parent}, "
+                "which has no key",
             )
     return None
 
@@ -137,10 +190,9 @@ def cache_full_blocks(state: PoolState, action: CacheFullBlocks) -> tuple[PoolSt
     refuse(cache_full_blocks_violation(state, action))
     if action.num_cached_blocks >= action.num_full_blocks:
         return state, Observation()
-    hbs = state.config.hash_block_size
     stored: list[bytes] = []
     for index, b in blocks_to_cache(action):
-        block_hash = hash_at_block_size(action.block_hashes, hbs, action.block_size, index)
+        block_hash = coarse_block_hash(state, action.block_hashes, action.block_size, index)
         if state.primary[b] is not None:
             state = strip_keys(state, b)
         state = insert_key(
@@ -149,8 +201,11 @@ def cache_full_blocks(state: PoolState, action: CacheFullBlocks) -> tuple[PoolSt
         stored.append(block_hash)
     nc = action.num_cached_blocks
     parent = (
-        hash_at_block_size(action.block_hashes, hbs, action.block_size, nc - 1) if nc > 0 else None
+        coarse_block_hash(state, action.block_hashes, action.block_size, nc - 1) if nc > 0 else None
     )
+    parent_key = state.primary[action.blocks[nc - 1]] if nc > 0 else None
+    if state.profile.parent_hash_from_block and parent_key is not None:
+        parent = hash_of(parent_key.key)
     state = emit(
         state,
         BlockStored(
@@ -171,6 +226,14 @@ def cache_partial_block_violation(
     state: PoolState, action: CachePartialBlock
 ) -> ContractViolation | None:
     op = action.operation
+    profile = state.profile
+    if action.replace_existing_hashes and not profile.has_replace_existing_hashes:
+        return ContractViolation(
+            "unsupported-action",
+            op,
+            None,
+            f"profile {profile.name!r}'s cache_partial_block has no replace_existing_hashes",
+        )
     problem = out_of_range(state, (action.block,), op)
     if problem is not None or action.block == NULL_BLOCK:
         return problem
@@ -186,6 +249,16 @@ def cache_partial_block_violation(
             op,
             action.block,
             f"num_tokens={action.num_tokens} with hash_block_size {hbs}",
+        )
+    inside = action.block_size > hbs and action.num_tokens % action.block_size != 0
+    if not profile.partial_at_boundary and not action.replace_existing_hashes and not inside:
+        return ContractViolation(
+            "partial-tokens",
+            op,
+            action.block,
+            f"profile {profile.name!r} registers partial entries only strictly inside a block: "
+            f"num_tokens={action.num_tokens}, block_size={action.block_size}, "
+            f"hash_block_size={hbs}",
         )
     if action.num_tokens // hbs > len(action.block_hashes):
         return ContractViolation(

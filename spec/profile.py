@@ -1,13 +1,19 @@
 """Profiles: the policy knobs that real pools disagree on.
 
 The contract of SEMANTICS.md is the ``seed`` profile (upstream vLLM at the seed's commit).
-Released pools differ in a few places (where a freed block goes, which API exists); each
-such difference is one field here, so a profile is a readable list of choices.
+Released pools differ in a few places (where a freed block goes, which API exists, which
+inputs a caching call accepts); each such difference is one field here, so a profile is a
+readable list of choices. The ``vllm-*`` profiles were measured by running each released
+wheel's ``BlockPool`` (CPU only) against the spec and by reading its code; each one's
+description says what it captures. A field that narrows the caller's contract makes the
+spec refuse such input (a :class:`~kvpool.spec.errors.ContractViolation`) instead of
+modelling what the release does with it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from .actions import ALL_ACTIONS
 
@@ -22,10 +28,37 @@ class Profile:
     unkeyed_free_to_front: bool = True
     #: With caching off, every freed block goes to the front.
     caching_off_free_to_front: bool = True
-    #: ``free_blocks`` has the ``evict_first`` argument.
+    #: ``free_blocks`` has the ``evict_first`` argument (every freed block to the front;
+    #: vLLM 0.23 calls it ``prepend``).
     has_evict_first: bool = True
     #: Operations this pool offers (by ``Action.operation``).
     operations: frozenset[str] = frozenset(a.operation for a in ALL_ACTIONS)
+    #: The pool knows ``hash_block_size``; without it the request's hashes are taken at
+    #: ``block_size``, so every caching call needs ``block_size == hash_block_size``.
+    has_hash_block_size: bool = True
+    #: A block spanning several hash blocks is keyed by the concatenation of their hashes
+    #: (vLLM 0.12-0.23) instead of the last one (which already chains over the prefix).
+    coarse_hash_concatenates: bool = False
+    #: ``cache_full_blocks`` has the ``block_mask`` argument.
+    has_block_mask: bool = True
+    #: ``cache_full_blocks`` skips the null block; without it a null block among the new
+    #: full blocks is outside the contract (the pool would cache it).
+    cache_skips_null: bool = True
+    #: A block whose key covers fewer tokens may be cached again as a full block (partial
+    #: entry promoted); without it every new full block must have no key at all.
+    cache_promotes_partial: bool = True
+    #: With events on, ``BlockStored``'s parent hash is read off the key of
+    #: ``blocks[num_cached_blocks - 1]``, which must then have one (else the request's hash).
+    parent_hash_from_block: bool = False
+    #: ``cache_partial_block`` registers an entry at any hash-block boundary; without it
+    #: only strictly inside a block (``block_size > hash_block_size`` and ``num_tokens`` not
+    #: a multiple of ``block_size``), unless existing hashes are being replaced.
+    partial_at_boundary: bool = True
+    #: ``cache_partial_block`` has the ``replace_existing_hashes`` argument.
+    has_replace_existing_hashes: bool = True
+    #: Freeing or touching the null block changes its ``ref_cnt`` (-1 / back up). Stated
+    #: for the record only: the null block's count is never compared.
+    null_ref_cnt_moves: bool = False
 
     def offers(self, operation: str) -> bool:
         """Whether this profile's pool has ``operation``."""
@@ -38,7 +71,199 @@ SEED = Profile(
     "weak pool references; unkeyed frees to the front, keyed frees to the back",
 )
 
-PROFILES: dict[str, Profile] = {SEED.name: SEED}
+_EVERY = SEED.operations
+_NEWER = frozenset(
+    {
+        "cache_partial_block",
+        "evict_blocks",
+        "move_block_hashes",
+        "is_block_writable",
+        "unpin_blocks",
+        "peer_get_new_blocks",
+    }
+)
+
+#: vLLM 0.10.1 - 0.11: every freed block to the back; the oldest caching contract.
+VLLM_0_10 = Profile(
+    name="vllm-0.10",
+    description="vLLM 0.10.1-0.11: every freed block goes to the back (also unkeyed and "
+    "caching-off ones); no hash_block_size (block_size == hash_block_size), no block_mask, "
+    "no evict_blocks; cache_full_blocks caches a null block instead of skipping it and "
+    "cannot re-key a keyed block; the BlockStored parent hash comes from the parent block's "
+    "key; touch takes one list per group; events carry no group id",
+    unkeyed_free_to_front=False,
+    caching_off_free_to_front=False,
+    has_evict_first=False,
+    operations=_EVERY - _NEWER,
+    has_hash_block_size=False,
+    has_block_mask=False,
+    cache_skips_null=False,
+    cache_promotes_partial=False,
+    parent_hash_from_block=True,
+    partial_at_boundary=False,
+    has_replace_existing_hashes=False,
+    null_ref_cnt_moves=True,
+)
+VLLM_0_12 = replace(
+    VLLM_0_10,
+    name="vllm-0.12",
+    description="vLLM 0.12: as 0.10, plus the hash_block_size constructor argument; a block "
+    "spanning several hash blocks is keyed by their hashes concatenated",
+    has_hash_block_size=True,
+    coarse_hash_concatenates=True,
+)
+VLLM_0_13 = replace(
+    VLLM_0_12,
+    name="vllm-0.13",
+    description="vLLM 0.13: as 0.12, plus evict_blocks",
+    operations=VLLM_0_12.operations | {"evict_blocks"},
+)
+VLLM_0_14 = replace(
+    VLLM_0_13,
+    name="vllm-0.14",
+    description="vLLM 0.14-0.21: every freed block to the back; cache_full_blocks skips the "
+    "null block and takes the parent hash from the request; touch takes a flat list; "
+    "evict_blocks; no block_mask; coarse keys concatenate the hash blocks' hashes; events "
+    "name their group from 0.20 on",
+    cache_skips_null=True,
+    parent_hash_from_block=False,
+)
+VLLM_0_22 = replace(
+    VLLM_0_14,
+    name="vllm-0.22",
+    description="vLLM 0.22: as 0.14, plus cache_full_blocks's block_mask",
+    has_block_mask=True,
+)
+VLLM_0_23 = replace(
+    VLLM_0_22,
+    name="vllm-0.23",
+    description="vLLM 0.23: as 0.22, plus free_blocks(..., prepend=True) sending every freed "
+    "block to the front in the given order (the seed's evict_first); still every other "
+    "freed block to the back",
+    has_evict_first=True,
+)
+VLLM_0_24 = replace(
+    VLLM_0_22,
+    name="vllm-0.24",
+    description="vLLM 0.24-0.26 (and 0.28): unkeyed and caching-off frees go to the front, "
+    "keyed ones to the back; no prepend/evict_first; cache_partial_block (only strictly "
+    "inside a block, no replace_existing_hashes); partial entries promoted by "
+    "cache_full_blocks; a coarse block is keyed by its last hash block's hash",
+    unkeyed_free_to_front=True,
+    caching_off_free_to_front=True,
+    operations=VLLM_0_22.operations | {"cache_partial_block"},
+    cache_promotes_partial=True,
+    coarse_hash_concatenates=False,
+)
+VLLM_0_26 = replace(
+    VLLM_0_24,
+    name="vllm-0.26",
+    description="vLLM 0.26 and 0.28: as 0.24, plus move_block_hashes",
+    operations=VLLM_0_24.operations | {"move_block_hashes"},
+)
+VLLM_0_27 = replace(
+    VLLM_0_26,
+    name="vllm-0.27",
+    description="vLLM 0.27.0 and 0.27.1: as 0.26, but with caching off every freed block "
+    "goes to the back (unkeyed frees go to the front only with caching on)",
+    caching_off_free_to_front=False,
+)
+VLLM_0_29 = replace(
+    VLLM_0_26,
+    name="vllm-0.29",
+    description="vLLM 0.29: as 0.26 (caching-off frees to the front again), plus is_block_writable",
+    operations=VLLM_0_26.operations | {"is_block_writable"},
+)
+VLLM_0_30 = replace(
+    VLLM_0_29,
+    name="vllm-0.30",
+    description="vLLM 0.30-0.31: as 0.29, plus unpin_blocks with reuse watchers, "
+    "KVCacheBlock.pool (blocks of another pool are handed back to it) and "
+    "cache_partial_block(replace_existing_hashes=...); partial entries still only "
+    "strictly inside a block unless replacing",
+    operations=VLLM_0_29.operations | {"unpin_blocks", "peer_get_new_blocks"},
+    has_replace_existing_hashes=True,
+)
+VLLM_0_32 = replace(
+    VLLM_0_30,
+    name="vllm-0.32",
+    description="vLLM 0.32: as 0.30, and cache_partial_block accepts an entry at any "
+    "hash-block boundary; freeing or touching the null block still moves its ref_cnt",
+    partial_at_boundary=True,
+)
+VLLM_0_33 = replace(
+    VLLM_0_32,
+    name="vllm-0.33",
+    description="vLLM 0.33: as 0.32, and the null block is skipped before its ref_cnt "
+    "changes; the seed's contract except that free_blocks has no evict_first",
+    null_ref_cnt_moves=False,
+)
+
+#: vllm-mlx 0.6.0's ``PagedCacheManager`` (a re-implementation for Apple silicon).
+VLLM_MLX = Profile(
+    name="vllm-mlx",
+    description="vllm-mlx 0.6.0's PagedCacheManager: every freed block to the back; no "
+    "evict_first, no block_mask; cache_full_blocks caches a null block and cannot re-key a "
+    "keyed one; no unpin/partial/evict/move/writable, no events",
+    unkeyed_free_to_front=False,
+    caching_off_free_to_front=False,
+    has_evict_first=False,
+    operations=frozenset(
+        {
+            "get_new_blocks",
+            "free_blocks",
+            "touch",
+            "cache_full_blocks",
+            "get_cached_block",
+            "reset_prefix_cache",
+            "get_usage",
+            "get_num_free_blocks",
+        }
+    ),
+    has_block_mask=False,
+    cache_skips_null=False,
+    cache_promotes_partial=False,
+    null_ref_cnt_moves=True,
+)
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        SEED,
+        VLLM_0_10,
+        VLLM_0_12,
+        VLLM_0_13,
+        VLLM_0_14,
+        VLLM_0_22,
+        VLLM_0_23,
+        VLLM_0_24,
+        VLLM_0_26,
+        VLLM_0_27,
+        VLLM_0_29,
+        VLLM_0_30,
+        VLLM_0_32,
+        VLLM_0_33,
+        VLLM_MLX,
+    )
+}
+
+#: (first release, profile): the profile of a release is the last row at or before it.
+VLLM_RELEASES: tuple[tuple[tuple[int, int, int], Profile], ...] = (
+    ((0, 10, 1), VLLM_0_10),
+    ((0, 12, 0), VLLM_0_12),
+    ((0, 13, 0), VLLM_0_13),
+    ((0, 14, 0), VLLM_0_14),
+    ((0, 22, 0), VLLM_0_22),
+    ((0, 23, 0), VLLM_0_23),
+    ((0, 24, 0), VLLM_0_24),
+    ((0, 26, 0), VLLM_0_26),
+    ((0, 27, 0), VLLM_0_27),
+    ((0, 28, 0), VLLM_0_26),
+    ((0, 29, 0), VLLM_0_29),
+    ((0, 30, 0), VLLM_0_30),
+    ((0, 32, 0), VLLM_0_32),
+    ((0, 33, 0), VLLM_0_33),
+)
 
 
 def get_profile(name: str) -> Profile:
@@ -48,3 +273,24 @@ def get_profile(name: str) -> Profile:
     except KeyError:
         known = ", ".join(sorted(PROFILES))
         raise KeyError(f"unknown profile {name!r}; known profiles: {known}") from None
+
+
+def profile_for_version(version: str) -> Profile:
+    """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.33.0rc1"``, ...).
+
+    Releases newer than the last measured one get the newest profile; ``ValueError`` for a
+    version string that is not a release number or a release older than 0.10.1.
+    """
+    match = re.fullmatch(
+        r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\.post\d+)?", version
+    )
+    if match is None:
+        raise ValueError(f"{version!r} is not a vLLM release number (like 0.33.0)")
+    key = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+    chosen = None
+    for first, profile in VLLM_RELEASES:
+        if key >= first:
+            chosen = profile
+    if chosen is None:
+        raise ValueError(f"vLLM {version} is older than 0.10.1, the oldest release with a profile")
+    return chosen

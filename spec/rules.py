@@ -25,6 +25,8 @@ RULES: dict[str, str] = {
     "cache-distinct": "a block may appear only once among the blocks being cached",
     "cache-fresh": "a block being cached as full must have no key, or a partial key that "
     "covers fewer tokens (promotion)",
+    "cache-parent-keyed": "where the profile reads the BlockStored parent hash off the block "
+    "before the new ones, that block must have a key",
     "partial-tokens": "num_tokens of a partial entry must be a positive multiple of "
     "hash_block_size",
     "move-null": "the null block can never receive keys",

@@ -77,6 +77,12 @@ class PoolRequestRun:
         self.record.config = setup
         #: The pool-level lockstep keeps its own record: the trace here is request actions.
         self.pool_record = RunRecord()
+        if not profile.has_hash_block_size or profile.coarse_hash_concatenates:
+            # such a release keys a block by hashes at block_size (or their concatenation),
+            # which the manager's lookups by the last fine hash only meet at equal sizes
+            block_size = setup.manager.block_size
+            setup = replace(setup, pool=replace(setup.pool, hash_block_size=block_size))
+            self.record.config = setup
         probe = factory(setup.pool, profile)
         offered = probe.operations & profile.operations
         if not offered >= CACHING and setup.pool.enable_caching:

@@ -2,6 +2,11 @@
 
 - ``impl`` — this project's linked-list pool (the default);
 - ``spec`` — the spec itself (a self-check);
+- ``vllm`` — the vLLM installed in this environment (its block-pool modules, imported
+  normally); ``vllm==X.Y.Z`` — a released vLLM, downloaded once into the user's cache (no
+  dependencies; only its block-pool files are kept) and loaded in isolation, without
+  importing vLLM or torch; ``vllm@PATH`` — a vLLM source tree or unpacked wheel (PATH holds
+  ``vllm/v1/core/block_pool.py``) or a wheel file, loaded the same way;
 - ``module:factory`` — anyone's pool. ``factory`` is either a Target class / a callable
   with a ``config`` parameter (called as ``factory(config, profile)``), or a callable
   building a pool with vLLM's ``BlockPool`` API (called as ``factory(num_gpu_blocks=...,
@@ -16,7 +21,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvpool.spec import PoolConfig, Profile
 
@@ -24,6 +29,9 @@ from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..target import Target, TargetFactory
 from .spec_target import SpecTarget
 from .vllm_api import VllmApiTarget
+
+if TYPE_CHECKING:
+    from .vllm.target import VllmRelease
 
 
 class TargetLoadError(Exception):
@@ -40,10 +48,23 @@ def spec_target(config: PoolConfig, profile: Profile) -> Target:
     return SpecTarget(config, profile)
 
 
+def vllm_mlx_target(config: PoolConfig, profile: Profile) -> Target:
+    from .vllm_mlx import vllm_mlx_target as build
+
+    return build(config, profile)
+
+
 BUILT_IN: dict[str, tuple[TargetFactory, str]] = {
     "impl": (impl_target, "kvpool's own linked-list BlockPool (kvpool.impl)"),
     "spec": (spec_target, "the executable spec itself (a self-check; always conforms)"),
+    "vllm-mlx": (
+        vllm_mlx_target,
+        "vllm-mlx's PagedCacheManager (pip install --no-deps vllm-mlx==0.6.0); profile vllm-mlx",
+    ),
 }
+
+#: The profile a built-in target is checked with unless ``--profile`` says otherwise.
+BUILT_IN_PROFILES = {"vllm-mlx": "vllm-mlx"}
 
 
 def _impl_manager(setup: RequestSetup, profile: Profile) -> ManagerTarget:
@@ -117,8 +138,18 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     """The factory and display name for a ``--target`` value."""
     if spec in BUILT_IN:
         return BUILT_IN[spec][0], spec
+    if is_vllm_spec(spec):
+        release = load_vllm(spec)
+        name = vllm_target_name(spec, release)
+        try:
+            return release.target_factory(name), name
+        except Exception as exc:  # the release's pool cannot even be built and probed
+            raise TargetLoadError(
+                f"{spec}: vLLM {release.version}'s BlockPool ({release.origin}) could not be "
+                f"built: {type(exc).__name__}: {exc}"
+            ) from exc
     if ":" not in spec:
-        known = ", ".join(BUILT_IN)
+        known = ", ".join([*BUILT_IN, *VLLM_SPECS])
         raise TargetLoadError(
             f"unknown target {spec!r}: use one of {known}, or module:factory for your own pool"
         )
@@ -130,3 +161,135 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
         return VllmApiTarget(factory, config, profile, name=spec)
 
     return wrapped, spec
+
+
+# --- vLLM -------------------------------------------------------------------------------
+
+#: The vLLM target forms, for messages and ``kvpool targets``.
+VLLM_SPECS: dict[str, str] = {
+    "vllm": "the vLLM installed in this environment (its block-pool modules)",
+    "vllm==X.Y.Z": "a released vLLM's BlockPool, downloaded once into the cache "
+    "(no vLLM, torch or GPU needed)",
+    "vllm@PATH": "a vLLM source tree, unpacked wheel or wheel file at PATH",
+}
+
+
+def is_vllm_spec(spec: str) -> bool:
+    """Whether ``--target`` names a vLLM release (``vllm``, ``vllm==X.Y.Z``, ``vllm@PATH``)."""
+    return spec == "vllm" or spec.startswith(("vllm==", "vllm@"))
+
+
+def vllm_version(spec: str) -> str | None:
+    """The release a vLLM target names, without loading it: ``"0.33.0"`` for
+    ``vllm==0.33.0``, the installed distribution's version for ``vllm``, what PATH's files
+    say for ``vllm@PATH`` (``None`` when they say nothing). ``None`` for other targets."""
+    from .vllm.releases import ReleaseError, parse_version, version_in_tree
+    from .vllm.wheel import wheel_version
+
+    if not is_vllm_spec(spec):
+        return None
+    try:
+        if spec.startswith("vllm=="):
+            version = spec.removeprefix("vllm==")
+            parse_version(version)
+            return version
+        if spec == "vllm":
+            return _installed_vllm_version()
+        path = Path(spec.removeprefix("vllm@")).expanduser()
+        if path.suffix == ".whl":
+            return wheel_version(path)
+        found = version_in_tree(path)
+        return None if found == "unknown" else found
+    except ReleaseError as exc:
+        raise TargetLoadError(str(exc)) from exc
+
+
+def default_profile(target_spec: str) -> str | None:
+    """The profile a target is checked against unless ``--profile`` says otherwise: the
+    measured profile of its release for a vLLM target, ``None`` for every other target (and
+    for a vLLM tree whose version is unknown)."""
+    from kvpool.spec.profile import profile_for_version
+
+    if target_spec in BUILT_IN_PROFILES:
+        return BUILT_IN_PROFILES[target_spec]
+    version = vllm_version(target_spec)
+    if version is None:
+        return None
+    try:
+        return profile_for_version(version).name
+    except ValueError as exc:
+        raise TargetLoadError(str(exc)) from exc
+
+
+def load_vllm(spec: str) -> VllmRelease:
+    """Load the vLLM release ``spec`` names; :class:`TargetLoadError` says what went wrong
+    and what to run instead."""
+    from .vllm.isolation import IsolationError, load_release
+    from .vllm.releases import ReleaseError, check_supported, version_in_tree
+    from .vllm.target import describe_release
+    from .vllm.wheel import cached_release, seed_cache
+
+    try:
+        if spec == "vllm":
+            return _installed_vllm()
+        if spec.startswith("vllm=="):
+            version = spec.removeprefix("vllm==")
+            check_supported(version)
+            return describe_release(load_release(cached_release(version), version))
+        path = Path(spec.removeprefix("vllm@")).expanduser()
+        if not path.exists():
+            raise TargetLoadError(f"{spec}: {path} does not exist")
+        if path.is_file():
+            root = seed_cache(path)
+            version = root.name
+        else:
+            root = path
+            version = version_in_tree(root)
+            if version != "unknown":
+                check_supported(version)
+        return describe_release(load_release(root, version))
+    except (ReleaseError, IsolationError, ValueError) as exc:
+        raise TargetLoadError(f"{spec}: {exc}") from exc
+
+
+def _installed_vllm_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        raise TargetLoadError(
+            "vLLM is not installed in this environment "
+            f"({sys.executable}): install it, or check a release without installing it "
+            "with --target vllm==X.Y.Z"
+        ) from None
+
+
+def _installed_vllm() -> VllmRelease:
+    """The installed vLLM's block-pool modules, imported normally (this imports vLLM)."""
+    from .vllm.releases import MODULES
+    from .vllm.target import describe
+
+    version = _installed_vllm_version()
+    modules = {}
+    for name in MODULES:
+        try:
+            modules[name] = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # an optional module this release does not have
+            raise TargetLoadError(f"importing the installed vLLM's {name} failed: {exc}") from exc
+        except Exception as exc:  # vLLM's own import failed (a missing dependency, ...)
+            raise TargetLoadError(
+                f"importing the installed vLLM's {name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    return describe(version, modules, "installed")
+
+
+def vllm_target_name(spec: str, release: VllmRelease) -> str:
+    """How a vLLM target is shown: ``vllm==0.33.0``, ``vllm (installed 0.33.0)``, ..."""
+    if spec.startswith("vllm=="):
+        return spec
+    if spec == "vllm":
+        return f"vllm (installed {release.version})"
+    return f"{spec} ({release.version})"

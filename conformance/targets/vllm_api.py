@@ -5,13 +5,21 @@ reads, records reuse-watcher firings, and reads events back into the spec's voca
 looks at what the pool offers (methods, ``evict_first``, events, block fields) and declares
 only that, so a 20-line pool with ``get_new_blocks``/``free_blocks``/``touch``/
 ``get_cached_block``/``get_num_free_blocks`` and a ``blocks`` list is already a target.
+
+It also speaks every released vLLM's calling conventions (:class:`PoolApi`, read off the
+signatures): constructor arguments, ``touch`` per group, ``prepend``, missing ``block_mask``
+or ``replace_existing_hashes``; event hashes published as 64-bit integers are mapped back to
+the bytes the adapter handed out, and events without a group id get the group from the
+pool's own keys.
 """
 
 from __future__ import annotations
 
 import gc
 import inspect
-from collections.abc import Callable
+import typing
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +48,7 @@ from kvpool.spec import (
     Touch,
     UnpinBlocks,
 )
+from kvpool.spec.keys import group_of, hash_of
 
 from ..target import EVICT_FIRST, PoolView
 from .free_list import free_list_order, free_list_problems, sentinels
@@ -80,38 +89,166 @@ class FakeRequest:
     cache_salt: None = None
 
 
-def build_pool(factory: PoolFactory, config: PoolConfig, num_gpu_blocks: int) -> Any:
-    return factory(
-        num_gpu_blocks=num_gpu_blocks,
-        enable_caching=config.enable_caching,
-        hash_block_size=config.hash_block_size,
-        enable_kv_cache_events=config.enable_kv_cache_events,
+#: What a request carries when the pool reads a field: no LoRA, no multimodal input, no
+#: salt, no prompt embeddings (the hashes the suite draws already include any salt).
+REQUEST_DEFAULTS: dict[str, Callable[[list[bytes], list[int]], object]] = {
+    "block_hashes": lambda hashes, tokens: hashes,
+    "all_token_ids": lambda hashes, tokens: tokens,
+    "num_tokens": lambda hashes, tokens: len(tokens),
+    "request_id": lambda hashes, tokens: "kvpool-request",
+    "lora_request": lambda hashes, tokens: None,
+    "cache_salt": lambda hashes, tokens: None,
+    "session_id": lambda hashes, tokens: None,
+    "prompt_embeds": lambda hashes, tokens: None,
+    "_prompt_embeds_per_block_hashes": lambda hashes, tokens: {},
+    "mm_features": lambda hashes, tokens: [],
+    "mm_positions": lambda hashes, tokens: [],
+    "mm_hashes": lambda hashes, tokens: [],
+    "mm_inputs": lambda hashes, tokens: [],
+}
+
+
+def request_type(fields: Iterable[str]) -> Callable[[list[bytes], list[int]], Any]:
+    """A request class carrying exactly ``fields`` (each one of :data:`REQUEST_DEFAULTS`), so
+    that a pool reading any other field fails loudly instead of reading a made-up value."""
+    names = tuple(sorted(fields))
+    unknown = [n for n in names if n not in REQUEST_DEFAULTS]
+    if unknown:
+        raise ValueError(f"the pool reads request fields the adapter cannot fill: {unknown}")
+
+    class Request:
+        __slots__ = names
+
+        def __init__(self, hashes: list[bytes], tokens: list[int]) -> None:
+            for name in names:
+                setattr(self, name, REQUEST_DEFAULTS[name](hashes, tokens))
+
+        def __repr__(self) -> str:
+            return f"Request({len(self.block_hashes)} block hashes)"  # type: ignore[attr-defined]
+
+    return Request
+
+
+@dataclass(frozen=True)
+class PoolApi:
+    """How a pool's methods are called, read off their signatures.
+
+    vLLM's ``BlockPool`` changed its calls over the releases: the constructor's arguments,
+    ``touch`` taking one list per KV-cache group (until 0.13), ``free_blocks`` taking
+    ``prepend`` (0.23) or ``evict_first`` (the seed), ``cache_full_blocks``'s ``block_mask``
+    (0.22), ``cache_partial_block``'s ``replace_existing_hashes`` (0.30), events without a
+    group id (until 0.19).
+    """
+
+    #: The constructor arguments it takes among the suite's; ``None``: all of them.
+    constructor_args: frozenset[str] | None = None
+    touch_per_group: bool = False
+    #: The name of ``free_blocks``'s "evict these first" flag, or ``None``.
+    evict_first_arg: str | None = "evict_first"
+    block_mask: bool = True
+    replace_existing_hashes: bool = True
+    #: Its KV events name the group; if not, the adapter reads it off the pool's keys.
+    events_carry_group: bool = True
+    #: Builds the request object the pool reads (``None``: :class:`FakeRequest`).
+    request: Callable[[list[bytes], list[int]], Any] | None = None
+
+
+CONSTRUCTOR_ARGS = ("num_gpu_blocks", "enable_caching", "hash_block_size", "enable_kv_cache_events")
+
+
+def _parameters(function: object) -> dict[str, inspect.Parameter] | None:
+    try:
+        return dict(inspect.signature(function).parameters)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _takes(function: object, name: str, default: bool) -> bool:
+    """Whether ``function`` takes an argument ``name`` (``default`` when it cannot tell)."""
+    if function is None:
+        return False
+    params = _parameters(function)
+    if params is None:
+        return default
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return default
+    return name in params
+
+
+def detect_api(factory: PoolFactory, pool: Any) -> PoolApi:
+    """The calling conventions of ``pool`` (built by ``factory``)."""
+    params = _parameters(factory)
+    constructor: frozenset[str] | None = None
+    if params is not None and not any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    ):
+        constructor = frozenset(a for a in CONSTRUCTOR_ARGS if a in params)
+    free = getattr(pool, "free_blocks", None)
+    evict_first_arg = next((a for a in ("evict_first", "prepend") if _takes(free, a, False)), None)
+    return PoolApi(
+        constructor_args=constructor,
+        touch_per_group=_touch_per_group(getattr(pool, "touch", None)),
+        evict_first_arg=evict_first_arg,
+        block_mask=_takes(getattr(pool, "cache_full_blocks", None), "block_mask", True),
+        replace_existing_hashes=_takes(
+            getattr(pool, "cache_partial_block", None), "replace_existing_hashes", True
+        ),
+        events_carry_group=_events_carry_group(pool),
     )
 
 
-def _spec_events(raw: Any) -> list[Event]:
-    """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
-    kind = type(raw).__name__
-    group = getattr(raw, "group_idx", None) or 0
-    if kind == "BlockStored":
-        return [
-            BlockStored(
-                block_hashes=tuple(raw.block_hashes),
-                parent_block_hash=raw.parent_block_hash,
-                group_id=group,
-                block_size=raw.block_size,
-                num_tokens=len(raw.token_ids),
-            )
-        ]
-    if kind == "BlockRemoved":
-        return [BlockRemoved(h, group) for h in raw.block_hashes]
-    if kind == "AllBlocksCleared":
-        return [AllBlocksCleared()]
-    raise TypeError(f"unknown KV event type {kind}")
+def _touch_per_group(touch: object) -> bool:
+    """Whether ``touch`` takes a tuple of per-group lists (vLLM up to 0.13)."""
+    params = _parameters(touch)
+    if not params:
+        return False
+    first = next(iter(params.values()))
+    annotation = first.annotation
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").startswith(("tuple[", "Tuple["))
+    return typing.get_origin(annotation) is tuple
+
+
+def _events_carry_group(pool: Any) -> bool:
+    """Whether the event classes the pool's module publishes have a group id field."""
+    method = getattr(type(pool), "get_new_blocks", None)
+    namespace = getattr(method, "__globals__", {})
+    removed = namespace.get("BlockRemoved")
+    if removed is None:
+        return True
+    fields = getattr(removed, "__struct_fields__", None)
+    if fields is None:
+        fields = getattr(removed, "__dataclass_fields__", None)
+    return fields is None or "group_idx" in fields
+
+
+def build_pool(
+    factory: PoolFactory, config: PoolConfig, num_gpu_blocks: int, api: PoolApi | None = None
+) -> Any:
+    args: dict[str, object] = {
+        "num_gpu_blocks": num_gpu_blocks,
+        "enable_caching": config.enable_caching,
+        "hash_block_size": config.hash_block_size,
+        "enable_kv_cache_events": config.enable_kv_cache_events,
+    }
+    if api is not None and api.constructor_args is not None:
+        args = {k: v for k, v in args.items() if k in api.constructor_args}
+    return factory(**args)
+
+
+#: vLLM publishes event hashes as the low 64 bits of the hash, big-endian, by default.
+INT_HASH_MASK = (1 << 64) - 1
+
+
+def int_hash(block_hash: bytes) -> int:
+    return int.from_bytes(block_hash, "big") & INT_HASH_MASK
 
 
 class VllmApiTarget:
-    """Drives a pool with vLLM's ``BlockPool`` API."""
+    """Drives a pool with vLLM's ``BlockPool`` API (any release's calling conventions)."""
+
+    #: The release of the pool under test, when known (shown in traces and tables).
+    version: str | None = None
 
     def __init__(
         self,
@@ -120,15 +257,25 @@ class VllmApiTarget:
         profile: Profile,
         name: str = "pool",
         check_structure: bool = True,
+        api: PoolApi | None = None,
     ) -> None:
         self.name = name
         self.factory = factory
         self.config = config
         self.profile = profile
-        self.pool = build_pool(factory, config, config.num_gpu_blocks)
-        self.peer = build_pool(factory, config, config.peer_blocks) if config.peer_blocks else None
+        self.pool = build_pool(factory, config, config.num_gpu_blocks, api)
+        self.api = api if api is not None else detect_api(factory, self.pool)
+        self.peer = (
+            build_pool(factory, config, config.peer_blocks, self.api)
+            if config.peer_blocks
+            else None
+        )
         self._fired: list[tuple[int, str]] = []
         self._check_structure = check_structure
+        #: Hashes the pool was given, by the 64-bit integer vLLM publishes for each.
+        self._hashes_by_int: dict[int, bytes] = {}
+        #: The group of each event in the pool's queue, when its events do not say.
+        self._event_groups: list[int | None] = []
         self.operations = self._detect_operations()
         self.observes = self._detect_observables()
 
@@ -136,8 +283,7 @@ class VllmApiTarget:
 
     def _detect_operations(self) -> frozenset[str]:
         ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
-        free = getattr(self.pool, "free_blocks", None)
-        if free is not None and "evict_first" in inspect.signature(free).parameters:
+        if "free_blocks" in ops and self.api.evict_first_arg is not None:
             ops.add(EVICT_FIRST)
         if hasattr(self.pool.blocks[0], "pool"):
             ops.add("peer_get_new_blocks")
@@ -156,7 +302,7 @@ class VllmApiTarget:
             seen.add("ref_cnt")
         if hasattr(block, "block_hash"):
             seen.add("keys")
-        if "take_events" in self.operations:
+        if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
         if "unpin_blocks" in self.operations:
             seen.add("watchers")
@@ -178,16 +324,21 @@ class VllmApiTarget:
 
     def _orphan_block(self, block_id: int) -> Any:
         """A held block of a pool that no longer exists."""
-        gone = build_pool(self.factory, self.config, max(2, block_id + 1))
+        gone = build_pool(self.factory, self.config, max(2, block_id + 1), self.api)
         gone.get_new_blocks(block_id)
         block = gone.blocks[block_id]
         del gone
         gc.collect()
         return block
 
-    def _request(self, block_hashes: tuple[bytes, ...]) -> FakeRequest:
-        tokens = len(block_hashes) * self.config.hash_block_size
-        return FakeRequest(block_hashes=list(block_hashes), all_token_ids=list(range(tokens)))
+    def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
+        tokens = list(range(len(block_hashes) * self.config.hash_block_size))
+        hashes = list(block_hashes)
+        for h in hashes:
+            self._hashes_by_int[int_hash(h)] = h
+        if self.api.request is not None:
+            return self.api.request(hashes, tokens)
+        return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
 
     def _watcher(self, name: str) -> Callable[[Any], None]:
         def on_reuse(block: Any) -> None:
@@ -199,7 +350,14 @@ class VllmApiTarget:
 
     def apply(self, action: Action) -> Observation:
         self._fired = []
-        result = self._dispatch(action)
+        tagging = not self.api.events_carry_group and not isinstance(action, TakeEvents)
+        queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
+        keys_before = self._key_pairs() if tagging else Counter()
+        try:
+            result = self._dispatch(action)
+        finally:
+            if tagging:
+                self._tag_new_events(action, queue_before, keys_before)
         fired = tuple(self._fired)
         if isinstance(action, ResetPrefixCache):
             fired = tuple(sorted(fired))
@@ -216,17 +374,24 @@ class VllmApiTarget:
             case FreeBlocks(blocks=ids, evict_first=evict_first, foreign=foreign):
                 blocks = self._blocks(ids) + self._foreign(foreign)
                 if evict_first:
-                    pool.free_blocks(blocks, evict_first=True)
+                    if self.api.evict_first_arg is None:
+                        raise TypeError("this pool's free_blocks has no evict_first argument")
+                    pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
                 else:
                     pool.free_blocks(blocks)
                 return None
             case Touch(blocks=ids):
-                pool.touch(self._blocks(ids))
+                pool.touch((self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids))
                 return None
             case UnpinBlocks(blocks=ids, watcher=name):
                 pool.unpin_blocks(self._blocks(ids), self._watcher(name))
                 return None
             case CacheFullBlocks():
+                extra: dict[str, object] = {}
+                if action.block_mask is not None:
+                    if not self.api.block_mask:
+                        raise TypeError("this pool's cache_full_blocks has no block_mask argument")
+                    extra["block_mask"] = list(action.block_mask)
                 pool.cache_full_blocks(
                     self._request(action.block_hashes),
                     self._blocks(action.blocks),
@@ -234,17 +399,26 @@ class VllmApiTarget:
                     action.num_full_blocks,
                     action.block_size,
                     action.group_id,
-                    block_mask=list(action.block_mask) if action.block_mask is not None else None,
+                    **extra,
                 )
                 return None
             case CachePartialBlock():
+                if action.replace_existing_hashes and not self.api.replace_existing_hashes:
+                    raise TypeError(
+                        "this pool's cache_partial_block has no replace_existing_hashes argument"
+                    )
+                replace = (
+                    {"replace_existing_hashes": action.replace_existing_hashes}
+                    if self.api.replace_existing_hashes
+                    else {}
+                )
                 key = pool.cache_partial_block(
                     self._request(action.block_hashes),
                     pool.blocks[action.block],
                     action.num_tokens,
                     action.group_id,
                     action.block_size,
-                    replace_existing_hashes=action.replace_existing_hashes,
+                    **replace,
                 )
                 return None if key is None else bytes(key)
             case GetCachedBlock(block_hash=block_hash, group_ids=groups):
@@ -265,8 +439,83 @@ class VllmApiTarget:
             case GetNumFreeBlocks():
                 return int(pool.get_num_free_blocks())
             case TakeEvents():
-                return tuple(e for raw in pool.take_events() for e in _spec_events(raw))
+                raw = list(pool.take_events())
+                tags: list[int | None] = [None] * len(raw)
+                if not self.api.events_carry_group:
+                    tags, self._event_groups = self._event_groups, []
+                    if len(tags) != len(raw):
+                        raise RuntimeError(
+                            f"the pool returned {len(raw)} events but queued {len(tags)}"
+                        )
+                return tuple(
+                    e
+                    for event, g in zip(raw, tags, strict=True)
+                    for e in self._spec_events(event, g)
+                )
         raise TypeError(f"unknown action {action!r}")
+
+    # --- events -------------------------------------------------------------------------
+
+    def _hash(self, value: Any) -> bytes:
+        """An event's hash as bytes: vLLM publishes the low 64 bits as an int by default."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self._hashes_by_int.get(value, value.to_bytes(8, "big"))
+        return bytes(value)
+
+    def _spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
+        """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
+        kind = type(raw).__name__
+        group = getattr(raw, "group_idx", None)
+        if group is None:
+            group = tagged_group if tagged_group is not None else 0
+        if kind == "BlockStored":
+            parent = raw.parent_block_hash
+            return [
+                BlockStored(
+                    block_hashes=tuple(self._hash(h) for h in raw.block_hashes),
+                    parent_block_hash=None if parent is None else self._hash(parent),
+                    group_id=group,
+                    block_size=raw.block_size,
+                    num_tokens=len(raw.token_ids),
+                )
+            ]
+        if kind == "BlockRemoved":
+            return [BlockRemoved(self._hash(h), group) for h in raw.block_hashes]
+        if kind == "AllBlocksCleared":
+            return [AllBlocksCleared()]
+        raise TypeError(f"unknown KV event type {kind}")
+
+    def _key_pairs(self) -> Counter[tuple[int, bytes]]:
+        """Every (block, key) of the pool now."""
+        view = self._view_of(self.pool, with_peer=False)
+        pairs: Counter[tuple[int, bytes]] = Counter()
+        for b, keys in enumerate(view.keys or ()):
+            pairs.update((b, k) for k in keys)
+        return pairs
+
+    def _tag_new_events(
+        self, action: Action, queue_before: int, keys_before: Counter[tuple[int, bytes]]
+    ) -> None:
+        """Give each event this action queued the group its pool did not publish: a store
+        belongs to the caching call's group, a removal to the key the pool lost."""
+        queue = getattr(self.pool, "kv_event_queue", [])
+        new = queue[queue_before:]
+        if not new:
+            return
+        lost = list((keys_before - self._key_pairs()).elements())
+        for raw in new:
+            kind = type(raw).__name__
+            group: int | None = None
+            if kind == "BlockStored":
+                group = getattr(action, "group_id", None)
+            elif kind == "BlockRemoved":
+                hashes = [self._hash(h) for h in raw.block_hashes]
+                for pair in lost:
+                    if hash_of(pair[1]) in hashes:
+                        group = group_of(pair[1])
+                        lost.remove(pair)
+                        break
+            self._event_groups.append(group)
 
     # --- looking inside -----------------------------------------------------------------
 

@@ -31,8 +31,9 @@ def vector_files(directory: Path) -> list[Path]:
 def unsupported(trace: Trace, operations: frozenset[str]) -> str | None:
     """Why the target cannot run ``trace`` (an operation it lacks), or ``None``."""
     for action in trace.actions:
-        if action.operation not in operations:
-            return action.operation
+        operation: str = action.operation
+        if operation not in operations:
+            return operation
         if getattr(action, "evict_first", False) and EVICT_FIRST not in operations:
             return EVICT_FIRST
     return None

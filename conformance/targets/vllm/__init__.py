@@ -1,0 +1,1 @@
+"""Checking released vLLM block pools: the wheel cache, isolated loading, the adapter."""

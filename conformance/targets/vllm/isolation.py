@@ -1,0 +1,326 @@
+"""Running a few files of a vLLM release without importing vLLM.
+
+The release's block-pool modules are executed under their own names (``vllm.v1.core.
+block_pool``, ...) while a meta-path finder is installed for ``vllm`` and ``vllm.*`` only.
+Every other ``vllm.*`` module they import becomes an inert placeholder module whose
+attributes are inert placeholder objects: callable, subclassable, subscriptable, usable in
+annotations and ``isinstance`` (never true), falsy, empty when iterated. When loading is
+done, every ``vllm*`` entry is taken out of ``sys.modules`` again and whatever was there
+before (a real installed vLLM, say) is put back, so the rest of the process never sees the
+loaded files and two releases can live side by side.
+
+Third-party packages the files import (msgspec, pyzmq, cbor2, xxhash if present) are
+imported normally. torch is never imported: if a file needs it, loading fails and says so.
+"""
+
+from __future__ import annotations
+
+import _imp
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import inspect
+import logging
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .releases import MODULES, ReleaseError, modules_in_tree
+
+#: The logger every ``init_logger`` of a loaded release hands out children of. It has a
+#: NullHandler so that a release's warnings (a refused reset, say) never reach the
+#: terminal through logging's last-resort handler; configure it to see them.
+LOGGER_NAME = "kvpool.vllm"
+logging.getLogger(LOGGER_NAME).addHandler(logging.NullHandler())
+
+#: Third-party modules a release must never pull in.
+FORBIDDEN = ("torch",)
+
+
+class IsolationError(ImportError):
+    """A release's files could not be loaded in isolation; the message says which and why."""
+
+
+@dataclass
+class PlaceholderLog:
+    """Which placeholders a release touched: while loading (expected) and afterwards,
+    while its pool ran (a sign the pool needed something that is not loaded)."""
+
+    loading: bool = True
+    at_load: set[str] = field(default_factory=set)
+    after_load: list[str] = field(default_factory=list)
+
+    def note(self, name: str) -> None:
+        if self.loading:
+            self.at_load.add(name)
+        else:
+            self.after_load.append(name)
+
+
+class Placeholder:
+    """An inert stand-in for anything a loaded file imports from the rest of vLLM."""
+
+    __slots__ = ("__weakref__", "_kvpool_class", "_kvpool_log", "_kvpool_name")
+    _kvpool_name: str
+    _kvpool_log: PlaceholderLog
+    _kvpool_class: type | None
+
+    def __init__(self, name: str, log: PlaceholderLog) -> None:
+        object.__setattr__(self, "_kvpool_name", name)
+        object.__setattr__(self, "_kvpool_log", log)
+        object.__setattr__(self, "_kvpool_class", None)
+
+    def __repr__(self) -> str:
+        return f"<vLLM placeholder {self._kvpool_name}>"
+
+    def __getattr__(self, name: str) -> Placeholder:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        self._kvpool_log.note(f"{self._kvpool_name}.{name}")
+        return Placeholder(f"{self._kvpool_name}.{name}", self._kvpool_log)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        self._kvpool_log.note(f"{self._kvpool_name}.{name} = ...")
+
+    def __call__(self, *args: object, **kwargs: object) -> Any:
+        self._kvpool_log.note(f"{self._kvpool_name}()")
+        # Used as a decorator, a placeholder leaves the function or class as it is.
+        if (
+            len(args) == 1
+            and not kwargs
+            and (inspect.isfunction(args[0]) or inspect.isclass(args[0]))
+        ):
+            return args[0]
+        return Placeholder(f"{self._kvpool_name}()", self._kvpool_log)
+
+    def __getitem__(self, item: object) -> Placeholder:
+        return self
+
+    def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type, ...]:
+        """Subclassing a placeholder subclasses one plain class made for it."""
+        if self._kvpool_class is None:
+            module, _, name = self._kvpool_name.rpartition(".")
+            made = type(
+                name, (), {"__module__": module, "__doc__": f"placeholder for {self._kvpool_name}"}
+            )
+            object.__setattr__(self, "_kvpool_class", made)
+            return (made,)
+        return (self._kvpool_class,)
+
+    def __instancecheck__(self, instance: object) -> bool:
+        cls = self._kvpool_class
+        return cls is not None and isinstance(instance, cls)
+
+    def __subclasscheck__(self, subclass: type) -> bool:
+        cls = self._kvpool_class
+        return cls is not None and isinstance(subclass, type) and issubclass(subclass, cls)
+
+    def __or__(self, other: object) -> Placeholder:
+        return self
+
+    def __ror__(self, other: object) -> Placeholder:
+        return self
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __len__(self) -> int:
+        return 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __contains__(self, item: object) -> bool:
+        return False
+
+
+class VllmLogger:
+    """What ``vllm.logger.init_logger`` returns: a logger with vLLM's ``*_once`` methods."""
+
+    def __init__(self, name: str) -> None:
+        self.logger = logging.getLogger(f"{LOGGER_NAME}.{name}")
+        self._said: set[tuple[str, str]] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.endswith("_once"):
+            return self._once(name.removesuffix("_once"))
+        return getattr(self.logger, name)
+
+    def _once(self, level: str) -> Callable[..., None]:
+        def log_once(msg: str, *args: object, **kwargs: object) -> None:
+            if (level, msg) not in self._said:
+                self._said.add((level, msg))
+                getattr(self.logger, level)(msg, *args)
+
+        return log_once
+
+
+def init_logger(name: str) -> VllmLogger:
+    return VllmLogger(name)
+
+
+#: Attributes a placeholder module must really provide.
+SPECIAL: dict[str, dict[str, object]] = {"vllm.logger": {"init_logger": init_logger}}
+
+
+class PlaceholderModule(ModuleType):
+    """A ``vllm.*`` module that is not loaded: every attribute is a placeholder, except the
+    names of real submodules (so that ``from vllm import envs`` imports the real file)."""
+
+    def __init__(self, name: str, log: PlaceholderLog, real: frozenset[str]) -> None:
+        super().__init__(name, f"placeholder for {name} (not loaded by kvpool)")
+        self.__path__: list[str] = []
+        self._kvpool_log = log
+        self._kvpool_real = real
+        for attr, value in SPECIAL.get(name, {}).items():
+            setattr(self, attr, value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        if f"{self.__name__}.{name}" in self._kvpool_real:
+            raise AttributeError(name)
+        self._kvpool_log.note(f"{self.__name__}.{name}")
+        value = Placeholder(f"{self.__name__}.{name}", self._kvpool_log)
+        setattr(self, name, value)
+        return value
+
+
+class _PlaceholderLoader(importlib.abc.Loader):
+    def __init__(self, log: PlaceholderLog, real: frozenset[str]) -> None:
+        self.log = log
+        self.real = real
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return PlaceholderModule(spec.name, self.log, self.real)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.log.note(module.__name__)
+
+
+class _ReleaseFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``vllm`` and ``vllm.*`` while one release is being loaded."""
+
+    def __init__(self, files: Mapping[str, Path], log: PlaceholderLog) -> None:
+        self.files = dict(files)
+        self.log = log
+        self.placeholders = _PlaceholderLoader(log, frozenset(files))
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.split(".")[0] in FORBIDDEN:
+            raise IsolationError(
+                f"a vLLM block-pool file imports {fullname}; the suite never imports it"
+            )
+        if fullname != "vllm" and not fullname.startswith("vllm."):
+            return None
+        file = self.files.get(fullname)
+        if file is not None:
+            return importlib.util.spec_from_file_location(fullname, file)
+        return importlib.machinery.ModuleSpec(fullname, self.placeholders, is_package=True)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One vLLM release's block-pool modules, loaded in isolation."""
+
+    version: str
+    root: Path
+    #: Module name -> module, real and placeholder alike, as the release's files saw them.
+    modules: Mapping[str, ModuleType]
+    #: Names of the modules loaded from the release's files.
+    real: frozenset[str]
+    placeholders: PlaceholderLog
+    seconds: float
+
+    @property
+    def block_pool(self) -> ModuleType:
+        return self.modules["vllm.v1.core.block_pool"]
+
+    @property
+    def kv_cache_utils(self) -> ModuleType:
+        return self.modules["vllm.v1.core.kv_cache_utils"]
+
+    @property
+    def kv_events(self) -> ModuleType:
+        return self.modules["vllm.distributed.kv_events"]
+
+    @property
+    def BlockPool(self) -> type:
+        pool: type = self.block_pool.BlockPool
+        return pool
+
+    def placeholder_modules(self) -> list[str]:
+        return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
+
+
+def load_release(root: Path, version: str) -> Release:
+    """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``).
+
+    Raises :class:`~.releases.ReleaseError` if ``root`` lacks a required file and
+    :class:`IsolationError` if a file fails to run (naming the file and the error).
+    """
+    files = modules_in_tree(root)
+    log = PlaceholderLog()
+    finder = _ReleaseFinder(files, log)
+    start = time.perf_counter()
+    _imp.acquire_lock()  # no other thread may import while vllm* names are ours
+    saved = {name: m for name, m in sys.modules.items() if _is_vllm(name)}
+    loaded: dict[str, ModuleType] = {}
+    try:
+        for name in saved:
+            del sys.modules[name]
+        sys.meta_path.insert(0, finder)
+        try:
+            importlib.import_module("vllm.v1.core.block_pool")
+            for name in files:  # the optional ones the pool did not import itself
+                importlib.import_module(name)
+        except ReleaseError:
+            raise
+        except IsolationError:
+            raise
+        except Exception as exc:
+            where = _failing_file(exc, files)
+            raise IsolationError(
+                f"vLLM {version}: loading {where} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            sys.meta_path.remove(finder)
+            loaded = {name: m for name, m in sys.modules.items() if _is_vllm(name)}
+            for name in loaded:
+                del sys.modules[name]
+            sys.modules.update(saved)
+    finally:
+        _imp.release_lock()
+    log.loading = False
+    return Release(
+        version=version,
+        root=root,
+        modules=loaded,
+        real=frozenset(files),
+        placeholders=log,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _is_vllm(name: str) -> bool:
+    return name == "vllm" or name.startswith("vllm.")
+
+
+def _failing_file(exc: BaseException, files: Mapping[str, Path]) -> str:
+    """The release file nearest to where ``exc`` was raised (its path inside the release)."""
+    paths = {str(p): MODULES[name] for name, p in files.items()}
+    tb = exc.__traceback__
+    where = "the block pool"
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name in paths:
+            where = f"{paths[name]} line {tb.tb_lineno}"
+        tb = tb.tb_next
+    return where

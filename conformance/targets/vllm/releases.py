@@ -1,0 +1,106 @@
+"""Which vLLM releases the suite can check, and which of their files it runs.
+
+Only the block pool and what it needs at import time are ever run: the pool itself, the
+block / free-queue / hashing helpers, the KV event classes, the metrics collector and the
+environment-variable table (``vllm.envs``, which decides how event hashes are published).
+Everything else under ``vllm.*`` stays out and is replaced by inert placeholders
+(:mod:`.isolation`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+class ReleaseError(ValueError):
+    """A vLLM version string or source tree that the suite cannot use; the message says why."""
+
+
+#: Module name -> path inside a wheel or source tree. A release may lack the optional ones.
+MODULES: dict[str, str] = {
+    "vllm.v1.core.block_pool": "vllm/v1/core/block_pool.py",
+    "vllm.v1.core.kv_cache_utils": "vllm/v1/core/kv_cache_utils.py",
+    "vllm.v1.core.kv_cache_metrics": "vllm/v1/core/kv_cache_metrics.py",
+    "vllm.distributed.kv_events": "vllm/distributed/kv_events.py",
+    "vllm.utils.hashing": "vllm/utils/hashing.py",
+    "vllm.envs": "vllm/envs.py",
+}
+
+#: Without these there is no pool to check.
+REQUIRED = frozenset(
+    {
+        "vllm.v1.core.block_pool",
+        "vllm.v1.core.kv_cache_utils",
+        "vllm.distributed.kv_events",
+        "vllm.envs",
+    }
+)
+
+#: Read for the version only, never run.
+VERSION_FILE = "vllm/_version.py"
+
+#: Every wheel member the cache may hold.
+WHEEL_MEMBERS = frozenset([*MODULES.values(), VERSION_FILE])
+
+#: The oldest release whose pool speaks the API the suite drives: from 0.10.1 on, block
+#: hashes are bytes carried by the request; before, they were named tuples computed inside
+#: ``cache_full_blocks``.
+OLDEST = (0, 10, 1)
+
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:(a|b|rc)(\d+))?(?:\.post(\d+))?")
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """``"0.33.0"`` -> ``(0, 33, 0)``; pre- and post-release suffixes are dropped from the key.
+
+    Raises :class:`ReleaseError` for anything that is not a plain release number.
+    """
+    match = _VERSION.fullmatch(text)
+    if match is None:
+        raise ReleaseError(
+            f"{text!r} is not a vLLM release number: write it like 0.33.0 (digits and dots, "
+            "optionally rcN or .postN)"
+        )
+    numbers = [int(part) for part in match.group(1, 2, 3, 4) if part is not None]
+    while len(numbers) < 3:
+        numbers.append(0)
+    return tuple(numbers)
+
+
+def check_supported(version: str) -> tuple[int, ...]:
+    """The version key of ``version``, if the suite can drive that release's pool."""
+    key = parse_version(version)
+    if key[:3] < OLDEST:
+        raise ReleaseError(
+            f"vLLM {version} is older than 0.10.1: its pool keeps block hashes as named tuples "
+            "computed inside cache_full_blocks, an API this suite does not drive "
+            "(use 0.10.1 or later)"
+        )
+    return key
+
+
+def version_in_tree(root: Path) -> str:
+    """The release a source tree or unpacked wheel holds: from ``vllm/_version.py`` or a
+    ``vllm-*.dist-info/METADATA`` beside it; ``"unknown"`` if neither says."""
+    version_file = root / VERSION_FILE
+    if version_file.is_file():
+        text = version_file.read_text(encoding="utf-8", errors="replace")
+        found = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text, re.M)
+        if found:
+            return found.group(1)
+    for metadata in sorted(root.glob("vllm-*.dist-info/METADATA")):
+        for line in metadata.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return line.partition(":")[2].strip()
+    return "unknown"
+
+
+def modules_in_tree(root: Path) -> dict[str, Path]:
+    """The release's module files found under ``root`` (required ones checked)."""
+    found = {name: root / rel for name, rel in MODULES.items() if (root / rel).is_file()}
+    missing = sorted(REQUIRED - set(found))
+    if missing:
+        paths = ", ".join(MODULES[name] for name in missing)
+        raise ReleaseError(f"{root} is not a vLLM source tree or unpacked wheel: missing {paths}")
+    return found
