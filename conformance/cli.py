@@ -154,6 +154,14 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     "reach eviction, duplicates and exhaustion sooner.",
 )
 @click.option(
+    "--max-findings",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="Distinct findings to collect per run before stopping (each shrunk, each with its "
+    "trace); 1 stops at the first difference.",
+)
+@click.option(
     "--trace-dir",
     default="kvpool-traces",
     show_default=True,
@@ -176,6 +184,7 @@ def conform(
     steps: int,
     seed: int | None,
     blocks: int,
+    max_findings: int,
     trace_dir: str,
     coverage: bool,
 ) -> None:
@@ -253,6 +262,7 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=blocks,
+                    max_findings=max_findings,
                     on_example=ticker(f"pool/{level_name}"),
                 )
             )
@@ -265,6 +275,7 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
+                    max_findings=max_findings,
                     on_example=ticker(f"requests/{on.name}"),
                 )
             )
@@ -277,22 +288,23 @@ def conform(
         console.print(checked)
     failed = [r for r in results if not r.passed]
     for result in failed:
-        print_failure(console, result)
-        if result.failure is None or result.failure.config is None:
-            continue
-        meta = TraceMeta(
-            target=target,
-            profile=chosen_profile.name,
-            machine=result.machine,
-            level=result.level.name,
-            config=result.failure.config,
-            seed=run_seed,
-            manager=manager_name if result.machine == "requests" else None,
-            target_version=getattr(probe, "version", None),
-            kvpool_version=kvpool_version(),
-            message=result.failure.message,
-        )
-        _save_trace(console, Trace(meta, result.failure.trace), Path(trace_dir))
+        for number, failure in enumerate(result.failures, 1):
+            print_failure(console, result, failure, number)
+            if failure.config is None:
+                continue
+            meta = TraceMeta(
+                target=target,
+                profile=chosen_profile.name,
+                machine=result.machine,
+                level=result.level.name,
+                config=failure.config,
+                seed=run_seed,
+                manager=manager_name if result.machine == "requests" else None,
+                target_version=getattr(probe, "version", None),
+                kvpool_version=kvpool_version(),
+                message=failure.message,
+            )
+            _save_trace(console, Trace(meta, failure.trace), Path(trace_dir), number)
     if failed:
         first = failed[0]
         which = (
@@ -318,7 +330,7 @@ def kvpool_version() -> str:
         return "unknown"
 
 
-def _save_trace(console: Console, trace: Trace, trace_dir: Path) -> None:
+def _save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1) -> None:
     """Write a failure's trace and its pytest file; print where, and how to replay."""
     meta = trace.meta
     if not trace.actions:
@@ -328,7 +340,8 @@ def _save_trace(console: Console, trace: Trace, trace_dir: Path) -> None:
     except Exception as exc:  # recording replays the target; say so rather than crash
         console.print(f"  (no trace written: replaying for the record failed: {exc})")
         return
-    name = f"{slug(meta.target)}-{meta.machine}-{meta.level}-{meta.seed}.itf.json"
+    suffix = f"-{number}" if number > 1 else ""
+    name = f"{slug(meta.target)}-{meta.machine}-{meta.level}-{meta.seed}{suffix}.itf.json"
     path = write_trace(recorded, trace_dir / name)
     test = write_pytest(path, recorded)
     _line = console.print
@@ -564,7 +577,7 @@ def workload(
     console.print(table)
     checked = properties_table(
         [
-            LevelResult(on, record, 0.0, None, "requests")
+            LevelResult(on, record, 0.0, (), "requests")
             for (on, _), record in zip(runs, records, strict=True)
         ]
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec import (
@@ -28,7 +29,7 @@ from kvpool.spec import (
 from . import draw
 from .choices import Choices, HypothesisChoices
 from .levels import Level
-from .lockstep import LockstepRun, RunRecord
+from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
 from .target import TargetFactory
 
 #: How often each operation is drawn, relative to the others: the ones that build state
@@ -139,8 +140,10 @@ def lockstep_machine(
     max_blocks: int,
     record: RunRecord,
     on_example: Callable[[RunRecord], None] | None = None,
+    known: frozenset[str] = frozenset(),
 ) -> type[RuleBasedStateMachine]:
-    """A machine class comparing targets from ``factory`` with the spec."""
+    """A machine class comparing targets from ``factory`` with the spec. A test case that
+    runs into a finding in ``known`` (by :func:`~.lockstep.signature`) is dropped."""
 
     class Lockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -161,7 +164,12 @@ def lockstep_machine(
         def apply(self, action: Action) -> None:
             try:
                 self.run.apply(action)
-            except Exception:
+            except Exception as exc:
+                message = (
+                    str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
+                )
+                if signature(message) in known:
+                    reject()  # seen already: look for something new
                 if record.first_failure_at is None:
                     record.first_failure_at = record.examples
                 raise

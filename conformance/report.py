@@ -13,7 +13,7 @@ from rich.table import Table
 from .coverage import SITUATIONS
 from .manager.coverage import REQUEST_SITUATIONS
 from .manager.target import RequestSetup
-from .runner import LevelResult
+from .runner import Failure, LevelResult
 
 
 def short(value: object) -> str:
@@ -63,7 +63,11 @@ def results_table(target: str, profile: str, results: list[LevelResult]) -> Tabl
     for r in results:
         table.add_row(
             r.label,
-            "[green]pass[/green]" if r.passed else "[red]FAIL[/red]",
+            "[green]pass[/green]"
+            if r.passed
+            else f"[red]FAIL ({len(r.failures)})[/red]"
+            if len(r.failures) > 1
+            else "[red]FAIL[/red]",
             str(r.record.examples),
             str(r.record.steps),
             str(len(r.record.operations)),
@@ -120,10 +124,10 @@ def _line(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def print_failure(console: Console, result: LevelResult) -> None:
-    failure = result.failure
-    assert failure is not None
-    console.print(f"\n[bold red]Nonconformance: {result.label}[/bold red]")
+def print_failure(console: Console, result: LevelResult, failure: Failure, number: int = 1) -> None:
+    """One finding: the difference, and the shrunk sequence that shows it."""
+    count = f" (finding {number} of {len(result.failures)})" if len(result.failures) > 1 else ""
+    console.print(f"\n[bold red]Nonconformance: {result.label}{count}[/bold red]")
     _line(console, f"  {failure.message}")
     console.print(f"\n  Shrunk action sequence ({len(failure.trace)} actions) on a pool built as")
     _line(console, f"    {config_line(failure.config)}")

@@ -14,7 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from kvpool.spec import Profile
 
 from .levels import Level
-from .lockstep import Nonconformance, RunRecord
+from .lockstep import Nonconformance, RunRecord, signature
 from .machine import lockstep_machine
 from .shrink import shrink
 from .target import TargetFactory
@@ -35,9 +35,15 @@ class LevelResult:
     level: Level
     record: RunRecord
     seconds: float
-    failure: Failure | None
+    #: The distinct findings, each shrunk, in the order they were found.
+    failures: tuple[Failure, ...]
     #: Which machine ran: ``pool`` (at ``level``), or ``requests`` (on a pool or manager).
     machine: str = "pool"
+
+    @property
+    def failure(self) -> Failure | None:
+        """The first finding, if any."""
+        return self.failures[0] if self.failures else None
 
     @property
     def label(self) -> str:
@@ -60,22 +66,74 @@ def run_level(
     max_blocks: int,
     on_example: Callable[[RunRecord], None] | None = None,
     shrink_seconds: float = 20.0,
+    max_findings: int = 1,
+    findings_seconds: float = 60.0,
 ) -> LevelResult:
     """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each.
 
-    Hypothesis draws the test cases; the first failing one is then shrunk by replaying its
-    actions (see :mod:`.shrink`).
+    Hypothesis draws the test cases; each failing one is shrunk by replaying its actions
+    (see :mod:`.shrink`), and up to ``max_findings`` distinct findings are collected.
     """
     record = RunRecord()
-    machine = lockstep_machine(factory, profile, level, max_blocks, record, on_example)
-    start = time.perf_counter()
-    failure = explore(machine, record, max_examples=max_examples, steps=steps, seed=seed)
-    if failure is not None and failure.config is not None and failure.trace:
+
+    def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
+        return lockstep_machine(factory, profile, level, max_blocks, record, on_example, known)
+
+    def shrunk(failure: Failure) -> Failure:
         config, trace, message = shrink(
             factory, profile, level, failure.config, failure.trace, budget_seconds=shrink_seconds
         )
-        failure = Failure(message, trace, config)
-    return LevelResult(level, record, time.perf_counter() - start, failure)
+        return Failure(message, trace, config)
+
+    start = time.perf_counter()
+    failures = find_all(
+        machine,
+        record,
+        shrunk,
+        max_examples=max_examples,
+        steps=steps,
+        seed=seed,
+        max_findings=max_findings,
+        budget_seconds=findings_seconds,
+    )
+    return LevelResult(level, record, time.perf_counter() - start, failures)
+
+
+def find_all(
+    machine: Callable[[frozenset[str]], type[RuleBasedStateMachine]],
+    record: RunRecord,
+    shrunk: Callable[[Failure], Failure],
+    *,
+    max_examples: int,
+    steps: int,
+    seed: int,
+    max_findings: int,
+    budget_seconds: float,
+) -> tuple[Failure, ...]:
+    """Explore until ``max_findings`` distinct findings (:func:`~.lockstep.signature`) are
+    found, a run finds nothing new, or the budget for looking further is spent. A test case
+    that runs into a finding already known is dropped, so each run looks for a new one."""
+    failures: list[Failure] = []
+    known: set[str] = set()
+    deadline = time.monotonic() + budget_seconds
+    for attempt in range(max_findings):
+        if attempt and time.monotonic() > deadline:
+            break
+        found = explore(
+            machine(frozenset(known)),
+            record,
+            max_examples=max_examples,
+            steps=steps,
+            seed=seed + attempt,
+        )
+        if found is None:
+            break
+        known.add(signature(found.message))
+        if found.config is not None and found.trace:
+            found = shrunk(found)
+        known.add(signature(found.message))
+        failures.append(found)
+    return tuple(failures)
 
 
 def explore(

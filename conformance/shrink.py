@@ -9,7 +9,6 @@ at the ``safety`` and ``order`` levels) is dropped as well.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 from kvpool.spec import Action, PoolConfig, Profile
 
 from .levels import Level
-from .lockstep import replay
+from .lockstep import replay, signature
 from .target import TargetFactory
 
 C = TypeVar("C")
@@ -69,9 +68,7 @@ def shrink_sequence(
         found, best = replay_on(config, False)(list(actions))
         return config, tuple(best), found or "the failure did not reproduce on replay"
     message = found
-    rule = _rule_of(message)
-    if rule is not None:
-        replay_on = _keeping_rule(replay_on, rule)
+    replay_on = _keeping(replay_on, signature(message))
     while time.monotonic() < deadline:
         previous = (config, best)
         fails = replay_on(config, True)
@@ -88,22 +85,16 @@ def shrink_sequence(
     return config, tuple(best), message
 
 
-def _rule_of(message: str) -> str | None:
-    """The contract rule a failure is about (``rule 'cache-held'``), if it names one."""
-    found = re.search(r"rule '([a-z0-9-]+)'", message)
-    return found.group(1) if found else None
-
-
-def _keeping_rule(replay_on: Callable[[C, bool], Replay], rule: str) -> Callable[[C, bool], Replay]:
-    """Replays that count a failure only when it is about the same rule: shrinking must
-    not swap one broken rule for another that is easier to reach."""
+def _keeping(replay_on: Callable[[C, bool], Replay], kind: str) -> Callable[[C, bool], Replay]:
+    """Replays that count a failure only when it is the same kind (:func:`signature`):
+    shrinking must not swap one finding for another that is easier to reach."""
 
     def on(config: C, skip: bool) -> Replay:
         fails = replay_on(config, skip)
 
         def same(candidate: list[Any]) -> tuple[str | None, list[Any]]:
             found, ran = fails(candidate)
-            if found is not None and _rule_of(found) != rule:
+            if found is not None and signature(found) != kind:
                 return None, ran
             return found, ran
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
-from ..lockstep import RunRecord
+from ..lockstep import Nonconformance, RunRecord, signature
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun
@@ -25,8 +26,10 @@ def request_machine(
     record: RunRecord,
     on_example: Callable[[RunRecord], None] | None = None,
     name: str = "Requests",
+    known: frozenset[str] = frozenset(),
 ) -> type[RuleBasedStateMachine]:
-    """A machine class running request actions through runs from ``build``."""
+    """A machine class running request actions through runs from ``build``; a test case
+    that runs into a finding in ``known`` is dropped."""
 
     class Requests(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -43,7 +46,12 @@ def request_machine(
         def apply(self, action: RequestAction) -> None:
             try:
                 self.run.apply(action)
-            except Exception:
+            except Exception as exc:
+                message = (
+                    str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
+                )
+                if signature(message) in known:
+                    reject()  # seen already: look for something new
                 if record.first_failure_at is None:
                     record.first_failure_at = record.examples
                 raise

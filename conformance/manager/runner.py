@@ -7,12 +7,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import RequestAction, request_violation
 
 from ..levels import Level
 from ..lockstep import Nonconformance, RunRecord
-from ..runner import Failure, LevelResult, explore
+from ..runner import Failure, LevelResult, find_all
 from ..shrink import Replay, shrink_sequence
 from .machine import RequestRun, RunBuilder, request_machine
 from .target import RequestSetup
@@ -89,14 +90,18 @@ def run_requests(
     max_blocks: int,
     on_example: Callable[[RunRecord], None] | None = None,
     shrink_seconds: float = 20.0,
+    max_findings: int = 1,
+    findings_seconds: float = 60.0,
 ) -> LevelResult:
-    """Run the request machine on runs from ``build``; shrink the first failure."""
+    """Run the request machine on runs from ``build``; shrink each distinct finding."""
     record = RunRecord()
-    machine = request_machine(build, max_blocks, record, on_example, f"Requests_{level.name}")
-    start = time.perf_counter()
-    failure = explore(machine, record, max_examples=max_examples, steps=steps, seed=seed)
-    if failure is not None and failure.config is not None and failure.trace:
 
+    def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
+        return request_machine(
+            build, max_blocks, record, on_example, f"Requests_{level.name}", known
+        )
+
+    def shrunk(failure: Failure) -> Failure:
         def replay_on(setup: RequestSetup, skip: bool) -> Replay:
             return lambda actions: replay_requests(build, setup, actions, skip)
 
@@ -108,8 +113,20 @@ def run_requests(
             failure.trace,
             shrink_seconds,
         )
-        failure = Failure(message, trace, config)
-    return LevelResult(level, record, time.perf_counter() - start, failure, "requests")
+        return Failure(message, trace, config)
+
+    start = time.perf_counter()
+    failures = find_all(
+        machine,
+        record,
+        shrunk,
+        max_examples=max_examples,
+        steps=steps,
+        seed=seed,
+        max_findings=max_findings,
+        budget_seconds=findings_seconds,
+    )
+    return LevelResult(level, record, time.perf_counter() - start, failures, "requests")
 
 
 def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
