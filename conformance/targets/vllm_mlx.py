@@ -61,9 +61,15 @@ the blocks that are out of the free list).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
+import subprocess
+import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -113,18 +119,22 @@ class VllmMlxUnavailable(ImportError):
     """vllm-mlx is not installed (or its cache module does not import)."""
 
 
+#: The one file of the wheel the target needs, and how large it may be.
+MEMBER = "vllm_mlx/paged_cache.py"
+MAX_MEMBER_BYTES = 2_000_000
+
+
 def load_paged_cache() -> ModuleType:
-    """``vllm_mlx.paged_cache``, or :class:`VllmMlxUnavailable` saying how to install it.
+    """``vllm_mlx.paged_cache``: the installed package's, or else the one file of the
+    release's wheel, downloaded once (``pip download --no-deps``) into the user's cache and
+    loaded on its own. :class:`VllmMlxUnavailable` says what to do when neither works.
 
     The module imports only the standard library, so no placeholder for MLX is needed.
     """
     try:
         module = importlib.import_module("vllm_mlx.paged_cache")
-    except ImportError as exc:
-        raise VllmMlxUnavailable(
-            f"the vllm-mlx target needs the vllm-mlx package ({type(exc).__name__}: {exc}); "
-            f"install it with: {INSTALL_HINT}  (--no-deps: its cache module needs no MLX)"
-        ) from exc
+    except ImportError:
+        module = _cached_paged_cache()
     # The pool warns through logging (e.g. a refused reset); without a handler Python would
     # print each warning to stderr in the middle of a run's progress display.
     logging.getLogger(module.__name__).addHandler(logging.NullHandler())
@@ -132,11 +142,68 @@ def load_paged_cache() -> ModuleType:
 
 
 def installed_version() -> str:
-    """The installed vllm-mlx release, or ``"unknown"``."""
+    """The installed vllm-mlx release, or the cached one the target falls back to."""
     try:
         return version("vllm-mlx")
     except PackageNotFoundError:
-        return "unknown"
+        return VLLM_MLX_VERSION
+
+
+def _cached_paged_cache() -> ModuleType:
+    from .vllm.wheel import cache_root
+
+    where = cache_root() / "vllm-mlx" / VLLM_MLX_VERSION / "paged_cache.py"
+    if not where.is_file():
+        _download_member(where)
+    name = "kvpool_isolated_vllm_mlx_paged_cache"
+    spec = importlib.util.spec_from_file_location(name, where)
+    if spec is None or spec.loader is None:
+        raise VllmMlxUnavailable(f"cannot load {where}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise VllmMlxUnavailable(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _download_member(where: Path) -> None:
+    """Fetch the release's wheel and keep only :data:`MEMBER`, checked, at ``where``."""
+    with tempfile.TemporaryDirectory(prefix="kvpool-vllm-mlx-") as tmp:
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--timeout",
+            "30",
+            "--dest",
+            tmp,
+            f"vllm-mlx=={VLLM_MLX_VERSION}",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        wheels = sorted(Path(tmp).glob("vllm_mlx-*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+            raise VllmMlxUnavailable(
+                f"vllm-mlx is not installed and its wheel could not be downloaded:\n{tail}\n"
+                f"install it with: {INSTALL_HINT}  (--no-deps: its cache module needs no MLX)"
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            info = wheel.getinfo(MEMBER)
+            if info.file_size > MAX_MEMBER_BYTES:
+                raise VllmMlxUnavailable(f"{MEMBER} in {wheels[0].name} is implausibly large")
+            data = wheel.read(info)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    partial = where.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.replace(where)
 
 
 def spec_key(block_hash: bytes, group_id: int) -> bytes:

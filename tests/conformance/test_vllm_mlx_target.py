@@ -1,8 +1,8 @@
 """The vllm-mlx target: each spec action lands on the right ``PagedCacheManager`` call, and the
 pool's departures from the spec (its findings) still show, so a change upstream is noticed.
 
-vllm-mlx must be installed (``pip install --no-deps vllm-mlx==0.6.0``): without it every
-test here fails with that line, none is skipped.
+Without vllm-mlx installed, the target loads the one module it needs from the release's
+wheel, downloaded once into the user's cache; none of these tests is skipped.
 """
 
 from __future__ import annotations
@@ -74,8 +74,23 @@ def test_vllm_mlx_is_installed_at_the_version_the_adapter_was_checked_with() -> 
     )
 
 
-def test_a_missing_package_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_package_the_wheel_module_is_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
     monkeypatch.setitem(sys.modules, "vllm_mlx.paged_cache", None)  # makes the import fail
+    monkeypatch.setenv("KVPOOL_CACHE_DIR", str(tmp_path))
+    module = mlx.load_paged_cache()
+    assert module.__name__ == "kvpool_isolated_vllm_mlx_paged_cache"
+    assert hasattr(module, "PagedCacheManager")
+
+
+def test_offline_and_uncached_names_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.setitem(sys.modules, "vllm_mlx.paged_cache", None)
+    monkeypatch.setenv("KVPOOL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
     with pytest.raises(mlx.VllmMlxUnavailable, match="pip install --no-deps vllm-mlx"):
         mlx.vllm_mlx_target(PoolConfig(3), MLX)
 

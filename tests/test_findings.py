@@ -1,0 +1,58 @@
+"""The findings in real pools still hold: every committed trace replays to the same kind of
+difference, and docs/findings.md is what the traces say. A finding that disappears (fixed
+upstream, or changed by our suite) fails here until findings/collect.py is run again."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from kvpool.conformance.lockstep import signature
+from kvpool.conformance.trace.files import read_trace
+from kvpool.conformance.trace.replay import replay_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+FINDINGS = sorted((ROOT / "findings").rglob("*.itf.json"))
+
+
+def collect() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("collect", ROOT / "findings" / "collect.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=[f"{p.parent.name}/{p.name}" for p in FINDINGS])
+def test_the_finding_still_reproduces(path: Path) -> None:
+    trace = read_trace(path)
+    verdict = replay_trace(trace)
+    assert not verdict.conforms, f"{path.name} no longer diverges: {verdict.describe()}"
+    assert verdict.message is not None
+    assert signature(verdict.message) == signature(trace.meta.message), verdict.message
+    assert verdict.step == len(trace.actions)
+
+
+def test_vllm_0_33_robustness_findings_include_the_known_bugs() -> None:
+    names = {p.name for p in FINDINGS if p.parent.name == "vllm-0.33.0"}
+    for kind in (
+        "free-held-a-free-block",  # double free: ref_cnt -1
+        "free-held-more-often-than-held",  # one block twice in one call (upstream 42571)
+        "get-new-blocks-count",  # get_new_blocks(-1)
+        "caching-enabled",  # keys registered while caching is off
+    ):
+        assert any(n.endswith(f"{kind}.itf.json") for n in names), kind
+    assert not any(n.startswith(("pool-safety", "pool-order")) for n in names)
+
+
+def test_every_target_has_a_row_and_the_page_is_current() -> None:
+    module = collect()
+    folders = {p.parent.name for p in FINDINGS}
+    assert folders == set(module.TARGETS.values())
+    page = module.page()
+    for folder in folders:
+        assert f"| {folder} |" in page
+    committed = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
+    assert committed == page, "regenerate with: python findings/collect.py"
