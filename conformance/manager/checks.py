@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import BlockData, Broken, Scheduled, Tables
 from kvpool.spec.manager import properties as props
+from kvpool.spec.manager.lookup import needs
 from kvpool.spec.manager.state import extra_keys
 
 from ..lockstep import Nonconformance
@@ -39,8 +40,9 @@ class Tracked:
     tables: Tables = ()
     num_computed_tokens: int = 0
     running: bool = False
-    #: At preemption: the blocks it had cached (leading full blocks) and their keys.
-    left: list[tuple[int, bytes]] = field(default_factory=list)
+    #: At preemption: the group and table position of each block it had cached (leading
+    #: full blocks, null entries left out), the block and its key.
+    left: list[tuple[int, int, int, bytes]] = field(default_factory=list)
 
     def hashes(self, hash_block_size: int) -> tuple[bytes, ...]:
         return request_block_hashes(self.tokens, hash_block_size, extra_keys(self.salt))
@@ -123,16 +125,30 @@ class RequestChecks:
         r.tokens = r.tokens + tokens
 
     def kept_blocks(self, request_id: str, view: PoolView) -> int | None:
-        """Before a resume: how many leading cached blocks kept their keys (None: unknown)."""
+        """Before a resume: the longest prefix, in blocks, that the blocks it left cached
+        can serve on their own (every group's needed block among them, a sliding window
+        only needing its last blocks); ``None`` when unknown or when one of them lost its
+        key since (the property then promises nothing)."""
         keys_of = self._keys_of(view)
         if keys_of is None:
             return None
-        kept = 0
-        for block, key in self.requests[request_id].left:
+        request = self.requests[request_id]
+        have = set()
+        for group, index, block, key in request.left:
             if key not in keys_of(block):
-                return None  # something evicted it: the property promises nothing
-            kept += 1
-        return kept
+                return None
+            have.add((group, index))
+        config = self.setup.manager
+        top = min((len(request.tokens) - 1) // self.bs, 1 + max((i for _, i in have), default=-1))
+        for length in range(top, 0, -1):
+            if all(
+                (g, i) in have
+                for g in range(len(config.groups))
+                for i in range(length)
+                if needs(config, g, i, length)
+            ):
+                return length
+        return 0
 
     def scheduled(
         self,
@@ -201,7 +217,8 @@ class RequestChecks:
                 for g, table in enumerate(r.tables):
                     for i, b in enumerate(table[: r.num_computed_tokens // self.bs]):
                         if b:
-                            r.left.append((b, props.expected_key(hashes, self.hbs, self.bs, i, g)))
+                            key = props.expected_key(hashes, self.hbs, self.bs, i, g)
+                            r.left.append((g, i, b, key))
             r.tables, r.num_computed_tokens, r.running = (), 0, False
         self._raise(broken)
 

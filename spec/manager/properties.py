@@ -33,8 +33,8 @@ PROPERTIES: dict[str, str] = {
     "refcounts-match-tables": "a block's ref_cnt equals the number of table entries that hold it",
     "idle-pool-free": "once every request is freed, every block is free and "
     "reset_prefix_cache succeeds",
-    "resume-finds-prefix": "a preempted request, resumed, hits at least the prefix it had "
-    "cached, if none of those blocks lost its key meanwhile",
+    "resume-finds-prefix": "a preempted request, resumed, hits at least the prefix that "
+    "the blocks it left cached can serve (in every group), if none of them lost its key",
     "tail-first-free": "a request's blocks are freed tail first: within a group, a later "
     "block is evicted before an earlier one",
 }
@@ -201,7 +201,8 @@ def idle_pool(num_blocks: int, free_count: int, reset_result: bool | None = None
 def resume_prefix(
     request_id: str, kept_blocks: int, num_computed_tokens: int, num_tokens: int, block_size: int
 ) -> list[Broken]:
-    """``resume-finds-prefix``: ``kept_blocks`` leading blocks kept their keys."""
+    """``resume-finds-prefix``: the blocks the request left can serve ``kept_blocks``
+    leading blocks (a hit is capped so that one token is always computed)."""
     want = min(kept_blocks * block_size, (num_tokens - 1) // block_size * block_size)
     if num_computed_tokens >= want:
         return []

@@ -23,7 +23,7 @@ FAULTS = {
 
 
 def conform(*args: str) -> Result:
-    return CliRunner().invoke(main, ["conform", "--no-coverage", *args])
+    return CliRunner().invoke(main, ["conform", "--no-coverage", "--max-findings", "1", *args])
 
 
 @pytest.fixture(autouse=True)
@@ -123,3 +123,34 @@ def test_targets_lists_builtins_and_profiles() -> None:
     result = CliRunner().invoke(main, ["targets"])
     assert result.exit_code == 0
     assert "impl" in result.output and "seed" in result.output
+
+
+def test_several_distinct_findings_are_collected_each_with_its_trace(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "conform",
+            "--target",
+            "vllm-mlx",
+            "--machine",
+            "pool",
+            "--level",
+            "robustness",
+            "--max-findings",
+            "3",
+            "--seed",
+            "1",
+            "--no-coverage",
+            "--trace-dir",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "FAIL (3)" in result.output and "(finding 3 of 3)" in result.output
+    traces = sorted(tmp_path.glob("*.itf.json"))
+    assert len(traces) == 3
+    from kvpool.conformance.lockstep import signature
+    from kvpool.conformance.trace.files import read_trace
+
+    kinds = {signature(read_trace(t).meta.message) for t in traces}
+    assert len(kinds) == 3

@@ -32,7 +32,9 @@ def kvpool(*args: str) -> Result:
 
 
 def failing_run(tmp_path: Path, *args: str) -> tuple[Result, Path]:
-    result = kvpool("conform", "--no-coverage", "--trace-dir", str(tmp_path), *args)
+    result = kvpool(
+        "conform", "--no-coverage", "--max-findings", "1", "--trace-dir", str(tmp_path), *args
+    )
     assert result.exit_code == 1, result.output
     (trace,) = tmp_path.glob("*.itf.json")
     return result, trace
