@@ -155,7 +155,7 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
 )
 @click.option(
     "--max-findings",
-    default=5,
+    default=10,
     show_default=True,
     type=click.IntRange(1, 50),
     help="Distinct findings to collect per run before stopping (each shrunk, each with its "
