@@ -9,6 +9,7 @@ replaying actions, which is much faster than shrinking Hypothesis's choice seque
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from hypothesis import reject
 from hypothesis import strategies as st
@@ -133,6 +134,22 @@ def next_action(
     return action
 
 
+def apply_in_case(
+    apply: Callable[[Any], object], action: Any, record: RunRecord, known: frozenset[str]
+) -> None:
+    """Run one action of a drawn test case. A failure of a kind in ``known`` drops the test
+    case (Hypothesis's ``reject``: look for something new); any other is noted and raised."""
+    try:
+        apply(action)
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
+        if signature(message) in known:
+            reject()
+        if record.first_failure_at is None:
+            record.first_failure_at = record.examples
+        raise
+
+
 def lockstep_machine(
     factory: TargetFactory,
     profile: Profile,
@@ -162,17 +179,7 @@ def lockstep_machine(
             return self.run.state
 
         def apply(self, action: Action) -> None:
-            try:
-                self.run.apply(action)
-            except Exception as exc:
-                message = (
-                    str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
-                )
-                if signature(message) in known:
-                    reject()  # seen already: look for something new
-                if record.first_failure_at is None:
-                    record.first_failure_at = record.examples
-                raise
+            apply_in_case(self.run.apply, action, record, known)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:

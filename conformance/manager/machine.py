@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
-from ..lockstep import Nonconformance, RunRecord, signature
+from ..lockstep import RunRecord
+from ..machine import apply_in_case
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun
@@ -44,17 +44,7 @@ def request_machine(
             self.ctx = draw.RequestContext()
 
         def apply(self, action: RequestAction) -> None:
-            try:
-                self.run.apply(action)
-            except Exception as exc:
-                message = (
-                    str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
-                )
-                if signature(message) in known:
-                    reject()  # seen already: look for something new
-                if record.first_failure_at is None:
-                    record.first_failure_at = record.examples
-                raise
+            apply_in_case(self.run.apply, action, record, known)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
