@@ -22,6 +22,7 @@ from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
+from .mutants.command import mutants
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -793,3 +794,6 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
     total = sum(r.passed for r in results.values())
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
     sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
+
+
+main.add_command(mutants)

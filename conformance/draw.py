@@ -186,7 +186,9 @@ def draw_evict_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
 
 
 def draw_move_block_hashes(data: Choices, state: PoolState, ctx: Context) -> Action:
-    src = data.choice(keyed(state) or list(range(state.num_blocks)), "src")
+    # blocks with extra keys are drawn more often: their keys must all move
+    with_extras = [b for b in keyed(state) if state.extra[b]]
+    src = data.choice(keyed(state) + with_extras * 3 or list(range(state.num_blocks)), "src")
     unkeyed = [b for b in range(1, state.num_blocks) if state.primary[b] is None]
     dst = data.choice(unkeyed, "dst")
     return MoveBlockHashes(src, dst)

@@ -100,6 +100,12 @@ def kinds(
         "take_events": True,
     }
     chosen = [(op, WEIGHTS[op]) for op, ok in possible.items() if ok and op in operations]
+    boost = set()
+    if any(state.extra):
+        boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
+    if len(state.free_queue) == state.num_blocks - 1:
+        boost.add("reset_prefix_cache")  # idle: the only time a reset does anything
+    chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
         chosen.append(("out_of_contract", 4))
     return chosen

@@ -1,0 +1,254 @@
+"""The mutant corpus: each mutant is a textual patch of one impl source file.
+
+A patch replaces one exact snippet (it must occur exactly once) by a faulty one, so each
+mutant is a real bug a person could write, kept as data and checked to still apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    #: The bug, in the words of SEMANTICS.md's "Real bugs of this family" where it is one.
+    bug: str
+    #: The impl file patched (in ``impl/``).
+    file: str
+    old: str
+    new: str
+
+
+def m(name: str, bug: str, file: str, old: str, new: str) -> Mutant:
+    return Mutant(name, bug, file, old, new)
+
+
+FREE_TEST = "                if blk._block_hash is None or not keep_cached:\n"
+
+MUTANTS: tuple[Mutant, ...] = (
+    m(
+        "free-ends-swapped",
+        "keyed frees to the front, unkeyed to the back",
+        "block_pool.py",
+        FREE_TEST,
+        "                if blk._block_hash is not None or not keep_cached:\n",
+    ),
+    m(
+        "unkeyed-free-to-back",
+        "a freed unkeyed block goes to the back (LIFO reuse lost)",
+        "block_pool.py",
+        FREE_TEST,
+        "                if not keep_cached:\n",
+    ),
+    m(
+        "evict-first-ignored",
+        "evict_first does not send cached blocks to the front",
+        "block_pool.py",
+        "keep_cached = self.enable_caching and not evict_first",
+        "keep_cached = self.enable_caching",
+    ),
+    m(
+        "unpinned-to-front",
+        "an unpinned block goes to the front, not the back",
+        "block_pool.py",
+        "        self.free_block_queue.append_n(released)",
+        "        self.free_block_queue.prepend_n(released)",
+    ),
+    m(
+        "back-batch-reversed",
+        "blocks freed to the back lose the batch's order",
+        "block_pool.py",
+        "        self.free_block_queue.append_n(to_back)",
+        "        self.free_block_queue.append_n(to_back[::-1])",
+    ),
+    m(
+        "front-batch-reversed",
+        "blocks freed to the front lose the batch's order",
+        "block_pool.py",
+        "        self.free_block_queue.prepend_n(to_front)",
+        "        self.free_block_queue.prepend_n(to_front[::-1])",
+    ),
+    m(
+        "stale-key-on-reuse",
+        "a stale key left on an evicted block (not removed on reuse)",
+        "block_pool.py",
+        "                self._remove_all_keys(blk)\n            blk.ref_cnt = 1",
+        "                pass\n            blk.ref_cnt = 1",
+    ),
+    m(
+        "duplicate-replaces",
+        "a duplicate key replaces the cached block instead of joining it",
+        "hash_map.py",
+        "                self._map[key] = {entry.block_id: entry, block.block_id: block}",
+        "                self._map[key] = block",
+    ),
+    m(
+        "newest-duplicate-hit",
+        "a lookup returns the newest duplicate, not the earliest",
+        "hash_map.py",
+        "        return next(iter(entry.values()))",
+        "        return list(entry.values())[-1]",
+    ),
+    m(
+        "touch-adds-two",
+        "touch takes two references (ref count off by one)",
+        "block_pool.py",
+        "            blk.ref_cnt += 1",
+        "            blk.ref_cnt += 2",
+    ),
+    m(
+        "free-releases-two",
+        "free releases two references (ref count off by one)",
+        "block_pool.py",
+        "            rc = blk.ref_cnt - 1",
+        "            rc = max(blk.ref_cnt - 2, 0)",
+    ),
+    m(
+        "touch-leaves-queue",
+        "touch takes a free hit but leaves it in the free queue",
+        "block_pool.py",
+        "                remove(blk)  # invariant 1: held blocks are not free",
+        "                pass",
+    ),
+    m(
+        "watcher-never-fires",
+        "a reuse watcher never fires",
+        "block_pool.py",
+        "                    watcher(blk)\n",
+        "                    pass\n",
+    ),
+    m(
+        "watcher-fires-twice",
+        "a reuse watcher fires twice on one reuse",
+        "block_pool.py",
+        "                    watcher(blk)\n",
+        "                    watcher(blk)\n                    watcher(blk)\n",
+    ),
+    m(
+        "watcher-kept-after-firing",
+        "a reuse watcher is not dropped when it fires",
+        "block_pool.py",
+        "watcher = watchers.pop(blk.block_id, None)",
+        "watcher = watchers.get(blk.block_id)",
+    ),
+    m(
+        "reset-skips-watchers",
+        "a reset forgets the reuse watchers without firing them",
+        "block_pool.py",
+        "            watcher(self.blocks[bid])",
+        "            pass",
+    ),
+    m(
+        "reset-while-held",
+        "reset_prefix_cache succeeds while blocks are held",
+        "block_pool.py",
+        "        if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:",
+        "        if self.free_block_queue.num_free_blocks == 0:",
+    ),
+    m(
+        "promotion-keeps-old-key",
+        "a partial entry promoted to full keeps its old key",
+        "block_pool.py",
+        "                self._remove_all_keys(blk)  # partial -> full promotion",
+        "                pass",
+    ),
+    m(
+        "move-loses-extra-keys",
+        "move_block_hashes loses the source's extra keys",
+        "block_pool.py",
+        "            self.cached_block_hashes_by_block[dst_id] = extras",
+        "            pass",
+    ),
+    m(
+        "lookup-not-all-or-nothing",
+        "a multi-group lookup returns the groups that hit",
+        "block_pool.py",
+        "            if blk is None:\n                return None\n",
+        "            if blk is None:\n                continue\n",
+    ),
+    m(
+        "removal-event-missing",
+        "evicting a block publishes no BlockRemoved for its primary",
+        "block_pool.py",
+        "            self._emit_removed(primary)",
+        "            pass",
+    ),
+    m(
+        "stored-event-doubled",
+        "BlockStored lists every hash twice",
+        "block_pool.py",
+        "                stored.append(block_hash)",
+        "                stored.append(block_hash)\n                stored.append(block_hash)",
+    ),
+    m(
+        "usage-counts-null",
+        "usage counts the null block as a usable block",
+        "block_pool.py",
+        "        usable = self.num_gpu_blocks - 1",
+        "        usable = self.num_gpu_blocks",
+    ),
+    m(
+        "null-block-cached",
+        "the null block is cached (counted as evictable) instead of skipped",
+        "block_pool.py",
+        "            if blk.is_null or (block_mask is not None and not "
+        "block_mask[j - num_cached_blocks]):\n"
+        "                continue\n"
+        "            block_hash = hashes[",
+        "            if block_mask is not None and not block_mask[j - num_cached_blocks]:\n"
+        "                continue\n"
+        "            block_hash = hashes[",
+    ),
+    m(
+        "null-block-handed-out",
+        "the null block is never taken out of the free queue",
+        "block_pool.py",
+        "        self.null_block = self.free_block_queue.popleft()",
+        "        self.null_block = self.blocks[0]",
+    ),
+    m(
+        "double-free-accepted",
+        "a double free is accepted (ref_cnt goes negative)",
+        "block_pool.py",
+        "                if pending > blk.ref_cnt:",
+        "                if pending > blk.ref_cnt + 1:",
+    ),
+    m(
+        "evict-keeps-extra-keys",
+        "evicting a block leaves its extra keys behind",
+        "block_pool.py",
+        "        extras = self.cached_block_hashes_by_block.pop(bid, None)",
+        "        extras = self.cached_block_hashes_by_block.get(bid)",
+    ),
+    m(
+        "caching-while-off",
+        "caching while caching is off is accepted",
+        "block_pool.py",
+        "        if not self.enable_caching:\n",
+        "        if False:\n",
+    ),
+    m(
+        "touch-without-key-accepted",
+        "touch of a free block with no key is accepted",
+        "block_pool.py",
+        "            if blk.ref_cnt == 0 and blk._block_hash is None:",
+        "            if False:",
+    ),
+    m(
+        "popleft-count-off",
+        "the free count drops one too few per allocation",
+        "free_queue.py",
+        "        self.num_free_blocks -= n  # L3",
+        "        self.num_free_blocks -= max(n - 1, 0)",
+    ),
+    m(
+        "remove-keeps-back-link",
+        "removing a block from the queue leaves its successor's link",
+        "free_queue.py",
+        "        nxt.prev_free_block = prev\n",
+        "        pass\n",
+    ),
+)
+
+MUTANTS_BY_NAME: dict[str, Mutant] = {mutant.name: mutant for mutant in MUTANTS}
