@@ -23,6 +23,7 @@ from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, 
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .mutants.command import mutants
+from .proofs.command import prove
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -797,3 +798,4 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
 
 
 main.add_command(mutants)
+main.add_command(prove)
