@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .crosshair_check import crosshair
 from .levels import LEVELS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
@@ -799,3 +800,4 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
 
 main.add_command(mutants)
 main.add_command(prove)
+main.add_command(crosshair)

@@ -13,10 +13,17 @@ from dataclasses import replace
 from .actions import FreeBlocks, GetNewBlocks, PeerGetNewBlocks, Touch, UnpinBlocks
 from .errors import ContractViolation
 from .events import BlockRemoved
+from .flat import (
+    free_goes_to_front,
+    free_into_queue,
+    take_from_front,
+    touch_counts,
+    unpin_into_queue,
+)
 from .invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
 from .keys import group_of, hash_of
 from .observation import Observation
-from .state import NULL_BLOCK, PoolState, emit, fire_watchers, remove_keys, set_at
+from .state import NULL_BLOCK, PoolState, emit, fire_watchers, remove_keys
 
 
 def refuse(violation: ContractViolation | None) -> None:
@@ -77,15 +84,13 @@ def get_new_blocks(state: PoolState, action: GetNewBlocks) -> tuple[PoolState, O
     post: invariants_hold(__return__[0])
     """
     refuse(get_new_blocks_violation(state, action))
-    taken = state.free_queue[: action.num_blocks]
+    taken, ref_cnt, rest = take_from_front(state.free_queue, state.ref_cnt, action.num_blocks)
     state, fired = fire_watchers(state, taken)
-    ref_cnt = state.ref_cnt
     for b in taken:
         if state.config.enable_caching:
             state, removed = remove_keys(state, b)
             state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
-        ref_cnt = set_at(ref_cnt, b, 1)
-    state = replace(state, ref_cnt=ref_cnt, free_queue=state.free_queue[action.num_blocks :])
+    state = replace(state, ref_cnt=ref_cnt, free_queue=rest)
     return state, Observation(taken, fired)
 
 
@@ -150,13 +155,13 @@ def goes_to_front(state: PoolState, block: int, evict_first: bool) -> bool:
     the least recently freed prefix is evicted first (LRU). ``evict_first`` sends every
     freed block to the front, whatever the profile does with the others.
     """
-    if evict_first:
-        return True
-    if not state.config.enable_caching:
-        return state.profile.caching_off_free_to_front
-    if state.primary[block] is None:
-        return state.profile.unkeyed_free_to_front
-    return False
+    return free_goes_to_front(
+        state.primary[block] is not None,
+        state.config.enable_caching,
+        evict_first,
+        state.profile.unkeyed_free_to_front,
+        state.profile.caching_off_free_to_front,
+    )
 
 
 def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> PoolState:
@@ -165,17 +170,17 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
     The blocks for the front keep their order and go ahead of the old front; the blocks for
     the back keep their order and go behind the old back.
     """
-    ref_cnt = list(state.ref_cnt)
-    front: list[int] = []
-    back: list[int] = []
-    for b in blocks:
-        if b == NULL_BLOCK:
-            continue
-        ref_cnt[b] -= 1
-        if ref_cnt[b] == 0:
-            (front if goes_to_front(state, b, evict_first) else back).append(b)
-    queue = (*front, *state.free_queue, *back)
-    return replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue)
+    ref_cnt, queue = free_into_queue(
+        state.free_queue,
+        state.ref_cnt,
+        tuple(p is not None for p in state.primary),
+        blocks,
+        state.config.enable_caching,
+        evict_first,
+        state.profile.unkeyed_free_to_front,
+        state.profile.caching_off_free_to_front,
+    )
+    return replace(state, ref_cnt=ref_cnt, free_queue=queue)
 
 
 def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observation]:
@@ -222,12 +227,8 @@ def touch(state: PoolState, action: Touch) -> tuple[PoolState, Observation]:
     post: invariants_hold(__return__[0])
     """
     refuse(touch_violation(state, action))
-    ref_cnt = list(state.ref_cnt)
-    for b in action.blocks:
-        if b != NULL_BLOCK:
-            ref_cnt[b] += 1
-    queue = tuple(b for b in state.free_queue if ref_cnt[b] == 0)
-    return replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue), Observation()
+    ref_cnt, queue = touch_counts(state.free_queue, state.ref_cnt, action.blocks)
+    return replace(state, ref_cnt=ref_cnt, free_queue=queue), Observation()
 
 
 # --- unpin_blocks -----------------------------------------------------------------------
@@ -255,14 +256,7 @@ def unpin_blocks(state: PoolState, action: UnpinBlocks) -> tuple[PoolState, Obse
     post: invariants_hold(__return__[0])
     """
     refuse(unpin_blocks_violation(state, action))
-    ref_cnt = list(state.ref_cnt)
-    watchers = dict(state.watchers)
-    released: list[int] = []
-    for b in action.blocks:
-        ref_cnt[b] -= 1
-        watchers[b] = action.watcher
-        if ref_cnt[b] == 0:
-            released.append(b)
-    queue = (*state.free_queue, *released)
-    state = replace(state, ref_cnt=tuple(ref_cnt), free_queue=queue, watchers=watchers)
+    ref_cnt, queue = unpin_into_queue(state.free_queue, state.ref_cnt, action.blocks)
+    watchers = {**state.watchers, **dict.fromkeys(action.blocks, action.watcher)}
+    state = replace(state, ref_cnt=ref_cnt, free_queue=queue, watchers=watchers)
     return state, Observation()

@@ -17,6 +17,7 @@ from .actions import (
 from .allocation import out_of_range, refuse
 from .errors import ContractViolation
 from .events import AllBlocksCleared, BlockRemoved, BlockStored
+from .flat import cache_positions
 from .invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
 from .keys import blocks_viewable, group_of, hash_at_block_size, hash_of, make_key
 from .observation import Observation
@@ -82,12 +83,11 @@ def coarse_block_hash(
 def blocks_to_cache(action: CacheFullBlocks) -> list[tuple[int, int]]:
     """``(index, block)`` of the blocks this call caches: the new full ones, less null and
     masked-out blocks; ``index`` counts from the request's first block."""
-    chosen = []
-    for i, b in enumerate(action.blocks[action.num_cached_blocks : action.num_full_blocks]):
-        masked_out = action.block_mask is not None and not action.block_mask[i]
-        if b != NULL_BLOCK and not masked_out:
-            chosen.append((action.num_cached_blocks + i, b))
-    return chosen
+    return list(
+        cache_positions(
+            action.blocks, action.num_cached_blocks, action.num_full_blocks, action.block_mask
+        )
+    )
 
 
 def cache_full_blocks_violation(

@@ -8,21 +8,38 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .flat import coarse_blocks, fine_hash_index
+
 GROUP_ID_BYTES = 4
 
 
 def make_key(block_hash: bytes, group_id: int) -> bytes:
-    """The key of ``block_hash`` in group ``group_id``."""
+    """The key of ``block_hash`` in group ``group_id``.
+
+    pre: 0 <= group_id < 2**32
+    pre: len(block_hash) <= 40
+    post: len(__return__) == len(block_hash) + GROUP_ID_BYTES
+    post: hash_of(__return__) == block_hash
+    post: group_of(__return__) == group_id
+    """
     return block_hash + group_id.to_bytes(GROUP_ID_BYTES, "big", signed=False)
 
 
 def hash_of(key: bytes) -> bytes:
-    """The block hash inside ``key``."""
+    """The block hash inside ``key``.
+
+    pre: GROUP_ID_BYTES <= len(key) <= 44
+    post: make_key(__return__, group_of(key)) == key
+    """
     return key[:-GROUP_ID_BYTES]
 
 
 def group_of(key: bytes) -> int:
-    """The group id inside ``key``."""
+    """The group id inside ``key``.
+
+    pre: GROUP_ID_BYTES <= len(key) <= 44
+    post: 0 <= __return__ < 2**32
+    """
     return int.from_bytes(key[-GROUP_ID_BYTES:], "big", signed=False)
 
 
@@ -33,11 +50,21 @@ def hash_at_block_size(
 
     ``block_hashes`` are chained at ``hash_block_size`` granularity; each chains over its whole
     prefix, so the last fine hash inside a coarse block names that coarse block's prefix.
+
+    pre: 1 <= hash_block_size <= 8 and 1 <= block_size <= 32
+    pre: block_size % hash_block_size == 0
+    pre: 0 <= index < blocks_viewable(len(block_hashes), hash_block_size, block_size)
+    post: __return__ in block_hashes
     """
-    scale = block_size // hash_block_size
-    return block_hashes[(index + 1) * scale - 1]
+    return block_hashes[fine_hash_index(hash_block_size, block_size, index)]
 
 
 def blocks_viewable(num_hashes: int, hash_block_size: int, block_size: int) -> int:
-    """How many blocks of ``block_size`` the request's hashes cover."""
-    return num_hashes // (block_size // hash_block_size)
+    """How many blocks of ``block_size`` the request's hashes cover.
+
+    pre: 0 <= num_hashes <= 64
+    pre: 1 <= hash_block_size <= 8 and 1 <= block_size <= 32
+    pre: block_size % hash_block_size == 0
+    post: 0 <= __return__ <= num_hashes
+    """
+    return coarse_blocks(num_hashes, hash_block_size, block_size)

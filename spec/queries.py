@@ -8,8 +8,9 @@ from dataclasses import replace
 from .actions import GetNumFreeBlocks, GetUsage, IsBlockWritable, TakeEvents
 from .allocation import out_of_range, refuse
 from .errors import ContractViolation
+from .flat import block_writable, usage_fraction
 from .observation import Observation
-from .state import NULL_BLOCK, PoolState
+from .state import PoolState
 
 
 def is_block_writable_violation(
@@ -21,7 +22,7 @@ def is_block_writable_violation(
 def writable(state: PoolState, block: int) -> bool:
     """A block may be written in place only by its sole owner, and only while no key names
     its contents: not null, held exactly once, no key."""
-    return block != NULL_BLOCK and state.ref_cnt[block] == 1 and state.primary[block] is None
+    return block_writable(state.ref_cnt[block], state.primary[block] is not None, block)
 
 
 def is_block_writable(state: PoolState, action: IsBlockWritable) -> tuple[PoolState, Observation]:
@@ -35,10 +36,7 @@ def is_block_writable(state: PoolState, action: IsBlockWritable) -> tuple[PoolSt
 def usage(state: PoolState) -> float:
     """The fraction of real blocks out of the free queue (0 for a pool of only the null
     block). Cached blocks in the queue count as free."""
-    real = state.num_blocks - 1
-    if not real:
-        return 0.0
-    return 1.0 - len(state.free_queue) / real
+    return usage_fraction(len(state.free_queue), state.num_blocks)
 
 
 def get_usage(state: PoolState, action: GetUsage) -> tuple[PoolState, Observation]:

@@ -25,8 +25,8 @@ from ..actions import (
     IsBlockWritable,
     MoveBlockHashes,
 )
-from ..state import NULL_BLOCK
 from .admission import room_for
+from .flat import slide_table, written_entries
 from .pool import PoolCall, blocks_of
 from .state import BlockData, ManagerState, RequestState, Scheduled, block_hashes
 
@@ -37,11 +37,9 @@ class SpecBug(AssertionError):
 
 def written_blocks(request: RequestState, block_size: int) -> list[tuple[int, int]]:
     """``(group, index)`` of every table entry that receives a pending token."""
-    start, end = request.num_computed_tokens, len(request.tokens)
-    if start >= end:
-        return []
-    first, last = start // block_size, (end - 1) // block_size
-    return [(g, i) for g in range(len(request.tables)) for i in range(first, last + 1)]
+    return written_entries(
+        request.num_computed_tokens, len(request.tokens), len(request.tables), block_size
+    )
 
 
 def write(
@@ -125,10 +123,7 @@ def compute(
 def slide(pool: PoolCall, table: tuple[int, ...], window: int, current: int) -> tuple[int, ...]:
     """``table`` with the entries before block ``current - window`` nulled and freed (for a
     sliding-window group; a full-attention group, ``window == 0``, keeps everything)."""
-    if window == 0:
-        return table
-    cutoff = max(0, current - window)
-    dropped = tuple(b for b in reversed(table[:cutoff]) if b != NULL_BLOCK)
+    table, dropped = slide_table(table, window, current)
     if dropped:
         pool(FreeBlocks(dropped))
-    return (NULL_BLOCK,) * cutoff + table[cutoff:]
+    return table

@@ -13,9 +13,11 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ..flat import block_writable
 from ..keys import hash_at_block_size, make_key
 from ..state import NULL_BLOCK
 from .config import KVGroup
+from .flat import growth_break, resume_promise
 from .state import BlockData, Tables
 
 PROPERTIES: dict[str, str] = {
@@ -62,7 +64,10 @@ def table_growth(
     broken = []
     for g, (group, before, after) in enumerate(zip(groups, old, new, strict=True)):
         name = "append-only-up-to-null" if group.is_sliding else "append-only"
-        if len(after) < len(before):
+        where = growth_break(tuple(before), tuple(after), group.is_sliding)
+        if where is None:
+            continue
+        if where == -1:
             broken.append(
                 Broken(
                     name,
@@ -71,23 +76,21 @@ def table_growth(
                 )
             )
             continue
-        for i, (was, now) in enumerate(zip(before, after, strict=False)):
-            if was != now and not (group.is_sliding and now == NULL_BLOCK):
-                broken.append(
-                    Broken(
-                        name,
-                        f"group {g}: entry {i} changed from block {was} to {now} "
-                        f"({list(before)} -> {list(after)})",
-                        request_id,
-                        was,
-                    )
-                )
-                break
+        was, now = before[where], after[where]
+        broken.append(
+            Broken(
+                name,
+                f"group {g}: entry {where} changed from block {was} to {now} "
+                f"({list(before)} -> {list(after)})",
+                request_id,
+                was,
+            )
+        )
     return broken
 
 
 def writable(ref_cnt: int, keys: frozenset[bytes], block: int) -> bool:
-    return block != NULL_BLOCK and ref_cnt == 1 and not keys
+    return block_writable(ref_cnt, bool(keys), block)
 
 
 def write_guard(
@@ -203,7 +206,7 @@ def resume_prefix(
 ) -> list[Broken]:
     """``resume-finds-prefix``: the blocks the request left can serve ``kept_blocks``
     leading blocks (a hit is capped so that one token is always computed)."""
-    want = min(kept_blocks * block_size, (num_tokens - 1) // block_size * block_size)
+    want = resume_promise(kept_blocks, num_tokens, block_size)
     if num_computed_tokens >= want:
         return []
     return [
