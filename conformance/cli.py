@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .bench import bench
 from .crosshair_check import crosshair
 from .levels import LEVELS, Level
 from .lockstep import Nonconformance, RunRecord
@@ -801,3 +802,4 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
 main.add_command(mutants)
 main.add_command(prove)
 main.add_command(crosshair)
+main.add_command(bench)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from .block_pool import BlockPool
@@ -22,7 +22,6 @@ class KVCacheBlock:
     __slots__ = (
         "_block_hash",
         "_block_hash_num_tokens",
-        "_pending",
         "block_id",
         "is_null",
         "next_free_block",
@@ -39,9 +38,10 @@ class KVCacheBlock:
     next_free_block: KVCacheBlock | None
     is_null: bool
     pool: weakref.ref[BlockPool] | None
-    # Scratch counter used while validating a multiset of blocks (free, unpin):
-    # always 0 between operations.
-    _pending: int
+    # Formerly a per-block scratch counter for validating multisets of blocks (8 bytes a
+    # block); the pool now counts duplicates in a dict only when a call lists a block
+    # twice. Kept as a class constant so that checks reading it still see 0.
+    _pending: ClassVar[int] = 0
 
     def __init__(self, block_id: int, pool: weakref.ref[BlockPool] | None = None) -> None:
         self.block_id = block_id
@@ -52,7 +52,6 @@ class KVCacheBlock:
         self.next_free_block = None
         self.is_null = False
         self.pool = pool
-        self._pending = 0
 
     @property
     def block_hash(self) -> bytes | None:

@@ -22,13 +22,16 @@ from .errors import BlockPoolError
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
 from .free_queue import FreeKVCacheBlockQueue
 from .hash_map import BlockHashToBlockMap
-from .hashing import get_block_hash, get_group_id, make_block_hash_with_group_id
+from .hashing import get_block_hash, get_group_id
 from .request import RequestLike
 
 ReuseWatcher = Callable[[KVCacheBlock], None]
 
 _MEDIUM = "GPU"
 _U32_LIMIT = 1 << 32
+#: The 4-byte key suffixes of the first group ids, made once (lookups are the hot path).
+_NUM_SUFFIXES = 64
+_GROUP_SUFFIXES = tuple(g.to_bytes(4, "big") for g in range(_NUM_SUFFIXES))
 
 
 def _is_int(value: object) -> bool:
@@ -137,7 +140,6 @@ class BlockPool:
         for blk in blocks:
             if blk.is_null:
                 continue
-            blk._pending = 0  # the validation's scratch count, reset on the way
             bid = blk.block_id
             if not (0 <= bid < n and own[bid] is blk):
                 pool = self._route_target(blk, "free_blocks")
@@ -209,7 +211,6 @@ class BlockPool:
         released: list[KVCacheBlock] = []
         watchers = self._reuse_watchers
         for blk in seq:
-            blk._pending = 0
             blk.ref_cnt -= 1
             watchers[blk.block_id] = on_reuse
             if blk.ref_cnt == 0:
@@ -408,13 +409,26 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """One block per group (the earliest cached under hash + group), or ``None``
         if any group misses (all or nothing)."""
-        groups = list(kv_cache_group_ids)
+        groups = (
+            kv_cache_group_ids
+            if type(kv_cache_group_ids) is list or type(kv_cache_group_ids) is tuple
+            else list(kv_cache_group_ids)
+        )
         for group in groups:
-            self._check_group("get_cached_block", group)
+            # The common case (a plain int in range) without a call; anything else takes
+            # the full check, which raises for what it refuses.
+            if type(group) is not int or not 0 <= group < _U32_LIMIT:
+                self._check_group("get_cached_block", group)
         table = self.cached_block_hash_to_block
+        entries = table._map
         out: list[KVCacheBlock] = []
         for group in groups:
-            blk = table.get_one_block(make_block_hash_with_group_id(block_hash, group))
+            key = block_hash + (
+                _GROUP_SUFFIXES[group] if group < _NUM_SUFFIXES else group.to_bytes(4, "big")
+            )
+            blk = entries.get(key)
+            if blk is not None and blk.__class__ is not KVCacheBlock:
+                blk = table.get_one_block(key)  # several blocks under the key
             if blk is None:
                 return None
             out.append(blk)
@@ -577,24 +591,25 @@ class BlockPool:
     ) -> None:
         """Refuse if any block is released more times than it is held.
 
-        Counts occurrences in each block's ``_pending`` scratch slot (no set is
-        built). On success the counts are left for the caller's mutation pass
-        to reset; on failure they are all reset here before raising.
+        Occurrences are counted in a dict only when some block is listed twice (the
+        common call lists each block once: a C-level set build tells).
         """
         own = self.blocks
         n = self.num_gpu_blocks
-        try:
-            for blk in blocks:
-                if blk.is_null:
-                    continue
+        counts: dict[KVCacheBlock, int] | None = None if len(set(blocks)) == len(blocks) else {}
+        for blk in blocks:
+            if not blk.is_null:
                 bid = blk.block_id
                 if not (0 <= bid < n and own[bid] is blk):
                     if route:
                         self._route_target(blk, op)
                     else:
                         self._check_own(blk, op)
-                pending = blk._pending + 1
-                blk._pending = pending
+                if counts is None:
+                    pending = 1
+                else:
+                    pending = counts.get(blk, 0) + 1
+                    counts[blk] = pending
                 if pending > blk.ref_cnt:
                     raise BlockPoolError(
                         op,
@@ -603,10 +618,6 @@ class BlockPool:
                         f"call but held {blk.ref_cnt} time(s)",
                         bid,
                     )
-        except BaseException:
-            for blk in blocks:
-                blk._pending = 0
-            raise
 
     @staticmethod
     def _count(blocks: Sequence[KVCacheBlock], block: KVCacheBlock) -> int:

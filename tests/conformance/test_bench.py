@@ -1,0 +1,99 @@
+"""kvpool bench: the verification pass, the JSON report, deterministic workloads (no timing
+assertions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from click.testing import CliRunner
+from kvpool.conformance.bench import command, measure, programs
+from kvpool.conformance.bench.measure import Contender
+from kvpool.impl import BlockPool
+
+
+class ReversingPool(BlockPool):
+    """Hands out the right blocks in the wrong order."""
+
+    def get_new_blocks(self, num_blocks: int) -> list[Any]:
+        return super().get_new_blocks(num_blocks)[::-1]
+
+
+def reversing() -> Contender:
+    base = measure.ours()
+    return Contender(
+        "reversing",
+        lambda n, hbs: ReversingPool(n, True, hash_block_size=hbs),
+        base.make_request,
+    )
+
+
+def test_verification_catches_a_pool_returning_other_blocks() -> None:
+    prog = programs.build("churn", 64, 200)
+    found = measure.verify(prog, [measure.ours(), reversing()])
+    assert found is not None
+    assert found.call.startswith("get_new_blocks") and found.phase == "timed"
+    assert found.results["ours"] != found.results["reversing"]
+
+
+def test_verification_passes_identical_pools() -> None:
+    for workload in programs.WORKLOADS:
+        prog = programs.build(workload, 200, 300)
+        assert measure.verify(prog, [measure.ours(), measure.ours()]) is None
+
+
+def test_workloads_are_deterministic() -> None:
+    for workload in programs.WORKLOADS:
+        a = programs.build(workload, 300, 400, seed=3)
+        b = programs.build(workload, 300, 400, seed=3)
+        assert a.fingerprint() == b.fingerprint()
+        assert len(a.timed) >= 400
+    assert (
+        programs.build("churn", 300, 400, 1).fingerprint()
+        != programs.build("churn", 300, 400, 2).fingerprint()
+    )
+
+
+def _run(monkeypatch: Any, other: Contender, *args: str) -> Any:
+    monkeypatch.setattr(command, "vllm", lambda spec: other)
+    return CliRunner().invoke(
+        command.bench,
+        ["--sizes", "100,200", "--ops", "100", "--repeat", "1", "--json", *args],
+    )
+
+
+def test_json_report_structure(monkeypatch: Any) -> None:
+    stand_in = Contender("stand-in", measure.ours().make_pool, measure.ours().make_request)
+    result = _run(monkeypatch, stand_in)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["schema"] == "kvpool-bench/1"
+    assert report["verified"] is True and report["disagreements"] == []
+    assert report["sizes"] == [100, 200]
+    assert set(report["aims"]) == {
+        "throughput_ratio_at_least_1_3",
+        "ours_growth_at_most_1_25",
+        "memory_per_block_not_worse",
+    }
+    assert len(report["results"]) == len(programs.WORKLOADS) * 2
+    for row in report["results"]:
+        assert set(row) == {
+            "workload",
+            "num_gpu_blocks",
+            "calls",
+            "ours_ops_per_s",
+            "vllm_ops_per_s",
+            "ratio",
+            "ours_seconds",
+            "vllm_seconds",
+        }
+        assert row["ours_ops_per_s"] > 0 and row["vllm_ops_per_s"] > 0
+    assert set(report["growth"]) == set(programs.WORKLOADS)
+    assert [m["num_gpu_blocks"] for m in report["memory"]] == [100, 200]
+
+
+def test_disagreeing_pools_exit_1(monkeypatch: Any) -> None:
+    result = _run(monkeypatch, reversing(), "-w", "churn", "--no-memory")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["verified"] is False and report["disagreements"]
