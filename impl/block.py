@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .block_pool import BlockPool
@@ -38,11 +38,6 @@ class KVCacheBlock:
     next_free_block: KVCacheBlock | None
     is_null: bool
     pool: weakref.ref[BlockPool] | None
-    # Formerly a per-block scratch counter for validating multisets of blocks (8 bytes a
-    # block); the pool now counts duplicates in a dict only when a call lists a block
-    # twice. Kept as a class constant so that checks reading it still see 0.
-    _pending: ClassVar[int] = 0
-
     def __init__(self, block_id: int, pool: weakref.ref[BlockPool] | None = None) -> None:
         self.block_id = block_id
         self.ref_cnt = 0

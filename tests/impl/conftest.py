@@ -44,7 +44,6 @@ def take_snapshot(pool: BlockPool) -> Snapshot:
                 _link_id(b.prev_free_block),
                 _link_id(b.next_free_block),
                 b.is_null,
-                b._pending,
             )
             for b in pool.blocks
         ],
@@ -72,7 +71,6 @@ def check_invariants(pool: BlockPool) -> None:
             keys_of.setdefault(b.block_id, set()).add(key)
     for b in pool.blocks:
         assert b.pool is not None and b.pool() is pool
-        assert b._pending == 0
         if b.is_null:
             assert b.block_id == 0 and b.block_id not in free
             assert b.block_hash is None and b.block_id not in keys_of
