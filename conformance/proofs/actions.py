@@ -146,6 +146,41 @@ FAULTS: dict[str, Fault] = {
             "is_block_writable does not look at the block's key",
         ),
         Fault("CountSkipsLast", "lemma", "the count starts at 1 and forgets block m"),
+        Fault(
+            "ConcatCountStartsAtOne",
+            "lemma",
+            "the count of a concatenated table starts at 1 (refs-holders lemma base)",
+        ),
+        Fault(
+            "ConcatReadsOldAtJoin",
+            "lemma",
+            "entry L of t ++ new is read from t, not new (refs-holders lemma step)",
+        ),
+        Fault(
+            "AppendListsNewTwice",
+            "refcount",
+            "the table lists each block get_new_blocks hands out twice (ref set to 1)",
+        ),
+        Fault(
+            "TouchCountsOnce",
+            "touch",
+            "touch takes one reference per distinct block, not one per occurrence",
+        ),
+        Fault(
+            "FreeCountsOnce",
+            "free_blocks",
+            "free_blocks releases a block once although the list has it twice",
+        ),
+        Fault(
+            "CowKeepsSourceRef",
+            "refcount",
+            "copy-on-write swaps src for dst in the table but never releases src",
+        ),
+        Fault(
+            "SlideKeepsRef",
+            "refcount",
+            "a slide nulls table entries but does not release their blocks",
+        ),
         Fault("AppendOverwritesNull", "tables", "growing a table refills its null entries"),
         Fault("CowReplacesEntry", "tables", "copy-on-write puts the copy into the table"),
         Fault("SlideDropsEntries", "tables", "a slide drops old entries instead of nulling"),
@@ -267,6 +302,8 @@ def free_blocks(
         return z3.And(c(b) >= 0, z3.Implies(c(b) > 0, in_range(s, b)), held)
 
     def ref(b: Expr) -> Expr:
+        if fault == "FreeCountsOnce":
+            return z3.If(b == NULL, s.ref(b), s.ref(b) - z3.If(c(b) > 0, 1, 0))
         return z3.If(b == NULL, s.ref(b), s.ref(b) - c(b))
 
     def reaches_zero(b: Expr) -> Expr:
@@ -300,9 +337,12 @@ def _distinct(args: list[Expr]) -> list[Expr]:
     return out
 
 
-def unpin_blocks(s: State, c: BlockFn, fault: str | None = None) -> Step:
+def unpin_blocks(
+    s: State, c: BlockFn, fault: str | None = None, args: list[Expr] | None = None
+) -> Step:
     """Release each block ``c(b)`` times and give it a reuse watcher; blocks reaching 0
-    join the free set (at the back). Contract: never the null block, never more than held."""
+    join the free set (at the back, in ``args`` order when the list is given, as for
+    ``free_blocks``). Contract: never the null block, never more than held."""
 
     def pre_at(b: Expr, k: Expr) -> Expr:
         null_ok = z3.Implies(b == NULL, c(b) == 0)
@@ -326,6 +366,12 @@ def unpin_blocks(s: State, c: BlockFn, fault: str | None = None) -> Step:
         ),
         wat=lambda b: z3.Or(s.wat(b), c(b) > 0),
     )
+    if args is not None:
+        rank, lo, hi = _queue_ranks(s, ref, args, lambda b: z3.BoolVal(False))
+        newly = z3.Sum(
+            [z3.If(z3.And(b != NULL, c(b) > 0, ref(b) == 0), 1, 0) for b in _distinct(args)]
+        )
+        post = post.with_(rank=rank, lo=lo, hi=hi, nfree=s.nfree + newly)
     return Step(TRUE, pre_at, post)
 
 
@@ -341,6 +387,8 @@ def touch(s: State, c: BlockFn, fault: str | None = None, args: list[Expr] | Non
         return z3.And(c(b) >= 0, z3.Implies(c(b) > 0, in_range(s, b)), hit)
 
     def ref(b: Expr) -> Expr:
+        if fault == "TouchCountsOnce":
+            return z3.If(b == NULL, s.ref(b), s.ref(b) + z3.If(c(b) > 0, 1, 0))
         return z3.If(b == NULL, s.ref(b), s.ref(b) + c(b))
 
     free = s.free if fault == "TouchForgetsQueue" else (lambda b: z3.And(s.free(b), ref(b) == 0))

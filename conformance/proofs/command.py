@@ -20,9 +20,13 @@ COUNTING_NOTE = (
     "counting invariants: 'free count = number of free blocks' is proved as the "
     "count-delta lemma (base and step proved by Z3 by induction on m) plus one "
     "quantifier-free obligation per action (free-count:*); 'ref count = holders across "
-    "tables' is NOT encoded here (the request-level property refcounts-match-tables is "
-    "checked by `kvpool conform`'s request machine); `--bmc` without --fault checks the "
-    "free count and every invariant on every run up to --depth (bounded, not a proof)."
+    "tables' is proved as the concat-count lemma (count of b in t ++ new = count in t + "
+    "count in new; base and step proved by Z3 by induction, quantifier-free) plus one "
+    "quantifier-free obligation per request table effect (refs-holders:*: append-new, "
+    "touch-hits, free-tail, cow-swap, slide-null), with every other request's holders one "
+    "symbolic count; the request machine never calls unpin_blocks, and the other pool "
+    "actions change neither ref counts nor tables. `--bmc` without --fault checks the free "
+    "count and every invariant on every run up to --depth (bounded, not a proof)."
 )
 
 HELP = """Prove the block pool's invariants with Z3, over any number of blocks.

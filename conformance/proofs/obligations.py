@@ -8,9 +8,9 @@ premises alone must be satisfiable too, or the proof would be vacuous.
 
 Kinds: ``inductive`` (an action preserves every invariant, or the initial state has
 them), ``property`` (a consequence of the invariant about one action or query),
-``lemma base`` / ``lemma step`` (the counting lemma, by induction), ``lemma use`` (the
-per-block half of a counting invariant, see ``counting.py``), ``tables`` (request block
-tables, ``tables.py``).
+``lemma base`` / ``lemma step`` (a counting lemma, by induction), ``lemma use`` (the
+per-block half of a counting invariant: the free count, ``counting.py``; ref count ==
+holders across tables, ``holders.py``), ``tables`` (request block tables, ``tables.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import z3  # type: ignore[import-untyped]
 
 from . import actions as A
-from . import counting, tables
+from . import counting, holders, tables
 from .encoding import (
     NULL,
     Expr,
@@ -299,6 +299,27 @@ def _delta(action: str) -> Builder:
     return build
 
 
+# --- ref count == holders across tables --------------------------------------------------
+
+
+def _holders_lemma(part: str) -> Builder:
+    def build(fault: str | None, quantified: bool) -> Query:
+        premises, goal = holders.lemma_queries(fault)[part]
+        return Query(list(premises), goal)
+
+    return build
+
+
+def _holders(action: str) -> Builder:
+    """``ref == holders`` at the witness block after one request action."""
+
+    def build(fault: str | None, quantified: bool) -> Query:
+        premises, goal, pre, post, blocks, keys, extra = holders.action_query(action, fault)
+        return Query(premises, goal, pre, post, blocks, keys, extra)
+
+    return build
+
+
 # --- tables ---------------------------------------------------------------------------------
 
 
@@ -497,6 +518,33 @@ def all_obligations() -> list[Obligation]:
                 "(with the lemma: the free count stays exact)",
                 fault,
                 _delta(action),
+            )
+        )
+    out += [
+        Obligation(
+            "refs-holders:lemma-base",
+            "lemma base",
+            "concat-count lemma at j = 0: cnt(t ++ new) agrees with cnt(t) so far",
+            holders.LEMMA_BASE_FAULT,
+            _holders_lemma("base"),
+        ),
+        Obligation(
+            "refs-holders:lemma-step",
+            "lemma step",
+            "concat-count lemma: j -> j + 1 (at j = L + m: cnt(t ++ new) = cnt(t) + cnt(new))",
+            holders.LEMMA_STEP_FAULT,
+            _holders_lemma("step"),
+        ),
+    ]
+    for action, (what, fault) in holders.ACTIONS.items():
+        out.append(
+            Obligation(
+                f"refs-holders:{action}",
+                "lemma use",
+                f"{what} keeps ref_cnt(b) == holders across tables "
+                "(other requests' holders + this table, counted by the lemma)",
+                fault,
+                _holders(action),
             )
         )
     out += [

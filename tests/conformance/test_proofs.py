@@ -79,3 +79,31 @@ def test_a_refutation_is_not_an_instantiation_artefact_for_a_sound_action() -> N
 def test_quantified_cross_check_proves_the_correct_action(name: str) -> None:
     result = prove(by_name(name), timeout=20, quantified=True)
     assert result.status == PROVED, result
+
+
+def test_ref_count_equals_holders_is_proved_by_a_lemma_and_per_action_obligations() -> None:
+    refs = {o.name: o for o in OBLIGATIONS if o.name.startswith("refs-holders:")}
+    assert refs["refs-holders:lemma-base"].kind == "lemma base"
+    assert refs["refs-holders:lemma-step"].kind == "lemma step"
+    for action in ("append-new", "touch-hits", "free-tail", "cow-swap", "slide-null"):
+        assert refs[f"refs-holders:{action}"].kind == "lemma use"
+    assert len({o.fault for o in refs.values()}) == len(refs)  # each its own fault
+
+
+@pytest.mark.parametrize("action", ["append-new", "cow-swap"])
+def test_ref_holders_needs_the_invariant_before(action: str) -> None:
+    # without ref == holders before the action, the obligation is not provable: the
+    # premise is what carries it
+    from kvpool.conformance.proofs import holders
+    from kvpool.conformance.proofs.obligations import Query
+    from kvpool.conformance.proofs.prover import check_query
+
+    premises, goal, pre, post, blocks, keys, _ = holders.action_query(action, None, False)
+    assert check_query(Query(premises, goal, pre, post, blocks, keys), 10)[0] == REFUTED
+
+
+def test_the_report_says_how_ref_count_equals_holders_is_handled() -> None:
+    from kvpool.conformance.proofs.command import COUNTING_NOTE
+
+    assert "NOT encoded" not in COUNTING_NOTE
+    assert "concat-count lemma" in COUNTING_NOTE and "refs-holders" in COUNTING_NOTE
