@@ -171,22 +171,10 @@ def _cached_paged_cache() -> ModuleType:
 
 def _download_member(where: Path) -> None:
     """Fetch the release's wheel and keep only :data:`MEMBER`, checked, at ``where``."""
+    from .vllm.wheel import pip_download_argv
+
     with tempfile.TemporaryDirectory(prefix="kvpool-vllm-mlx-") as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--timeout",
-            "30",
-            "--dest",
-            tmp,
-            f"vllm-mlx=={VLLM_MLX_VERSION}",
-        ]
+        command = pip_download_argv(f"vllm-mlx=={VLLM_MLX_VERSION}", Path(tmp))
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         wheels = sorted(Path(tmp).glob("vllm_mlx-*.whl"))
         if done.returncode != 0 or len(wheels) != 1:

@@ -208,9 +208,9 @@ def extract_members(wheel: Path) -> dict[str, bytes]:
     return contents
 
 
-def _pip_download(version: str, dest: Path) -> Path:
-    """Download the one wheel of ``version`` into ``dest``; quiet unless it fails."""
-    base = [
+def pip_download_argv(requirement: str, dest: Path) -> list[str]:
+    """``pip download`` of one wheel, no dependencies, no prompts, bounded waits."""
+    return [
         sys.executable,
         "-m",
         "pip",
@@ -225,8 +225,13 @@ def _pip_download(version: str, dest: Path) -> Path:
         "2",
         "--dest",
         str(dest),
-        f"vllm=={version}",
+        requirement,
     ]
+
+
+def _pip_download(version: str, dest: Path) -> Path:
+    """Download the one wheel of ``version`` into ``dest``; quiet unless it fails."""
+    base = pip_download_argv(f"vllm=={version}", dest)
     attempts = [[*base, *PLATFORM_OPTIONS], base]
     outputs: list[str] = []
     for command in attempts:
