@@ -31,6 +31,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .extras import require
+
 #: The bounded CI selection: the flat rule functions, which CrossHair searches well.
 CURATED: tuple[str, ...] = (
     "kvpool.spec.flat.free_goes_to_front",
@@ -245,9 +247,7 @@ def _names_something(dotted: str) -> bool:
 def spec_modules() -> list[str]:
     """Every module of ``kvpool.spec`` (for ``--all``)."""
     package = importlib.import_module("kvpool.spec")
-    found = [
-        info.name for info in pkgutil.walk_packages(package.__path__, "kvpool.spec.")
-    ]
+    found = [info.name for info in pkgutil.walk_packages(package.__path__, "kvpool.spec.")]
     return sorted(found)
 
 
@@ -352,9 +352,7 @@ def results_table(results: Sequence[CheckResult]) -> Table:
     table.add_column("time", justify="right")
     for r in results:
         found = "error" if r.error else str(len(r.counterexamples))
-        table.add_row(
-            r.target, str(r.conditions), str(r.confirmed), found, f"{r.seconds:.1f}s"
-        )
+        table.add_row(r.target, str(r.conditions), str(r.confirmed), found, f"{r.seconds:.1f}s")
     return table
 
 
@@ -425,6 +423,7 @@ def crosshair(
     Exit status: 1 if any counterexample was found, 2 on a usage error or a target
     CrossHair could not check, 0 otherwise.
     """
+    require("crosshair", "crosshair-tool", "kvpool crosshair")
     console = Console()
     if all_modules and targets:
         raise click.UsageError("--all and --target exclusive")
@@ -434,9 +433,7 @@ def crosshair(
         _run_diff(console, timeout, jobs, list_only)
         return
     try:
-        chosen = (
-            spec_modules() if all_modules else [resolve_target(t) for t in targets] or CURATED
-        )
+        chosen = spec_modules() if all_modules else [resolve_target(t) for t in targets] or CURATED
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     if list_only:
@@ -471,9 +468,7 @@ def crosshair(
         sys.exit(1)
     if any(r.error for r in results):
         sys.exit(2)
-    console.print(
-        "No counterexample found (a bounded search, not a proof).", highlight=False
-    )
+    console.print("No counterexample found (a bounded search, not a proof).", highlight=False)
 
 
 def _run_diff(console: Console, timeout: float, jobs: int, list_only: bool) -> None:

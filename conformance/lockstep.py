@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +73,6 @@ class RunRecord:
     config: Any = None
     #: Request-level properties evaluated, by name.
     properties: Counter[str] = field(default_factory=Counter)
-    #: Test cases run when the first failure was seen, or None.
-    first_failure_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -221,18 +220,30 @@ def replay(
     when dropping an earlier action makes a later one meaningless.
     """
     run = LockstepRun(factory, profile, level, config)
-    done: list[Action] = []
-    for action in actions:
-        if skip_out_of_contract and (
+
+    def skip(action: Any) -> bool:
+        return skip_out_of_contract and (
             not run.can_apply(action)
             or (not level.out_of_contract and violation(run.state, action) is not None)
-        ):
+        )
+
+    return replay_actions(run.apply, actions, skip)
+
+
+def replay_actions(
+    apply: Callable[[Any], object], actions: Sequence[Any], skip: Callable[[Any], bool]
+) -> tuple[str | None, list[Any]]:
+    """Apply ``actions`` in turn, leaving out those ``skip`` says; the first difference
+    (``None`` if there is none) and the actions actually applied."""
+    done: list[Any] = []
+    for action in actions:
+        if skip(action):
             continue
         done.append(action)
         try:
-            run.apply(action)
+            apply(action)
         except Nonconformance as exc:
             return str(exc), done
-        except Exception as exc:  # the adapter or the spec failed
+        except Exception as exc:  # the adapter, the target or the spec failed
             return f"{type(exc).__name__}: {exc}", done
     return None, done

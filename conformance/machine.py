@@ -140,19 +140,15 @@ def next_action(
     return action
 
 
-def apply_in_case(
-    apply: Callable[[Any], object], action: Any, record: RunRecord, known: frozenset[str]
-) -> None:
+def apply_in_case(apply: Callable[[Any], object], action: Any, known: frozenset[str]) -> None:
     """Run one action of a drawn test case. A failure of a kind in ``known`` drops the test
-    case (Hypothesis's ``reject``: look for something new); any other is noted and raised."""
+    case (Hypothesis's ``reject``: look for something new); any other is raised."""
     try:
         apply(action)
     except Exception as exc:
         message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
         if signature(message) in known:
             reject()
-        if record.first_failure_at is None:
-            record.first_failure_at = record.examples
         raise
 
 
@@ -185,7 +181,7 @@ def lockstep_machine(
             return self.run.state
 
         def apply(self, action: Action) -> None:
-            apply_in_case(self.run.apply, action, record, known)
+            apply_in_case(self.run.apply, action, known)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:

@@ -44,7 +44,7 @@ def request_machine(
             self.ctx = draw.RequestContext()
 
         def apply(self, action: RequestAction) -> None:
-            apply_in_case(self.run.apply, action, record, known)
+            apply_in_case(self.run.apply, action, known)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:

@@ -83,14 +83,14 @@ class PoolRequestRun:
             block_size = setup.manager.block_size
             setup = replace(setup, pool=replace(setup.pool, hash_block_size=block_size))
             self.record.config = setup
-        probe = factory(setup.pool, profile)
-        offered = probe.operations & profile.operations
+        self.lockstep = LockstepRun(factory, profile, level, setup.pool, self.pool_record)
+        offered = self.lockstep.operations
         if not offered >= CACHING and setup.pool.enable_caching:
             # a pool without the prefix-cache API is driven with caching off
             setup = replace(setup, pool=replace(setup.pool, enable_caching=False))
             self.record.config = setup
+            self.lockstep = LockstepRun(factory, profile, level, setup.pool, self.pool_record)
         self.setup = setup
-        self.lockstep = LockstepRun(factory, profile, level, setup.pool, self.pool_record)
         missing = ESSENTIAL - self.lockstep.operations
         if missing:
             raise Nonconformance(

@@ -9,10 +9,10 @@ from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
-from kvpool.spec.manager import RequestAction, request_violation
+from kvpool.spec.manager import request_violation
 
 from ..levels import Level
-from ..lockstep import Nonconformance, RunRecord
+from ..lockstep import RunRecord, replay_actions
 from ..runner import Failure, LevelResult, find_all
 from ..shrink import Replay, shrink_sequence
 from .machine import RequestRun, RunBuilder, request_machine
@@ -41,20 +41,13 @@ def replay_requests(
         run: RequestRun = build(setup, RunRecord())
     except Exception as exc:  # the target could not even be built
         return f"{type(exc).__name__}: {exc}", []
-    done: list[RequestAction] = []
-    for action in actions:
-        if skip_out_of_contract and (
+
+    def skip(action: Any) -> bool:
+        return skip_out_of_contract and (
             request_violation(run.state, action) is not None or not run.allows(action)
-        ):
-            continue
-        done.append(action)
-        try:
-            run.apply(action)
-        except Nonconformance as exc:
-            return str(exc), done
-        except Exception as exc:  # the adapter or the target crashed
-            return f"{type(exc).__name__}: {exc}", done
-    return None, done
+        )
+
+    return replay_actions(run.apply, actions, skip)
 
 
 def smaller_setups(setup: RequestSetup) -> list[RequestSetup]:

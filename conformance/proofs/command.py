@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..extras import require
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 COUNTING_NOTE = (
@@ -119,6 +121,7 @@ def prove(
     quantified: bool,
     timeout: float,
 ) -> None:
+    require("z3", "z3-solver", "kvpool prove")
     from .actions import FAULTS
     from .bmc import BMC_FAULTS
 

@@ -88,3 +88,12 @@ make_HeadFirstFree = _target(HeadFirstFree)
 make_WritesRegisteredTail = _target(WritesRegisteredTail)
 make_CopyRewritesTable = _target(CopyRewritesTable)
 make_SaltIgnored = _target(SaltIgnored)
+
+#: Each planted fault, and what must catch it (a property, by name).
+CAUGHT_BY = {
+    "AllocateBeforeTouch": "property '",
+    "HeadFirstFree": "property 'tail-first-free'",
+    "WritesRegisteredTail": "property 'write-guard'",
+    "CopyRewritesTable": "property 'append-only'",
+    "SaltIgnored": "property 'hit-keys'",
+}

@@ -109,3 +109,16 @@ class ResetWhileHeld(BlockPool):
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(AllBlocksCleared())
         return True
+
+
+#: Each planted fault, and the level of ``kvpool conform`` that must catch it.
+CAUGHT_AT = {
+    "CachedToFront": "order",
+    "TouchForgetsQueue": "safety",
+    "StaleKeyAfterReuse": "safety",
+    "WatcherNeverFires": "safety",
+    "DoubleFreeAccepted": "robustness",
+    "NewestDuplicateHit": "safety",
+    "UsageCountsNull": "safety",
+    "ResetWhileHeld": "safety",
+}

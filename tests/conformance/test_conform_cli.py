@@ -6,20 +6,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from faulty_pools import CAUGHT_AT as FAULTS  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
 
 HERE = Path(__file__).parent
-
-FAULTS = {
-    "CachedToFront": "order",
-    "TouchForgetsQueue": "safety",
-    "StaleKeyAfterReuse": "safety",
-    "WatcherNeverFires": "safety",
-    "DoubleFreeAccepted": "robustness",
-    "NewestDuplicateHit": "safety",
-    "UsageCountsNull": "safety",
-    "ResetWhileHeld": "safety",
-}
 
 
 def conform(*args: str) -> Result:
@@ -154,3 +144,21 @@ def test_several_distinct_findings_are_collected_each_with_its_trace(tmp_path: P
 
     kinds = {signature(read_trace(t).meta.message) for t in traces}
     assert len(kinds) == 3
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "package"),
+    [("prove", "z3", "z3-solver"), ("crosshair", "crosshair", "crosshair-tool")],
+)
+def test_a_missing_optional_tool_is_named_with_its_install_line(
+    monkeypatch: pytest.MonkeyPatch, command: str, module: str, package: str
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a)
+    )
+    result = CliRunner().invoke(main, [command])
+    assert result.exit_code == 2
+    assert f"pip install {package}" in result.output

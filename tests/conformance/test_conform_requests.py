@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from faulty_managers import CAUGHT_BY as FAULTS  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
 
 HERE = Path(__file__).parent
-
-#: planted manager fault -> what must catch it (a property name, or the lockstep's keys)
-FAULTS = {
-    "AllocateBeforeTouch": "property '",
-    "HeadFirstFree": "property 'tail-first-free'",
-    "WritesRegisteredTail": "property 'write-guard'",
-    "CopyRewritesTable": "property 'append-only'",
-    "SaltIgnored": "property 'hit-keys'",
-}
 
 
 @pytest.fixture(autouse=True)

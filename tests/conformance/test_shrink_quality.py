@@ -13,23 +13,6 @@ from kvpool.conformance.targets.loading import load_target
 from kvpool.spec import SEED
 
 HERE = Path(__file__).parent
-POOL_FAULTS = {
-    "CachedToFront": "order",
-    "TouchForgetsQueue": "safety",
-    "StaleKeyAfterReuse": "safety",
-    "WatcherNeverFires": "safety",
-    "DoubleFreeAccepted": "robustness",
-    "NewestDuplicateHit": "safety",
-    "UsageCountsNull": "safety",
-    "ResetWhileHeld": "safety",
-}
-MANAGER_FAULTS = (
-    "AllocateBeforeTouch",
-    "HeadFirstFree",
-    "WritesRegisteredTail",
-    "CopyRewritesTable",
-    "SaltIgnored",
-)
 
 
 def test_planted_faults_shrink_to_a_median_of_at_most_8_actions(
@@ -37,16 +20,17 @@ def test_planted_faults_shrink_to_a_median_of_at_most_8_actions(
 ) -> None:
     monkeypatch.syspath_prepend(str(HERE))
     import faulty_managers
+    from faulty_pools import CAUGHT_AT
 
     lengths: dict[str, int] = {}
-    for fault, level in POOL_FAULTS.items():
+    for fault, level in CAUGHT_AT.items():
         factory, _ = load_target(f"faulty_pools:{fault}")
         result = run_level(
             factory, SEED, LEVELS[level], max_examples=400, steps=30, seed=11, max_blocks=8
         )
         assert result.failure is not None, fault
         lengths[fault] = len(result.failure.trace)
-    for fault in MANAGER_FAULTS:
+    for fault in faulty_managers.CAUGHT_BY:
         build = manager_builder(getattr(faulty_managers, f"make_{fault}"), SEED)
         result = run_requests(build, ON_MANAGER, max_examples=300, steps=40, seed=1, max_blocks=12)
         assert result.failure is not None, fault
