@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import BlockData, Broken, Scheduled, Tables
 from kvpool.spec.manager import properties as props
+from kvpool.spec.manager.compute import write
 from kvpool.spec.manager.lookup import needs
 from kvpool.spec.manager.state import extra_keys
 
@@ -110,10 +111,9 @@ class RequestChecks:
         r = self.requests[request_id]
         start = max(r.num_computed_tokens, index * self.bs)
         end = min(len(r.tokens), (index + 1) * self.bs)
-        old = self.contents.get(block)
-        kept = old.tokens[: start - index * self.bs] if old is not None else ()
-        kept += (-1,) * (start - index * self.bs - len(kept))
-        self.contents[block] = BlockData(r.salt, kept + r.tokens[start:end])
+        self.contents[block] = write(
+            self.contents.get(block), r.salt, start - index * self.bs, r.tokens[start:end]
+        )
 
     # --- after each request action ------------------------------------------------------
 
