@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
 
@@ -39,9 +38,9 @@ from .targets.loading import (
     load_target,
 )
 from .trace import show
-from .trace.files import TraceFileError, read_trace, slug, write_pytest, write_trace
+from .trace.files import TraceFileError, read_trace
 from .trace.model import Trace, TraceMeta
-from .trace.record import record
+from .trace.save import kvpool_version, save_trace
 
 EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 
@@ -308,7 +307,7 @@ def conform(
                 kvpool_version=kvpool_version(),
                 message=failure.message,
             )
-            _save_trace(console, Trace(meta, failure.trace), Path(trace_dir), number)
+            save_trace(console, Trace(meta, failure.trace), Path(trace_dir), number)
     if failed:
         first = failed[0]
         which = (
@@ -325,33 +324,6 @@ def conform(
         )
         sys.exit(EXIT_NONCONFORMANCE)
     console.print("[green]every run passed[/green]")
-
-
-def kvpool_version() -> str:
-    try:
-        return metadata.version("kvpool-spec")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1) -> None:
-    """Write a failure's trace and its pytest file; print where, and how to replay."""
-    meta = trace.meta
-    if not trace.actions:
-        return
-    try:
-        recorded = record(trace)
-    except Exception as exc:  # recording replays the target; say so rather than crash
-        console.print(f"  (no trace written: replaying for the record failed: {exc})")
-        return
-    suffix = f"-{number}" if number > 1 else ""
-    name = f"{slug(meta.target)}-{meta.machine}-{meta.level}-{meta.seed}{suffix}.itf.json"
-    path = write_trace(recorded, trace_dir / name)
-    test = write_pytest(path, recorded)
-    _line = console.print
-    _line(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
-    _line(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
-    _line(f"  Replay it with:  kvpool replay {path}", highlight=False, soft_wrap=True)
 
 
 @main.command()

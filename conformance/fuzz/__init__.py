@@ -1,0 +1,1 @@
+"""Long fuzzing campaigns on every core, sharing what they find (``kvpool fuzz``)."""

@@ -1,0 +1,1 @@
+"""The reference pages of the docs site, generated from the spec itself."""
