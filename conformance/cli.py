@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .bench import bench
 from .crosshair_check import crosshair
+from .diff.command import diff
 from .levels import LEVELS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
@@ -775,3 +776,4 @@ main.add_command(mutants)
 main.add_command(prove)
 main.add_command(crosshair)
 main.add_command(bench)
+main.add_command(diff)

@@ -32,7 +32,7 @@ def schema() -> dict[str, Any]:
 
 
 def _meta_json(meta: TraceMeta) -> Json:
-    return {
+    document = {
         "format_version": FORMAT_VERSION,
         "target": meta.target,
         "target_version": encode(meta.target_version, str | None),
@@ -45,6 +45,11 @@ def _meta_json(meta: TraceMeta) -> Json:
         "message": meta.message,
         "config": encode(meta.config, AnyConfig),
     }
+    if meta.versus is not None:  # a diff trace; other traces keep their exact bytes
+        document["versus"] = meta.versus
+        document["versus_profile"] = meta.versus_profile or meta.profile
+        document["versus_version"] = encode(meta.versus_version, str | None)
+    return document
 
 
 def trace_json(trace: Trace) -> Json:
@@ -130,6 +135,11 @@ def parse_trace(data: Json, name: str = "trace") -> Trace:
             ),
             kvpool_version=kv.get("kvpool_version", ""),
             message=kv.get("message", ""),
+            versus=kv.get("versus"),
+            versus_profile=kv.get("versus_profile"),
+            versus_version=decode(
+                kv.get("versus_version", {"tag": "None", "value": {"#tup": []}}), str | None
+            ),
         )
         states = data["states"]
         steps = []
@@ -173,6 +183,11 @@ def _check_machine(meta: TraceMeta, actions: list[Any], name: str) -> None:
     if meta.level not in levels:
         raise TraceFileError(
             f"{name}: level {meta.level!r} is not one of the {meta.machine} machine's"
+        )
+    if meta.versus is not None and (not pool or meta.level == "robustness"):
+        raise TraceFileError(
+            f"{name}: a diff trace runs the pool machine at safety or order, "
+            f"not {meta.machine}/{meta.level}"
         )
 
 

@@ -21,7 +21,11 @@ FORMAT_VERSION = 1
 @dataclass(frozen=True)
 class TraceMeta:
     """Where a trace came from, enough to replay it: ``machine`` is ``pool`` (at
-    ``level`` safety/order/robustness) or ``requests`` (``level`` pool or manager)."""
+    ``level`` safety/order/robustness) or ``requests`` (``level`` pool or manager).
+
+    A diff trace (``kvpool diff``) runs ``target`` (pool A) against ``versus`` (pool B)
+    instead of against the spec; its ``expected`` outcomes are A's, its ``actual`` B's.
+    """
 
     target: str
     profile: str
@@ -33,6 +37,10 @@ class TraceMeta:
     target_version: str | None = None
     kvpool_version: str = ""
     message: str = ""
+    #: Pool B of a diff trace, its profile and its release (``None`` for other traces).
+    versus: str | None = None
+    versus_profile: str | None = None
+    versus_version: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ class Verdict:
     def describe(self) -> str:
         if self.nondeterministic:
             return f"the target is nondeterministic: {self.message}"
+        if self.message is None and self.trace.meta.versus is not None:
+            return f"pools A and B agree on all {len(self.trace.actions)} actions"
         if self.message is None:
             return f"the target conforms on all {len(self.trace.actions)} actions"
         return f"step {self.step} of {len(self.trace.actions)} diverges: {self.message}"

@@ -107,16 +107,35 @@ def rows(trace: Trace) -> list[list[str]]:
 
 
 HEADERS = ["#", "action", "free queue", "ref counts", "keys", "expected", "actual", "verdict"]
-#: The table leaves the verdict out; the diverging step's verdict is printed under it.
-TABLE_HEADERS = HEADERS[:-1]
+
+
+def headers(trace: Trace) -> list[str]:
+    """The column names; a diff trace's outcome columns are pool A's and pool B's."""
+    if trace.meta.versus is None:
+        return HEADERS
+    return [{"expected": "A", "actual": "B"}.get(h, h) for h in HEADERS]
 
 
 def header_lines(trace: Trace) -> list[str]:
     meta = trace.meta
     version = f" {meta.target_version}" if meta.target_version else ""
+    seed = f", seed {meta.seed}" if meta.seed is not None else ""
+    if meta.versus is not None:
+        version = version if version.strip() not in meta.target else ""
+        other = f" {meta.versus_version}" if meta.versus_version else ""
+        other = other if other.strip() not in meta.versus else ""
+        lines = [
+            f"diff: A {meta.target}{version} (profile {meta.profile}) against "
+            f"B {meta.versus}{other} (profile {meta.versus_profile}), level {meta.level}{seed}",
+            f"built as {config_line(meta.config)}",
+            "columns A and B: each pool's outcome; free queue, ref counts, keys: pool A's",
+        ]
+        if meta.message:
+            lines.append(f"recorded difference: {meta.message}")
+        return lines
     lines = [
         f"target {meta.target}{version}, profile {meta.profile}, run {meta.machine}/{meta.level}"
-        + (f", seed {meta.seed}" if meta.seed is not None else ""),
+        + seed,
         f"built as {config_line(meta.config)}",
     ]
     if meta.message:
@@ -125,9 +144,10 @@ def header_lines(trace: Trace) -> list[str]:
 
 
 def table(trace: Trace) -> Table:
-    """The steps as a table; the diverging row in red (its verdict: :func:`divergence`)."""
+    """The steps as a table; the diverging row in red. The verdict column is left out: the
+    diverging step's verdict is printed under the table (:func:`divergence`)."""
     result = Table(show_lines=False, expand=True)
-    for name in TABLE_HEADERS:
+    for name in headers(trace)[:-1]:
         result.add_column(name, ratio=4 if name == "action" else 1)
     for row in rows(trace):
         style = "red" if row[-1] != "ok" else None
@@ -151,7 +171,7 @@ def markdown(trace: Trace) -> str:
 
     lines = [f"**kvpool trace** — {header_lines(trace)[0]}", ""]
     lines += [f"- {line}" for line in header_lines(trace)[1:]]
-    lines += ["", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["", "| " + " | ".join(headers(trace)) + " |", "|" + "---|" * len(HEADERS)]
     for row in rows(trace):
         if row[-1] not in ("ok",):
             row = [f"**{c}**" if c else c for c in row]

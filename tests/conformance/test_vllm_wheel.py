@@ -143,6 +143,7 @@ def test_a_file_that_is_not_a_zip_is_refused(tmp_path: Path) -> None:
 def test_wheel_names_and_versions() -> None:
     assert wheel_version(Path(NAME)) == "0.33.0"
     assert wheel_version(Path("vllm-0.10.1.1-cp38-abi3-manylinux1_x86_64.whl")) == "0.10.1.1"
+    assert wheel_version(Path("vllm-0.23.0-2-cp38-abi3-manylinux_2_28_x86_64.whl")) == "0.23.0"
     with pytest.raises(WheelError, match="not named like a vLLM wheel"):
         wheel_version(Path("torch-2.0-cp311-cp311-linux_x86_64.whl"))
     assert parse_version("0.33.0") == (0, 33, 0)

@@ -122,8 +122,9 @@ def valid_cache(where: Path, version: str) -> bool:
 
 
 def wheel_version(wheel: Path) -> str:
-    """The release number in a wheel's file name (``vllm-0.33.0-cp38-...whl``)."""
-    match = re.fullmatch(r"vllm-([^-]+)-[^-]+-[^-]+-[^-]+\.whl", wheel.name)
+    """The release number in a wheel's file name (``vllm-0.33.0-cp38-...whl``; a build
+    tag after the version, as in ``vllm-0.23.0-2-cp38-...whl``, is allowed)."""
+    match = re.fullmatch(r"vllm-([^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl", wheel.name)
     if match is None:
         raise WheelError(f"{wheel.name} is not named like a vLLM wheel (vllm-X.Y.Z-...-....whl)")
     return match.group(1)

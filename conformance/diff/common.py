@@ -1,0 +1,111 @@
+"""What two pools have in common: the actions both take and what both show of their state.
+
+Only actions both sides offer are drawn, and only what both show is compared; everything
+else is listed with the side that lacks it, so a reader knows what the diff did not look at.
+A side offers an operation when its target has it and its profile (the contract it is held
+to when actions are drawn) includes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvpool.spec import ALL_ACTIONS, Profile
+
+from ..target import EVICT_FIRST, OBSERVABLES, Target
+
+#: Every operation in display order, ``free_blocks(evict_first)`` beside ``free_blocks``.
+OPERATIONS: tuple[str, ...] = tuple(
+    op
+    for action in ALL_ACTIONS
+    for op in (
+        (action.operation, EVICT_FIRST)
+        if action.operation == "free_blocks"
+        else (action.operation,)
+    )
+)
+
+#: Observables the two pools are compared on (``structure`` is each pool's own check of
+#: its free-list links, run on whichever side shows it).
+COMPARED = tuple(o for o in OBSERVABLES if o != "structure")
+
+
+def label(operation: str) -> str:
+    """How an operation is named in output: ``free_blocks(evict_first)`` for the flag."""
+    return "free_blocks(evict_first)" if operation == EVICT_FIRST else operation
+
+
+def offered(target: Target, profile: Profile) -> frozenset[str]:
+    """The operations ``target`` takes that ``profile`` includes."""
+    ops = target.operations & profile.operations
+    if EVICT_FIRST in target.operations and profile.has_evict_first:
+        ops |= {EVICT_FIRST}
+    return frozenset(ops)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two pools: how it was named, and what it offers."""
+
+    #: ``A`` or ``B``.
+    letter: str
+    #: The target as given on the command line (``vllm==0.24.0``, ``impl``, ...).
+    spec: str
+    profile: Profile
+    operations: frozenset[str]
+    observes: frozenset[str]
+    version: str | None = None
+
+    def why_not(self, operation: str, target_operations: frozenset[str]) -> str:
+        if operation not in target_operations:
+            return f"{self.letter} ({self.spec}) lacks it"
+        return f"{self.letter}'s profile {self.profile.name} leaves it out"
+
+
+@dataclass(frozen=True)
+class CommonGround:
+    """The actions drawn and the observables compared, and what was left out and why."""
+
+    operations: frozenset[str]
+    observes: frozenset[str]
+    #: (operation label, why) for every operation one side offers and the other does not.
+    left_out: tuple[tuple[str, str], ...]
+    #: (observable, why) for every observable one side shows and the other does not.
+    not_compared: tuple[tuple[str, str], ...]
+
+    @property
+    def evict_first(self) -> bool:
+        return EVICT_FIRST in self.operations
+
+    @property
+    def peer(self) -> bool:
+        return "peer_get_new_blocks" in self.operations
+
+    def drawn(self) -> list[str]:
+        """The drawn operations, by name, in display order."""
+        return [label(op) for op in OPERATIONS if op in self.operations]
+
+
+def common_ground(
+    a: Side, b: Side, a_target_ops: frozenset[str], b_target_ops: frozenset[str]
+) -> CommonGround:
+    """What A and B share; ``*_target_ops`` are the targets' own operations (to say whether
+    a side lacks an operation or only its profile leaves it out)."""
+    left_out = []
+    for op in OPERATIONS:
+        in_a, in_b = op in a.operations, op in b.operations
+        if in_a and not in_b:
+            left_out.append((label(op), b.why_not(op, b_target_ops)))
+        elif in_b and not in_a:
+            left_out.append((label(op), a.why_not(op, a_target_ops)))
+    not_compared = []
+    for seen in COMPARED:
+        if (seen in a.observes) != (seen in b.observes):
+            lacking = b if seen in a.observes else a
+            not_compared.append((seen, f"{lacking.letter} ({lacking.spec}) does not show it"))
+    return CommonGround(
+        a.operations & b.operations,
+        (a.observes & b.observes) - {"structure"},
+        tuple(left_out),
+        tuple(not_compared),
+    )
