@@ -26,6 +26,7 @@ from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .mutants.command import mutants
 from .proofs.command import prove
+from .reference.command import docs
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -777,3 +778,4 @@ main.add_command(prove)
 main.add_command(crosshair)
 main.add_command(bench)
 main.add_command(diff)
+main.add_command(docs)

@@ -1,0 +1,63 @@
+"""``reference/cli.md``: every ``kvpool`` command's ``--help``, as the command prints it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import click
+
+from .markdown import GENERATED, fence
+
+#: The width help text is wrapped at, so the page does not depend on the terminal.
+HELP_WIDTH = 92
+
+
+def kvpool_group() -> click.Group:
+    """The ``kvpool`` command with every subcommand, ``docs`` included even before the CLI
+    registers it."""
+    from kvpool.conformance.cli import main
+
+    from .command import docs
+
+    if "docs" in main.commands:
+        return main
+    view = click.Group(
+        name=main.name,
+        commands={**main.commands, "docs": docs},
+        help=main.help,
+        context_settings=main.context_settings,
+    )
+    return view
+
+
+def walk(
+    command: click.Command, path: tuple[str, ...], parent: click.Context | None
+) -> Iterator[tuple[tuple[str, ...], str]]:
+    """``(command path, help text)`` for ``command`` and, for a group, its subcommands in
+    alphabetical order."""
+    ctx = click.Context(
+        command,
+        info_name=path[-1],
+        parent=parent,
+        terminal_width=HELP_WIDTH,
+        max_content_width=HELP_WIDTH,
+    )
+    yield path, command.get_help(ctx)
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            yield from walk(command.commands[name], (*path, name), ctx)
+
+
+def cli_page() -> str:
+    """The page: one section per command, its help in a text block."""
+    out = [
+        GENERATED,
+        "# Command line\n",
+        "Every `kvpool` command and its `--help`, generated from the commands themselves "
+        f"(wrapped at {HELP_WIDTH} columns).\n",
+    ]
+    for path, text in walk(kvpool_group(), ("kvpool",), None):
+        level = "#" * min(len(path) + 1, 4)
+        out.append(f"{level} {' '.join(path)}\n")
+        out.append(fence(text, "text"))
+    return "\n".join(out)

@@ -1,0 +1,167 @@
+"""``kvpool docs``: build or serve the documentation site, or write its generated pages.
+
+Importing this module runs nothing; the CLI registers :data:`docs` with
+``main.add_command(docs)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from ..extras import require
+
+EXIT_FAILED = 1
+
+#: The repository root when kvpool runs from a checkout (an editable install).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+HELP = """The documentation site: build it, preview it, or write its generated pages.
+
+\b
+The site is mkdocs-material, configured by mkdocs.yml at the repository root. The
+hand-written pages live in docs/; the reference pages (docs/reference/...: every
+operation, rule, invariant, property, profile, proof and command) are generated from
+the spec each time the site is built and never committed, so they cannot drift from
+the oracle. Hand-written pages can include generated fragments with a marker on a line
+of its own, <!-- kvpool:NAME -->; `kvpool docs generate --list-markers` lists them.
+
+\b
+Examples:
+  kvpool docs build                     strict build into site/ (any warning fails)
+  kvpool docs build --out /tmp/site     somewhere else
+  kvpool docs serve --port 8001         preview at http://127.0.0.1:8001
+  kvpool docs generate --out /tmp/ref   only the reference pages, as Markdown
+"""
+
+
+def find_config(config: Path | None) -> Path:
+    """The mkdocs.yml to use: the one given, else ./mkdocs.yml, else the checkout's."""
+    if config is not None:
+        return config
+    for candidate in (Path.cwd() / "mkdocs.yml", CHECKOUT / "mkdocs.yml"):
+        if candidate.is_file():
+            return candidate
+    raise click.UsageError(
+        "no mkdocs.yml here or in the kvpool checkout; run from the repository root or "
+        "pass --config PATH"
+    )
+
+
+def _show_mkdocs_log() -> logging.Handler:
+    """Print mkdocs' messages (warnings name the page and the problem) while it runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)-7s %(message)s"))
+    handler.setLevel(logging.INFO)
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    return handler
+
+
+CONFIG_OPTION = click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The mkdocs.yml [default: ./mkdocs.yml, else the checkout's].",
+)
+
+
+@click.group(name="docs", help=HELP)
+def docs() -> None:
+    pass
+
+
+def build_site(config: Path, out: Path | None) -> None:
+    """Build the site strictly from ``config`` into ``out`` (default: its ``site_dir``).
+
+    Raises ``mkdocs.exceptions.MkDocsException`` (``Abort`` for warnings in strict mode).
+    """
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    site_dir = str(out.resolve()) if out is not None else None
+    build(load_config(str(config), strict=True, site_dir=site_dir))
+
+
+@docs.command(name="build")
+@CONFIG_OPTION
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the site goes [default: site/ beside mkdocs.yml].",
+)
+def docs_build(config: Path | None, out: Path | None) -> None:
+    """Build the site with `mkdocs build --strict`: a broken link, a page missing from the
+    nav, an unknown marker or any other warning fails the build (exit 1)."""
+    require("mkdocs", "mkdocs-material", "kvpool docs build")
+    from mkdocs.exceptions import MkDocsException
+
+    path = find_config(config)
+    handler = _show_mkdocs_log()
+    try:
+        build_site(path, out)
+    except MkDocsException as exc:
+        click.echo(f"error: the site did not build: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    finally:
+        logging.getLogger("mkdocs").removeHandler(handler)
+    where = out if out is not None else path.parent / "site"
+    click.echo(f"site built in {where}")
+
+
+@docs.command(name="serve")
+@CONFIG_OPTION
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+def docs_serve(config: Path | None, port: int, host: str) -> None:
+    """Preview the site at http://HOST:PORT, rebuilt when a page or mkdocs.yml changes.
+    The reference pages are regenerated on each rebuild from the spec as it was imported:
+    restart to see a change to spec/. Ctrl-C stops it."""
+    require("mkdocs", "mkdocs-material", "kvpool docs serve")
+    from mkdocs.commands.serve import serve
+    from mkdocs.exceptions import MkDocsException
+
+    path = find_config(config)
+    handler = _show_mkdocs_log()
+    try:
+        serve(str(path), dev_addr=f"{host}:{port}")
+    except MkDocsException as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    finally:
+        logging.getLogger("mkdocs").removeHandler(handler)
+
+
+@docs.command(name="generate")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory to write the pages into, as OUT/reference/... (required unless "
+    "--list-markers).",
+)
+@click.option("--list-markers", is_flag=True, help="List the fragment markers and exit.")
+def docs_generate(out: Path | None, list_markers: bool) -> None:
+    """Write the generated reference pages as Markdown (what the site's build inserts), to
+    read or diff them without building the site."""
+    if list_markers:
+        from .fragments import FRAGMENTS
+
+        for name, (what, _) in FRAGMENTS.items():
+            click.echo(f"<!-- kvpool:{name} -->  {what}")
+        return
+    if out is None:
+        raise click.UsageError("--out DIR is required (or --list-markers)")
+    from .pages import reference_pages
+
+    pages = reference_pages()
+    for relative, text in pages.items():
+        target = out / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    click.echo(f"{len(pages)} reference pages in {out / 'reference'}")

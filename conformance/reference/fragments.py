@@ -1,0 +1,104 @@
+"""Generated fragments a hand-written page can include with a marker on a line of its own:
+``<!-- kvpool:NAME -->``. The docs hook replaces each marker when the site is built, so a
+table or diagram in the narrative comes from the spec like the reference pages do."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable
+
+from kvpool.conformance.levels import LEVELS
+
+from .lifecycle_svg import lifecycle_svg
+from .lifecycle_table import states_table, transitions_table
+from .markdown import code, prose, table
+from .profiles_page import version_table
+
+#: Turns a path under ``docs/`` into a link from the page being built.
+Linker = Callable[[str], str]
+
+MARKER = re.compile(r"[ \t]*<!--\s*kvpool:([a-z0-9-]+)\s*-->[ \t]*")
+
+
+def levels_table(link: Linker) -> str:
+    """The conformance levels, from ``kvpool.conformance.levels``."""
+    rows = [
+        (
+            code(level.name),
+            prose(level.description),
+            "exact" if level.exact_order else "any (the spec adopts the pool's choice)",
+            "yes" if level.out_of_contract else "no",
+        )
+        for level in LEVELS.values()
+    ]
+    return table(("level", "what passes", "eviction order", "out-of-contract input"), rows)
+
+
+def _diagram(link: Linker) -> str:
+    # raw HTML on its own, set off by blank lines, passes through Markdown untouched
+    return "\n" + lifecycle_svg() + "\n"
+
+
+#: marker name -> (what it inserts, the generator).
+FRAGMENTS: dict[str, tuple[str, Callable[[Linker], str]]] = {
+    "lifecycle-diagram": (
+        "the state diagram of the six lifecycle states (inline SVG), from exploring the spec",
+        _diagram,
+    ),
+    "lifecycle-states": (
+        "the table of the six lifecycle states (ref_cnt, key, queue, writable, hittable)",
+        lambda link: states_table(),
+    ),
+    "lifecycle-transitions": (
+        "the table of every lifecycle transition the spec makes, linking each operation",
+        transitions_table,
+    ),
+    "version-table": (
+        "vLLM release ranges to profiles (kvpool.spec.profile.VLLM_RELEASES)",
+        lambda link: version_table(link=False),
+    ),
+    "levels-table": ("the conformance levels (kvpool.conformance.levels)", levels_table),
+}
+
+
+class UnknownMarker(ValueError):
+    """A page names a fragment that does not exist (a typo would otherwise vanish)."""
+
+
+def linker_for(page_path: str) -> Linker:
+    """Relative links from the page at ``page_path`` (under ``docs/``)."""
+    here = posixpath.dirname(page_path)
+    return lambda target: posixpath.relpath(target, here or ".")
+
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def expand(markdown: str, page_path: str) -> str:
+    """``markdown`` with every marker outside a code fence replaced by its fragment.
+
+    Raises :class:`UnknownMarker` naming the page, line and marker for a name not in
+    :data:`FRAGMENTS`.
+    """
+    link = linker_for(page_path)
+    out: list[str] = []
+    fence: str | None = None
+    for number, line in enumerate(markdown.split("\n"), 1):
+        opened = _FENCE.match(line)
+        if fence is None and opened:
+            fence = opened.group(1)
+        elif fence is not None and opened and opened.group(1).startswith(fence):
+            fence = None
+        marker = MARKER.fullmatch(line) if fence is None else None
+        if marker is None:
+            out.append(line)
+            continue
+        name = marker.group(1)
+        if name not in FRAGMENTS:
+            known = ", ".join(sorted(FRAGMENTS))
+            raise UnknownMarker(
+                f"{page_path}:{number}: unknown marker <!-- kvpool:{name} -->; known: {known}"
+            )
+        out.append(FRAGMENTS[name][1](link).rstrip("\n"))
+    return "\n".join(out)

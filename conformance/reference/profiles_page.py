@@ -1,0 +1,109 @@
+"""``reference/profiles.md``: every profile's settings, the operations each offers, and the
+table from vLLM release to profile."""
+
+from __future__ import annotations
+
+from kvpool.spec.actions import ALL_ACTIONS
+from kvpool.spec.profile import PROFILES, SEED, VLLM_RELEASES, Profile
+
+from .code_facts import field_comments, profile_choices
+from .markdown import GENERATED, bullets, code, prose, table
+
+
+def _release(version: tuple[int, int, int]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def version_table(link: bool = True) -> str:
+    """vLLM releases to profiles, from ``VLLM_RELEASES``: each row covers the releases from
+    its first one up to the next row's. ``link``: profile names link to their section of
+    this page (for the page itself; a fragment on another page shows plain names)."""
+    rows = []
+    for i, (first, profile) in enumerate(VLLM_RELEASES):
+        if i + 1 < len(VLLM_RELEASES):
+            span = f">= {_release(first)}, < {_release(VLLM_RELEASES[i + 1][0])}"
+        else:
+            span = f">= {_release(first)} (and newer, until a newer release is measured)"
+        name = code(profile.name)
+        # the heading's anchor: Markdown's slugs drop the dots
+        rows.append((span, f"[{name}](#{profile.name.replace('.', '')})" if link else name))
+    return table(("vLLM releases", "profile"), rows)
+
+
+def _behaviour_fields() -> list[str]:
+    return [f for f in profile_choices() if f != "operations"]
+
+
+def settings_table() -> str:
+    """One row per behaviour field: its meaning, and which profiles set it which way."""
+    docs = field_comments(Profile)
+    rows = []
+    for field in _behaviour_fields():
+        yes = [name for name, p in PROFILES.items() if getattr(p, field)]
+        no = [name for name, p in PROFILES.items() if not getattr(p, field)]
+        rows.append(
+            (
+                code(field),
+                prose(docs.get(field, "")),
+                ", ".join(yes) or "none",
+                ", ".join(no) or "none",
+            )
+        )
+    return table(("field", "what it chooses", "True in", "False in"), rows)
+
+
+def operations_table() -> str:
+    """One row per operation: the profiles whose pool lacks it."""
+    rows = []
+    for action in ALL_ACTIONS:
+        op = action.operation
+        missing = [name for name, p in PROFILES.items() if not p.offers(op)]
+        rows.append((f"[{code(op)}](actions/{op}.md)", ", ".join(missing) or "none: every profile"))
+    return table(("operation", "not offered by"), rows)
+
+
+def _profile_section(profile: Profile) -> str:
+    differs = [
+        f"{code(field)} = {code(repr(getattr(profile, field)))}"
+        for field in _behaviour_fields()
+        if getattr(profile, field) != getattr(SEED, field)
+    ]
+    missing = sorted(SEED.operations - profile.operations)
+    lines = [f"## {profile.name}\n", prose(profile.description) + ".\n"]
+    if profile is SEED:
+        lines.append("The contract every other profile is described against.\n")
+        return "\n".join(lines)
+    lines.append(
+        ("Differs from `seed` in:\n\n" + bullets(differs))
+        if differs
+        else "Behaves as `seed` wherever both offer an operation.\n"
+    )
+    if missing:
+        lines.append("Lacks: " + ", ".join(code(op) for op in missing) + ".\n")
+    releases = [_release(first) for first, p in VLLM_RELEASES if p is profile]
+    if releases:
+        lines.append("Chosen for vLLM releases from " + ", ".join(releases) + " on.\n")
+    return "\n".join(lines)
+
+
+def profiles_page() -> str:
+    """The whole page."""
+    return "\n".join(
+        [
+            GENERATED,
+            "# Profiles and vLLM versions\n",
+            "A profile is the list of choices where real pools disagree: where a freed block "
+            "goes, which operations exist, which inputs a caching call accepts. `kvpool "
+            "conform --profile NAME` checks a pool against one; a vLLM target is checked "
+            "against its release's profile by default. Every value here is read from "
+            "`kvpool.spec.profile`.\n",
+            "## vLLM release to profile\n",
+            "`profile_for_version(version)` picks the last row at or before the release:\n",
+            version_table(),
+            "## Settings\n",
+            settings_table(),
+            "## Operations\n",
+            operations_table(),
+            *(_profile_section(p) for p in PROFILES.values()),
+        ]
+    )

@@ -1,0 +1,124 @@
+"""The site builds strictly, and its reference pages say everything the spec holds.
+
+The expected names come from the spec's own tables (never a list written here), so a new
+rule, invariant, property, profile or operation that the pages miss fails these tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+from pathlib import Path
+
+import pytest
+from docs_build import build
+from kvpool.conformance.reference.action_facts import all_pool_action_facts
+from kvpool.conformance.reference.cli_page import kvpool_group, walk
+from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
+from kvpool.spec import profile as profile_module
+from kvpool.spec.manager import PROPERTIES, REQUEST_ACTIONS
+
+
+def page(site: Path, path: str) -> str:
+    """The built page at ``path`` ('reference/rules' -> reference/rules/index.html)."""
+    built = site / path / "index.html"
+    assert built.is_file(), f"{built} was not built"
+    return html.unescape(built.read_text(encoding="utf-8"))
+
+
+def heading_ids(text: str) -> set[str]:
+    return set(re.findall(r'<h[1-6] id="([^"]+)"', text))
+
+
+def test_strict_build_writes_every_hand_written_page(built_site: Path) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for source in docs.rglob("*.md"):
+        relative = source.relative_to(docs).with_suffix("")
+        target = relative.parent if relative.name == "index" else relative
+        assert (built_site / target / "index.html").is_file(), f"{source} was not built"
+
+
+def test_every_operation_has_a_page_with_its_rules_and_events(built_site: Path) -> None:
+    facts = {f.operation: f for f in all_pool_action_facts()}
+    assert set(facts) == {a.operation for a in ALL_ACTIONS}
+    for operation, f in facts.items():
+        text = page(built_site, f"reference/actions/{operation}")
+        assert "<h1" in text and operation in text
+        for rule in f.rules:
+            assert f"rules/#{rule}" in text, f"{operation}'s page does not link rule {rule}"
+        for event in f.events:
+            assert event.__name__ in text, f"{operation}'s page misses event {event.__name__}"
+        for field in f.profile_fields:
+            assert field in text, f"{operation}'s page misses profile field {field}"
+    index = page(built_site, "reference/actions")
+    for operation in facts:
+        assert f'href="{operation}/"' in index, f"the operations index misses {operation}"
+
+
+def test_rules_invariants_properties_each_have_their_own_heading(built_site: Path) -> None:
+    rules = heading_ids(page(built_site, "reference/rules"))
+    assert set(RULES) <= rules, f"rules without a heading: {set(RULES) - rules}"
+    invariants = heading_ids(page(built_site, "reference/invariants"))
+    assert set(INVARIANTS) <= invariants, f"missing: {set(INVARIANTS) - invariants}"
+    properties = heading_ids(page(built_site, "reference/properties"))
+    assert set(PROPERTIES) <= properties, f"missing: {set(PROPERTIES) - properties}"
+
+
+def test_rule_texts_appear_as_the_spec_states_them(built_site: Path) -> None:
+    text = " ".join(page(built_site, "reference/rules").split()).lower()
+    for rule, statement in RULES.items():
+        wanted = " ".join(statement.split()).rstrip(".").lower()
+        assert wanted in text, f"rule {rule}'s text is missing"
+
+
+def test_request_actions_and_profiles_pages_list_everything(built_site: Path) -> None:
+    requests = heading_ids(page(built_site, "reference/request-actions"))
+    assert {a.operation for a in REQUEST_ACTIONS} <= requests
+    profiles = page(built_site, "reference/profiles")
+    for name, profile in PROFILES.items():
+        assert f">{name}<" in profiles, f"profile {name} has no heading"
+        assert " ".join(profile.description.split())[:60] in " ".join(profiles.split())
+    for first, _ in profile_module.VLLM_RELEASES:
+        release = ".".join(map(str, first))
+        assert f">= {release}" in profiles, f"release {release} is not in the version table"
+
+
+def test_cli_page_shows_every_commands_help(built_site: Path) -> None:
+    text = page(built_site, "reference/cli")
+    commands = [" ".join(path) for path, _ in walk(kvpool_group(), ("kvpool",), None)]
+    assert "kvpool docs build" in commands and "kvpool conform" in commands
+    for command in commands:
+        assert f"Usage: {command} " in text, f"the CLI page misses {command}'s help"
+
+
+def test_proofs_page_shows_every_obligation_run(built_site: Path) -> None:
+    pytest.importorskip("z3")
+    from kvpool.conformance.proofs.obligations import all_obligations
+
+    text = page(built_site, "reference/proofs")
+    for obligation in all_obligations():
+        assert obligation.name in text, f"obligation {obligation.name} missing"
+    assert "obligations passed" in text
+
+
+def test_lifecycle_page_draws_the_generated_diagram(built_site: Path) -> None:
+    text = page(built_site, "guide/lifecycle")
+    assert "kvpool:lifecycle-diagram" not in text, "the marker was not replaced"
+    assert '<svg class="kvpool-diagram"' in text
+    assert text.count('data-edge="') >= 10
+
+
+def test_changing_the_spec_changes_the_built_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drift: the pages are made from the spec at build time, so a change to the spec's data
+    shows in the next build, on the rules page and on every operation page that cites it."""
+    planted = "Planted: a block may be freed only while a drift marker says so"
+    monkeypatch.setitem(RULES, "free-held", planted)
+    changed = dataclasses.replace(PROFILES["vllm-0.33"], description="planted profile text")
+    monkeypatch.setitem(PROFILES, "vllm-0.33", changed)
+    site = build(tmp_path / "site")
+    assert planted in page(site, "reference/rules")
+    assert planted in page(site, "reference/actions/free_blocks")
+    assert "planted profile text" in page(site, "reference/profiles")

@@ -1,0 +1,128 @@
+"""Every code example in the docs runs, as the convention in
+``kvpool.conformance.reference.examples`` says; a failure names the page and line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kvpool.conformance.reference.cli_page import kvpool_group
+from kvpool.conformance.reference.examples import (
+    ExampleFailed,
+    ExampleSkipped,
+    Fence,
+    PageRun,
+    find_fences,
+    kvpool_commands,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def page_fences() -> dict[str, list[Fence]]:
+    """Every page's fences, by its path from the repository root (``docs/guide/x.md``)."""
+    found = {}
+    for path in sorted(DOCS.rglob("*.md")):
+        name = str(path.relative_to(DOCS.parent))
+        found[name] = find_fences(path.read_text(encoding="utf-8"), name)
+    return found
+
+
+FENCES = page_fences()
+CASES = [
+    pytest.param(page, i, id=fence.where)
+    for page, fences in FENCES.items()
+    for i, fence in enumerate(fences)
+    if fence.runs
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PageRun]:
+    """One run per page, shared by its examples (each page gets a fresh scratch dir)."""
+    made: dict[str, PageRun] = {}
+    for page, fences in FENCES.items():
+        scratch = tmp_path_factory.mktemp(Path(page).stem)
+        made[page] = PageRun(fences, scratch, kvpool_group())
+    return made
+
+
+@pytest.mark.parametrize(("page", "index"), CASES)
+def test_example(page: str, index: int, runs: dict[str, PageRun]) -> None:
+    try:
+        runs[page].run(index)
+    except ExampleSkipped as skipped:
+        pytest.skip(str(skipped))
+    except ExampleFailed as failed:
+        if isinstance(failed.__cause__, ExampleFailed):  # a command's exit status: no traceback
+            pytest.fail(str(failed), pytrace=False)
+        raise  # a Python example's error: its traceback quotes the page's lines
+
+
+def test_the_docs_have_examples_to_run() -> None:
+    assert len(CASES) >= 10, "the docs promise runnable examples"
+
+
+# --- the runner itself catches what it should --------------------------------------------
+
+
+def run_page(text: str, tmp_path: Path, index: int | None = None) -> PageRun:
+    fences = find_fences(text, "planted.md")
+    run = PageRun(fences, tmp_path, kvpool_group())
+    last = len(fences) - 1 if index is None else index
+    run.run(last)
+    return run
+
+
+def test_a_broken_python_example_fails_naming_its_line(tmp_path: Path) -> None:
+    page = "# P\n\n```python\nx = 1\nassert x == 2, 'planted'\n```\n"
+    with pytest.raises(ExampleFailed, match=r"planted\.md:3: AssertionError: planted"):
+        run_page(page, tmp_path)
+
+
+def test_python_examples_share_a_namespace_and_see_titled_files(tmp_path: Path) -> None:
+    page = (
+        '```python title="helper.py"\nVALUE = 41\n```\n\n'
+        "```python\nimport helper\nanswer = helper.VALUE + 1\n```\n\n"
+        "```python\nassert answer == 42\n```\n"
+    )
+    run_page(page, tmp_path)
+    assert (tmp_path / "helper.py").read_text() == "VALUE = 41\n"
+
+
+def test_a_failing_kvpool_command_fails_the_example(tmp_path: Path) -> None:
+    page = "```console\n$ kvpool conform --target nosuchmodule:make_pool\n```\n"
+    with pytest.raises(ExampleFailed, match=r"planted\.md:2: .*exited 2, the page expects 0"):
+        run_page(page, tmp_path)
+
+
+def test_an_exit_directive_sets_the_expected_status(tmp_path: Path) -> None:
+    page = "<!-- exit: 2 -->\n```console\n$ kvpool conform --target nosuchmodule:f\n```\n"
+    run_page(page, tmp_path)
+    wrong = "<!-- exit: 1 -->\n```console\n$ kvpool conform --target nosuchmodule:f\n```\n"
+    with pytest.raises(ExampleFailed, match="exited 2, the page expects 1"):
+        run_page(wrong, tmp_path)
+
+
+def test_a_skip_directive_skips_and_other_fences_do_not_run(tmp_path: Path) -> None:
+    page = "<!-- skip: needs a GPU -->\n```python\nraise SystemExit(3)\n```\n"
+    with pytest.raises(ExampleSkipped, match="needs a GPU"):
+        run_page(page, tmp_path)
+    shown = "```sh\nexit 1\n```\n\n```text\n$ kvpool nonsense\n```\n"
+    assert not any(f.runs for f in find_fences(shown, "x.md"))
+
+
+def test_an_indented_fence_and_continued_commands_are_read() -> None:
+    page = (
+        "- item\n\n    ```console\n    $ kvpool conform \\\n        --max-examples 5\n"
+        "    out\n    ```\n"
+    )
+    (fence,) = find_fences(page, "x.md")
+    assert fence.language == "console"
+    assert kvpool_commands(fence.body) == [(0, "kvpool conform --max-examples 5")]
+
+
+def test_an_example_after_a_failed_one_names_the_earlier_failure(tmp_path: Path) -> None:
+    page = "```python\nraise ValueError('first')\n```\n\n```python\nundefined_name\n```\n"
+    with pytest.raises(ExampleFailed, match=r"earlier example .*planted\.md:1"):
+        run_page(page, tmp_path, index=1)
