@@ -18,6 +18,7 @@ from rich.table import Table
 from .bench import bench
 from .crosshair_check import crosshair
 from .diff.command import diff
+from .fuzz.command import fuzz
 from .levels import LEVELS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
@@ -779,3 +780,4 @@ main.add_command(crosshair)
 main.add_command(bench)
 main.add_command(diff)
 main.add_command(docs)
+main.add_command(fuzz)

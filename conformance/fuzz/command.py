@@ -1,0 +1,303 @@
+"""``kvpool fuzz``: a long campaign of the lockstep machines on every core."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from typing import NoReturn
+
+import click
+from kvpool.spec import PROFILES, PoolConfig, get_profile
+from kvpool.spec.manager import ManagerConfig
+from rich.console import Console
+
+from ..levels import LEVELS
+from ..manager.target import RequestSetup
+from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from .database import DatabaseError, open_database
+from .plan import CampaignPlan, DatabaseSpec, JobSpec
+from .sharing import DatabaseErrors
+from .status import clock, coverage_lines, findings_lines, jobs_table
+from .supervise import CRASHED, supervise
+
+EXIT_PASS, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+MACHINES = ("pool", "requests")
+#: Request-level pools are drawn up to at least this many blocks (as in kvpool conform).
+REQUEST_MIN_BLOCKS = 12
+
+
+def _fail_usage(console: Console, message: str) -> NoReturn:
+    console.print("[red]error:[/red] ", end="")
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_USAGE)
+
+
+def _until(duration: float, max_actions: int | None) -> str:
+    """``for 0:10:00``, ``until 1,000,000 actions``, both, or ``until Ctrl-C``."""
+    limits = [f"for {clock(duration)}"] if duration else []
+    limits += [f"until {max_actions:,} actions"] if max_actions else []
+    return " or ".join(limits) or "until Ctrl-C"
+
+
+def _names(value: str, known: tuple[str, ...], what: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise click.BadParameter(
+            f"unknown {what}(s) {', '.join(unknown) or repr(value)}; choose from {', '.join(known)}"
+        )
+    return names
+
+
+@click.command()
+@click.option(
+    "--target",
+    "-t",
+    default="impl",
+    show_default=True,
+    help="The pool to fuzz, as for kvpool conform: impl, spec, vllm==X.Y.Z, module:factory.",
+)
+@click.option(
+    "--profile",
+    "-p",
+    default=None,
+    help="Expected behaviour (default: the target's own profile, else seed). Known: "
+    + ", ".join(PROFILES)
+    + ".",
+)
+@click.option(
+    "--level",
+    "-l",
+    "levels",
+    default="safety,order,robustness",
+    show_default=True,
+    help="Comma-separated levels of the pool machine.",
+)
+@click.option(
+    "--machine",
+    "-m",
+    "machines",
+    default="pool,requests",
+    show_default=True,
+    help="Comma-separated machines: pool (at each --level) and requests (on the pool, and "
+    "on the target's manager if any).",
+)
+@click.option(
+    "--manager",
+    default="auto",
+    show_default=True,
+    help="The manager the requests machine checks: auto, none, or module:factory.",
+)
+@click.option(
+    "--workers",
+    "-w",
+    default=os.cpu_count() or 1,
+    show_default="every core",
+    type=click.IntRange(1),
+    help="Worker processes; each runs every job in turn.",
+)
+@click.option("--hours", type=click.FloatRange(0.0), default=0.0, help="Run this long ...")
+@click.option("--minutes", type=click.FloatRange(0.0), default=0.0, help="... plus this ...")
+@click.option(
+    "--seconds",
+    type=click.FloatRange(0.0),
+    default=0.0,
+    help="... plus this (none of the three: until Ctrl-C).",
+)
+@click.option(
+    "--redis",
+    "redis_url",
+    default=None,
+    metavar="URL",
+    help="Share failing examples with every campaign using this Redis server "
+    "(redis://host:6379/0), on this machine and others; needs "
+    "pip install 'kvpool-spec[fuzz]'.",
+)
+@click.option(
+    "--db-dir",
+    default=".kvpool-fuzz",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The example database on this machine (Hypothesis's directory format).",
+)
+@click.option(
+    "--trace-dir",
+    default="kvpool-traces",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where each kind of failure's trace (ITF JSON) and pytest file are written.",
+)
+@click.option(
+    "--steps",
+    default=40,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Most actions per test case.",
+)
+@click.option(
+    "--blocks",
+    default=8,
+    show_default=True,
+    type=click.IntRange(2, 4096),
+    help="Largest pool drawn (num_gpu_blocks, the null block included).",
+)
+@click.option(
+    "--examples-per-round",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Test cases a worker draws for one job before it turns to the next.",
+)
+@click.option("--seed", type=int, default=None, help="The campaign's seed (default: random).")
+@click.option(
+    "--max-actions",
+    type=click.IntRange(1),
+    default=None,
+    help="Stop once the workers ran this many lockstep actions in all (and the round "
+    "each is in); with a duration, whichever comes first.",
+)
+@click.option(
+    "--stop-on-failure",
+    is_flag=True,
+    help="Stop the whole campaign at the first failure found.",
+)
+@click.option(
+    "--status-every",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Seconds between status lines when the output is not a terminal (a terminal "
+    "shows one live line instead).",
+)
+def fuzz(
+    target: str,
+    profile: str | None,
+    levels: str,
+    machines: str,
+    manager: str,
+    workers: int,
+    hours: float,
+    minutes: float,
+    seconds: float,
+    redis_url: str | None,
+    db_dir: str,
+    trace_dir: str,
+    steps: int,
+    blocks: int,
+    examples_per_round: int,
+    seed: int | None,
+    max_actions: int | None,
+    stop_on_failure: bool,
+    status_every: float,
+) -> None:
+    """Fuzz TARGET against the spec on every core until the deadline or Ctrl-C.
+
+    Each worker runs the lockstep machines of kvpool conform in turn, round after round,
+    with fresh seeds. Failing examples go into Hypothesis's example database (--db-dir,
+    and with --redis a server shared by campaigns on other machines); every worker
+    replays what any worker stored before drawing new test cases, so a failure found
+    anywhere replays everywhere. Each kind of failure is shrunk, printed and its trace
+    written the moment it is found.
+
+    Exit status: 0 no failure, 1 a failure was found, 2 a usage or loading error (or a
+    worker failed).
+    """
+    console = Console()
+    try:
+        level_names = _names(levels, tuple(LEVELS), "level")
+        machine_names = _names(machines, MACHINES, "machine")
+        chosen_profile = get_profile(profile or default_profile(target) or "seed")
+        factory, name = load_target(target)
+        manager_factory, manager_name = load_manager(manager, target)
+    except (click.BadParameter, KeyError, TargetLoadError) as exc:
+        _fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
+    try:
+        factory(PoolConfig(2), chosen_profile)
+        if manager_factory is not None:
+            manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
+    except Exception as exc:  # the user's factory failed to build a pool or a manager
+        _fail_usage(console, f"target {name!r} could not be built: {type(exc).__name__}: {exc}")
+    database = DatabaseSpec(db_dir, redis_url)
+    try:
+        open_database(database, DatabaseErrors())
+    except DatabaseError as exc:
+        _fail_usage(console, str(exc))
+    jobs = [JobSpec("pool", level) for level in level_names if "pool" in machine_names]
+    if "requests" in machine_names:
+        jobs.append(JobSpec("requests", "pool"))
+        if manager_factory is not None:
+            jobs.append(JobSpec("requests", "manager"))
+    plan = CampaignPlan(
+        target=target,
+        profile=chosen_profile.name,
+        manager=manager_name,
+        jobs=tuple(jobs),
+        steps=steps,
+        blocks=blocks,
+        request_blocks=max(REQUEST_MIN_BLOCKS, blocks),
+        examples_per_round=examples_per_round,
+        trace_dir=trace_dir,
+        database=database,
+        seed=seed if seed is not None else random.randrange(2**32),
+    )
+    duration = hours * 3600 + minutes * 60 + seconds
+    console.print(
+        f"kvpool fuzz: target [bold]{name}[/bold], profile {plan.profile}, "
+        f"jobs {', '.join(j.label for j in jobs)}, seed {plan.seed}, "
+        f"database {database.describe()}, " + _until(duration, max_actions),
+        highlight=False,
+        soft_wrap=True,
+    )
+    outcome = supervise(
+        plan,
+        workers,
+        duration or None,
+        console,
+        stop_on_failure=stop_on_failure,
+        max_actions=max_actions,
+        status_every=status_every,
+    )
+    tally = outcome.tally
+    rate = tally.actions / outcome.seconds if outcome.seconds > 0 else 0.0
+    console.print(
+        jobs_table(
+            tally, f"kvpool fuzz — target {name}, profile {plan.profile}, {workers} workers"
+        ),
+    )
+    for line in coverage_lines(tally):
+        console.print(line, highlight=False, soft_wrap=True)
+    errors, last = tally.database_errors()
+    if errors:
+        console.print(
+            f"the example database failed {errors} time(s); last: {last}",
+            style="yellow",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    for number in outcome.terminated:
+        console.print(
+            f"worker {number} did not stop when asked and was terminated",
+            style="yellow",
+            highlight=False,
+        )
+    for crash in outcome.crashes:
+        console.print(crash, style="red", markup=False, highlight=False, soft_wrap=True)
+    if tally.findings:
+        console.print("\nfailures found (one line per kind):")
+        for line in findings_lines(tally):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"{tally.actions:,} lockstep actions in {clock(outcome.seconds)} ({rate:,.0f}/s), "
+        f"{tally.examples:,} test cases; {outcome.reason}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if tally.findings:
+        kinds = len(tally.findings)
+        console.print(f"[red]{kinds} kind{'s' if kinds > 1 else ''} of failure found[/red]")
+        sys.exit(EXIT_FAILURE)
+    if outcome.crashes or outcome.reason == CRASHED:
+        sys.exit(EXIT_USAGE)
+    console.print("[green]no failure found[/green]")

@@ -1,0 +1,136 @@
+"""A campaign's jobs as a worker runs them: the machine to draw from, the record of what it
+ran, how a failure is shrunk, and the database key its failures are kept under."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis.stateful import RuleBasedStateMachine
+from kvpool.spec import PoolConfig, Profile, get_profile
+
+from ..levels import LEVELS, Level
+from ..lockstep import RunRecord
+from ..machine import lockstep_machine
+from ..manager.machine import RunBuilder, request_machine
+from ..manager.runner import (
+    ON_MANAGER,
+    ON_POOL,
+    manager_builder,
+    pool_builder,
+    replay_requests,
+    simpler_request,
+    smaller_setups,
+)
+from ..manager.target import RequestSetup
+from ..runner import Failure
+from ..shrink import Replay, shrink, shrink_sequence
+from ..target import TargetFactory
+from ..targets.loading import load_manager, load_target
+from .database import database_key
+from .plan import CampaignPlan, JobSpec
+
+#: Builds the machine class of one round from the failure kinds to drop and the callback
+#: called as each test case starts.
+MachineBuilder = Callable[
+    [frozenset[str], Callable[[RunRecord], None]], type[RuleBasedStateMachine]
+]
+
+
+@dataclass
+class Job:
+    """One job of a worker. ``record`` adds up everything the job ran in this worker."""
+
+    spec: JobSpec
+    level: Level
+    key: bytes
+    record: RunRecord
+    machine: MachineBuilder
+    shrink: Callable[[Failure], Failure]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The target of a campaign, loaded in a worker."""
+
+    profile: Profile
+    factory: TargetFactory
+    manager: Any
+    #: The pool's release (a vLLM target's version), for the traces' metadata.
+    version: str | None
+
+
+def load(plan: CampaignPlan) -> Loaded:
+    profile = get_profile(plan.profile)
+    factory, _ = load_target(plan.target)
+    manager, _ = load_manager(plan.manager, plan.target)
+    probe = factory(PoolConfig(2), profile)
+    return Loaded(profile, factory, manager, getattr(probe, "version", None))
+
+
+def build_jobs(plan: CampaignPlan, loaded: Loaded) -> list[Job]:
+    """The plan's jobs, ready to run in this process."""
+    return [_build(plan, loaded, spec) for spec in plan.jobs]
+
+
+def job_level(spec: JobSpec) -> Level:
+    """The level a job runs at: a pool level, or the request machine's run on the pool
+    or on the manager."""
+    if spec.machine == "pool":
+        return LEVELS[spec.level]
+    return ON_MANAGER if spec.level == "manager" else ON_POOL
+
+
+def _build(plan: CampaignPlan, loaded: Loaded, spec: JobSpec) -> Job:
+    record = RunRecord()
+    blocks = plan.max_blocks(spec)
+    key = database_key(plan, spec)
+    level = job_level(spec)
+    if spec.machine == "pool":
+
+        def pool_machine(
+            known: frozenset[str], tick: Callable[[RunRecord], None]
+        ) -> type[RuleBasedStateMachine]:
+            return lockstep_machine(
+                loaded.factory, loaded.profile, level, blocks, record, tick, known
+            )
+
+        def pool_shrink(failure: Failure) -> Failure:
+            config, trace, message = shrink(
+                loaded.factory,
+                loaded.profile,
+                level,
+                failure.config,
+                failure.trace,
+                budget_seconds=plan.shrink_seconds,
+            )
+            return Failure(message, trace, config)
+
+        return Job(spec, level, key, record, pool_machine, pool_shrink)
+    build: RunBuilder = (
+        manager_builder(loaded.manager, loaded.profile)
+        if level is ON_MANAGER
+        else pool_builder(loaded.factory, loaded.profile)
+    )
+
+    def requests_machine(
+        known: frozenset[str], tick: Callable[[RunRecord], None]
+    ) -> type[RuleBasedStateMachine]:
+        return request_machine(build, blocks, record, tick, f"Requests_{spec.level}", known)
+
+    def requests_shrink(failure: Failure) -> Failure:
+        def replay_on(setup: RequestSetup, skip: bool) -> Replay:
+            return lambda actions: replay_requests(build, setup, actions, skip)
+
+        config, trace, message = shrink_sequence(
+            replay_on,
+            smaller_setups,
+            simpler_request,
+            failure.config,
+            failure.trace,
+            plan.shrink_seconds,
+        )
+        return Failure(message, trace, config)
+
+    return Job(spec, level, key, record, requests_machine, requests_shrink)
