@@ -1,8 +1,10 @@
 """The block pool: hands out KV-cache blocks, takes them back, and keeps the prefix cache.
 
-Every public operation validates its whole input first and only then changes
-anything, so a refused call (``BlockPoolError``) leaves the pool exactly as it
-was. The invariants every operation keeps:
+A refused call (``BlockPoolError``) leaves the pool exactly as it was. The hot operations
+(``free_blocks``, ``touch``) check each block in the same pass that applies the call, and
+on the first block they cannot take undo what that pass did and hand the call to a careful
+path that checks everything first (and routes blocks of other pools). The invariants every
+operation keeps:
 
 1. a non-null block is in the free queue iff its ``ref_cnt == 0``; ``ref_cnt >= 0``;
 2. the free queue holds each block at most once, and its length is the free count;
@@ -10,14 +12,18 @@ was. The invariants every operation keeps:
 4. a block with extra keys has a primary key;
 5. the null block (id 0) is never free, never cached, never handed out;
 6. block ids never change; a block handed out again has lost every key first.
+
+The hot paths tell this pool's blocks by their ``pool`` link: the one reference all of
+them share (the null block has its own), compared by identity, which reads nothing but the
+block. The careful path checks the id and the block table as well.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Sequence
+from operator import length_hint
 
-from .block import KVCacheBlock
+from .block import KVCacheBlock, PoolRef, group_suffix
 from .errors import BlockPoolError
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
 from .free_queue import FreeKVCacheBlockQueue
@@ -29,9 +35,6 @@ ReuseWatcher = Callable[[KVCacheBlock], None]
 
 _MEDIUM = "GPU"
 _U32_LIMIT = 1 << 32
-#: The 4-byte key suffixes of the first group ids, made once (lookups are the hot path).
-_NUM_SUFFIXES = 64
-_GROUP_SUFFIXES = tuple(g.to_bytes(4, "big") for g in range(_NUM_SUFFIXES))
 
 
 def _is_int(value: object) -> bool:
@@ -39,8 +42,9 @@ def _is_int(value: object) -> bool:
 
 
 def _as_sequence(blocks: Iterable[KVCacheBlock]) -> Sequence[KVCacheBlock]:
-    # Operations validate before they mutate, so they walk their input twice.
-    if isinstance(blocks, list | tuple):
+    # A plain list or tuple as it is (its iterator knows how far it got); anything else
+    # copied once, so that a refused call can be retried by the careful path.
+    if type(blocks) is list or type(blocks) is tuple:
         return blocks
     return list(blocks)
 
@@ -73,17 +77,19 @@ class BlockPool:
         self.enable_kv_cache_events = bool(enable_kv_cache_events)
         # Blocks hold the pool weakly: a pool must not be kept alive by blocks
         # that another pool's caller still holds.
-        self._weak_self = weakref.ref(self)
+        self._weak_self = PoolRef(self, null=False)
         self.blocks: list[KVCacheBlock] = [
             KVCacheBlock(i, self._weak_self) for i in range(num_gpu_blocks)
         ]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         self.cached_block_hash_to_block = BlockHashToBlockMap()
+        # The lookup's fast path reads group 0's table directly (it is never replaced).
+        self._group0 = self.cached_block_hash_to_block.group0
         # Extra keys per block id; an entry exists only while the set is non-empty.
         self.cached_block_hashes_by_block: dict[int, set[bytes]] = {}
         # Block 0 leaves the free queue for good (invariant 5).
         self.null_block = self.free_block_queue.popleft()
-        self.null_block.is_null = True
+        self.null_block.pool = PoolRef(self, null=True)
         self.kv_event_queue: list[KVCacheEvent] = []
         self._reuse_watchers: dict[int, ReuseWatcher] = {}
 
@@ -96,23 +102,30 @@ class BlockPool:
         Post: each block's reuse watcher fired and dropped, its keys removed
         (one ``BlockRemoved`` per key), ``ref_cnt == 1``.
         """
-        if not _is_int(num_blocks) or not 0 <= num_blocks <= self.free_block_queue.num_free_blocks:
+        queue = self.free_block_queue
+        if not (type(num_blocks) is int or _is_int(num_blocks)) or not (
+            0 <= num_blocks <= queue.num_free_blocks
+        ):
             raise BlockPoolError(
                 "get_new_blocks",
                 "get-new-blocks-count",
-                f"cannot get {num_blocks!r} blocks: "
-                f"{self.free_block_queue.num_free_blocks} are free",
+                f"cannot get {num_blocks!r} blocks: {queue.num_free_blocks} are free",
             )
-        ret = self.free_block_queue.popleft_n(num_blocks)
+        ret = queue.popleft_n(num_blocks)
         watchers = self._reuse_watchers
-        for blk in ret:
-            if watchers:
+        if watchers:
+            for blk in ret:
                 watcher = watchers.pop(blk.block_id, None)
                 if watcher is not None:
                     watcher(blk)
+                if blk._key_hash is not None:
+                    self._remove_all_keys(blk)
+                blk.ref_cnt = 1
+            return ret
+        for blk in ret:
             # Invariant 6: a block changes hands without any key. (Keys only
             # exist when caching is on.)
-            if blk._block_hash is not None:
+            if blk._key_hash is not None:
                 self._remove_all_keys(blk)
             blk.ref_cnt = 1
         return ret
@@ -129,38 +142,74 @@ class BlockPool:
         the old front, if they have no key, caching is off, or ``evict_first``;
         otherwise to the back in the given order.
         """
-        blocks = _as_sequence(ordered_blocks)
-        self._validate_releases(blocks, "free_blocks", "free-held", route=True)
-        own = self.blocks
-        n = self.num_gpu_blocks
+        blocks = ordered_blocks if type(ordered_blocks) is list else _as_sequence(ordered_blocks)
+        mine = self._weak_self
         keep_cached = self.enable_caching and not evict_first
         to_front: list[KVCacheBlock] = []
         to_back: list[KVCacheBlock] = []
-        foreign: dict[BlockPool, list[KVCacheBlock]] | None = None
+        # One pass: each block is checked as it is released. The first block this pass
+        # cannot take (another pool's, or released once more than it is held) stops it.
+        walk = iter(blocks)
+        done = False
+        error: Exception | None = None
+        try:
+            for blk in walk:
+                if blk.pool is not mine:
+                    if blk.is_null:
+                        continue
+                    break  # another pool's block, or no block at all
+                rc = blk.ref_cnt - 1
+                if rc < 0:
+                    break
+                blk.ref_cnt = rc
+                if rc == 0:
+                    # Unkeyed blocks are worthless to the cache: reuse them first.
+                    if blk._key_hash is None or not keep_cached:
+                        to_front.append(blk)
+                    else:
+                        to_back.append(blk)
+            else:
+                done = True
+        except Exception as exc:  # a malformed block: the careful path says what is wrong
+            error = exc
+        if done:
+            # Invariant 1: every block that reached 0 enters the queue exactly once.
+            if to_front:
+                self.free_block_queue.prepend_n(to_front)
+            if to_back:
+                self.free_block_queue.append_n(to_back)
+            return
+        # Stopped at position ``stop``: give back what the pass took, then check it all.
+        stop = len(blocks) - length_hint(walk) - 1
+        for blk in blocks[:stop]:
+            if blk.pool is mine:
+                blk.ref_cnt += 1
+        self._free_blocks_checked(blocks, evict_first, error)
+
+    def _free_blocks_checked(
+        self, blocks: Sequence[KVCacheBlock], evict_first: bool, error: Exception | None
+    ) -> None:
+        """``free_blocks`` for a call the one-pass release stopped on: check every block
+        first (refusing with the rule it breaks), then release this pool's blocks and hand
+        the others to their pools."""
+        self._validate_releases(blocks, "free_blocks", "free-held", route=True)
+        own = self.blocks
+        mine: list[KVCacheBlock] = []
+        foreign: dict[BlockPool, list[KVCacheBlock]] = {}
         for blk in blocks:
             if blk.is_null:
                 continue
             bid = blk.block_id
-            if not (0 <= bid < n and own[bid] is blk):
-                pool = self._route_target(blk, "free_blocks")
-                if foreign is None:
-                    foreign = {}
-                foreign.setdefault(pool, []).append(blk)
-                continue
-            rc = blk.ref_cnt - 1
-            blk.ref_cnt = rc
-            if rc == 0:
-                # Unkeyed blocks are worthless to the cache: reuse them first.
-                if blk._block_hash is None or not keep_cached:
-                    to_front.append(blk)
-                else:
-                    to_back.append(blk)
-        # Invariant 1: every block that reached 0 enters the queue exactly once.
-        self.free_block_queue.prepend_n(to_front)
-        self.free_block_queue.append_n(to_back)
-        if foreign is not None:
-            for pool, pool_blocks in foreign.items():
-                pool.free_blocks(pool_blocks, evict_first=evict_first)
+            if 0 <= bid < self.num_gpu_blocks and own[bid] is blk:
+                mine.append(blk)
+            else:
+                foreign.setdefault(self._route_target(blk, "free_blocks"), []).append(blk)
+        if not foreign:
+            # The checks accept what the pass stopped on: only an exception does that.
+            raise error if error is not None else AssertionError("free_blocks stopped for no rule")
+        self.free_blocks(mine, evict_first=evict_first)  # all held, all ours: one pass
+        for pool, pool_blocks in foreign.items():
+            pool.free_blocks(pool_blocks, evict_first=evict_first)
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Take one more hold on each listed occurrence (cache hits).
@@ -169,29 +218,64 @@ class BlockPool:
         blocks are this pool's (rule ``foreign-block``). Null blocks are skipped.
         Post: free blocks leave the queue; ``ref_cnt += 1`` per occurrence.
         """
-        seq = _as_sequence(blocks)
-        own = self.blocks
-        n = self.num_gpu_blocks
-        for blk in seq:
+        seq = blocks if type(blocks) is list else _as_sequence(blocks)
+        mine = self._weak_self
+        # Free blocks this call takes out of the queue (each once: its first occurrence
+        # finds ref_cnt 0). One pass: each block is checked as it is taken; the first one
+        # that cannot be taken stops the pass, which is then undone.
+        taken: list[KVCacheBlock] = []
+        walk = iter(seq)
+        done = False
+        error: Exception | None = None
+        try:
+            for blk in walk:
+                if blk.pool is not mine:
+                    if blk.is_null:
+                        continue
+                    break  # another pool's block, or no block at all
+                rc = blk.ref_cnt
+                if rc == 0:
+                    if blk._key_hash is None:
+                        break  # a free block without a key is no cache hit
+                    # Invariant 1: held blocks are not free. The block is spliced out of
+                    # the queue here (the queue's remove, without a call per block); it
+                    # keeps its own links until the pass is through.
+                    before = blk.prev_free_block
+                    after = blk.next_free_block
+                    before.next_free_block = after  # type: ignore[union-attr]
+                    after.prev_free_block = before  # type: ignore[union-attr]
+                    taken.append(blk)
+                blk.ref_cnt = rc + 1
+            else:
+                done = True
+        except Exception as exc:  # a malformed block: the checks below say what is wrong
+            error = exc
+        if done:
+            if taken:
+                self.free_block_queue.finish_removals(taken)
+            return
+        # Stopped at position ``stop``: put back what the pass took, then say why.
+        stop = len(seq) - length_hint(walk) - 1
+        self.free_block_queue.undo_removals(taken)
+        for blk in seq[:stop]:
+            if blk.pool is mine:
+                blk.ref_cnt -= 1
+        self._check_touch(seq)
+        raise error if error is not None else AssertionError("touch stopped for no rule")
+
+    def _check_touch(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Refuse a ``touch`` of another pool's block or of a free block without a key."""
+        for blk in blocks:
             if blk.is_null:
                 continue
-            bid = blk.block_id
-            if not (0 <= bid < n and own[bid] is blk):
-                self._check_own(blk, "touch")
-            if blk.ref_cnt == 0 and blk._block_hash is None:
+            self._check_own(blk, "touch")
+            if blk.ref_cnt == 0 and blk._key_hash is None:
                 raise BlockPoolError(
                     "touch",
                     "touch-identity",
                     "a free block without a key is not a cache hit",
                     blk.block_id,
                 )
-        remove = self.free_block_queue.remove
-        for blk in seq:
-            if blk.is_null:
-                continue
-            if blk.ref_cnt == 0:
-                remove(blk)  # invariant 1: held blocks are not free
-            blk.ref_cnt += 1
 
     def unpin_blocks(self, blocks: Iterable[KVCacheBlock], on_reuse: ReuseWatcher) -> None:
         """Release one hold per occurrence; the blocks stay readable until reused.
@@ -239,8 +323,14 @@ class BlockPool:
         """
         op = "cache_full_blocks"
         self._check_caching(op)
-        ratio = self._check_block_size(op, block_size)
-        self._check_group(op, kv_cache_group_id)
+        hbs = self.hash_block_size
+        if type(block_size) is int and block_size > 0 and block_size % hbs == 0:
+            ratio = block_size // hbs
+        else:
+            ratio = self._check_block_size(op, block_size)
+        group = kv_cache_group_id
+        if type(group) is not int or not 0 <= group < _U32_LIMIT:
+            self._check_group(op, group)
         if not (
             _is_int(num_cached_blocks)
             and _is_int(num_full_blocks)
@@ -260,56 +350,41 @@ class BlockPool:
                 f"{num_full_blocks - num_cached_blocks} blocks",
             )
         hashes = request.block_hashes
-        if len(hashes) * self.hash_block_size // block_size < num_full_blocks:
+        if len(hashes) * hbs // block_size < num_full_blocks:
             raise BlockPoolError(
                 op,
                 "hashes-available",
-                f"{len(hashes)} hashes of {self.hash_block_size} tokens do not cover "
+                f"{len(hashes)} hashes of {hbs} tokens do not cover "
                 f"{num_full_blocks} blocks of {block_size}",
             )
-        seen: set[int] = set()
-        for j in range(num_cached_blocks, num_full_blocks):
-            blk = blocks[j]
-            if blk.is_null or (block_mask is not None and not block_mask[j - num_cached_blocks]):
-                continue
-            self._check_own(blk, op)
-            bid = blk.block_id
-            if blk.ref_cnt < 1:
-                raise BlockPoolError(op, "cache-held", "only a held block can be cached", bid)
-            if bid in seen:
-                raise BlockPoolError(op, "cache-distinct", "the block is listed twice", bid)
-            seen.add(bid)
-            covered = blk._block_hash_num_tokens
-            if (
-                blk._block_hash is not None
-                and covered is not None
-                and covered >= (j + 1) * block_size
-            ):
-                raise BlockPoolError(
-                    op,
-                    "cache-fresh",
-                    f"the block already has a key covering {covered} tokens "
-                    f"(only a partial entry may be promoted to {(j + 1) * block_size})",
-                    bid,
-                )
         if num_cached_blocks >= num_full_blocks:
             return
+        self._check_cacheable(blocks, num_cached_blocks, num_full_blocks, block_size, block_mask)
 
         events_on = self.enable_kv_cache_events
         stored: list[bytes] = []
-        group_suffix = kv_cache_group_id.to_bytes(4, "big")
         table = self.cached_block_hash_to_block
+        group_table = table.by_group.get(group)
+        if group_table is None:
+            group_table = table.by_group[group] = {}
+        mine = self._weak_self  # checked above: every block but the null block links here
         for j in range(num_cached_blocks, num_full_blocks):
             blk = blocks[j]
-            if blk.is_null or (block_mask is not None and not block_mask[j - num_cached_blocks]):
+            if blk.pool is not mine or (
+                block_mask is not None and not block_mask[j - num_cached_blocks]
+            ):
                 continue
             block_hash = hashes[(j + 1) * ratio - 1]
-            key = block_hash + group_suffix
-            if blk._block_hash is not None:
+            if blk._key_hash is not None:
                 self._remove_all_keys(blk)  # partial -> full promotion
             # Invariant 3: primary key and map entry are made together.
-            blk.set_block_hash(key, (j + 1) * block_size)
-            table.insert(key, blk)
+            blk._key_hash = block_hash
+            blk._key_group = group
+            blk._block_hash_num_tokens = (j + 1) * block_size
+            if block_hash in group_table:
+                table.add(block_hash, group, blk)  # a duplicate joins the key's blocks
+            else:
+                group_table[block_hash] = blk
             if events_on:
                 stored.append(block_hash)
         if events_on:
@@ -328,9 +403,60 @@ class BlockPool:
                     lora_id=None if lora is None else lora.adapter_id,
                     medium=_MEDIUM,
                     lora_name=None if lora is None else lora.name,
-                    group_idx=kv_cache_group_id,
+                    group_idx=group,
                 )
             )
+
+    def _check_cacheable(
+        self,
+        blocks: Sequence[KVCacheBlock],
+        start: int,
+        stop: int,
+        block_size: int,
+        block_mask: Sequence[bool] | None,
+    ) -> None:
+        """Refuse ``cache_full_blocks`` unless ``blocks[start:stop]`` (null and masked-out
+        blocks aside) are this pool's, held, listed once, and either keyless or partial
+        entries covering fewer tokens than their new key."""
+        op = "cache_full_blocks"
+        mine = self._weak_self
+        span = blocks[start:stop]
+        # Distinct objects (the common call) need no duplicate bookkeeping; otherwise only
+        # the blocks that count are tracked (the null block may be listed many times).
+        seen: set[int] | None = set()
+        try:
+            if len(set(span)) == len(span):
+                seen = None
+        except TypeError:  # unhashable junk: the checks below name it
+            pass
+        for j in range(start, stop):
+            blk = blocks[j]
+            if block_mask is not None and not block_mask[j - start]:
+                continue
+            if blk.pool is not mine:
+                if blk.is_null:
+                    continue
+                self._check_own(blk, op)  # raises: another pool's block
+            bid = blk.block_id
+            if blk.ref_cnt < 1:
+                raise BlockPoolError(op, "cache-held", "only a held block can be cached", bid)
+            if seen is not None:
+                if bid in seen:
+                    raise BlockPoolError(op, "cache-distinct", "the block is listed twice", bid)
+                seen.add(bid)
+            covered = blk._block_hash_num_tokens
+            if (
+                blk._key_hash is not None
+                and covered is not None
+                and covered >= (j + 1) * block_size
+            ):
+                raise BlockPoolError(
+                    op,
+                    "cache-fresh",
+                    f"the block already has a key covering {covered} tokens "
+                    f"(only a partial entry may be promoted to {(j + 1) * block_size})",
+                    bid,
+                )
 
     def cache_partial_block(
         self,
@@ -348,17 +474,23 @@ class BlockPool:
         ``replace_existing_hashes``, every key) is dropped first. Returns the
         key, or ``None`` for the null block (which is left alone).
         """
-        if block.is_null:
+        mine = self._weak_self
+        if block.pool is not mine and block.is_null:
             return None
         op = "cache_partial_block"
         self._check_caching(op)
-        self._check_block_size(op, block_size)
-        self._check_group(op, kv_cache_group_id)
-        self._check_own(block, op)
+        hbs = self.hash_block_size
+        # Each check as a plain test first; the full check (which raises) only when it fails.
+        if not (type(block_size) is int and block_size > 0 and block_size % hbs == 0):
+            self._check_block_size(op, block_size)
+        group = kv_cache_group_id
+        if not (type(group) is int and 0 <= group < _U32_LIMIT):
+            self._check_group(op, group)
+        if block.pool is not mine:
+            self._check_own(block, op)
         bid = block.block_id
         if block.ref_cnt < 1:
             raise BlockPoolError(op, "cache-held", "only a held block can be cached", bid)
-        hbs = self.hash_block_size
         if not _is_int(num_tokens) or num_tokens <= 0 or num_tokens % hbs != 0:
             raise BlockPoolError(
                 op,
@@ -376,9 +508,10 @@ class BlockPool:
                 bid,
             )
         block_hash = hashes[nhb - 1]
-        key = block_hash + kv_cache_group_id.to_bytes(4, "big")
         table = self.cached_block_hash_to_block
-        already = block._block_hash == key or table.contain(key, bid)
+        already = (block._key_group == group and block._key_hash == block_hash) or table.holds(
+            block_hash, group, bid
+        )
         if replace_existing_hashes:
             self._remove_all_keys(block)
             already = False
@@ -386,8 +519,8 @@ class BlockPool:
             covered = block._block_hash_num_tokens
             if covered is not None and covered < num_tokens:
                 self._remove_all_keys(block)  # a shorter prefix entry is superseded
-        if not (block._block_hash == key or table.contain(key, bid)):
-            self._insert_key(block, key, num_tokens)
+        if not already:  # (a removal above took every key of the block: none is there)
+            self._insert_key(block, block_hash, group, num_tokens)
         if self.enable_kv_cache_events and not already:
             lora = request.lora_request
             self.kv_event_queue.append(
@@ -399,36 +532,46 @@ class BlockPool:
                     lora_id=None if lora is None else lora.adapter_id,
                     medium=_MEDIUM,
                     lora_name=None if lora is None else lora.name,
-                    group_idx=kv_cache_group_id,
+                    group_idx=group,
                 )
             )
-        return key
+        return block_hash + group_suffix(group)
 
     def get_cached_block(
         self, block_hash: bytes, kv_cache_group_ids: Iterable[int]
     ) -> list[KVCacheBlock] | None:
-        """One block per group (the earliest cached under hash + group), or ``None``
-        if any group misses (all or nothing)."""
+        """One block per group (the earliest cached under hash + group), or ``None`` if any
+        group misses (all or nothing). Every group id is checked before any lookup."""
+        if type(kv_cache_group_ids) is list and len(kv_cache_group_ids) == 1:
+            # The common call: a model with one KV cache group, id 0.
+            group = kv_cache_group_ids[0]
+            if group == 0 and type(group) is int:
+                blk = self._group0.get(block_hash)
+                if blk is None:
+                    return None
+                if type(blk) is not KVCacheBlock:  # several blocks under the key
+                    blk = self.cached_block_hash_to_block.first(block_hash, 0)
+                return [blk]  # type: ignore[list-item]
+        return self._get_cached_blocks(block_hash, kv_cache_group_ids)
+
+    def _get_cached_blocks(
+        self, block_hash: bytes, kv_cache_group_ids: Iterable[int]
+    ) -> list[KVCacheBlock] | None:
+        """``get_cached_block`` for any groups: check them all, then look each up."""
         groups = (
             kv_cache_group_ids
             if type(kv_cache_group_ids) is list or type(kv_cache_group_ids) is tuple
             else list(kv_cache_group_ids)
         )
         for group in groups:
-            # The common case (a plain int in range) without a call; anything else takes
-            # the full check, which raises for what it refuses.
+            # A plain int in range passes without a call; anything else takes the full
+            # check, which raises for what it refuses.
             if type(group) is not int or not 0 <= group < _U32_LIMIT:
                 self._check_group("get_cached_block", group)
         table = self.cached_block_hash_to_block
-        entries = table._map
         out: list[KVCacheBlock] = []
         for group in groups:
-            key = block_hash + (
-                _GROUP_SUFFIXES[group] if group < _NUM_SUFFIXES else group.to_bytes(4, "big")
-            )
-            blk = entries.get(key)
-            if blk is not None and blk.__class__ is not KVCacheBlock:
-                blk = table.get_one_block(key)  # several blocks under the key
+            blk = table.first(block_hash, group)
             if blk is None:
                 return None
             out.append(blk)
@@ -451,7 +594,7 @@ class BlockPool:
                 )
         for bid in ids:
             blk = self.blocks[bid]
-            if blk._block_hash is not None:
+            if blk._key_hash is not None:
                 self._remove_all_keys(blk)
 
     def move_block_hashes(self, src_block: KVCacheBlock, dst_block: KVCacheBlock) -> None:
@@ -464,28 +607,32 @@ class BlockPool:
         ``src_block`` has no key. Entries never vanish; no events.
         """
         op = "move_block_hashes"
-        self._check_own(src_block, op)
-        self._check_own(dst_block, op)
+        mine = self._weak_self
+        if src_block.pool is not mine:
+            self._check_own(src_block, op)
+        if dst_block.pool is not mine:
+            self._check_own(dst_block, op)
         if dst_block.is_null:
             raise BlockPoolError(
                 op, "move-null", "the null block cannot hold keys", dst_block.block_id
             )
         dst_id = dst_block.block_id
-        if dst_block._block_hash is not None or dst_id in self.cached_block_hashes_by_block:
+        if dst_block._key_hash is not None or dst_id in self.cached_block_hashes_by_block:
             raise BlockPoolError(
                 op, "move-dst-unkeyed", "the destination already has a key", dst_id
             )
-        primary = src_block._block_hash
+        primary = src_block._key_hash
+        group = src_block._key_group
         num_tokens = src_block._block_hash_num_tokens
         if primary is None or num_tokens is None:
             return
         table = self.cached_block_hash_to_block
         src_id = src_block.block_id
         extras = self.cached_block_hashes_by_block.pop(src_id, None)
-        table.pop(primary, src_id)
+        table.discard(primary, group, src_block)
         src_block.reset_hash()
-        dst_block.set_block_hash(primary, num_tokens)
-        table.insert(primary, dst_block)
+        dst_block.set_key(primary, group, num_tokens)
+        table.add(primary, group, dst_block)
         if extras:
             for key in extras:
                 table.pop(key, src_id)
@@ -517,8 +664,10 @@ class BlockPool:
 
     def is_block_writable(self, block: KVCacheBlock) -> bool:
         """Whether the sole holder may write ``block``: not null, one hold, no key."""
-        self._check_own(block, "is_block_writable")
-        return not block.is_null and block.ref_cnt == 1 and block._block_hash is None
+        if block.pool is not self._weak_self:
+            self._check_own(block, "is_block_writable")  # raises unless it is the null block
+            return not block.is_null and block.ref_cnt == 1 and block._key_hash is None
+        return block.ref_cnt == 1 and block._key_hash is None
 
     def get_num_free_blocks(self) -> int:
         """The free-queue length (cached free blocks count as free)."""
@@ -624,35 +773,45 @@ class BlockPool:
         # Error path only: the full multiplicity, for the message.
         return sum(1 for b in blocks if b is block)
 
-    def _insert_key(self, block: KVCacheBlock, key: bytes, num_tokens: int) -> None:
-        """Add ``key`` to ``block``: as its primary if it has none, else as an extra."""
-        if block._block_hash is None:
-            block.set_block_hash(key, num_tokens)
+    def _insert_key(
+        self, block: KVCacheBlock, block_hash: bytes, group: int, num_tokens: int
+    ) -> None:
+        """Add the key ``block_hash`` + ``group`` to ``block``: as its primary if it has
+        none, else as an extra."""
+        if block._key_hash is None:
+            block.set_key(block_hash, group, num_tokens)
         else:
-            self.cached_block_hashes_by_block.setdefault(block.block_id, set()).add(key)
-        self.cached_block_hash_to_block.insert(key, block)  # invariant 3
+            self.cached_block_hashes_by_block.setdefault(block.block_id, set()).add(
+                block_hash + group_suffix(group)
+            )
+        self.cached_block_hash_to_block.add(block_hash, group, block)  # invariant 3
 
     def _remove_all_keys(self, block: KVCacheBlock) -> None:
         """Strip the primary and every extra key of ``block`` (a ``BlockRemoved`` each)."""
-        primary = block._block_hash
+        primary = block._key_hash
         if primary is None:
             return
-        bid = block.block_id
+        group = block._key_group
         table = self.cached_block_hash_to_block
-        table.pop(primary, bid)
-        block.reset_hash()
-        extras = self.cached_block_hashes_by_block.pop(bid, None)
+        group0 = self._group0
+        if group == 0 and group0.get(primary) is block:
+            del group0[primary]  # the common entry: the key's only block, in group 0
+        else:
+            table.discard(primary, group, block)
+        block._key_hash = block._block_hash_num_tokens = None  # reset_hash, without a call
+        extras = None
+        if self.cached_block_hashes_by_block:  # extra keys are rare: skip the id lookup
+            bid = block.block_id
+            extras = self.cached_block_hashes_by_block.pop(bid, None)
         if self.enable_kv_cache_events:
-            self._emit_removed(primary)
+            self._emit_removed(primary, group)
         if extras:
             for key in extras:
                 table.pop(key, bid)
                 if self.enable_kv_cache_events:
-                    self._emit_removed(key)
+                    self._emit_removed(get_block_hash(key), get_group_id(key))
 
-    def _emit_removed(self, key: bytes) -> None:
+    def _emit_removed(self, block_hash: bytes, group: int) -> None:
         self.kv_event_queue.append(
-            BlockRemoved(
-                block_hashes=[get_block_hash(key)], medium=_MEDIUM, group_idx=get_group_id(key)
-            )
+            BlockRemoved(block_hashes=[block_hash], medium=_MEDIUM, group_idx=group)
         )

@@ -15,6 +15,7 @@ Invariants kept by every method:
 * L3 (count) ``num_free_blocks`` equals the number of members.
 
 Every method is O(1) per block and allocates nothing but the list it returns.
+
 """
 
 from __future__ import annotations
@@ -96,6 +97,31 @@ class FreeKVCacheBlockQueue:
         nxt.prev_free_block = prev
         block.prev_free_block = block.next_free_block = None
         self.num_free_blocks -= 1  # L3
+
+    # ------------------------------------------- removals spliced out in place
+    #
+    # A caller that walks its own list of blocks (the pool's touch) may take free blocks
+    # out itself, with the two assignments ``remove`` makes (``prev.next = next``,
+    # ``next.prev = prev``), leaving each block's own links as they were; it then
+    # finishes the batch here, or, if it gives up half way, undoes it here.
+
+    def finish_removals(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Complete a batch spliced out in place: each block is outside (L1) and no longer
+        counted (L3)."""
+        for blk in blocks:
+            blk.prev_free_block = blk.next_free_block = None
+        self.num_free_blocks -= len(blocks)
+
+    @staticmethod
+    def undo_removals(blocks: Sequence[KVCacheBlock]) -> None:
+        """Put back a batch spliced out in place (links kept), last first, so that each
+        block goes back between the neighbours it had when it was taken out (L2)."""
+        for blk in reversed(blocks):
+            before = blk.prev_free_block
+            after = blk.next_free_block
+            assert before is not None and after is not None
+            before.next_free_block = blk
+            after.prev_free_block = blk
 
     # ----------------------------------------------------------------- put in
 

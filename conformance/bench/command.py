@@ -286,10 +286,12 @@ Each workload is first written down as pool calls (block ids, hashes), then repl
 a fresh pool of each kind: the same calls in the same order. A verification pass runs
 them on both pools call by call and compares every result (blocks by id); if the pools
 ever disagree the command says where and exits 1. The timed runs then alternate between
-the pools (which goes first alternates too), with the garbage collector off while timing,
-and report medians: pool calls per second, and ours/vLLM as the median of the per-run
-ratios. Per-call cost growth compares the smallest and largest --sizes; memory per block
-is measured with tracemalloc (construction plus a prefix-hit run over a fully cached pool).
+the pools (which goes first alternates too), with the garbage collector off and the
+process's CPU time as the clock (other processes on the machine do not count), and report
+medians: pool calls per second, and ours/vLLM as the median of the per-run ratios. Each
+lookup brings a hash object of its own, equal to the cached one, as a new request does.
+Per-call cost growth compares the smallest and largest --sizes; memory per block is
+measured with tracemalloc (construction plus a prefix-hit run over a fully cached pool).
 
 \b
 Workloads (--workload, repeatable; default all):
@@ -342,7 +344,7 @@ Examples:
 @click.option(
     "--repeat",
     "-n",
-    default=5,
+    default=7,
     show_default=True,
     type=click.IntRange(1),
     help="Timed runs per pool per (workload, size).",

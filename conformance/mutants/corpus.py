@@ -24,7 +24,7 @@ def m(name: str, bug: str, file: str, old: str, new: str) -> Mutant:
     return Mutant(name, bug, file, old, new)
 
 
-FREE_TEST = "                if blk._block_hash is None or not keep_cached:\n"
+FREE_TEST = "                    if blk._key_hash is None or not keep_cached:\n"
 
 MUTANTS: tuple[Mutant, ...] = (
     m(
@@ -32,14 +32,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "keyed frees to the front, unkeyed to the back",
         "block_pool.py",
         FREE_TEST,
-        "                if blk._block_hash is not None or not keep_cached:\n",
+        "                    if blk._key_hash is not None or not keep_cached:\n",
     ),
     m(
         "unkeyed-free-to-back",
         "a freed unkeyed block goes to the back (LIFO reuse lost)",
         "block_pool.py",
         FREE_TEST,
-        "                if not keep_cached:\n",
+        "                    if not keep_cached:\n",
     ),
     m(
         "evict-first-ignored",
@@ -59,15 +59,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "back-batch-reversed",
         "blocks freed to the back lose the batch's order",
         "block_pool.py",
-        "        self.free_block_queue.append_n(to_back)",
-        "        self.free_block_queue.append_n(to_back[::-1])",
+        "                self.free_block_queue.append_n(to_back)",
+        "                self.free_block_queue.append_n(to_back[::-1])",
     ),
     m(
         "front-batch-reversed",
         "blocks freed to the front lose the batch's order",
         "block_pool.py",
-        "        self.free_block_queue.prepend_n(to_front)",
-        "        self.free_block_queue.prepend_n(to_front[::-1])",
+        "                self.free_block_queue.prepend_n(to_front)",
+        "                self.free_block_queue.prepend_n(to_front[::-1])",
     ),
     m(
         "stale-key-on-reuse",
@@ -80,8 +80,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "duplicate-replaces",
         "a duplicate key replaces the cached block instead of joining it",
         "hash_map.py",
-        "                self._map[key] = {entry.block_id: entry, block.block_id: block}",
-        "                self._map[key] = block",
+        "                table[block_hash] = {entry.block_id: entry, block.block_id: block}",
+        "                table[block_hash] = block",
     ),
     m(
         "newest-duplicate-hit",
@@ -94,22 +94,26 @@ MUTANTS: tuple[Mutant, ...] = (
         "touch-adds-two",
         "touch takes two references (ref count off by one)",
         "block_pool.py",
-        "            blk.ref_cnt += 1",
-        "            blk.ref_cnt += 2",
+        "                blk.ref_cnt = rc + 1\n",
+        "                blk.ref_cnt = rc + 2\n",
     ),
     m(
         "free-releases-two",
         "free releases two references (ref count off by one)",
         "block_pool.py",
-        "            rc = blk.ref_cnt - 1",
-        "            rc = max(blk.ref_cnt - 2, 0)",
+        "                rc = blk.ref_cnt - 1\n",
+        "                rc = max(blk.ref_cnt - 2, 0)\n",
     ),
     m(
         "touch-leaves-queue",
         "touch takes a free hit but leaves it in the free queue",
         "block_pool.py",
-        "                remove(blk)  # invariant 1: held blocks are not free",
-        "                pass",
+        "                    before = blk.prev_free_block\n"
+        "                    after = blk.next_free_block\n"
+        "                    before.next_free_block = after  # type: ignore[union-attr]\n"
+        "                    after.prev_free_block = before  # type: ignore[union-attr]\n"
+        "                    taken.append(blk)\n",
+        "                    pass\n",
     ),
     m(
         "watcher-never-fires",
@@ -171,7 +175,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "removal-event-missing",
         "evicting a block publishes no BlockRemoved for its primary",
         "block_pool.py",
-        "            self._emit_removed(primary)",
+        "            self._emit_removed(primary, group)",
         "            pass",
     ),
     m(
@@ -192,8 +196,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "null-block-cached",
         "the null block is cached (counted as evictable) instead of skipped",
         "block_pool.py",
-        "            if blk.is_null or (block_mask is not None and not "
-        "block_mask[j - num_cached_blocks]):\n"
+        "            if blk.pool is not mine or (\n"
+        "                block_mask is not None and not block_mask[j - num_cached_blocks]\n"
+        "            ):\n"
         "                continue\n"
         "            block_hash = hashes[",
         "            if block_mask is not None and not block_mask[j - num_cached_blocks]:\n"
@@ -211,8 +216,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "double-free-accepted",
         "a double free is accepted (ref_cnt goes negative)",
         "block_pool.py",
-        "                if pending > blk.ref_cnt:",
-        "                if pending > blk.ref_cnt + 1:",
+        "                if rc < 0:\n                    break\n",
+        "                if rc < -1:\n                    break\n",
     ),
     m(
         "evict-keeps-extra-keys",
@@ -232,8 +237,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "touch-without-key-accepted",
         "touch of a free block with no key is accepted",
         "block_pool.py",
-        "            if blk.ref_cnt == 0 and blk._block_hash is None:",
-        "            if False:",
+        "                    if blk._key_hash is None:\n"
+        "                        break  # a free block without a key is no cache hit\n",
+        "                    if False:\n                        break\n",
     ),
     m(
         "popleft-count-off",
@@ -245,9 +251,9 @@ MUTANTS: tuple[Mutant, ...] = (
     m(
         "remove-keeps-back-link",
         "removing a block from the queue leaves its successor's link",
-        "free_queue.py",
-        "        nxt.prev_free_block = prev\n",
-        "        pass\n",
+        "block_pool.py",
+        "                    after.prev_free_block = before  # type: ignore[union-attr]\n",
+        "                    pass\n",
     ),
 )
 

@@ -4,6 +4,7 @@ assertions)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from click.testing import CliRunner
@@ -97,3 +98,40 @@ def test_disagreeing_pools_exit_1(monkeypatch: Any) -> None:
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert report["verified"] is False and report["disagreements"]
+
+
+def test_each_lookup_brings_its_own_hash_object() -> None:
+    prog = programs.build("prefix-hit", 200, 100)
+    ours = measure.ours()
+    pool = ours.make_pool(prog.num_gpu_blocks, prog.hash_block_size)
+    requests = [ours.make_request(list(h)) for h in prog.requests]
+    lookups = [
+        (call, compiled)
+        for call, compiled in zip(
+            prog.timed, measure.compile_calls(pool, prog.timed, requests), strict=True
+        )
+        if call[0] == "get_cached_block"
+    ]
+    assert lookups
+    for call, (_fn, args) in lookups:
+        assert args[0] == call[1] and args[0] is not call[1]
+
+
+class SleepyPool(BlockPool):
+    """Waits 20 ms in every allocation: time a CPU clock must not count."""
+
+    def get_new_blocks(self, num_blocks: int) -> list[Any]:
+        time.sleep(0.02)
+        return super().get_new_blocks(num_blocks)
+
+
+def test_timing_counts_the_pools_cpu_time_not_waiting() -> None:
+    prog = programs.build("churn", 64, 100)
+    sleepy = Contender(
+        "sleepy",
+        lambda n, hbs: SleepyPool(n, True, hash_block_size=hbs),
+        measure.ours().make_request,
+    )
+    waits = sum(1 for call in prog.timed if call[0] == "get_new_blocks") * 0.02
+    assert waits >= 0.5
+    assert measure.time_once(prog, sleepy, []) < waits / 5

@@ -195,3 +195,33 @@ def test_remove_is_constant_time_independent_of_position() -> None:
     assert blocks[499].next_free_block is blocks[501]
     assert blocks[501].prev_free_block is blocks[499]
     assert q.num_free_blocks == 1000
+
+
+def _splice_out(block: KVCacheBlock) -> None:
+    """What the pool's touch does in place: the two assignments of ``remove``."""
+    before, after = block.prev_free_block, block.next_free_block
+    assert before is not None and after is not None
+    before.next_free_block = after
+    after.prev_free_block = before
+
+
+def test_finish_removals_completes_a_batch_spliced_out_in_place() -> None:
+    blocks, q = make(6)
+    batch = [blocks[3], blocks[0], blocks[4], blocks[5]]
+    for b in batch:
+        _splice_out(b)
+    q.finish_removals(batch)
+    assert_ring(q, [1, 2])
+    assert all(b.prev_free_block is None and b.next_free_block is None for b in batch)
+    q.finish_removals([])
+    assert_ring(q, [1, 2])
+
+
+@pytest.mark.parametrize("order", [[2, 3, 5], [5, 3, 2], [3, 2, 4, 1, 5], [0, 4]])
+def test_undo_removals_puts_every_block_back_in_place(order: list[int]) -> None:
+    blocks, q = make(6)
+    batch = [blocks[i] for i in order]
+    for b in batch:
+        _splice_out(b)
+    q.undo_removals(batch)
+    assert_ring(q, [0, 1, 2, 3, 4, 5])

@@ -79,11 +79,29 @@ def test_inserting_a_present_pair_keeps_its_place() -> None:
 def test_items_and_len_count_keys() -> None:
     m = BlockHashToBlockMap()
     a, b = KVCacheBlock(1), KVCacheBlock(2)
-    m.insert(b"x", a)
-    m.insert(b"y", a)
-    m.insert(b"y", b)
+    x, y = b"x" * 32 + bytes(4), b"y" * 32 + (1).to_bytes(4, "big")
+    m.insert(x, a)
+    m.insert(y, a)
+    m.insert(y, b)
     assert len(m) == 2
-    assert dict(m.items()) == {b"x": [a], b"y": [a, b]}
-    assert b"x" in m and set(m) == {b"x", b"y"}
+    assert dict(m.items()) == {x: [a], y: [a, b]}
+    assert x in m and set(m) == {x, y}
+    assert b"x" * 32 + (1).to_bytes(4, "big") not in m and b"k" not in m
     m.clear()
     assert len(m) == 0
+
+
+def test_a_key_is_its_hash_and_group() -> None:
+    m = BlockHashToBlockMap()
+    a, b = KVCacheBlock(1), KVCacheBlock(2)
+    h = bytes(range(32))
+    m.add(h, 0, a)
+    m.add(h, 7, b)
+    # The whole-key view and the by-parts view are one map.
+    assert m.get_one_block(h + bytes(4)) is a and m.get_one_block(h + (7).to_bytes(4, "big")) is b
+    assert m.first(bytes(bytearray(h)), 0) is a  # an equal hash object, not the same one
+    assert m.first(h, 1) is None and not m.holds(h, 1, 1)
+    assert m.holds(h, 7, 2) and not m.holds(h, 7, 1)
+    assert m.discard(h, 7, a) is False and m.discard(h, 7, b) is True
+    assert m.blocks_under(h, 7) == [] and m.blocks_under(h, 0) == [a]
+    assert len(m) == 1

@@ -256,3 +256,11 @@ def test_is_block_writable_only_for_sole_unkeyed_holder() -> None:
     assert not pool.is_block_writable(a)
     pool.free_blocks([a, a])
     assert not pool.is_block_writable(a)
+
+
+def test_only_block_0_is_null_and_every_link_names_the_pool() -> None:
+    pool = BlockPool(4, enable_caching=True, hash_block_size=2)
+    assert [b.is_null for b in pool.blocks] == [True, False, False, False]
+    assert {b.pool() for b in pool.blocks if b.pool is not None} == {pool}
+    assert pool.blocks[0].pool is not pool.blocks[1].pool  # the null block's own link
+    assert KVCacheBlock(0).is_null is False and KVCacheBlock(0).pool is None

@@ -57,6 +57,28 @@ REFUSALS: list[tuple[str, str, Callable[[BlockPool, Request], object]]] = [
         lambda p, r: p.touch([blk(p, 1), KVCacheBlock(2)]),
     ),
     ("touch id out of range", "block-id-range", lambda p, r: p.touch([KVCacheBlock(99)])),
+    # The one-pass touch and free take blocks before they reach the bad one: a refusal
+    # must give back every hold and put every free block back in its place.
+    (
+        "touch a free cached block, then a free unkeyed one",
+        "touch-identity",
+        lambda p, r: p.touch([blk(p, 4), blk(p, 2), blk(p, 4), blk(p, 6)]),
+    ),
+    (
+        "touch a free cached block, then a foreign one (tuple)",
+        "foreign-block",
+        lambda p, r: p.touch((blk(p, 0), blk(p, 4), other_pool_block()[1])),
+    ),
+    (
+        "free down to zero, then a free block (generator)",
+        "free-held",
+        lambda p, r: p.free_blocks(b for b in [blk(p, 3), blk(p, 2), blk(p, 1), blk(p, 5)]),
+    ),
+    (
+        "free a held block, then a dead pool's",
+        "foreign-route",
+        lambda p, r: p.free_blocks([blk(p, 1), other_pool_block()[1]]),
+    ),
     ("unpin null", "null-unpin", lambda p, r: p.unpin_blocks([blk(p, 0)], print)),
     ("unpin free", "unpin-held", lambda p, r: p.unpin_blocks([blk(p, 1), blk(p, 4)], print)),
     ("unpin twice", "unpin-held", lambda p, r: p.unpin_blocks([blk(p, 1), blk(p, 1)], print)),
@@ -244,3 +266,27 @@ def test_a_refused_free_does_not_leak_scratch_counts(check: Check) -> None:
     pool.free_blocks([blk(pool, 2), blk(pool, 2), blk(pool, 1)])
     assert blk(pool, 2).ref_cnt == 0 and blk(pool, 1).ref_cnt == 0
     check(pool)
+
+
+def test_a_malformed_block_after_good_ones_leaves_the_pool_unchanged(
+    snapshot: Snapshot, check: Check
+) -> None:
+    pool, _ = busy_pool()
+    before = snapshot(pool)
+    for call in (
+        lambda: pool.free_blocks([blk(pool, 1), blk(pool, 3), object()]),  # type: ignore[list-item]
+        lambda: pool.touch([blk(pool, 4), blk(pool, 1), object()]),  # type: ignore[list-item]
+    ):
+        with pytest.raises(AttributeError):
+            call()
+        assert snapshot(pool) == before
+    check(pool)
+
+
+def test_a_free_with_a_live_foreign_block_routes_after_the_pass_stopped(check: Check) -> None:
+    pool, _ = busy_pool()
+    other, x = other_pool_block()
+    pool.free_blocks([blk(pool, 3), x, blk(pool, 2)])
+    assert (blk(pool, 3).ref_cnt, blk(pool, 2).ref_cnt, x.ref_cnt) == (0, 1, 0)
+    check(pool)
+    check(other)
