@@ -19,6 +19,7 @@ from .action_pages import operation_page, operations_index, page_path
 from .cli_page import cli_page
 from .invariants_page import invariants_page
 from .markdown import GENERATED, table
+from .mutants_page import mutants_page
 from .profiles_page import profiles_page
 from .proofs_page import proofs_page
 from .properties_page import properties_page
@@ -53,6 +54,7 @@ def index_page() -> str:
             f"{len(PROFILES)} profiles, their settings, and the vLLM release table",
         ),
         ("[Proofs](proofs.md)", "the obligations `kvpool prove` proves, run at build time"),
+        ("[Mutants](mutants.md)", "the planted bugs `kvpool mutants` scores the suite with"),
         ("[Command line](cli.md)", "every `kvpool` command's `--help`"),
     ]
     return (
@@ -78,6 +80,7 @@ def reference_builders() -> dict[str, Callable[[], str]]:
         "reference/properties.md": properties_page,
         "reference/profiles.md": profiles_page,
         "reference/proofs.md": proofs_page,
+        "reference/mutants.md": mutants_page,
         "reference/cli.md": cli_page,
     }
     for facts in pool:

@@ -92,6 +92,16 @@ def test_cli_page_shows_every_commands_help(built_site: Path) -> None:
         assert f"Usage: {command} " in text, f"the CLI page misses {command}'s help"
 
 
+def test_mutants_page_shows_every_mutant_and_its_patch(built_site: Path) -> None:
+    from kvpool.conformance.mutants.corpus import MUTANTS
+
+    text = page(built_site, "reference/mutants")
+    for mutant in MUTANTS:
+        assert f'id="{mutant.name}"' in text, f"mutant {mutant.name} has no heading"
+        faulty = mutant.new.strip().splitlines()[0].strip()
+        assert faulty in text, f"the patch of {mutant.name} is missing"
+
+
 def test_proofs_page_shows_every_obligation_run(built_site: Path) -> None:
     pytest.importorskip("z3")
     from kvpool.conformance.proofs.obligations import all_obligations
