@@ -19,7 +19,7 @@ from .bench import bench
 from .crosshair_check import crosshair
 from .diff.command import diff
 from .fuzz.command import fuzz
-from .levels import LEVELS, Level
+from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
@@ -59,11 +59,6 @@ def main() -> None:
                                              check your own vLLM-style pool
       kvpool targets                         what can be checked, and the profiles
     """
-
-
-MACHINES = ("pool", "requests")
-#: Request-level pools are drawn up to at least this many blocks: requests need room.
-REQUEST_MIN_BLOCKS = 12
 
 
 def fail_usage(console: Console, message: str) -> NoReturn:

@@ -1,4 +1,4 @@
-"""How strict a run is."""
+"""How strict a run is, and which machines a run can draw from."""
 
 from __future__ import annotations
 
@@ -34,3 +34,9 @@ ROBUSTNESS = Level(
 )
 
 LEVELS: dict[str, Level] = {lv.name: lv for lv in (SAFETY, ORDER, ROBUSTNESS)}
+
+#: The machines: ``pool`` (pool actions, at each level) and ``requests`` (request actions
+#: through a KV cache manager, on the pool and on the target's own manager).
+MACHINES = ("pool", "requests")
+#: Request-level pools are drawn up to at least this many blocks: requests need room.
+REQUEST_MIN_BLOCKS = 12

@@ -21,8 +21,7 @@ from kvpool.spec import PoolConfig, Profile, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
-from .cli import MACHINES, REQUEST_MIN_BLOCKS
-from .levels import LEVELS
+from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import ManagerTargetFactory, RequestSetup
 from .pytest_plugin import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as use_seed
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from kvpool.spec import Profile
@@ -55,6 +56,16 @@ class LevelResult:
         return self.failure is None
 
 
+def shrink_failure(
+    factory: TargetFactory, profile: Profile, level: Level, failure: Failure, seconds: float
+) -> Failure:
+    """``failure`` of the pool machine at ``level``, shrunk (its kind kept)."""
+    config, trace, message = shrink(
+        factory, profile, level, failure.config, failure.trace, budget_seconds=seconds
+    )
+    return Failure(message, trace, config)
+
+
 def run_level(
     factory: TargetFactory,
     profile: Profile,
@@ -80,10 +91,7 @@ def run_level(
         return lockstep_machine(factory, profile, level, max_blocks, record, on_example, known)
 
     def shrunk(failure: Failure) -> Failure:
-        config, trace, message = shrink(
-            factory, profile, level, failure.config, failure.trace, budget_seconds=shrink_seconds
-        )
-        return Failure(message, trace, config)
+        return shrink_failure(factory, profile, level, failure, shrink_seconds)
 
     start = time.perf_counter()
     failures = find_all(
@@ -136,6 +144,42 @@ def find_all(
     return tuple(failures)
 
 
+def lockstep_settings(
+    *,
+    max_examples: int,
+    steps: int,
+    phases: list[Phase],
+    database: ExampleDatabase | None = None,
+) -> settings:
+    """Hypothesis settings for one run of a lockstep machine: quiet, no deadline, no health
+    checks (a slow pool is not a bad test), one failure at a time."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=database,
+        derandomize=False,
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        phases=phases,
+    )
+
+
+def failure_from(exc: Exception, record: RunRecord) -> Failure:
+    """What a run that raised ``exc`` found, with the actions the record saw."""
+    if isinstance(exc, Nonconformance):
+        message = str(exc)
+    elif isinstance(exc, Flaky):
+        message = (
+            "the target is nondeterministic: the same actions gave different "
+            f"results on a second run ({exc})"
+        )
+    else:  # the target crashed inside the adapter, or the spec broke
+        message = f"{type(exc).__name__}: {exc}"
+    return Failure(message, tuple(record.trace), record.config)
+
+
 def explore(
     machine: type[RuleBasedStateMachine],
     record: RunRecord,
@@ -146,28 +190,11 @@ def explore(
 ) -> Failure | None:
     """Let Hypothesis run ``machine``; the first failure, unshrunk, as the record saw it."""
     use_seed(seed)(machine)
-    run_settings = settings(
-        max_examples=max_examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
-        phases=[Phase.explicit, Phase.generate],
+    run_settings = lockstep_settings(
+        max_examples=max_examples, steps=steps, phases=[Phase.explicit, Phase.generate]
     )
     try:
         run_state_machine_as_test(machine, settings=run_settings)
-    except Nonconformance as exc:
-        return Failure(str(exc), tuple(record.trace), record.config)
-    except Flaky as exc:
-        return Failure(
-            f"the target is nondeterministic: the same actions gave different "
-            f"results on a second run ({exc})",
-            tuple(record.trace),
-            record.config,
-        )
-    except Exception as exc:  # the target crashed inside the adapter or the spec broke
-        return Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
+    except Exception as exc:
+        return failure_from(exc, record)
     return None

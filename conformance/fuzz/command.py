@@ -12,7 +12,7 @@ from kvpool.spec import PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
-from ..levels import LEVELS
+from ..levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
 from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
 from .database import DatabaseError, open_database
@@ -22,9 +22,6 @@ from .status import clock, coverage_lines, findings_lines, jobs_table
 from .supervise import CRASHED, supervise
 
 EXIT_PASS, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-MACHINES = ("pool", "requests")
-#: Request-level pools are drawn up to at least this many blocks (as in kvpool conform).
-REQUEST_MIN_BLOCKS = 12
 
 
 def _fail_usage(console: Console, message: str) -> NoReturn:

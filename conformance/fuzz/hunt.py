@@ -10,14 +10,14 @@ unshrunk failing example is what the database keeps; it replays just as well.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import Phase
 from hypothesis import seed as use_seed
 from hypothesis.database import ExampleDatabase
-from hypothesis.errors import Flaky, Unsatisfiable
+from hypothesis.errors import Unsatisfiable
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
-from ..lockstep import Nonconformance, RunRecord
-from ..runner import Failure
+from ..lockstep import RunRecord
+from ..runner import Failure, failure_from, lockstep_settings
 
 
 def hunt(
@@ -34,16 +34,11 @@ def hunt(
     """Run ``machine`` once, storing (or replaying) failures under ``key``; the failure it
     raised, as the record saw it, or ``None``."""
     use_seed(seed)(machine)
-    run_settings = settings(
+    run_settings = lockstep_settings(
         max_examples=max_examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=database,
-        derandomize=False,
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
+        steps=steps,
         phases=[Phase.reuse] if replay else [Phase.generate],
+        database=database,
     )
     test = get_state_machine_test(machine, settings=run_settings)
     # The attribute Hypothesis reads a test's database key from (its own find() sets it);
@@ -53,15 +48,6 @@ def hunt(
         test()
     except Unsatisfiable:
         return None  # every test case ran into a failure already known: nothing new
-    except Nonconformance as exc:
-        return Failure(str(exc), tuple(record.trace), record.config)
-    except Flaky as exc:
-        return Failure(
-            f"the target is nondeterministic: the same actions gave different "
-            f"results on a second run ({exc})",
-            tuple(record.trace),
-            record.config,
-        )
-    except Exception as exc:  # the target crashed inside the adapter, or the spec broke
-        return Failure(f"{type(exc).__name__}: {exc}", tuple(record.trace), record.config)
+    except Exception as exc:
+        return failure_from(exc, record)
     return None

@@ -19,13 +19,9 @@ from ..manager.runner import (
     ON_POOL,
     manager_builder,
     pool_builder,
-    replay_requests,
-    simpler_request,
-    smaller_setups,
+    shrink_request_failure,
 )
-from ..manager.target import RequestSetup
-from ..runner import Failure
-from ..shrink import Replay, shrink, shrink_sequence
+from ..runner import Failure, shrink_failure
 from ..target import TargetFactory
 from ..targets.loading import load_manager, load_target
 from .database import database_key
@@ -97,15 +93,9 @@ def _build(plan: CampaignPlan, loaded: Loaded, spec: JobSpec) -> Job:
             )
 
         def pool_shrink(failure: Failure) -> Failure:
-            config, trace, message = shrink(
-                loaded.factory,
-                loaded.profile,
-                level,
-                failure.config,
-                failure.trace,
-                budget_seconds=plan.shrink_seconds,
+            return shrink_failure(
+                loaded.factory, loaded.profile, level, failure, plan.shrink_seconds
             )
-            return Failure(message, trace, config)
 
         return Job(spec, level, key, record, pool_machine, pool_shrink)
     build: RunBuilder = (
@@ -120,17 +110,6 @@ def _build(plan: CampaignPlan, loaded: Loaded, spec: JobSpec) -> Job:
         return request_machine(build, blocks, record, tick, f"Requests_{spec.level}", known)
 
     def requests_shrink(failure: Failure) -> Failure:
-        def replay_on(setup: RequestSetup, skip: bool) -> Replay:
-            return lambda actions: replay_requests(build, setup, actions, skip)
-
-        config, trace, message = shrink_sequence(
-            replay_on,
-            smaller_setups,
-            simpler_request,
-            failure.config,
-            failure.trace,
-            plan.shrink_seconds,
-        )
-        return Failure(message, trace, config)
+        return shrink_request_failure(build, failure, plan.shrink_seconds)
 
     return Job(spec, level, key, record, requests_machine, requests_shrink)

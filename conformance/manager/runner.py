@@ -73,6 +73,18 @@ def simpler_request(action: Any) -> list[Any]:
     return [replace(action, tokens=tokens[:j] + tokens[j + 1 :]) for j in range(len(tokens))]
 
 
+def shrink_request_failure(build: RunBuilder, failure: Failure, seconds: float) -> Failure:
+    """``failure`` of the request machine on runs from ``build``, shrunk (its kind kept)."""
+
+    def replay_on(setup: RequestSetup, skip: bool) -> Replay:
+        return lambda actions: replay_requests(build, setup, actions, skip)
+
+    config, trace, message = shrink_sequence(
+        replay_on, smaller_setups, simpler_request, failure.config, failure.trace, seconds
+    )
+    return Failure(message, trace, config)
+
+
 def run_requests(
     build: RunBuilder,
     level: Level,
@@ -95,18 +107,7 @@ def run_requests(
         )
 
     def shrunk(failure: Failure) -> Failure:
-        def replay_on(setup: RequestSetup, skip: bool) -> Replay:
-            return lambda actions: replay_requests(build, setup, actions, skip)
-
-        config, trace, message = shrink_sequence(
-            replay_on,
-            smaller_setups,
-            simpler_request,
-            failure.config,
-            failure.trace,
-            shrink_seconds,
-        )
-        return Failure(message, trace, config)
+        return shrink_request_failure(build, failure, shrink_seconds)
 
     start = time.perf_counter()
     failures = find_all(
