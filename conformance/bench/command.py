@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .measure import Contender, Disagreement, ours, peak_bytes, time_once, verify, vllm
+from .measure import (
+    Contender,
+    Disagreement,
+    lookup_floor_once,
+    ours,
+    peak_bytes,
+    time_once,
+    verify,
+    vllm,
+)
 from .programs import WORKLOAD_HELP, WORKLOADS, Program, build
 
 SCHEMA = "kvpool-bench/1"
@@ -22,6 +31,8 @@ DEFAULT_SIZES = "1000,100000,1000000"
 #: Aims of issue 7: ours/vLLM throughput, per-op cost growth smallest->largest, memory.
 AIM_RATIO = 1.3
 AIM_GROWTH = 1.25
+#: The workload whose calls are mostly cache lookups: its lookup floor is timed too.
+FLOOR_WORKLOAD = "prefix-hit"
 
 
 def _sizes(value: str) -> list[int]:
@@ -41,6 +52,8 @@ class Cell:
     calls: int
     ours_seconds: list[float] = field(default_factory=list)
     vllm_seconds: list[float] = field(default_factory=list)
+    #: The lookup floor's seconds (:func:`lookup_floor_once`), for FLOOR_WORKLOAD only.
+    floor_seconds: list[float] = field(default_factory=list)
 
     @property
     def ours_ops(self) -> float:
@@ -49,6 +62,9 @@ class Cell:
     @property
     def vllm_ops(self) -> float:
         return self.calls / statistics.median(self.vllm_seconds)
+
+    def per_call_us(self, seconds: list[float]) -> float:
+        return statistics.median(seconds) / self.calls * 1e6
 
     @property
     def ratio(self) -> float:
@@ -103,6 +119,8 @@ def run_bench(
                     times[k] = time_once(prog, contenders[k], reqs[k])
                 cell.ours_seconds.append(times[0])
                 cell.vllm_seconds.append(times[1])
+                if workload == FLOOR_WORKLOAD:
+                    cell.floor_seconds.append(lookup_floor_once(prog))
                 tick(f"timing {label} ({rep + 1}/{repeat})")
             cells.append(cell)
         if memory:
@@ -143,6 +161,7 @@ def _report(
             "ratio": round(c.ratio, 3),
             "ours_seconds": [round(s, 6) for s in c.ours_seconds],
             "vllm_seconds": [round(s, 6) for s in c.vllm_seconds],
+            "floor_seconds": [round(s, 6) for s in c.floor_seconds],
         }
         for c in cells
     ]
@@ -156,7 +175,25 @@ def _report(
                 "to": last.num_gpu_blocks,
                 "ours": round(first.ours_ops / last.ours_ops, 3),
                 "vllm": round(first.vllm_ops / last.vllm_ops, 3),
+                # What the larger pool adds to each call, in microseconds.
+                "ours_added_us": round(
+                    last.per_call_us(last.ours_seconds) - first.per_call_us(first.ours_seconds), 3
+                ),
+                "vllm_added_us": round(
+                    last.per_call_us(last.vllm_seconds) - first.per_call_us(first.vllm_seconds), 3
+                ),
             }
+            if first.floor_seconds and last.floor_seconds:
+                floor_added = last.per_call_us(last.floor_seconds) - first.per_call_us(
+                    first.floor_seconds
+                )
+                ours_small = first.per_call_us(first.ours_seconds)
+                growth[w]["floor_added_us"] = round(floor_added, 3)
+                # The least growth a pool as fast as ours at the smallest size could show:
+                # it pays at least the floor's added time on each call.
+                growth[w]["least_growth_at_ours_speed"] = round(
+                    (ours_small + max(floor_added, 0.0)) / ours_small, 3
+                )
     aims = {
         "throughput_ratio_at_least_1_3": bool(cells) and all(c.ratio >= AIM_RATIO for c in cells),
         "ours_growth_at_most_1_25": all(g["ours"] <= AIM_GROWTH for g in growth.values())
@@ -191,6 +228,13 @@ def _report(
     }
 
 
+def _short_size(blocks: int) -> str:
+    for unit, name in ((1_000_000, "M"), (1_000, "k")):
+        if blocks >= unit and blocks % unit == 0:
+            return f"{blocks // unit}{name}"
+    return f"{blocks:,}"
+
+
 def render(console: Console, report: dict[str, Any]) -> None:
     other = report["pools"]["vllm"]
     table = Table(
@@ -212,13 +256,38 @@ def render(console: Console, report: dict[str, Any]) -> None:
     console.print(table)
     if report["growth"]:
         g = Table(title="per-call cost growth (cost at largest / cost at smallest size)")
-        for col in ("workload", "sizes", "ours", other):
-            g.add_column(col, justify="left" if col == "workload" else "right")
+        columns = (
+            "workload",
+            "sizes",
+            "ours",
+            "vLLM",
+            "ours +µs",
+            "vLLM +µs",
+            "floor +µs",
+            "least",
+        )
+        for col in columns:
+            g.add_column(col, justify="left" if col == "workload" else "right", no_wrap=True)
         for w, row in report["growth"].items():
+            floor = "floor_added_us" in row
             g.add_row(
-                w, f"{row['from']:,} -> {row['to']:,}", f"{row['ours']:.2f}x", f"{row['vllm']:.2f}x"
+                w,
+                f"{_short_size(row['from'])}->{_short_size(row['to'])}",
+                f"{row['ours']:.2f}x",
+                f"{row['vllm']:.2f}x",
+                f"{row['ours_added_us']:+.3f}",
+                f"{row['vllm_added_us']:+.3f}",
+                f"{row['floor_added_us']:+.3f}" if floor else "",
+                f"{row['least_growth_at_ours_speed']:.2f}x" if floor else "",
             )
         console.print(g)
+        if any("floor_added_us" in row for row in report["growth"].values()):
+            console.print(
+                "+µs: the time the largest pool adds to each call. floor: a plain dict doing "
+                "only the workload's lookups, the least work any prefix cache does. least: "
+                "the growth of a pool as fast as ours at the smallest size whose larger pool "
+                "added only the floor's time to each call."
+            )
     if report["memory"]:
         m = Table(title="peak memory per block (tracemalloc; construction + prefix-hit run)")
         for col in ("blocks", "ours B/block", f"{other} B/block"):
@@ -290,8 +359,12 @@ the pools (which goes first alternates too), with the garbage collector off and 
 process's CPU time as the clock (other processes on the machine do not count), and report
 medians: pool calls per second, and ours/vLLM as the median of the per-run ratios. Each
 lookup brings a hash object of its own, equal to the cached one, as a new request does.
-Per-call cost growth compares the smallest and largest --sizes; memory per block is
-measured with tracemalloc (construction plus a prefix-hit run over a fully cached pool).
+Per-call cost growth compares the smallest and largest --sizes. For prefix-hit the same
+runs also time a floor: a plain dict doing nothing but the workload's lookups, the least
+work any prefix cache does; the time a larger pool adds to the floor's calls is what memory
+alone adds, so the table shows the least growth a pool as fast as ours could reach. Memory
+per block is measured with tracemalloc (construction plus a prefix-hit run over a fully
+cached pool).
 
 \b
 Workloads (--workload, repeatable; default all):

@@ -205,6 +205,38 @@ def time_once(prog: Program, contender: Contender, requests: Sequence[Any]) -> f
     return elapsed
 
 
+def floor_lookups(prog: Program) -> tuple[dict[bytes, int], list[bytes]]:
+    """The lookup floor's dict (every hash ``prog`` caches) and the keys it looks up (one
+    per timed ``get_cached_block``, each a hash object of its own)."""
+    cached = {h: i for i, hashes in enumerate(prog.requests) for h in hashes}
+    keys = [_as_new_request_brings(c[1]) for c in prog.timed if c[0] == "get_cached_block"]
+    return cached, keys
+
+
+def lookup_floor_once(prog: Program) -> float:
+    """Seconds for the least work any prefix cache must do for ``prog``'s timed calls: one
+    lookup of a plain dict per ``get_cached_block`` (the dict holds every hash the program
+    ever caches, each lookup brings a hash object of its own), nothing for the other calls.
+    Timed as :func:`time_once` times a pool; the growth of this floor with the pool's size
+    is what memory alone adds to a pool's calls."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        cached, keys = floor_lookups(prog)
+        get = cached.get
+        clock = time.process_time
+        start = clock()
+        for key in keys:
+            get(key)
+        elapsed = clock() - start
+        del cached, keys
+    finally:
+        if enabled:
+            gc.enable()
+    return elapsed
+
+
 def peak_bytes(prog: Program, contender: Contender) -> int:
     """Peak bytes the pool holds: what construction leaves allocated (tracemalloc) plus the
     peak of what the workload (setup and timed calls) allocates on top of it. The calls

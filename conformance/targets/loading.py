@@ -134,6 +134,23 @@ def takes_config(factory: Callable[..., Any]) -> bool:
     return "config" in parameters
 
 
+#: The keyword arguments a ``module:factory`` pool is built with (vLLM's BlockPool's).
+POOL_KEYWORDS = ("num_gpu_blocks", "enable_caching", "hash_block_size", "enable_kv_cache_events")
+
+
+def keywords_not_taken(factory: Callable[..., Any]) -> list[str]:
+    """Those of :data:`POOL_KEYWORDS` that ``factory`` cannot be passed by name (none if
+    its signature cannot be read or it takes ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [k for k in POOL_KEYWORDS if k not in parameters or parameters[k].kind not in by_name]
+
+
 def load_target(spec: str) -> tuple[TargetFactory, str]:
     """The factory and display name for a ``--target`` value."""
     if spec in BUILT_IN:
@@ -156,6 +173,14 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     factory = _import_attribute(spec)
     if takes_config(factory):
         return factory, spec
+    missing = keywords_not_taken(factory)
+    if missing:
+        raise TargetLoadError(
+            f"{spec!r} cannot take {', '.join(missing)}: the suite builds every pool as "
+            f"{spec.partition(':')[2]}({', '.join(k + '=...' for k in POOL_KEYWORDS)}); "
+            "add the missing parameters (or **kwargs) to its signature, or give it a "
+            "config parameter to build a Target yourself"
+        )
 
     def wrapped(config: PoolConfig, profile: Profile) -> Target:
         return VllmApiTarget(factory, config, profile, name=spec)

@@ -87,9 +87,16 @@ def test_json_report_structure(monkeypatch: Any) -> None:
             "ratio",
             "ours_seconds",
             "vllm_seconds",
+            "floor_seconds",
         }
         assert row["ours_ops_per_s"] > 0 and row["vllm_ops_per_s"] > 0
+        # Only prefix-hit times the lookup floor, once per repetition.
+        assert len(row["floor_seconds"]) == (row["workload"] == command.FLOOR_WORKLOAD)
     assert set(report["growth"]) == set(programs.WORKLOADS)
+    for workload, growth in report["growth"].items():
+        floored = {"floor_added_us", "least_growth_at_ours_speed"} <= set(growth)
+        assert floored == (workload == command.FLOOR_WORKLOAD)
+        assert {"ours_added_us", "vllm_added_us"} <= set(growth)
     assert [m["num_gpu_blocks"] for m in report["memory"]] == [100, 200]
 
 
@@ -135,3 +142,26 @@ def test_timing_counts_the_pools_cpu_time_not_waiting() -> None:
     waits = sum(1 for call in prog.timed if call[0] == "get_new_blocks") * 0.02
     assert waits >= 0.5
     assert measure.time_once(prog, sleepy, []) < waits / 5
+
+
+def test_the_lookup_floor_looks_up_what_the_pool_looks_up_and_hits_where_it_hits() -> None:
+    prog = programs.build("prefix-hit", 300, 500)
+    cached, keys = measure.floor_lookups(prog)
+    lookups = [c for c in prog.timed if c[0] == "get_cached_block"]
+    assert len(keys) == len(lookups) > len(prog.timed) // 2
+    assert all(k == c[1] and k is not c[1] for k, c in zip(keys, lookups, strict=True))
+    # Every lookup the pool answers from its cache, the floor's dict answers too: the floor
+    # does no less than a pool's lookups must (it only skips what a hit does afterwards).
+    pool = measure.ours().make_pool(prog.num_gpu_blocks, prog.hash_block_size)
+    requests = [measure.ours().make_request(list(h)) for h in prog.requests]
+    for fn, args in measure.compile_calls(pool, prog.setup, requests):
+        fn(*args)
+    hits = 0
+    for call, (fn, args) in zip(
+        prog.timed, measure.compile_calls(pool, prog.timed, requests), strict=True
+    ):
+        if fn(*args) is not None and call[0] == "get_cached_block":
+            hits += 1
+            assert call[1] in cached
+    assert hits > len(lookups) // 2
+    assert measure.lookup_floor_once(prog) >= 0.0

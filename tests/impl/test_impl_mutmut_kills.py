@@ -108,6 +108,7 @@ def test_remove_refuses_a_block_with_one_link(side: str) -> None:
     assert queue.num_free_blocks == 3
 
 
+@pytest.mark.skipif(not __debug__, reason="the check is an assert; python -O removes it")
 def test_undo_removals_stops_before_relinking_a_half_linked_block() -> None:
     """``undo_removals`` checks both links before writing either: a block missing one is
     rejected with its neighbour left untouched."""
@@ -361,3 +362,22 @@ def test_a_full_attention_group_spec_has_no_window() -> None:
     assert spec == KVCacheGroupSpec(0)
     assert spec.sliding_window_blocks == 0 and not spec.is_sliding
     assert KVCacheGroupSpec.sliding_window(2).is_sliding
+
+
+# ------------------------------------------------------------------- sliding windows
+
+
+def test_a_group_with_nothing_to_slide_does_not_stop_the_next_group() -> None:
+    """With a wide window first and a narrow one second, only the second group has blocks
+    that left its window; a manager that stopped at the first group with nothing to drop
+    would keep them."""
+    wide, narrow = KVCacheGroupSpec.sliding_window(4), KVCacheGroupSpec.sliding_window(1)
+    m = KVCacheManager(14, 2, (wide, narrow), enable_caching=True, hash_block_size=1)
+    assert m.admit("a", list(range(6))) is not None
+    m.copies_done("a")
+    prepared = m.prepare_write("a")
+    assert prepared is not None
+    m.copies_done("a")
+    done = m.commit("a", False)
+    assert done.block_ids == ((1, 2, 3), (0, 0, 6))
+    assert [m.block_pool.blocks[b].ref_cnt for b in (4, 5)] == [0, 0]
