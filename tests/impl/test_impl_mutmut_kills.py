@@ -381,3 +381,113 @@ def test_a_group_with_nothing_to_slide_does_not_stop_the_next_group() -> None:
     done = m.commit("a", False)
     assert done.block_ids == ((1, 2, 3), (0, 0, 6))
     assert [m.block_pool.blocks[b].ref_cnt for b in (4, 5)] == [0, 0]
+
+
+# ------------------------------------------------------- free_blocks' careful path
+
+
+def test_a_mixed_free_with_evict_first_sends_this_pools_keyed_blocks_to_the_front() -> None:
+    """A call mixing this pool's blocks with another's takes the careful path; ``evict_first``
+    must reach this pool's own release too, not only the routed one."""
+    mine, other = BlockPool(4, True, 2), BlockPool(4, True, 2)
+    (a,) = mine.get_new_blocks(1)
+    mine.cache_full_blocks(Request.from_tokens("r", [1, 2], 2), [a], 0, 1, 2, 0)
+    (x,) = other.get_new_blocks(1)
+    mine.free_blocks([a, x], evict_first=True)
+    assert _ids(mine.free_block_queue)[0] == a.block_id
+    assert a.block_hash is not None
+    assert x.ref_cnt == 0
+
+
+def test_the_careful_path_re_raises_what_stopped_the_pass() -> None:
+    """When the checks find nothing wrong and no block is another pool's, the pass stopped on
+    an exception: that very exception is raised, and no block is released."""
+    pool = BlockPool(4, True, 2)
+    held = pool.get_new_blocks(2)
+    stop = ValueError("a malformed block")
+    with pytest.raises(ValueError) as info:
+        pool._free_blocks_checked(held, False, stop)
+    assert info.value is stop
+    assert [b.ref_cnt for b in held] == [1, 1]
+
+
+def test_the_careful_path_without_a_cause_is_an_internal_error() -> None:
+    """With no exception and nothing refused there is no reason the pass stopped: an
+    ``AssertionError`` that says so, never a silent release."""
+    pool = BlockPool(4, True, 2)
+    held = pool.get_new_blocks(1)
+    with pytest.raises(AssertionError) as info:
+        pool._free_blocks_checked(held, False, None)
+    assert str(info.value) == "free_blocks stopped for no rule"
+    assert held[0].ref_cnt == 1
+
+
+# ------------------------------------------------------------------ unpin_blocks
+
+
+def test_unpin_of_the_null_block_is_refused_by_name() -> None:
+    pool = BlockPool(4, True, 2)
+    with pytest.raises(BlockPoolError) as info:
+        pool.unpin_blocks([pool.null_block], lambda block: None)
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == ("unpin_blocks", "null-unpin", 0)
+    assert str(err) == "unpin_blocks: block 0: rule 'null-unpin': the null block cannot be unpinned"
+
+
+def test_unpin_of_a_free_block_is_refused_by_name() -> None:
+    pool = BlockPool(4, True, 2)
+    with pytest.raises(BlockPoolError) as info:
+        pool.unpin_blocks([pool.blocks[2]], lambda block: None)
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == ("unpin_blocks", "unpin-held", 2)
+    assert str(err) == (
+        "unpin_blocks: block 2: rule 'unpin-held': "
+        "block 2 is released 1 times in this call but held 0 time(s)"
+    )
+
+
+# -------------------------------------------------------------- block id checks
+
+
+@pytest.mark.parametrize(("bid", "shown"), [(4, 4), (-1, -1), ("x", None)])
+def test_evict_of_an_id_out_of_range_names_the_id(bid: object, shown: int | None) -> None:
+    """An int id out of range is named as the block; anything else is shown in the detail
+    only (it is no block id)."""
+    pool = BlockPool(4, True, 2)
+    with pytest.raises(BlockPoolError) as info:
+        pool.evict_blocks([bid])  # type: ignore[list-item]
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == ("evict_blocks", "block-id-range", shown)
+    where = "" if shown is None else f"block {shown}: "
+    assert str(err) == (
+        f"evict_blocks: {where}rule 'block-id-range': block id {bid!r} is not in [0, 4)"
+    )
+
+
+@pytest.mark.parametrize(("bid", "shown"), [(4, 4), (5, 5), ("x", None)])
+def test_a_block_whose_id_is_past_this_pool_is_refused_by_range(
+    bid: object, shown: int | None
+) -> None:
+    """Another pool's block with an id this pool does not have (the id just past the end
+    included) breaks the id range, not the ownership rule."""
+    mine, other = BlockPool(4, True, 2), BlockPool(8, True, 2)
+    stranger = KVCacheBlock(bid, other.blocks[1].pool)  # type: ignore[arg-type]
+    with pytest.raises(BlockPoolError) as info:
+        mine.move_block_hashes(stranger, mine.blocks[2])
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == ("move_block_hashes", "block-id-range", shown)
+    where = "" if shown is None else f"block {shown}: "
+    assert str(err) == (
+        f"move_block_hashes: {where}rule 'block-id-range': block id {bid!r} is not in [0, 4)"
+    )
+
+
+def test_another_pools_block_in_range_is_refused_as_foreign_by_name() -> None:
+    mine, other = BlockPool(4, True, 2), BlockPool(4, True, 2)
+    with pytest.raises(BlockPoolError) as info:
+        mine.move_block_hashes(other.blocks[2], mine.blocks[2])
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == ("move_block_hashes", "foreign-block", 2)
+    assert str(err) == (
+        "move_block_hashes: block 2: rule 'foreign-block': the block belongs to another pool"
+    )
