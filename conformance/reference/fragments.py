@@ -7,13 +7,18 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from kvpool.conformance.levels import LEVELS
 
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
+from .mutmut_score import load, score_table, survivors_table
 from .profiles_page import version_table
+
+#: The checkout's docs folder (the default for fragments that read data kept there).
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 #: Turns a path under ``docs/`` into a link from the page being built.
 Linker = Callable[[str], str]
@@ -21,7 +26,7 @@ Linker = Callable[[str], str]
 MARKER = re.compile(r"[ \t]*<!--\s*kvpool:([a-z0-9-]+)\s*-->[ \t]*")
 
 
-def levels_table(link: Linker) -> str:
+def levels_table(link: Linker, docs_dir: Path) -> str:
     """The conformance levels, from ``kvpool.conformance.levels``."""
     rows = [
         (
@@ -35,30 +40,39 @@ def levels_table(link: Linker) -> str:
     return table(("level", "what passes", "eviction order", "out-of-contract input"), rows)
 
 
-def _diagram(link: Linker) -> str:
+def _diagram(link: Linker, docs_dir: Path) -> str:
     # raw HTML on its own, set off by blank lines, passes through Markdown untouched
     return "\n" + lifecycle_svg() + "\n"
 
 
-#: marker name -> (what it inserts, the generator).
-FRAGMENTS: dict[str, tuple[str, Callable[[Linker], str]]] = {
+#: marker name -> (what it inserts, the generator: given a linker and the docs folder).
+FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "lifecycle-diagram": (
         "the state diagram of the six lifecycle states (inline SVG), from exploring the spec",
         _diagram,
     ),
     "lifecycle-states": (
         "the table of the six lifecycle states (ref_cnt, key, queue, writable, hittable)",
-        lambda link: states_table(),
+        lambda link, docs_dir: states_table(),
     ),
     "lifecycle-transitions": (
         "the table of every lifecycle transition the spec makes, linking each operation",
-        transitions_table,
+        lambda link, docs_dir: transitions_table(link),
     ),
     "version-table": (
         "vLLM release ranges to profiles (kvpool.spec.profile.VLLM_RELEASES)",
-        lambda link: version_table(link=False),
+        lambda link, docs_dir: version_table(link=False),
     ),
     "levels-table": ("the conformance levels (kvpool.conformance.levels)", levels_table),
+    "mutmut-score": (
+        "the mutmut score of the unit tests, computed from docs/data/mutmut.json",
+        lambda link, docs_dir: score_table(load(docs_dir)),
+    ),
+    "mutmut-survivors": (
+        "every mutant mutmut's run did not kill: the test that kills it now, or why it is "
+        "equivalent (docs/data/mutmut.json)",
+        lambda link, docs_dir: survivors_table(load(docs_dir)),
+    ),
 }
 
 
@@ -75,8 +89,9 @@ def linker_for(page_path: str) -> Linker:
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 
 
-def expand(markdown: str, page_path: str) -> str:
-    """``markdown`` with every marker outside a code fence replaced by its fragment.
+def expand(markdown: str, page_path: str, docs_dir: Path = DOCS) -> str:
+    """``markdown`` with every marker outside a code fence replaced by its fragment
+    (``docs_dir``: the docs folder, for fragments that read data kept there).
 
     Raises :class:`UnknownMarker` naming the page, line and marker for a name not in
     :data:`FRAGMENTS`.
@@ -100,5 +115,5 @@ def expand(markdown: str, page_path: str) -> str:
             raise UnknownMarker(
                 f"{page_path}:{number}: unknown marker <!-- kvpool:{name} -->; known: {known}"
             )
-        out.append(FRAGMENTS[name][1](link).rstrip("\n"))
+        out.append(FRAGMENTS[name][1](link, docs_dir).rstrip("\n"))
     return "\n".join(out)

@@ -6,6 +6,7 @@ mkdocs loads this file by its path, so it imports everything by absolute name.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kvpool.conformance.reference.fragments import UnknownMarker, expand
@@ -66,6 +67,6 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     """Replace every ``<!-- kvpool:NAME -->`` marker; an unknown one fails the build."""
     try:
-        return expand(markdown, page.file.src_uri)
+        return expand(markdown, page.file.src_uri, Path(config.docs_dir))
     except UnknownMarker as exc:
         raise PluginError(str(exc)) from exc

@@ -6,6 +6,8 @@ Each test names, in its docstring, what a wrong version would get wrong."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from kvpool.impl import (
     BlockHashToBlockMap,
@@ -16,7 +18,9 @@ from kvpool.impl import (
     KVCacheGroupSpec,
     KVCacheManager,
     KVCacheManagerError,
+    ManagedRequest,
     Request,
+    encode,
     make_block_hash_with_group_id,
     request_block_hashes,
     sha256_hash,
@@ -491,3 +495,327 @@ def test_another_pools_block_in_range_is_refused_as_foreign_by_name() -> None:
     assert str(err) == (
         "move_block_hashes: block 2: rule 'foreign-block': the block belongs to another pool"
     )
+
+
+# ---------------------------------------------------------------- manager refusals
+
+
+def _refusal(call: Callable[..., object], *args: object) -> KVCacheManagerError:
+    with pytest.raises(KVCacheManagerError) as info:
+        call(*args)
+    return info.value
+
+
+def _running_manager() -> KVCacheManager:
+    """A manager running ``r`` (2 blocks computed) with ``w`` waiting after a preemption."""
+    m = KVCacheManager(12, 2)
+    for rid in ("r", "w"):
+        assert m.admit(rid, [1, 2, 3, 4]) is not None
+        m.copies_done(rid)
+        m.commit(rid)
+    m.preempt("w")
+    return m
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "rule", "detail"),
+    [
+        ("admit", ("r", [1]), "request-new", "already known"),
+        ("admit", ("n", []), "request-tokens", "tokens []"),
+        ("admit", ("n", [1, -2]), "request-tokens", "tokens [1, -2]"),
+        ("resume", ("r",), "request-preempted", "not waiting after a preemption"),
+        ("resume", ("ghost",), "request-preempted", "not waiting after a preemption"),
+        ("append", ("w", [5]), "request-running", "not running"),
+        ("append", ("r", []), "request-tokens", "tokens []"),
+        ("prepare_write", ("w",), "request-running", "not running"),
+        ("commit", ("w",), "request-running", "not running"),
+        ("preempt", ("w",), "request-running", "not running"),
+        ("copies_done", ("ghost",), "request-known", "unknown"),
+        ("finish", ("ghost",), "request-known", "unknown"),
+    ],
+)
+def test_each_manager_refusal_names_operation_request_rule_and_detail(
+    op: str, args: tuple[object, ...], rule: str, detail: str
+) -> None:
+    m = _running_manager()
+    err = _refusal(getattr(m, op), *args)
+    rid = args[0]
+    assert (err.operation, err.rule, err.request_id, err.detail) == (op, rule, rid, detail)
+    assert str(err) == f"{op}: request {rid!r}: rule {rule!r}: {detail}"
+
+
+def test_a_long_token_list_is_shown_cut_after_16() -> None:
+    m = KVCacheManager(12, 2)
+    err = _refusal(m.admit, "n", [*range(20), -1])
+    assert err.detail == f"tokens {[*range(16), '...']}"
+
+
+def test_pending_copies_are_refused_by_name() -> None:
+    """A request whose written tail is cached must have it copied before it grows again or
+    commits: both are refused until ``copies_done``."""
+    m = KVCacheManager(16, 4, hash_block_size=1)
+    assert m.admit("cow", [7, 8, 9, 10, 11, 12]) is not None
+    m.copies_done("cow")
+    assert m.prepare_write("cow") is not None
+    m.copies_done("cow")
+    m.commit("cow", cache_partial=True)
+    assert m.append("cow", [13]) is not None
+    prepared = m.prepare_write("cow")
+    assert prepared is not None and prepared.copies
+    for op, args in (("append", ("cow", [9])), ("commit", ("cow",))):
+        err = _refusal(getattr(m, op), *args)
+        assert (err.operation, err.rule) == (op, "copies-pending")
+        assert str(err) == (
+            f"{op}: request 'cow': rule 'copies-pending': copies were handed out; "
+            "call copies_done first"
+        )
+
+
+def test_partial_caching_with_a_sliding_group_is_refused_by_name() -> None:
+    groups = (KVCacheGroupSpec.full_attention(), KVCacheGroupSpec.sliding_window(1))
+    m = KVCacheManager(12, 2, groups)
+    assert m.admit("a", [1, 2, 3]) is not None
+    m.copies_done("a")
+    err = _refusal(m.commit, "a", True)
+    assert str(err) == (
+        "commit: request 'a': rule 'partial-full-attention': a sliding-window group is configured"
+    )
+
+
+def test_a_preempted_request_is_not_running_as_a_bool() -> None:
+    m = _running_manager()
+    assert m.is_running("r") is True
+    assert m.is_running("w") is False
+
+
+def test_a_preempted_request_is_kept_as_a_fresh_one() -> None:
+    """After ``preempt`` the manager's record of the request is that of a request never
+    scheduled (tokens kept): no blocks, nothing computed, cached or nulled, no copies."""
+    m = _running_manager()
+    record = m.requests["w"]
+    fresh = ManagedRequest(record.request, record.salt, m.num_groups)
+    fields = [f for f in ManagedRequest.__slots__ if f not in ("request", "salt", "extra_keys")]
+    assert {f: getattr(record, f) for f in fields} == {f: getattr(fresh, f) for f in fields}
+
+
+@pytest.mark.parametrize(
+    ("block_id", "message"),
+    [
+        (True, "a block id must be an int, got True"),
+        ("3", "a block id must be an int, got '3'"),
+        (2.0, "a block id must be an int, got 2.0"),
+        (12, "block id 12 is not in [0, 12)"),
+        (-1, "block id -1 is not in [0, 12)"),
+    ],
+)
+def test_writability_of_a_bad_block_id_is_refused_with_the_value(
+    block_id: object, message: str
+) -> None:
+    m = _running_manager()
+    with pytest.raises(ValueError) as info:
+        m.is_block_writable(block_id)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+# ----------------------------------------------------------------- construction
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((8, 0), "block_size must be a positive int, got 0"),
+        ((8, True), "block_size must be a positive int, got True"),
+        ((8, 2.0), "block_size must be a positive int, got 2.0"),
+        ((8, 2, (), True, 1), "a manager needs at least one KV-cache group"),
+        ((8, 2, ("full",)), "not a KVCacheGroupSpec: 'full'"),
+        ((8, 2, (KVCacheGroupSpec(),), True, 0), "hash_block_size must be a positive int, got 0"),
+        (
+            (8, 2, (KVCacheGroupSpec(),), True, False),
+            "hash_block_size must be a positive int, got False",
+        ),
+        (
+            (8, 4, (KVCacheGroupSpec(),), True, 3),
+            "block_size 4 is not a multiple of hash_block_size 3",
+        ),
+    ],
+)
+def test_a_manager_built_wrong_is_refused_with_the_value(
+    args: tuple[object, ...], message: str
+) -> None:
+    with pytest.raises(ValueError) as info:
+        KVCacheManager(*args)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("blocks", [-1, True, 1.5])
+def test_a_group_spec_with_a_bad_window_is_refused_with_the_value(blocks: object) -> None:
+    with pytest.raises(ValueError) as info:
+        KVCacheGroupSpec(blocks)  # type: ignore[arg-type]
+    assert str(info.value) == f"sliding_window_blocks must be an int >= 0, got {blocks!r}"
+
+
+def test_a_manager_keeps_what_it_was_built_with() -> None:
+    groups = (KVCacheGroupSpec(), KVCacheGroupSpec.sliding_window(2))
+    m = KVCacheManager(9, 4, groups, False, 2, enable_kv_cache_events=False)
+    assert (m.block_size, m.hash_block_size, m.groups, m.enable_caching) == (4, 2, groups, False)
+    assert m.num_groups == 2
+    pool = m.block_pool
+    assert (pool.num_gpu_blocks, pool.enable_caching, pool.hash_block_size) == (9, False, 2)
+    assert pool.enable_kv_cache_events is False
+
+
+# --------------------------------------------------------------------- encoding
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        (None, b"N"),
+        (True, b"T"),
+        (False, b"F"),
+        (0, b"I\x00\x00\x00\x010"),
+        (-12, b"I\x00\x00\x00\x03-12"),
+        (_Count(7), b"I\x00\x00\x00\x017"),
+        ("", b"S\x00\x00\x00\x00"),
+        ("é", b"S\x00\x00\x00\x02\xc3\xa9"),
+        (b"xy", b"B\x00\x00\x00\x02xy"),
+        ((), b"L\x00\x00\x00\x00"),
+        ((1, "a"), b"L\x00\x00\x00\x02I\x00\x00\x00\x011S\x00\x00\x00\x01a"),
+        ([None, [b""]], b"L\x00\x00\x00\x02NL\x00\x00\x00\x01B\x00\x00\x00\x00"),
+    ],
+)
+def test_each_kind_of_value_has_its_canonical_bytes(value: object, encoded: bytes) -> None:
+    assert encode(value) == encoded
+
+
+@pytest.mark.parametrize("value", [1.5, {1: 2}, (1, {3})])
+def test_a_value_that_cannot_be_hashed_is_refused_with_its_type(value: object) -> None:
+    with pytest.raises(TypeError) as info:
+        encode(value)
+    kind = "set" if isinstance(value, tuple) else type(value).__name__
+    assert str(info.value) == f"cannot encode a value of type {kind} for hashing"
+
+
+# ------------------------------------------------------------------ pool refusals
+
+
+def _caching_pool() -> tuple[BlockPool, list[KVCacheBlock], Request]:
+    """A pool of 8 (hash blocks of 2) holding blocks 1-3; block 1 cached as the request's
+    first block."""
+    pool = BlockPool(8, True, 2)
+    held = pool.get_new_blocks(3)
+    request = Request.from_tokens("r", list(range(6)), 2)
+    pool.cache_full_blocks(request, held, 0, 1, 2, 0)
+    return pool, held, request
+
+
+def _refused(call: Callable[..., object], *args: object) -> BlockPoolError:
+    with pytest.raises(BlockPoolError) as info:
+        call(*args)
+    return info.value
+
+
+POOL_REFUSALS: list[tuple[str, Callable[[BlockPool, list[KVCacheBlock], Request], object], str]]
+POOL_REFUSALS = [
+    (
+        "get_new_blocks: rule 'get-new-blocks-count': cannot get 6 blocks: 4 are free",
+        lambda p, b, r: p.get_new_blocks(6),
+        "get-new-blocks-count",
+    ),
+    (
+        "cache_full_blocks: rule 'cache-range': need 0 <= num_cached_blocks (2) <= "
+        "num_full_blocks (1) <= len(blocks) (3)",
+        lambda p, b, r: p.cache_full_blocks(r, b, 2, 1, 2, 0),
+        "cache-range",
+    ),
+    (
+        "cache_full_blocks: rule 'cache-range': block_mask has 1 entries for 2 blocks",
+        lambda p, b, r: p.cache_full_blocks(r, b, 1, 3, 2, 0, block_mask=[True]),
+        "cache-range",
+    ),
+    (
+        "cache_full_blocks: rule 'hashes-available': 3 hashes of 2 tokens do not cover "
+        "2 blocks of 4",
+        lambda p, b, r: p.cache_full_blocks(r, b, 0, 2, 4, 0),
+        "hashes-available",
+    ),
+    (
+        "cache_full_blocks: block 5: rule 'cache-held': only a held block can be cached",
+        lambda p, b, r: p.cache_full_blocks(r, [b[0], p.blocks[5]], 1, 2, 2, 0),
+        "cache-held",
+    ),
+    (
+        "cache_full_blocks: block 2: rule 'cache-distinct': the block is listed twice",
+        lambda p, b, r: p.cache_full_blocks(r, [b[0], b[1], b[1]], 1, 3, 2, 0),
+        "cache-distinct",
+    ),
+    (
+        "cache_full_blocks: block 1: rule 'cache-fresh': the block already has a key "
+        "covering 2 tokens (only a partial entry may be promoted to 2)",
+        lambda p, b, r: p.cache_full_blocks(r, b, 0, 1, 2, 0),
+        "cache-fresh",
+    ),
+    (
+        "cache_full_blocks: rule 'block-size-multiple': block_size must be a positive "
+        "multiple of hash_block_size 2, got 3",
+        lambda p, b, r: p.cache_full_blocks(r, b, 0, 1, 3, 0),
+        "block-size-multiple",
+    ),
+    (
+        "cache_partial_block: block 5: rule 'cache-held': only a held block can be cached",
+        lambda p, b, r: p.cache_partial_block(r, p.blocks[5], 2, 0, 2),
+        "cache-held",
+    ),
+    (
+        "cache_partial_block: block 2: rule 'partial-tokens': num_tokens must be a positive "
+        "multiple of 2, got 3",
+        lambda p, b, r: p.cache_partial_block(r, b[1], 3, 0, 4),
+        "partial-tokens",
+    ),
+    (
+        "cache_partial_block: block 2: rule 'hashes-available': 8 tokens need 4 hashes, "
+        "the request has 3",
+        lambda p, b, r: p.cache_partial_block(r, b[1], 8, 0, 10),
+        "hashes-available",
+    ),
+    (
+        "move_block_hashes: block 0: rule 'move-null': the null block cannot hold keys",
+        lambda p, b, r: p.move_block_hashes(b[0], p.null_block),
+        "move-null",
+    ),
+    (
+        "move_block_hashes: block 1: rule 'move-dst-unkeyed': the destination already has a key",
+        lambda p, b, r: p.move_block_hashes(b[1], b[0]),
+        "move-dst-unkeyed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "call", "rule"),
+    POOL_REFUSALS,
+    ids=[m.split(":")[0] + " " + r for m, _, r in POOL_REFUSALS],
+)
+def test_each_pool_refusal_reads_operation_block_rule_and_detail(
+    message: str, call: Callable[[BlockPool, list[KVCacheBlock], Request], object], rule: str
+) -> None:
+    pool, held, request = _caching_pool()
+    err = _refused(call, pool, held, request)
+    assert err.rule == rule
+    assert str(err) == message
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0, True, 2), "num_gpu_blocks must be an int >= 1, got 0"),
+        (("8", True, 2), "num_gpu_blocks must be an int >= 1, got '8'"),
+        ((8, True, 0), "hash_block_size must be an int >= 1, got 0"),
+        ((8, True, 2.0), "hash_block_size must be an int >= 1, got 2.0"),
+    ],
+)
+def test_a_pool_built_wrong_is_refused_with_the_value(
+    args: tuple[object, ...], message: str
+) -> None:
+    err = _refused(BlockPool, *args)
+    assert str(err) == f"BlockPool: rule 'pool-config': {message}"
