@@ -48,8 +48,9 @@ class Verdict:
         """``module.Class.method`` as the docs name it (mutmut's mangling undone)."""
         name = self.mutant.removeprefix("kvpool.impl.").rsplit("__mutmut_", 1)[0]
         module, _, rest = name.partition(".")
-        rest = rest.removeprefix("x").replace("ǁ", ".").strip(".")
-        return f"{module}.{rest}"
+        # mutmut writes a method as xǁClassǁmethod and a function as x_function
+        method = rest.startswith("xǁ")
+        return f"{module}.{rest[2:].replace('ǁ', '.') if method else rest.removeprefix('x_')}"
 
     @property
     def number(self) -> int:
@@ -112,6 +113,9 @@ def parse(data: dict[str, Any], test_names: set[str] | None = None) -> Score:
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ScoreFileError(f"a mutant has two verdicts: {twice}")
+    for v in verdicts:
+        if v.status not in NEEDS_VERDICT:
+            raise ScoreFileError(f"{v.mutant}: status {v.status!r} needs no verdict")
     for status in NEEDS_VERDICT:
         have = sum(v.status == status for v in verdicts)
         if have != score.status.get(status, 0):
@@ -119,8 +123,6 @@ def parse(data: dict[str, Any], test_names: set[str] | None = None) -> Score:
                 f"{score.status.get(status, 0)} mutants are {status!r} but {have} have a verdict"
             )
     for v in verdicts:
-        if v.status not in NEEDS_VERDICT:
-            raise ScoreFileError(f"{v.mutant}: status {v.status!r} needs no verdict")
         if v.verdict == "equivalent":
             if v.by not in reasons:
                 raise ScoreFileError(f"{v.mutant}: reason {v.by!r} is not explained in 'reasons'")

@@ -58,8 +58,9 @@ def test_a_marker_inside_a_code_fence_is_left_alone() -> None:
 
 def test_the_hook_fails_the_build_on_an_unknown_marker() -> None:
     page = SimpleNamespace(file=SimpleNamespace(src_uri="guide/x.md"))
+    config = SimpleNamespace(docs_dir="docs")
     with pytest.raises(PluginError, match="unknown marker"):
-        on_page_markdown("<!-- kvpool:typo -->", page, None, None)  # type: ignore[arg-type]
+        on_page_markdown("<!-- kvpool:typo -->", page, config, None)  # type: ignore[arg-type]
 
 
 def test_the_hook_expands_the_operations_nav_entry() -> None:

@@ -1,0 +1,171 @@
+"""The mutmut score record (docs/data/mutmut.json): consistent, every killing test real, the
+published score computed from it and within the aim; and each consistency check catches a
+planted fault."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kvpool.conformance.reference.fragments import expand
+from kvpool.conformance.reference.mutmut_score import (
+    DATA,
+    ScoreFileError,
+    parse,
+    score_table,
+    survivors_table,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+KILL_TESTS = ROOT / "tests" / "impl" / "test_impl_mutmut_kills.py"
+#: Issue 7: the unit tests kill at least 90% of the non-equivalent mutants.
+AIM = 0.90
+
+
+def kill_test_names() -> set[str]:
+    tree = ast.parse(KILL_TESTS.read_text())
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def record() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ROOT / "docs" / DATA).read_text())
+    return data
+
+
+def test_the_committed_record_is_consistent_and_meets_the_aim() -> None:
+    score = parse(record(), kill_test_names())
+    assert score.checked > 0
+    assert score.score >= AIM, f"{score.score:.1%} of the non-equivalent mutants killed"
+
+
+def test_the_pages_show_the_computed_score_and_every_verdict() -> None:
+    score = parse(record())
+    page = expand(
+        "# Scoring\n\n<!-- kvpool:mutmut-score -->\n\n<!-- kvpool:mutmut-survivors -->\n",
+        "guide/scoring.md",
+        ROOT / "docs",
+    )
+    assert f"{score.score:.1%}" in page
+    assert f"{score.killed:,} / {score.checked - score.equivalent:,}" in page
+    for verdict in score.verdicts:
+        assert f"`{verdict.function}`" in page
+        assert verdict.by in page
+    scoring = (ROOT / "docs" / "guide" / "scoring.md").read_text()
+    assert "<!-- kvpool:mutmut-score -->" in scoring
+    assert "<!-- kvpool:mutmut-survivors -->" in scoring
+
+
+def test_mutant_names_read_as_functions() -> None:
+    data = {
+        "schema": "kvpool-mutmut/1",
+        "run": {"mutants": 2, "status": {"survived": 2}},
+        "reasons": {"r": "why"},
+        "verdicts": [
+            {
+                "mutant": "kvpool.impl.block_pool.xǁBlockPoolǁ_check_own__mutmut_8",
+                "status": "survived",
+                "verdict": "equivalent",
+                "by": "r",
+            },
+            {
+                "mutant": "kvpool.impl.hashing.x_get_group_id__mutmut_4",
+                "status": "survived",
+                "verdict": "equivalent",
+                "by": "r",
+            },
+        ],
+    }
+    first, second = parse(data).verdicts
+    assert (first.function, first.number) == ("block_pool.BlockPool._check_own", 8)
+    assert (second.function, second.number) == ("hashing.get_group_id", 4)
+
+
+def _small() -> dict[str, Any]:
+    return {
+        "schema": "kvpool-mutmut/1",
+        "run": {
+            "date": "2026-11-29",
+            "commit": "abc1234",
+            "mutmut": "3.8.1",
+            "python": "3.11.7",
+            "hours": 1.5,
+            "mutants": 10,
+            "status": {"killed": 6, "timeout": 1, "survived": 2, "no tests": 1},
+        },
+        "reasons": {"same": "it changes nothing"},
+        "verdicts": [
+            {"mutant": "kvpool.impl.m.x_f__mutmut_1", "status": "survived",
+             "verdict": "killed", "by": "test_f"},
+            {"mutant": "kvpool.impl.m.x_f__mutmut_2", "status": "survived",
+             "verdict": "equivalent", "by": "same"},
+            {"mutant": "kvpool.impl.m.x_g__mutmut_1", "status": "no tests",
+             "verdict": "killed", "by": "test_g"},
+        ],
+    }  # fmt: skip
+
+
+def test_the_score_is_killed_over_checked_minus_equivalent() -> None:
+    score = parse(_small(), {"test_f", "test_g"})
+    # 6 killed + 1 timeout by the run, 2 killed since; 10 checked, 1 equivalent
+    assert (score.killed, score.checked, score.equivalent) == (9, 10, 1)
+    assert score.score == 1.0
+    assert "9 / 9 = 100.0%" in score_table(score)
+    table = survivors_table(score)
+    assert "`m.f` | 1 | `test_f`" in table and "`m.f` | 2 | **same**" in table
+
+
+def test_unchecked_mutants_make_a_partial_score_that_says_so() -> None:
+    data = _small()
+    data["run"]["mutants"] = 14
+    data["run"]["status"]["not checked"] = 4
+    score = parse(data)
+    assert (score.checked, score.unchecked) == (10, 4)
+    assert "checked 10 of the 14 mutants" in score_table(score)
+
+
+def _broken(change: str) -> dict[str, Any]:
+    data = copy.deepcopy(_small())
+    if change == "counts":
+        data["run"]["mutants"] = 11
+    elif change == "missing verdict":
+        data["verdicts"].pop(0)
+    elif change == "two verdicts":
+        data["verdicts"].append(dict(data["verdicts"][0]))
+        data["run"]["status"]["survived"] = 3
+        data["run"]["status"]["killed"] = 5
+    elif change == "unexplained reason":
+        data["verdicts"][1]["by"] = "other"
+    elif change == "unused reason":
+        data["reasons"]["spare"] = "never used"
+    elif change == "no such test":
+        data["verdicts"][0]["by"] = "test_nothing"
+    elif change == "bad verdict":
+        data["verdicts"][0]["verdict"] = "probably fine"
+    elif change == "verdict for a killed mutant":
+        data["verdicts"][0]["status"] = "killed"
+    elif change == "schema":
+        data["schema"] = "kvpool-mutmut/0"
+    return data
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("counts", "add up to 10, not 11"),
+        ("missing verdict", "2 mutants are 'survived' but 1 have a verdict"),
+        ("two verdicts", "two verdicts"),
+        ("unexplained reason", "reason 'other' is not explained"),
+        ("unused reason", "reasons no verdict uses: ['spare']"),
+        ("no such test", "killing test 'test_nothing' does not exist"),
+        ("bad verdict", "verdict must be killed or equivalent"),
+        ("verdict for a killed mutant", "needs no verdict"),
+        ("schema", "schema must be"),
+    ],
+)
+def test_an_inconsistent_record_is_refused_saying_where(change: str, message: str) -> None:
+    with pytest.raises(ScoreFileError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        parse(_broken(change), {"test_f", "test_g"})
