@@ -143,6 +143,24 @@ def load(docs_dir: Path, test_names: set[str] | None = None) -> Score:
     return parse(json.loads((docs_dir / DATA).read_text()), test_names)
 
 
+def readme_summary(score: Score) -> str:
+    """The README's sentence on the score (a test keeps the README saying exactly this)."""
+    run = score.run
+    scope = (
+        f"{score.checked:,} of the {score.mutants:,} checked so far"
+        if score.unchecked
+        else f"all {score.mutants:,} checked"
+    )
+    not_killed = len(score.verdicts)
+    return (
+        f"the run of {run['date']} (commit `{run['commit']}`, {scope}) killed "
+        f"{score.killed - score.killed_later:,} outright; of the {not_killed:,} it did not "
+        f"kill, {score.killed_later:,} are killed by tests written since and "
+        f"{score.equivalent:,} are argued equivalent: **{score.killed:,} killed of "
+        f"{score.checked - score.equivalent:,} non-equivalent mutants, {score.score:.1%}**."
+    )
+
+
 def score_table(score: Score) -> str:
     """What the run said, what became of the rest, and the score."""
     s = score.status

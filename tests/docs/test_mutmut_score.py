@@ -16,6 +16,7 @@ from kvpool.conformance.reference.mutmut_score import (
     DATA,
     ScoreFileError,
     parse,
+    readme_summary,
     score_table,
     survivors_table,
 )
@@ -57,6 +58,12 @@ def test_the_pages_show_the_computed_score_and_every_verdict() -> None:
     scoring = (ROOT / "docs" / "guide" / "scoring.md").read_text()
     assert "<!-- kvpool:mutmut-score -->" in scoring
     assert "<!-- kvpool:mutmut-survivors -->" in scoring
+
+
+def test_the_readme_states_the_computed_score() -> None:
+    expected = readme_summary(parse(record()))
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert expected in readme, f"README.md should say: {expected}"
 
 
 def test_mutant_names_read_as_functions() -> None:
