@@ -819,3 +819,16 @@ def test_a_pool_built_wrong_is_refused_with_the_value(
 ) -> None:
     err = _refused(BlockPool, *args)
     assert str(err) == f"BlockPool: rule 'pool-config': {message}"
+
+
+def test_commit_caches_a_partial_tail_only_when_asked() -> None:
+    """By default ``commit`` registers full blocks only: a partly written tail stays
+    writable and unkeyed."""
+    m = KVCacheManager(12, 4, hash_block_size=1)
+    for rid in ("plain", "asked"):
+        assert m.admit(rid, [1, 2, 3, 4, 5, 6]) is not None
+        m.copies_done(rid)
+        done = m.commit(rid) if rid == "plain" else m.commit(rid, cache_partial=True)
+        tail = done.block_ids[0][1]
+        assert m.is_block_writable(tail) is (rid == "plain")
+        assert (m.block_pool.blocks[tail].block_hash is None) is (rid == "plain")
