@@ -832,3 +832,41 @@ def test_commit_caches_a_partial_tail_only_when_asked() -> None:
         tail = done.block_ids[0][1]
         assert m.is_block_writable(tail) is (rid == "plain")
         assert (m.block_pool.blocks[tail].block_hash is None) is (rid == "plain")
+
+
+def test_a_request_keeps_its_salt() -> None:
+    m = KVCacheManager(12, 2)
+    assert m.admit("a", [1, 2, 3], salt="tenant-7") is not None
+    record = m.requests["a"]
+    assert (record.salt, record.extra_keys) == ("tenant-7", ("tenant-7",))
+
+
+def test_a_partial_entry_past_a_missing_block_is_no_hit() -> None:
+    """The partial entry looked for is the one right after the full hits: one further on
+    (after an evicted block) would skip tokens nobody has."""
+    m = KVCacheManager(12, 2, hash_block_size=1)
+    assert m.admit("a", [1, 2, 3, 4, 5]) is not None
+    m.copies_done("a")
+    first, second, _ = m.commit("a", cache_partial=True).block_ids[0]
+    m.finish("a")
+    m.block_pool.evict_blocks([second])
+    got = m.admit("b", [1, 2, 3, 4, 5, 6])
+    assert got is not None
+    assert got.num_computed_tokens == 2 and got.copies == ()
+    assert got.block_ids[0][0] == first
+
+
+def test_after_a_hit_only_sliding_tables_start_with_null_entries() -> None:
+    """``num_nulled`` counts the null entries a table starts with: none for a full-attention
+    group, the blocks before the window for a sliding one."""
+    groups = (KVCacheGroupSpec.full_attention(), KVCacheGroupSpec.sliding_window(1))
+    m = KVCacheManager(20, 2, groups)
+    assert m.admit("a", [1, 2, 3, 4, 5, 6, 7]) is not None
+    m.copies_done("a")
+    m.commit("a")
+    m.finish("a")
+    got = m.admit("b", [1, 2, 3, 4, 5, 6, 7])
+    assert got is not None and got.num_computed_tokens == 6
+    record = m.requests["b"]
+    assert record.num_nulled == [0, 2]
+    assert 0 not in got.block_ids[0] and got.block_ids[1][:2] == (0, 0)
