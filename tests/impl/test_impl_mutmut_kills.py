@@ -870,3 +870,69 @@ def test_after_a_hit_only_sliding_tables_start_with_null_entries() -> None:
     record = m.requests["b"]
     assert record.num_nulled == [0, 2]
     assert 0 not in got.block_ids[0] and got.block_ids[1][:2] == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("block_size", "group", "rule", "detail"),
+    [
+        (4.0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+         "hash_block_size 2, got 4.0"),
+        (0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+         "hash_block_size 2, got 0"),
+        (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
+        (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
+    ],
+)  # fmt: skip
+def test_a_partial_cache_call_with_a_bad_size_or_group_is_refused(
+    block_size: object, group: object, rule: str, detail: str
+) -> None:
+    pool, held, request = _caching_pool()
+    err = _refused(pool.cache_partial_block, request, held[1], 2, group, block_size)
+    assert str(err) == f"cache_partial_block: rule {rule!r}: {detail}"
+    assert held[1].block_hash is None
+
+
+def test_partial_caching_in_a_pool_without_caching_is_refused_by_name() -> None:
+    pool = BlockPool(4, False, 2)
+    (block,) = pool.get_new_blocks(1)
+    request = Request.from_tokens("r", [1, 2, 3, 4], 2)
+    err = _refused(pool.cache_partial_block, request, block, 2, 0, 4)
+    assert (
+        str(err)
+        == "cache_partial_block: rule 'caching-enabled': prefix caching is off in this pool"
+    )
+
+
+def test_a_move_to_another_pools_block_is_refused_by_name() -> None:
+    pool, held, _ = _caching_pool()
+    other = BlockPool(8, True, 2)
+    (theirs,) = other.get_new_blocks(1)
+    theirs_id = theirs.block_id
+    err = _refused(pool.move_block_hashes, held[0], theirs)
+    assert str(err) == (
+        f"move_block_hashes: block {theirs_id}: rule 'foreign-block': "
+        "the block belongs to another pool"
+    )
+    assert held[0].block_hash is not None and theirs.block_hash is None
+
+
+@pytest.mark.parametrize("block_size", [0, -2, True, 2.0, "2"])
+def test_hashing_at_a_bad_block_size_is_refused_with_the_value(block_size: object) -> None:
+    with pytest.raises(ValueError) as info:
+        request_block_hashes([1, 2, 3, 4], block_size)  # type: ignore[arg-type]
+    assert str(info.value) == f"block_size must be a positive int, got {block_size!r}"
+
+
+@pytest.mark.parametrize(("size", "cut"), [(16, False), (17, True)])
+def test_a_token_list_is_shown_whole_up_to_16(size: int, cut: bool) -> None:
+    tokens = [*range(size - 1), -1]
+    err = _refusal(KVCacheManager(12, 2).admit, "n", tokens)
+    assert err.detail == f"tokens {[*tokens[:16], '...'] if cut else tokens}"
+
+
+def test_a_commit_without_prepare_write_reports_no_copies() -> None:
+    m = KVCacheManager(12, 2)
+    assert m.admit("a", [1, 2, 3]) is not None
+    m.copies_done("a")
+    assert m.commit("a").copies == ()
+    assert m.requests["a"].request.request_id == "a"
