@@ -881,6 +881,7 @@ def test_after_a_hit_only_sliding_tables_start_with_null_entries() -> None:
          "hash_block_size 2, got 0"),
         (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
         (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
+        (4, 1.0, "group-id-range", "group id 1.0 does not fit in 4 unsigned bytes"),
     ],
 )  # fmt: skip
 def test_a_partial_cache_call_with_a_bad_size_or_group_is_refused(
@@ -936,3 +937,48 @@ def test_a_commit_without_prepare_write_reports_no_copies() -> None:
     m.copies_done("a")
     assert m.commit("a").copies == ()
     assert m.requests["a"].request.request_id == "a"
+
+
+@pytest.mark.parametrize(
+    ("block_size", "group", "rule", "detail"),
+    [
+        (4.0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+         "hash_block_size 2, got 4.0"),
+        (0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+         "hash_block_size 2, got 0"),
+        (6, 0, "block-size-multiple", "block_size must be a positive multiple of "
+         "hash_block_size 4, got 6"),
+        (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
+        (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
+        (4, 1.0, "group-id-range", "group id 1.0 does not fit in 4 unsigned bytes"),
+    ],
+)  # fmt: skip
+def test_a_full_cache_call_with_a_bad_size_or_group_is_refused(
+    block_size: object, group: object, rule: str, detail: str
+) -> None:
+    hbs = 4 if block_size == 6 else 2
+    pool = BlockPool(8, True, hbs)
+    held = pool.get_new_blocks(2)
+    request = Request.from_tokens("r", list(range(8)), hbs)
+    err = _refused(pool.cache_full_blocks, request, held, 0, 1, block_size, group)
+    assert str(err) == f"cache_full_blocks: rule {rule!r}: {detail}"
+    assert all(b.block_hash is None for b in held)
+
+
+@pytest.mark.parametrize(
+    ("groups", "shown"),
+    [([1.0], "1.0"), ([-1], "-1"), ([0, 1 << 32], "4294967296"), ((2.0,), "2.0")],
+)
+def test_a_lookup_in_a_bad_group_is_refused_with_the_value(groups: object, shown: str) -> None:
+    pool, _, request = _caching_pool()
+    err = _refused(pool.get_cached_block, request.block_hashes[0], groups)
+    assert str(err) == (
+        f"get_cached_block: rule 'group-id-range': group id {shown} does not fit in 4 unsigned bytes"
+    )
+
+
+@pytest.mark.parametrize("groups", [[_Count(0)], (0,), iter([0]), [0, 0]])
+def test_a_lookup_accepts_any_form_of_valid_groups(groups: object) -> None:
+    pool, held, request = _caching_pool()
+    got = pool.get_cached_block(request.block_hashes[0], groups)  # type: ignore[arg-type]
+    assert got is not None and all(b is held[0] for b in got)
