@@ -973,7 +973,8 @@ def test_a_lookup_in_a_bad_group_is_refused_with_the_value(groups: object, shown
     pool, _, request = _caching_pool()
     err = _refused(pool.get_cached_block, request.block_hashes[0], groups)
     assert str(err) == (
-        f"get_cached_block: rule 'group-id-range': group id {shown} does not fit in 4 unsigned bytes"
+        "get_cached_block: rule 'group-id-range': "
+        f"group id {shown} does not fit in 4 unsigned bytes"
     )
 
 
