@@ -18,6 +18,7 @@ from kvpool.impl import (
     KVCacheGroupSpec,
     KVCacheManager,
     KVCacheManagerError,
+    LoRARequest,
     ManagedRequest,
     Request,
     encode,
@@ -983,3 +984,57 @@ def test_a_lookup_accepts_any_form_of_valid_groups(groups: object) -> None:
     pool, held, request = _caching_pool()
     got = pool.get_cached_block(request.block_hashes[0], groups)  # type: ignore[arg-type]
     assert got is not None and all(b is held[0] for b in got)
+
+
+def test_partial_caching_under_a_key_the_block_holds_as_an_extra_is_a_no_op() -> None:
+    """A block keyed for 3 tokens also gets the 2-token key (an extra: the longer entry
+    stays its primary); caching the 2-token key again finds it and does nothing, no event."""
+    pool = BlockPool(8, True, 1, enable_kv_cache_events=True)
+    request = Request.from_tokens("r", list(range(1, 9)), 1)
+    (block,) = pool.get_new_blocks(1)
+    pool.cache_partial_block(request, block, 3, 0, 4)
+    pool.cache_partial_block(request, block, 2, 0, 4)
+    assert block.block_hash_num_tokens == 3
+    pool.take_events()
+    pool.cache_partial_block(request, block, 2, 0, 4)
+    assert pool.take_events() == []
+    table = pool.cached_block_hash_to_block
+    assert table.blocks_under(request.block_hashes[1], 0) == [block]
+    assert table.blocks_under(request.block_hashes[2], 0) == [block]
+
+
+def test_a_partial_entry_event_names_the_requests_lora_adapter() -> None:
+    pool = BlockPool(8, True, 2, enable_kv_cache_events=True)
+    request = Request.from_tokens(
+        "r", [1, 2, 3, 4], 2, lora_request=LoRARequest(adapter_id=7, name="ad")
+    )
+    (block,) = pool.get_new_blocks(1)
+    pool.cache_partial_block(request, block, 2, 0, 4)
+    (event,) = pool.take_events()
+    assert (event.lora_id, event.lora_name) == (7, "ad")
+
+
+def test_discard_says_whether_the_block_was_there() -> None:
+    """Every way a discard can go: no such group, no such hash, the block itself, another
+    block, one of several (back to one), none of several."""
+    table = BlockHashToBlockMap()
+    a, b, c = KVCacheBlock(1), KVCacheBlock(2), KVCacheBlock(3)
+    assert table.discard(b"h", 5, a) is False
+    table.add(b"h", 0, a)
+    assert table.discard(b"other", 0, a) is False
+    assert table.discard(b"h", 0, b) is False
+    assert table.discard(b"h", 0, a) is True
+    assert table.blocks_under(b"h", 0) == []
+    for block in (a, b):
+        table.add(b"h", 0, block)
+    assert table.discard(b"h", 0, c) is False
+    assert table.discard(b"h", 0, a) is True
+    assert table.blocks_under(b"h", 0) == [b]
+    assert table.discard(b"h", 0, b) is True
+    assert table.blocks_under(b"h", 0) == []
+
+
+def test_a_manager_defaults_to_hash_blocks_of_one_token_with_events_on() -> None:
+    pool = KVCacheManager(8, 2).block_pool
+    assert pool.hash_block_size == 1
+    assert pool.enable_kv_cache_events is True
