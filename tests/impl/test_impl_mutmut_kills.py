@@ -638,6 +638,10 @@ def test_writability_of_a_bad_block_id_is_refused_with_the_value(
             (8, 4, (KVCacheGroupSpec(),), True, 3),
             "block_size 4 is not a multiple of hash_block_size 3",
         ),
+        (
+            (8, 4, (KVCacheGroupSpec(),), True, 2.0),
+            "hash_block_size must be a positive int, got 2.0",
+        ),
     ],
 )
 def test_a_manager_built_wrong_is_refused_with_the_value(
@@ -981,9 +985,11 @@ def test_a_lookup_in_a_bad_group_is_refused_with_the_value(groups: object, shown
 
 @pytest.mark.parametrize("groups", [[_Count(0)], (0,), iter([0]), [0, 0]])
 def test_a_lookup_accepts_any_form_of_valid_groups(groups: object) -> None:
+    """One block per group listed, whatever holds the groups (an iterator is read once)."""
     pool, held, request = _caching_pool()
+    count = 2 if groups == [0, 0] else 1
     got = pool.get_cached_block(request.block_hashes[0], groups)  # type: ignore[arg-type]
-    assert got is not None and all(b is held[0] for b in got)
+    assert got == [held[0]] * count
 
 
 def test_partial_caching_under_a_key_the_block_holds_as_an_extra_is_a_no_op() -> None:
@@ -1038,3 +1044,19 @@ def test_a_manager_defaults_to_hash_blocks_of_one_token_with_events_on() -> None
     pool = KVCacheManager(8, 2).block_pool
     assert pool.hash_block_size == 1
     assert pool.enable_kv_cache_events is True
+
+
+def test_keys_of_one_block_in_two_groups_are_both_removed() -> None:
+    """A block keyed in group 1 can also hold the same hash in group 0 (an extra key);
+    reusing it removes both entries, each with its own event, and no other entry."""
+    pool = BlockPool(8, True, 2, enable_kv_cache_events=True)
+    request = Request.from_tokens("r", list(range(8)), 2)
+    (block,) = pool.get_new_blocks(1)
+    pool.cache_partial_block(request, block, 4, 1, 8)
+    pool.cache_partial_block(request, block, 4, 0, 8)
+    key = request.block_hashes[1]
+    assert pool.get_cached_block(key, [1]) == [block] == pool.get_cached_block(key, [0])
+    pool.take_events()
+    pool.evict_blocks([block.block_id])
+    assert pool.get_cached_block(key, [0]) is None and pool.get_cached_block(key, [1]) is None
+    assert sorted(e.group_idx for e in pool.take_events()) == [0, 1]
