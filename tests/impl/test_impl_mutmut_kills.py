@@ -1060,3 +1060,21 @@ def test_keys_of_one_block_in_two_groups_are_both_removed() -> None:
     pool.evict_blocks([block.block_id])
     assert pool.get_cached_block(key, [0]) is None and pool.get_cached_block(key, [1]) is None
     assert sorted(e.group_idx for e in pool.take_events()) == [0, 1]
+
+
+def test_a_refused_touch_of_an_iterator_is_undone_and_named() -> None:
+    """``touch`` takes any iterable: a one-shot iterator that stops on a bad block is
+    refused by rule like a list, with the blocks taken before it put back."""
+    pool, held, _ = _caching_pool()
+    pool.free_blocks(held)
+    before = _ids(pool.free_block_queue)
+    err = _refused(pool.touch, iter([held[0], held[1]]))
+    assert (err.operation, err.rule, err.block_id) == ("touch", "touch-identity", held[1].block_id)
+    assert held[0].ref_cnt == 0 and _ids(pool.free_block_queue) == before
+
+
+def test_a_refused_free_of_an_iterator_is_undone_and_named() -> None:
+    pool, held, _ = _caching_pool()
+    err = _refused(pool.free_blocks, iter([held[0], held[0]]))
+    assert (err.operation, err.rule, err.block_id) == ("free_blocks", "free-held", held[0].block_id)
+    assert held[0].ref_cnt == 1
