@@ -1078,3 +1078,51 @@ def test_a_refused_free_of_an_iterator_is_undone_and_named() -> None:
     err = _refused(pool.free_blocks, iter([held[0], held[0]]))
     assert (err.operation, err.rule, err.block_id) == ("free_blocks", "free-held", held[0].block_id)
     assert held[0].ref_cnt == 1
+
+
+def test_a_refused_touch_gives_back_only_the_holds_it_took() -> None:
+    """Blocks after the one that stops the pass were never taken: their counts stay."""
+    pool, held, _ = _caching_pool()
+    first, later = held[0], held[2]
+    pool.free_blocks([first])
+    unkeyed_free = pool.blocks[5]
+    err = _refused(pool.touch, [first, unkeyed_free, later])
+    assert (err.rule, err.block_id) == ("touch-identity", 5)
+    assert (first.ref_cnt, later.ref_cnt) == (0, 1)
+    assert first.block_id in _ids(pool.free_block_queue)
+
+
+def test_touch_re_raises_what_stopped_the_pass_when_no_rule_is_broken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the rule checks finding nothing, ``touch`` raises the exception that stopped its
+    pass, or says it stopped for no rule; either way no hold is kept."""
+    pool, held, _ = _caching_pool()
+    monkeypatch.setattr(pool, "_check_touch", lambda blocks: None)
+    with pytest.raises(AttributeError):
+        pool.touch([held[1], object()])  # type: ignore[list-item]
+    other = BlockPool(4, True, 2).get_new_blocks(1)[0]
+    with pytest.raises(AssertionError) as info:
+        pool.touch([held[1], other])
+    assert str(info.value) == "touch stopped for no rule"
+    assert held[1].ref_cnt == 1
+
+
+def test_writability_of_another_pools_block_is_refused_by_name() -> None:
+    pool, _, _ = _caching_pool()
+    theirs = BlockPool(8, True, 2).get_new_blocks(1)[0]
+    err = _refused(pool.is_block_writable, theirs)
+    assert str(err) == (
+        f"is_block_writable: block {theirs.block_id}: rule 'foreign-block': "
+        "the block belongs to another pool"
+    )
+
+
+def test_a_refused_free_gives_back_only_the_holds_it_took() -> None:
+    pool, held, _ = _caching_pool()
+    gone = BlockPool(4, True, 2)
+    (orphan,) = gone.get_new_blocks(1)
+    del gone
+    err = _refused(pool.free_blocks, [held[0], orphan, held[2]])
+    assert (err.rule, err.block_id) == ("foreign-route", orphan.block_id)
+    assert [b.ref_cnt for b in held] == [1, 1, 1]
