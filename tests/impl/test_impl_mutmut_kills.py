@@ -1126,3 +1126,22 @@ def test_a_refused_free_gives_back_only_the_holds_it_took() -> None:
     err = _refused(pool.free_blocks, [held[0], orphan, held[2]])
     assert (err.rule, err.block_id) == ("foreign-route", orphan.block_id)
     assert [b.ref_cnt for b in held] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("op", ["append_n", "prepend_n"])
+@pytest.mark.parametrize("side", ["prev", "next", "both"])
+def test_a_batch_with_a_linked_block_is_refused_by_name_and_undone(op: str, side: str) -> None:
+    """A batch put in at either end refuses a block with any link set, naming the
+    operation, block and rule, and leaves the queue as it was (the blocks chained before it
+    unchained again)."""
+    queue, blocks = _queue(3)
+    fresh, stray = KVCacheBlock(5), KVCacheBlock(7)
+    for name in ("prev", "next") if side == "both" else (side,):
+        setattr(stray, f"{name}_free_block", blocks[2])
+    with pytest.raises(BlockPoolError) as info:
+        getattr(queue, op)([fresh, stray])
+    err = info.value
+    assert (err.operation, err.rule, err.block_id) == (op, "queue-membership", 7)
+    assert str(err) == f"{op}: block 7: rule 'queue-membership': the block is already linked"
+    assert _ids(queue) == [0, 1, 2] and queue.num_free_blocks == 3
+    assert fresh.prev_free_block is None and fresh.next_free_block is None
