@@ -1145,3 +1145,33 @@ def test_a_batch_with_a_linked_block_is_refused_by_name_and_undone(op: str, side
     assert str(err) == f"{op}: block 7: rule 'queue-membership': the block is already linked"
     assert _ids(queue) == [0, 1, 2] and queue.num_free_blocks == 3
     assert fresh.prev_free_block is None and fresh.next_free_block is None
+
+
+def test_a_key_ends_with_its_group_as_4_big_endian_bytes() -> None:
+    """Small groups come from a table of ready suffixes, the rest are computed; both give
+    the same 4 bytes."""
+    from kvpool.impl.block import _NUM_SUFFIXES
+
+    for group in (0, 1, _NUM_SUFFIXES - 1, _NUM_SUFFIXES, _NUM_SUFFIXES + 5, (1 << 32) - 1):
+        block = KVCacheBlock(1)
+        block.set_key(b"h", group, 2)
+        assert block.block_hash == b"h" + group.to_bytes(4, "big")
+
+
+def test_free_re_raises_what_stopped_its_pass_when_no_rule_is_broken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the rule checks finding nothing, ``free_blocks`` raises the exception that
+    stopped its pass (here a block whose count cannot be read), or says it stopped for no
+    rule (a block released once too often, with the checks switched off)."""
+    pool, held, _ = _caching_pool()
+    monkeypatch.setattr(pool, "_validate_releases", lambda *args, **kwargs: None)
+    unreadable = held[2]
+    del unreadable.ref_cnt
+    with pytest.raises(AttributeError):
+        pool.free_blocks([unreadable])
+    unreadable.ref_cnt = 1
+    with pytest.raises(AssertionError) as info:
+        pool.free_blocks([pool.blocks[6]])
+    assert str(info.value) == "free_blocks stopped for no rule"
+    assert pool.blocks[6].ref_cnt == 0
