@@ -4,7 +4,6 @@ mutant the run did not kill with its verdict).
 Run it with the stage's Python, which has mutmut:
 
     STAGE/.venv/bin/python .ci/mutmut_score.py STAGE --commit SHA --hours H [--verdicts F.tsv]
-    STAGE/.venv/bin/python .ci/mutmut_score.py STAGE --confirm
 
 It reads each mutant's status from mutmut's files in STAGE/mutants, keeps the verdicts
 already in docs/data/mutmut.json, and adds those of the tab-separated file (one line per
@@ -57,45 +56,14 @@ def read_verdicts(path: Path, reasons: dict[str, str]) -> dict[str, tuple[str, s
     return out
 
 
-def confirm(stage: Path, date: str) -> int:
-    data = json.loads(OUT.read_text())
-    found = statuses(stage)
-    wrong = []
-    for v in data["verdicts"]:
-        status = found[v["mutant"]]
-        rerun = "killed" if status in ("killed", "timeout") else status
-        expected = "killed" if v["verdict"] == "killed" else "survived"
-        if rerun != expected:
-            wrong.append(f"{v['mutant']}: verdict {v['verdict']}, but the rerun says {status}")
-        v["rerun"] = rerun
-    if wrong:
-        print(f"{len(wrong)} verdicts the rerun contradicts:", *wrong, sep="\n  ", file=sys.stderr)
-        return 1
-    data["run"]["rerun"] = date
-    OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-    print(f"confirmed {len(data['verdicts'])} verdicts in {OUT.relative_to(ROOT)}")
-    return 0
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stage", type=Path)
-    parser.add_argument("--commit", help="the commit holding the tests of the run")
-    parser.add_argument("--hours", type=float, help="how long the run took")
+    parser.add_argument("--commit", required=True, help="the commit the run staged")
+    parser.add_argument("--hours", required=True, type=float, help="how long the run took")
     parser.add_argument("--date", default=datetime.date.today().isoformat())
     parser.add_argument("--verdicts", type=Path, help="new verdicts, tab-separated")
-    parser.add_argument(
-        "--confirm",
-        action="store_true",
-        help="STAGE holds a rerun of every mutant with a verdict (mutmut run NAME...) "
-        "with the committed tests: record what mutmut said of each, refusing if a mutant "
-        "argued equivalent was killed or one said killed survived",
-    )
     args = parser.parse_args()
-    if args.confirm:
-        return confirm(args.stage, args.date)
-    if args.commit is None or args.hours is None:
-        parser.error("--commit and --hours are needed to record a run")
 
     old = json.loads(OUT.read_text()) if OUT.exists() else {"reasons": {}, "verdicts": []}
     reasons: dict[str, str] = dict(old["reasons"])

@@ -42,9 +42,6 @@ class Verdict:
     #: "killed" (by the test ``by``) or "equivalent" (for the reason ``by``).
     verdict: str
     by: str
-    #: What mutmut said of it when every mutant with a verdict was run again with the
-    #: committed tests ("killed" or "survived"), if that was done.
-    rerun: str | None = None
 
     @property
     def function(self) -> str:
@@ -136,14 +133,6 @@ def parse(data: dict[str, Any], test_names: set[str] | None = None) -> Score:
             raise ScoreFileError(
                 f"{v.mutant}: verdict must be killed or equivalent, not {v.verdict!r}"
             )
-    reruns = {v.rerun for v in verdicts}
-    if reruns != {None}:
-        for v in verdicts:
-            expected = "killed" if v.verdict == "killed" else "survived"
-            if v.rerun != expected:
-                raise ScoreFileError(
-                    f"{v.mutant}: verdict {v.verdict!r} but the rerun says {v.rerun!r}"
-                )
     unused = set(reasons) - {v.by for v in verdicts if v.verdict == "equivalent"}
     if unused:
         raise ScoreFileError(f"reasons no verdict uses: {sorted(unused)}")
@@ -199,15 +188,6 @@ def score_table(score: Score) -> str:
         if score.unchecked
         else " checked every mutant."
     )
-    if score.verdicts and score.verdicts[0].rerun is not None:
-        rows.append(
-            (
-                f"rerun by mutmut on {run['rerun']} of every mutant with a verdict, with the "
-                "committed tests",
-                f"{score.killed_later:,} killed, {score.equivalent:,} survived: "
-                "each as its verdict says",
-            )
-        )
     return head + partial + "\n\n" + table(("", "mutants"), rows)
 
 

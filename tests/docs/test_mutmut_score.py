@@ -156,9 +156,6 @@ def _broken(change: str) -> dict[str, Any]:
         data["verdicts"][0]["status"] = "killed"
     elif change == "schema":
         data["schema"] = "kvpool-mutmut/0"
-    elif change == "rerun contradicts":
-        for verdict in data["verdicts"]:
-            verdict["rerun"] = "killed"
     return data
 
 
@@ -174,19 +171,8 @@ def _broken(change: str) -> dict[str, Any]:
         ("bad verdict", "verdict must be killed or equivalent"),
         ("verdict for a killed mutant", "needs no verdict"),
         ("schema", "schema must be"),
-        ("rerun contradicts", "verdict 'equivalent' but the rerun says 'killed'"),
     ],
 )
 def test_an_inconsistent_record_is_refused_saying_where(change: str, message: str) -> None:
     with pytest.raises(ScoreFileError, match=message.replace("[", r"\[").replace("(", r"\(")):
         parse(_broken(change), {"test_f", "test_g"})
-
-
-def test_a_rerun_that_agrees_with_every_verdict_is_shown() -> None:
-    data = _small()
-    data["run"]["rerun"] = "2026-11-30"
-    for verdict in data["verdicts"]:
-        verdict["rerun"] = "killed" if verdict["verdict"] == "killed" else "survived"
-    table = score_table(parse(data))
-    assert "rerun by mutmut on 2026-11-30" in table
-    assert "2 killed, 1 survived: each as its verdict says" in table
