@@ -152,11 +152,15 @@ def readme_summary(score: Score) -> str:
         else f"all {score.mutants:,} checked"
     )
     not_killed = len(score.verdicts)
+    rest = (
+        f"of the {not_killed:,} it did not kill, {score.killed_later:,} are killed by tests "
+        f"written since and {score.equivalent:,} are argued equivalent"
+        if score.killed_later
+        else f"the {not_killed:,} it did not kill are argued equivalent"
+    )
     return (
         f"the run of {run['date']} (commit `{run['commit']}`, {scope}) killed "
-        f"{score.killed - score.killed_later:,} outright; of the {not_killed:,} it did not "
-        f"kill, {score.killed_later:,} are killed by tests written since and "
-        f"{score.equivalent:,} are argued equivalent: **{score.killed:,} killed of "
+        f"{score.killed - score.killed_later:,}; {rest}: **{score.killed:,} killed of "
         f"{score.checked - score.equivalent:,} non-equivalent mutants, {score.score:.1%}**."
     )
 
@@ -207,13 +211,21 @@ def survivors_table(score: Score) -> str:
         for function, by_test in sorted(killed.items())
         for test, ns in sorted(by_test.items())
     ]
-    out = [
-        "Killed by a test written after the run (mutant numbers as `mutmut show` names them, "
-        "`kvpool.impl.<module>.x<name>__mutmut_<n>`; every test is in "
-        "`tests/impl/test_impl_mutmut_kills.py`):\n",
-        table(("function", "mutants", "killed by"), rows),
-        f"\nEquivalent ({score.equivalent}): each changes nothing a caller can see.\n",
-    ]
+    numbering = (
+        "mutant numbers as `mutmut show` names them, `kvpool.impl.<module>.x<name>__mutmut_<n>`"
+    )
+    if rows:
+        out = [
+            f"Killed by a test written after the run ({numbering}; every test is in "
+            "`tests/impl/test_impl_mutmut_kills.py`):\n",
+            table(("function", "mutants", "killed by"), rows),
+            f"\nEquivalent ({score.equivalent}): each changes nothing a caller can see.\n",
+        ]
+    else:
+        out = [
+            f"Every mutant the run did not kill is argued equivalent ({score.equivalent}; "
+            f"{numbering}): each changes nothing a caller can see.\n"
+        ]
     eq_rows = [
         (code(function), numbers(ns), f"**{reason}**")
         for function, by_reason in sorted(equivalent.items())

@@ -176,3 +176,13 @@ def _broken(change: str) -> dict[str, Any]:
 def test_an_inconsistent_record_is_refused_saying_where(change: str, message: str) -> None:
     with pytest.raises(ScoreFileError, match=message.replace("[", r"\[").replace("(", r"\(")):
         parse(_broken(change), {"test_f", "test_g"})
+
+
+def test_a_run_with_only_equivalent_survivors_says_so() -> None:
+    data = _small()
+    data["verdicts"] = [v for v in data["verdicts"] if v["verdict"] == "equivalent"]
+    data["run"]["status"] = {"killed": 8, "timeout": 1, "survived": 1}
+    score = parse(data)
+    assert "Every mutant the run did not kill is argued equivalent (1;" in survivors_table(score)
+    assert "Killed by a test" not in survivors_table(score)
+    assert "9 / 9 = 100.0%" in score_table(score)

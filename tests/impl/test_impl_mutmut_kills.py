@@ -2,7 +2,8 @@
 survive (issue 7): the exact refusal a caller sees (operation, rule, block, message), the
 slow-path checks that only an ``int`` subclass reaches, and the small accessors.
 
-Each test names, in its docstring, what a wrong version would get wrong."""
+Each test's name says what it checks; where that is not enough, its docstring says what a
+wrong version would get wrong."""
 
 from __future__ import annotations
 
