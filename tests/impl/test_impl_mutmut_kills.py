@@ -973,7 +973,7 @@ def test_a_full_cache_call_with_a_bad_size_or_group_is_refused(
 
 @pytest.mark.parametrize(
     ("groups", "shown"),
-    [([1.0], "1.0"), ([-1], "-1"), ([0, 1 << 32], "4294967296"), ((2.0,), "2.0")],
+    [([1.0], "1.0"), ([0.0], "0.0"), ([-1], "-1"), ([0, 1 << 32], "4294967296"), ((2.0,), "2.0")],
 )
 def test_a_lookup_in_a_bad_group_is_refused_with_the_value(groups: object, shown: str) -> None:
     pool, _, request = _caching_pool()
@@ -1186,3 +1186,38 @@ def test_free_re_raises_what_stopped_its_pass_when_no_rule_is_broken(
         pool.free_blocks([pool.blocks[6]])
     assert str(info.value) == "free_blocks stopped for no rule"
     assert pool.blocks[6].ref_cnt == 0
+
+
+def test_an_int_subclass_count_of_new_blocks_is_accepted() -> None:
+    pool = BlockPool(6, True, 2)
+    got = pool.get_new_blocks(_Count(2))
+    assert [b.block_id for b in got] == [1, 2]
+    assert pool.get_num_free_blocks() == 3
+
+
+@pytest.mark.parametrize(
+    ("table", "mask"),
+    [
+        ("held, free", [True, True]),
+        ("held, free", [False, True]),
+        ("null, free", [True, True]),
+    ],
+)
+def test_every_block_the_mask_keeps_is_checked_after_any_skipped_one(
+    table: str, mask: list[bool]
+) -> None:
+    """Blocks the mask leaves out and null blocks are skipped, and the checks go on to the
+    next block: a free block further on is still refused."""
+    pool, held, request = _caching_pool()
+    first = pool.null_block if table.startswith("null") else held[1]
+    free = pool.blocks[6]
+    err = _refused(pool.cache_full_blocks, request, [held[0], first, free], 1, 3, 2, 0, mask)
+    assert (err.rule, err.block_id) == ("cache-held", 6)
+    assert free.block_hash is None and held[1].block_hash is None
+
+
+def test_a_block_the_mask_leaves_out_is_not_checked() -> None:
+    pool, held, request = _caching_pool()
+    free = pool.blocks[6]
+    pool.cache_full_blocks(request, [held[0], free, held[2]], 1, 3, 2, 0, [False, True])
+    assert free.block_hash is None and held[2].block_hash is not None
