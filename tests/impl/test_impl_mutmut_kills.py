@@ -1221,3 +1221,38 @@ def test_a_block_the_mask_leaves_out_is_not_checked() -> None:
     free = pool.blocks[6]
     pool.cache_full_blocks(request, [held[0], free, held[2]], 1, 3, 2, 0, [False, True])
     assert free.block_hash is None and held[2].block_hash is not None
+
+
+def test_a_block_listed_twice_is_named_at_its_second_listing() -> None:
+    """With a block listed twice, the refusal names that block, found at its second listing
+    (not the first block the checks meet); null blocks listed many times are no duplicates."""
+    pool = BlockPool(8, True, 2)
+    held = pool.get_new_blocks(3)
+    request = Request.from_tokens("r", list(range(8)), 2)
+    err = _refused(
+        pool.cache_full_blocks, request, [held[0], held[1], held[2], held[2]], 1, 4, 2, 0
+    )
+    assert (err.rule, err.block_id) == ("cache-distinct", held[2].block_id)
+    null = pool.null_block
+    pool.cache_full_blocks(request, [held[0], null, null, held[1]], 1, 4, 2, 0)
+    assert held[1].block_hash is not None and held[0].block_hash is None
+
+
+def test_full_caching_in_a_pool_without_caching_is_refused_by_name() -> None:
+    pool = BlockPool(4, False, 2)
+    (block,) = pool.get_new_blocks(1)
+    request = Request.from_tokens("r", [1, 2], 2)
+    err = _refused(pool.cache_full_blocks, request, [block], 0, 1, 2, 0)
+    assert str(err) == (
+        "cache_full_blocks: rule 'caching-enabled': prefix caching is off in this pool"
+    )
+
+
+def test_taking_more_blocks_than_the_queue_holds_is_refused_by_name() -> None:
+    queue, _ = _queue(3)
+    with pytest.raises(BlockPoolError) as info:
+        queue.popleft_n(4)
+    assert str(info.value) == (
+        "popleft_n: rule 'queue-count': cannot take 4 blocks from a queue of 3"
+    )
+    assert _ids(queue) == [0, 1, 2]
