@@ -1256,3 +1256,19 @@ def test_taking_more_blocks_than_the_queue_holds_is_refused_by_name() -> None:
         "popleft_n: rule 'queue-count': cannot take 4 blocks from a queue of 3"
     )
     assert _ids(queue) == [0, 1, 2]
+
+
+def test_taking_from_an_empty_queue_is_refused_by_name() -> None:
+    queue, _ = _queue(0)
+    with pytest.raises(BlockPoolError) as info:
+        queue.popleft()
+    assert str(info.value) == "popleft: rule 'queue-empty': the free queue is empty"
+
+
+def test_a_queue_built_empty_is_a_closed_ring() -> None:
+    """An empty queue walks to nothing, and blocks put in later are walked in order."""
+    queue, _ = _queue(0)
+    assert _ids(queue) == []
+    queue.append(KVCacheBlock(4))
+    queue.prepend_n([KVCacheBlock(3)])
+    assert _ids(queue) == [3, 4] and queue.num_free_blocks == 2
