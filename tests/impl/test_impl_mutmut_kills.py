@@ -878,18 +878,19 @@ def test_after_a_hit_only_sliding_tables_start_with_null_entries() -> None:
     assert 0 not in got.block_ids[0] and got.block_ids[1][:2] == (0, 0)
 
 
-@pytest.mark.parametrize(
-    ("block_size", "group", "rule", "detail"),
-    [
-        (4.0, 0, "block-size-multiple", "block_size must be a positive multiple of "
-         "hash_block_size 2, got 4.0"),
-        (0, 0, "block-size-multiple", "block_size must be a positive multiple of "
-         "hash_block_size 2, got 0"),
-        (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
-        (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
-        (4, 1.0, "group-id-range", "group id 1.0 does not fit in 4 unsigned bytes"),
-    ],
-)  # fmt: skip
+#: (block_size, group, rule, detail) that a cache call refuses, hash blocks of 2 tokens.
+BAD_SIZE_OR_GROUP = [
+    (4.0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+     "hash_block_size 2, got 4.0"),
+    (0, 0, "block-size-multiple", "block_size must be a positive multiple of "
+     "hash_block_size 2, got 0"),
+    (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
+    (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
+    (4, 1.0, "group-id-range", "group id 1.0 does not fit in 4 unsigned bytes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("block_size", "group", "rule", "detail"), BAD_SIZE_OR_GROUP)
 def test_a_partial_cache_call_with_a_bad_size_or_group_is_refused(
     block_size: object, group: object, rule: str, detail: str
 ) -> None:
@@ -948,15 +949,9 @@ def test_a_commit_without_prepare_write_reports_no_copies() -> None:
 @pytest.mark.parametrize(
     ("block_size", "group", "rule", "detail"),
     [
-        (4.0, 0, "block-size-multiple", "block_size must be a positive multiple of "
-         "hash_block_size 2, got 4.0"),
-        (0, 0, "block-size-multiple", "block_size must be a positive multiple of "
-         "hash_block_size 2, got 0"),
+        *BAD_SIZE_OR_GROUP,
         (6, 0, "block-size-multiple", "block_size must be a positive multiple of "
          "hash_block_size 4, got 6"),
-        (_Count(4), -1, "group-id-range", "group id -1 does not fit in 4 unsigned bytes"),
-        (4, 1 << 32, "group-id-range", "group id 4294967296 does not fit in 4 unsigned bytes"),
-        (4, 1.0, "group-id-range", "group id 1.0 does not fit in 4 unsigned bytes"),
     ],
 )  # fmt: skip
 def test_a_full_cache_call_with_a_bad_size_or_group_is_refused(
