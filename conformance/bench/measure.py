@@ -19,7 +19,8 @@ from __future__ import annotations
 import gc
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,12 +184,22 @@ def verify(prog: Program, contenders: Sequence[Contender]) -> Disagreement | Non
     return None
 
 
-def time_once(prog: Program, contender: Contender, requests: Sequence[Any]) -> float:
-    """Seconds for ``prog``'s timed calls on a fresh pool (built and set up untimed)."""
+@contextmanager
+def _collector_off() -> Iterator[None]:
+    """A collection first, then none until the block ends (as ``timeit`` does)."""
     enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def time_once(prog: Program, contender: Contender, requests: Sequence[Any]) -> float:
+    """Seconds for ``prog``'s timed calls on a fresh pool (built and set up untimed)."""
+    with _collector_off():
         pool = contender.make_pool(prog.num_gpu_blocks, prog.hash_block_size)
         for fn, args in compile_calls(pool, prog.setup, requests):
             fn(*args)
@@ -199,9 +210,6 @@ def time_once(prog: Program, contender: Contender, requests: Sequence[Any]) -> f
             fn(*args)
         elapsed = clock() - start
         del pool, calls
-    finally:
-        if enabled:
-            gc.enable()
     return elapsed
 
 
@@ -219,10 +227,7 @@ def lookup_floor_once(prog: Program) -> float:
     ever caches, each lookup brings a hash object of its own), nothing for the other calls.
     Timed as :func:`time_once` times a pool; the growth of this floor with the pool's size
     is what memory alone adds to a pool's calls."""
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
+    with _collector_off():
         cached, keys = floor_lookups(prog)
         get = cached.get
         clock = time.process_time
@@ -231,9 +236,6 @@ def lookup_floor_once(prog: Program) -> float:
             get(key)
         elapsed = clock() - start
         del cached, keys
-    finally:
-        if enabled:
-            gc.enable()
     return elapsed
 
 

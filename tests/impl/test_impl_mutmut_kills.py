@@ -8,6 +8,7 @@ wrong version would get wrong."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 from kvpool.impl import (
@@ -27,6 +28,8 @@ from kvpool.impl import (
     request_block_hashes,
     sha256_hash,
 )
+
+E = TypeVar("E", bound=BaseException)
 
 
 class _Count(int):
@@ -502,8 +505,9 @@ def test_another_pools_block_in_range_is_refused_as_foreign_by_name() -> None:
 # ---------------------------------------------------------------- manager refusals
 
 
-def _refusal(call: Callable[..., object], *args: object) -> KVCacheManagerError:
-    with pytest.raises(KVCacheManagerError) as info:
+def _raised(error: type[E], call: Callable[..., object], *args: object) -> E:
+    """The ``error`` that ``call(*args)`` raises (the test fails if it raises none)."""
+    with pytest.raises(error) as info:
         call(*args)
     return info.value
 
@@ -540,7 +544,7 @@ def test_each_manager_refusal_names_operation_request_rule_and_detail(
     op: str, args: tuple[object, ...], rule: str, detail: str
 ) -> None:
     m = _running_manager()
-    err = _refusal(getattr(m, op), *args)
+    err = _raised(KVCacheManagerError, getattr(m, op), *args)
     rid = args[0]
     assert (err.operation, err.rule, err.request_id, err.detail) == (op, rule, rid, detail)
     assert str(err) == f"{op}: request {rid!r}: rule {rule!r}: {detail}"
@@ -548,7 +552,7 @@ def test_each_manager_refusal_names_operation_request_rule_and_detail(
 
 def test_a_long_token_list_is_shown_cut_after_16() -> None:
     m = KVCacheManager(12, 2)
-    err = _refusal(m.admit, "n", [*range(20), -1])
+    err = _raised(KVCacheManagerError, m.admit, "n", [*range(20), -1])
     assert err.detail == f"tokens {[*range(16), '...']}"
 
 
@@ -565,7 +569,7 @@ def test_pending_copies_are_refused_by_name() -> None:
     prepared = m.prepare_write("cow")
     assert prepared is not None and prepared.copies
     for op, args in (("append", ("cow", [9])), ("commit", ("cow",))):
-        err = _refusal(getattr(m, op), *args)
+        err = _raised(KVCacheManagerError, getattr(m, op), *args)
         assert (err.operation, err.rule) == (op, "copies-pending")
         assert str(err) == (
             f"{op}: request 'cow': rule 'copies-pending': copies were handed out; "
@@ -578,7 +582,7 @@ def test_partial_caching_with_a_sliding_group_is_refused_by_name() -> None:
     m = KVCacheManager(12, 2, groups)
     assert m.admit("a", [1, 2, 3]) is not None
     m.copies_done("a")
-    err = _refusal(m.commit, "a", True)
+    err = _raised(KVCacheManagerError, m.commit, "a", True)
     assert str(err) == (
         "commit: request 'a': rule 'partial-full-attention': a sliding-window group is configured"
     )
@@ -715,12 +719,6 @@ def _caching_pool() -> tuple[BlockPool, list[KVCacheBlock], Request]:
     return pool, held, request
 
 
-def _refused(call: Callable[..., object], *args: object) -> BlockPoolError:
-    with pytest.raises(BlockPoolError) as info:
-        call(*args)
-    return info.value
-
-
 POOL_REFUSALS: list[tuple[str, Callable[[BlockPool, list[KVCacheBlock], Request], object], str]]
 POOL_REFUSALS = [
     (
@@ -806,7 +804,7 @@ def test_each_pool_refusal_reads_operation_block_rule_and_detail(
     message: str, call: Callable[[BlockPool, list[KVCacheBlock], Request], object], rule: str
 ) -> None:
     pool, held, request = _caching_pool()
-    err = _refused(call, pool, held, request)
+    err = _raised(BlockPoolError, call, pool, held, request)
     assert err.rule == rule
     assert str(err) == message
 
@@ -823,7 +821,7 @@ def test_each_pool_refusal_reads_operation_block_rule_and_detail(
 def test_a_pool_built_wrong_is_refused_with_the_value(
     args: tuple[object, ...], message: str
 ) -> None:
-    err = _refused(BlockPool, *args)
+    err = _raised(BlockPoolError, BlockPool, *args)
     assert str(err) == f"BlockPool: rule 'pool-config': {message}"
 
 
@@ -895,7 +893,7 @@ def test_a_partial_cache_call_with_a_bad_size_or_group_is_refused(
     block_size: object, group: object, rule: str, detail: str
 ) -> None:
     pool, held, request = _caching_pool()
-    err = _refused(pool.cache_partial_block, request, held[1], 2, group, block_size)
+    err = _raised(BlockPoolError, pool.cache_partial_block, request, held[1], 2, group, block_size)
     assert str(err) == f"cache_partial_block: rule {rule!r}: {detail}"
     assert held[1].block_hash is None
 
@@ -904,7 +902,7 @@ def test_partial_caching_in_a_pool_without_caching_is_refused_by_name() -> None:
     pool = BlockPool(4, False, 2)
     (block,) = pool.get_new_blocks(1)
     request = Request.from_tokens("r", [1, 2, 3, 4], 2)
-    err = _refused(pool.cache_partial_block, request, block, 2, 0, 4)
+    err = _raised(BlockPoolError, pool.cache_partial_block, request, block, 2, 0, 4)
     assert (
         str(err)
         == "cache_partial_block: rule 'caching-enabled': prefix caching is off in this pool"
@@ -916,7 +914,7 @@ def test_a_move_to_another_pools_block_is_refused_by_name() -> None:
     other = BlockPool(8, True, 2)
     (theirs,) = other.get_new_blocks(1)
     theirs_id = theirs.block_id
-    err = _refused(pool.move_block_hashes, held[0], theirs)
+    err = _raised(BlockPoolError, pool.move_block_hashes, held[0], theirs)
     assert str(err) == (
         f"move_block_hashes: block {theirs_id}: rule 'foreign-block': "
         "the block belongs to another pool"
@@ -934,7 +932,7 @@ def test_hashing_at_a_bad_block_size_is_refused_with_the_value(block_size: objec
 @pytest.mark.parametrize(("size", "cut"), [(16, False), (17, True)])
 def test_a_token_list_is_shown_whole_up_to_16(size: int, cut: bool) -> None:
     tokens = [*range(size - 1), -1]
-    err = _refusal(KVCacheManager(12, 2).admit, "n", tokens)
+    err = _raised(KVCacheManagerError, KVCacheManager(12, 2).admit, "n", tokens)
     assert err.detail == f"tokens {[*tokens[:16], '...'] if cut else tokens}"
 
 
@@ -961,7 +959,7 @@ def test_a_full_cache_call_with_a_bad_size_or_group_is_refused(
     pool = BlockPool(8, True, hbs)
     held = pool.get_new_blocks(2)
     request = Request.from_tokens("r", list(range(8)), hbs)
-    err = _refused(pool.cache_full_blocks, request, held, 0, 1, block_size, group)
+    err = _raised(BlockPoolError, pool.cache_full_blocks, request, held, 0, 1, block_size, group)
     assert str(err) == f"cache_full_blocks: rule {rule!r}: {detail}"
     assert all(b.block_hash is None for b in held)
 
@@ -972,7 +970,7 @@ def test_a_full_cache_call_with_a_bad_size_or_group_is_refused(
 )
 def test_a_lookup_in_a_bad_group_is_refused_with_the_value(groups: object, shown: str) -> None:
     pool, _, request = _caching_pool()
-    err = _refused(pool.get_cached_block, request.block_hashes[0], groups)
+    err = _raised(BlockPoolError, pool.get_cached_block, request.block_hashes[0], groups)
     assert str(err) == (
         "get_cached_block: rule 'group-id-range': "
         f"group id {shown} does not fit in 4 unsigned bytes"
@@ -1074,14 +1072,14 @@ def test_a_refused_touch_of_an_iterator_is_undone_and_named() -> None:
     pool, held, _ = _caching_pool()
     pool.free_blocks(held)
     before = _ids(pool.free_block_queue)
-    err = _refused(pool.touch, iter([held[0], held[1]]))
+    err = _raised(BlockPoolError, pool.touch, iter([held[0], held[1]]))
     assert (err.operation, err.rule, err.block_id) == ("touch", "touch-identity", held[1].block_id)
     assert held[0].ref_cnt == 0 and _ids(pool.free_block_queue) == before
 
 
 def test_a_refused_free_of_an_iterator_is_undone_and_named() -> None:
     pool, held, _ = _caching_pool()
-    err = _refused(pool.free_blocks, iter([held[0], held[0]]))
+    err = _raised(BlockPoolError, pool.free_blocks, iter([held[0], held[0]]))
     assert (err.operation, err.rule, err.block_id) == ("free_blocks", "free-held", held[0].block_id)
     assert held[0].ref_cnt == 1
 
@@ -1092,7 +1090,7 @@ def test_a_refused_touch_gives_back_only_the_holds_it_took() -> None:
     first, later = held[0], held[2]
     pool.free_blocks([first])
     unkeyed_free = pool.blocks[5]
-    err = _refused(pool.touch, [first, unkeyed_free, later])
+    err = _raised(BlockPoolError, pool.touch, [first, unkeyed_free, later])
     assert (err.rule, err.block_id) == ("touch-identity", 5)
     assert (first.ref_cnt, later.ref_cnt) == (0, 1)
     assert first.block_id in _ids(pool.free_block_queue)
@@ -1117,7 +1115,7 @@ def test_touch_re_raises_what_stopped_the_pass_when_no_rule_is_broken(
 def test_writability_of_another_pools_block_is_refused_by_name() -> None:
     pool, _, _ = _caching_pool()
     theirs = BlockPool(8, True, 2).get_new_blocks(1)[0]
-    err = _refused(pool.is_block_writable, theirs)
+    err = _raised(BlockPoolError, pool.is_block_writable, theirs)
     assert str(err) == (
         f"is_block_writable: block {theirs.block_id}: rule 'foreign-block': "
         "the block belongs to another pool"
@@ -1129,7 +1127,7 @@ def test_a_refused_free_gives_back_only_the_holds_it_took() -> None:
     gone = BlockPool(4, True, 2)
     (orphan,) = gone.get_new_blocks(1)
     del gone
-    err = _refused(pool.free_blocks, [held[0], orphan, held[2]])
+    err = _raised(BlockPoolError, pool.free_blocks, [held[0], orphan, held[2]])
     assert (err.rule, err.block_id) == ("foreign-route", orphan.block_id)
     assert [b.ref_cnt for b in held] == [1, 1, 1]
 
@@ -1206,7 +1204,9 @@ def test_every_block_the_mask_keeps_is_checked_after_any_skipped_one(
     pool, held, request = _caching_pool()
     first = pool.null_block if table.startswith("null") else held[1]
     free = pool.blocks[6]
-    err = _refused(pool.cache_full_blocks, request, [held[0], first, free], 1, 3, 2, 0, mask)
+    err = _raised(
+        BlockPoolError, pool.cache_full_blocks, request, [held[0], first, free], 1, 3, 2, 0, mask
+    )
     assert (err.rule, err.block_id) == ("cache-held", 6)
     assert free.block_hash is None and held[1].block_hash is None
 
@@ -1224,8 +1224,15 @@ def test_a_block_listed_twice_is_named_at_its_second_listing() -> None:
     pool = BlockPool(8, True, 2)
     held = pool.get_new_blocks(3)
     request = Request.from_tokens("r", list(range(8)), 2)
-    err = _refused(
-        pool.cache_full_blocks, request, [held[0], held[1], held[2], held[2]], 1, 4, 2, 0
+    err = _raised(
+        BlockPoolError,
+        pool.cache_full_blocks,
+        request,
+        [held[0], held[1], held[2], held[2]],
+        1,
+        4,
+        2,
+        0,
     )
     assert (err.rule, err.block_id) == ("cache-distinct", held[2].block_id)
     null = pool.null_block
@@ -1237,7 +1244,7 @@ def test_full_caching_in_a_pool_without_caching_is_refused_by_name() -> None:
     pool = BlockPool(4, False, 2)
     (block,) = pool.get_new_blocks(1)
     request = Request.from_tokens("r", [1, 2], 2)
-    err = _refused(pool.cache_full_blocks, request, [block], 0, 1, 2, 0)
+    err = _raised(BlockPoolError, pool.cache_full_blocks, request, [block], 0, 1, 2, 0)
     assert str(err) == (
         "cache_full_blocks: rule 'caching-enabled': prefix caching is off in this pool"
     )
