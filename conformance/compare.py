@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 
 from kvpool.spec import Action, Observation, PoolState, canonical_events
+from kvpool.spec.keys import GROUP_ID_BYTES, group_of, hash_of
 
-from .target import PoolView
+from .target import Index, PoolView
 from .targets.spec_target import view_of
 
 
@@ -94,9 +95,40 @@ def compare_views(
                     f"{where}block {b}: primary key expected "
                     f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}"
                 )
+    if actual.index is not None and want.index is not None:
+        problems += compare_index(want.index, actual.index, exact_order, where)
     if actual.peer is not None and state.peer is not None:
         problems += compare_views(state.peer, actual.peer, exact_order, where="peer pool: ")
     return problems
+
+
+def compare_index(want: Index, actual: Index, exact_order: bool, where: str = "") -> list[str]:
+    """Differences between the spec's prefix-cache index and the target's, key by key.
+
+    A key the target's index holds for a block the spec's does not is the worst a pool can
+    do: the next request with that prefix reads another request's KV. Duplicates of a key
+    are compared in lookup order where the order is exact, as a set otherwise.
+    """
+    expected, got = dict(want), dict(actual)
+    problems = []
+    for key in sorted(expected.keys() | got.keys()):
+        blocks_want, blocks_got = expected.get(key, ()), got.get(key, ())
+        same = blocks_want == blocks_got if exact_order else set(blocks_want) == set(blocks_got)
+        if same and len(set(blocks_got)) == len(blocks_got):
+            continue
+        problems.append(
+            f"{where}index: key {_key_text(key)} maps to blocks {list(blocks_got)}, expected "
+            f"{list(blocks_want)} (invariant 'map-matches-block-keys': a key is in the "
+            "index exactly when a block carries it)"
+        )
+    return problems
+
+
+def _key_text(key: bytes) -> str:
+    """A key as hash and group, the way a reader finds it in the action list."""
+    if len(key) <= GROUP_ID_BYTES:
+        return key.hex()
+    return f"{hash_of(key).hex()} (group {group_of(key)})"
 
 
 def _hex(key: bytes | None) -> str:
@@ -107,7 +139,7 @@ def view_changes(before: PoolView, after: PoolView) -> list[str]:
     """What changed between two views of one target (for refused actions), block by block
     where the view is per block, keys in hex."""
     changes = []
-    for name in ("free_count", "free_queue", "ref_cnt", "keys", "primary", "peer"):
+    for name in ("free_count", "free_queue", "ref_cnt", "keys", "primary", "index", "peer"):
         old, new = getattr(before, name), getattr(after, name)
         if old == new:
             continue

@@ -16,7 +16,20 @@ from typing import Protocol, runtime_checkable
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 
 #: What a target may be able to show, beyond returned ids, the free count and lookups.
-OBSERVABLES = ("free_queue", "ref_cnt", "keys", "events", "watchers", "peer", "structure")
+OBSERVABLES = (
+    "free_queue",
+    "ref_cnt",
+    "keys",
+    "index",
+    "events",
+    "watchers",
+    "peer",
+    "structure",
+)
+
+#: The prefix-cache index as a view shows it: every key with the blocks cached under it,
+#: in the order a lookup sees them (the block a lookup returns first), keys in byte order.
+Index = tuple[tuple[bytes, tuple[int, ...]], ...]
 
 #: A pseudo-operation: ``free_blocks`` takes ``evict_first``.
 EVICT_FIRST = "free_blocks:evict_first"
@@ -27,7 +40,9 @@ class PoolView:
     """A snapshot of a pool's state, as far as its target can see (``None`` = not shown).
 
     ``ref_cnt`` and ``keys`` are indexed by block id; the null block's count is not
-    maintained by any pool and is never compared. ``keys`` holds every key of a block.
+    maintained by any pool and is never compared. ``keys`` holds every key of a block, as
+    the blocks carry them; ``index`` is the prefix-cache index itself (the hash -> blocks
+    multimap a lookup reads), so a key left in the index after its block lost it shows.
     """
 
     free_count: int
@@ -35,6 +50,7 @@ class PoolView:
     ref_cnt: tuple[int, ...] | None = None
     keys: tuple[frozenset[bytes], ...] | None = None
     primary: tuple[bytes | None, ...] | None = None
+    index: Index | None = None
     peer: PoolView | None = None
 
 

@@ -16,6 +16,7 @@ def view_of(state: PoolState) -> PoolView:
         ref_cnt=state.ref_cnt,
         keys=tuple(frozenset(state.keys_of(b)) for b in range(state.num_blocks)),
         primary=tuple(p.key if p is not None else None for p in state.primary),
+        index=tuple(sorted(state.cache.items())),
         peer=view_of(state.peer) if state.peer is not None else None,
     )
 

@@ -52,6 +52,7 @@ from kvpool.spec.keys import group_of, hash_of
 
 from ..target import EVICT_FIRST, PoolView
 from .free_list import free_list_order, free_list_problems, sentinels
+from .hash_index import read_index
 
 #: ``factory(num_gpu_blocks=..., enable_caching=..., hash_block_size=...,
 #: enable_kv_cache_events=...)`` -> a pool with vLLM's BlockPool API.
@@ -302,6 +303,8 @@ class VllmApiTarget:
             seen.add("ref_cnt")
         if hasattr(block, "block_hash"):
             seen.add("keys")
+        if read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None:
+            seen.add("index")
         if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
         if "unpin_blocks" in self.operations:
@@ -544,6 +547,9 @@ class VllmApiTarget:
                 )
                 for b, p in zip(blocks, primary, strict=True)
             )
+        index = None
+        if "index" in self.observes:
+            index = read_index(pool.cached_block_hash_to_block)
         peer = None
         if with_peer and self.peer is not None and "peer" in self.observes:
             peer = self._view_of(self.peer, with_peer=False)
@@ -553,6 +559,7 @@ class VllmApiTarget:
             ref_cnt=ref_cnt,
             keys=keys,
             primary=primary,
+            index=index,
             peer=peer,
         )
 

@@ -91,6 +91,7 @@ from kvpool.spec.profile import VLLM_MLX
 
 from ..target import PoolView
 from .free_list import free_list_order, free_list_problems
+from .hash_index import read_index
 
 #: The release this adapter was written against and checked with.
 VLLM_MLX_VERSION = "0.6.0"
@@ -100,7 +101,7 @@ INSTALL_HINT = f"pip install --no-deps vllm-mlx=={VLLM_MLX_VERSION}"
 #: The spec operations with a faithful counterpart in ``PagedCacheManager``.
 OPERATIONS = VLLM_MLX.operations
 #: What the adapter can read off the pool.
-OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "structure"})
+OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "index", "structure"})
 
 #: vllm-mlx 0.6.0's pool in the spec's terms (as vLLM 0.10's, less its events): every freed
 #: block goes to the back of the queue (keyed or not, caching on or off); no ``evict_first``,
@@ -349,6 +350,7 @@ class VllmMlxTarget:
             ref_cnt=tuple(b.ref_count for b in blocks),
             keys=self._keys_in_map(len(blocks)),
             primary=primary,
+            index=read_index(self.pool.cached_block_hash_to_block, self.keys.key),
         )
 
     def _keys_in_map(self, num_blocks: int) -> tuple[frozenset[bytes], ...]:
