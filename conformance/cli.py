@@ -645,16 +645,24 @@ def _first_lines(predicates: Mapping[str, Callable[..., bool]]) -> dict[str, str
 @click.argument("trace_file", type=click.Path(dir_okay=False))
 @click.option("--target", "-t", default=None, help="Replay against this target instead.")
 @click.option("--manager", default=None, help="Replay against this manager instead.")
-def replay(trace_file: str, target: str | None, manager: str | None) -> None:
+@click.option("--versus", default=None, help="A diff trace: replay against this pool B instead.")
+def replay(trace_file: str, target: str | None, manager: str | None, versus: str | None) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
-    one trace: nondeterministic), 2 if the file or target cannot be used."""
+    one trace: nondeterministic), 2 if the file or target cannot be used.
+
+    A trace file is data: it may name the built-in impl or spec, anything else (a vLLM
+    release or tree, module:factory, a manager, a diff's pool B) is loaded only when you
+    name it with --target, --manager or --versus; the error says which."""
     from .trace.replay import replay_trace
+    from .trace.trust import NamedInFile
 
     console = Console()
     try:
         trace = read_trace(Path(trace_file))
-        verdict = replay_trace(trace, target, manager)
+        verdict = replay_trace(trace, target, manager, versus=versus)
+    except NamedInFile as exc:
+        fail_usage(console, f"{exc}; run: {exc.command('replay', trace_file)}")
     except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
@@ -663,9 +671,10 @@ def replay(trace_file: str, target: str | None, manager: str | None) -> None:
         f"kvpool replay: {trace_file} on {target or meta.target} "
         f"({meta.machine}/{meta.level}, profile {meta.profile}), {len(trace.actions)} actions",
         highlight=False,
+        markup=False,
     )
     if verdict.conforms:
-        console.print(f"[green]{verdict.describe()}[/green]", highlight=False)
+        console.print(verdict.describe(), style="green", highlight=False, markup=False)
         sys.exit(EXIT_PASS)
     for i, action in enumerate(verdict.trace.actions, 1):
         marker = "  <- diverges here" if i == verdict.step else ""
@@ -675,7 +684,7 @@ def replay(trace_file: str, target: str | None, manager: str | None) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    console.print(f"[red]{verdict.describe()}[/red]", highlight=False, soft_wrap=True)
+    console.print(verdict.describe(), style="red", highlight=False, markup=False, soft_wrap=True)
     sys.exit(EXIT_NONCONFORMANCE)
 
 

@@ -189,11 +189,18 @@ def run_vector(path: Path, factory: Any) -> str | None:
 
 
 def load_factory(spec: str) -> Any:
+    """The pool factory ``--pool`` names (the only code this runner loads: a vector's own
+    ``target`` is never imported)."""
     module, _, attr = spec.partition(":")
     found: Any = importlib.import_module(module)
     for part in attr.split("."):
         found = getattr(found, part)
     return found
+
+
+#: What reading a vector of another shape than this runner's raises (a file is data: a bad
+#: one is reported in one line, exit 2, never a traceback).
+MALFORMED = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,13 +209,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", required=True, help="module:factory of a vLLM-API pool")
     parser.add_argument("--profile", help="only the vectors of this profile")
     args = parser.parse_args(argv)
-    factory = load_factory(args.pool)
+    try:
+        factory = load_factory(args.pool)
+    except (ImportError, AttributeError, ValueError) as exc:
+        print(f"error: cannot load --pool {args.pool}: {type(exc).__name__}: {exc}")
+        return 2
     passed = failed = 0
     for path in sorted(args.directory.rglob("*.itf.json")):
-        meta = json.loads(path.read_text(encoding="utf-8"))["#meta"]["kvpool"]
-        if args.profile and meta["profile"] != args.profile:
-            continue
-        problem = run_vector(path, factory)
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))["#meta"]["kvpool"]
+            if args.profile and meta["profile"] != args.profile:
+                continue
+            problem = run_vector(path, factory)
+        except MALFORMED as exc:
+            print(f"error: cannot replay {path} (malformed?): {type(exc).__name__}: {exc}")
+            return 2
         if problem is None:
             passed += 1
         else:

@@ -111,6 +111,7 @@ def page() -> str:
     sys.path.insert(0, str(ROOT))
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
+    from kvpool.conformance.trace.trust import replay_command
 
     out = ROOT / "findings"
     lines = [
@@ -172,7 +173,7 @@ def page() -> str:
             lines += [
                 "```",
                 "",
-                f"Replay: `kvpool replay findings/{folder}/{path.name}`",
+                f"Replay: `{replay_command(f'findings/{folder}/{path.name}', trace.meta)}`",
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"

@@ -17,6 +17,7 @@ from ..lockstep import RunRecord
 from ..targets.loading import TargetLoadError
 from ..trace.files import TraceFileError
 from ..trace.model import Trace
+from ..trace.trust import replay_command
 from .loading import Pair, load_pair
 from .output import differences_table, print_difference, print_header, print_summary
 from .run import DiffResult, run_diff
@@ -202,11 +203,14 @@ def _report(console: Console, pair: Pair, result: DiffResult, seed: int, trace_d
         print_difference(console, number, trace, difference.message, difference.config)
     for problem in problems:
         console.print(problem, markup=False, highlight=False, soft_wrap=True)
-    written = [p for p in paths if p is not None]
+    written = [
+        (p, t) for p, t in zip(paths, recorded, strict=True) if p is not None and t is not None
+    ]
     if written:
+        path, trace = written[0]
         console.print(
-            f"\nShow one with: kvpool show {written[0]}\n"
-            f"Replay it with: kvpool replay {written[0]}",
+            f"\nShow one with: kvpool show {path}\n"
+            f"Replay it with: {replay_command(str(path), trace.meta)}",
             highlight=False,
             soft_wrap=True,
         )

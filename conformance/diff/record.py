@@ -39,14 +39,17 @@ def view_json(view: PoolView) -> dict[str, Json]:
     return state
 
 
-def record_pair(trace: Trace, target: str | None = None) -> Trace:
-    """Replay ``trace``'s actions on fresh pools A (its own target, or ``target``) and B,
-    and return it with every step recorded, up to and including the first difference."""
+def record_pair(trace: Trace, target: str | None = None, versus: str | None = None) -> Trace:
+    """Replay ``trace``'s actions on fresh pools A (its own target, or ``target``) and B
+    (its own, or ``versus``), and return it with every step recorded, up to and including
+    the first difference."""
     meta = trace.meta
     assert meta.versus is not None, "not a diff trace"
     config = meta.config
     assert isinstance(config, PoolConfig)
-    pair = load_pair(target or meta.target, meta.versus, meta.profile, meta.versus_profile)
+    pair = load_pair(
+        target or meta.target, versus or meta.versus, meta.profile, meta.versus_profile
+    )
     try:
         run = PairRun(pair, LEVELS[meta.level], config)
     except Difference as exc:  # the pools differ before any action

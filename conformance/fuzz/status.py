@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -171,9 +172,20 @@ def print_finding(console: Console, finding: Finding, found: Found) -> None:
     if found.trace is not None:
         written = "written" if found.trace_written else "already there"
         _line(console, f"  trace ({written}): {found.trace}")
-        _line(console, f"  replay it with:  kvpool replay {found.trace}")
+        _line(console, f"  replay it with:  {_replay_line(found.trace)}")
     else:
         _line(console, f"  no trace: {found.trace_error}")
+
+
+def _replay_line(trace: Path | str) -> str:
+    """The command replaying ``trace``, naming its pool and manager when not built in."""
+    from ..trace.files import TraceFileError, read_trace
+    from ..trace.trust import replay_command
+
+    try:
+        return replay_command(str(trace), read_trace(Path(trace)).meta)
+    except TraceFileError:
+        return f"kvpool replay {trace}"
 
 
 def _line(console: Console, text: str) -> None:

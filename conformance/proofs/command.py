@@ -236,8 +236,9 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
 def _run_bmc(
     console: Console, fault: str | None, blocks: int, depth: int, out: Path | None, timeout: float
 ) -> int:
+    from ..trace.trust import replay_command
     from .bmc import search
-    from .counterexample import target_for, write_counterexample
+    from .counterexample import target_for, trace_of, write_counterexample
 
     what = f"fault {fault}" if fault else "invariants and free count"
     with Progress(
@@ -293,7 +294,7 @@ def _run_bmc(
     target = target_for(fault) or "impl"
     console.print(f"trace written to {written} (target {target}, level {result.level})")
     console.print(
-        f"replay it: kvpool replay {written}   (from tests/conformance, where "
-        f"faulty_pools is importable; add --target impl to see impl conform)"
+        f"replay it: {replay_command(str(written), trace_of(result).meta)}   (from "
+        "tests/conformance, where faulty_pools is importable; --target impl to see impl conform)"
     )
     return EXIT_OK

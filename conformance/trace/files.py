@@ -107,7 +107,11 @@ def read_trace(path: Path) -> Trace:
     if size > MAX_BYTES:
         raise TraceFileError(f"{path} is {size} bytes; traces are at most {MAX_BYTES}")
     try:
-        data = json.loads(path.read_bytes())
+        text = path.read_bytes()
+    except OSError as exc:
+        raise TraceFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise TraceFileError(f"{path} is not JSON: {str(exc)[:200]}") from None
     return parse_trace(data, str(path))
@@ -197,16 +201,22 @@ def slug(text: str) -> str:
 
 
 def write_pytest(trace_path: Path, trace: Trace) -> Path:
-    """A standalone pytest file next to ``trace_path`` that replays it and fails the same way."""
+    """A standalone pytest file next to ``trace_path`` that replays it and fails the same way.
+
+    The file names the trace's pool (and manager, and a diff's pool B) itself, as the
+    command that wrote the trace was given them: a trace file alone never chooses what
+    runs (:mod:`.trust`), but this file is code the user runs on purpose, written by the
+    run the user started. Every text taken
+    from the trace is a Python literal (``repr``) or stripped of quotes in the docstring."""
+    meta = trace.meta
     name = slug(trace_path.name.removesuffix(".itf.json"))
     path = trace_path.with_name(f"test_{name}.py")
-    message = trace.meta.message.replace('"""', "'''")
     path.write_text(
-        f'''"""kvpool counterexample, replayed: fails while {trace.meta.target} still diverges.
+        f'''"""kvpool counterexample, replayed: fails while {_doc(meta.target)} still diverges.
 
-{message}
+{_doc(meta.message)}
 
-Inspect it with: kvpool show {trace_path.name}
+Inspect it with: kvpool show {_doc(trace_path.name)}
 """
 
 from pathlib import Path
@@ -217,9 +227,19 @@ TRACE = Path(__file__).with_name({trace_path.name!r})
 
 
 def test_{name}_conforms() -> None:
-    verdict = replay_file(TRACE)
+    verdict = replay_file(
+        TRACE, target={meta.target!r}, manager={meta.manager!r}, versus={meta.versus!r}
+    )
     assert verdict.conforms, verdict.describe()
 ''',
         encoding="utf-8",
     )
     return path
+
+
+def _doc(text: str) -> str:
+    """``text`` safe inside a triple-quoted docstring: no quotes, backslashes or controls."""
+    return "".join(
+        "'" if c == '"' else "/" if c == "\\" else c if c.isprintable() or c == "\n" else "?"
+        for c in text
+    )

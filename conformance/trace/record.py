@@ -88,15 +88,20 @@ def state_json(pool: PoolState, manager: ManagerState | None = None) -> dict[str
     return state
 
 
-def record(trace: Trace, target: str | None = None, manager: str | None = None) -> Trace:
+def record(
+    trace: Trace, target: str | None = None, manager: str | None = None, versus: str | None = None
+) -> Trace:
     """Replay ``trace``'s actions on a fresh target (its own, or ``target`` / ``manager``)
     and return it with every step recorded, up to and including the first divergence. A
-    diff trace replays pool A (``target`` overrides it) against its pool B."""
+    diff trace replays pool A (``target`` overrides it) against its pool B (``versus``).
+
+    This loads whatever the trace names: for a trace read from a file, pass the names that
+    :func:`.trust.choose` picked (``replay_trace`` does)."""
     meta = trace.meta
     if meta.versus is not None:  # a diff trace: pool A against pool B
         from ..diff.record import record_pair
 
-        return record_pair(trace, target)
+        return record_pair(trace, target, versus)
     if meta.machine == "pool":
         return _record_pool(trace, target or meta.target)
     return _record_requests(trace, target or meta.target, manager or meta.manager)

@@ -1,4 +1,7 @@
-"""Replaying a trace file: the same verdict every time, or the target is nondeterministic."""
+"""Replaying a trace file: the same verdict every time, or the target is nondeterministic.
+
+What runs is chosen by :func:`.trust.choose`: a name in the file is loaded only when it is
+built in; anything else the caller passes (``target``, ``manager``, ``versus``)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from pathlib import Path
 from .files import read_trace
 from .model import Trace
 from .record import record
+from .trust import choose
 
 
 @dataclass(frozen=True)
@@ -41,13 +45,20 @@ def _first_divergence(trace: Trace) -> tuple[int | None, str | None]:
 
 
 def replay_trace(
-    trace: Trace, target: str | None = None, manager: str | None = None, runs: int = 2
+    trace: Trace,
+    target: str | None = None,
+    manager: str | None = None,
+    runs: int = 2,
+    versus: str | None = None,
 ) -> Verdict:
-    """Replay ``trace`` ``runs`` times on fresh targets; the verdicts must agree."""
-    recorded = record(trace, target, manager)
+    """Replay ``trace`` ``runs`` times on fresh targets; the verdicts must agree. Raises
+    :class:`.trust.NamedInFile` when the trace names a pool, manager or pool B that is not
+    built in and the caller did not name one."""
+    chosen = choose(trace.meta, target, manager, versus)
+    recorded = record(trace, chosen.target, chosen.manager, chosen.versus)
     step, message = _first_divergence(recorded)
     for _ in range(runs - 1):
-        again = record(trace, target, manager)
+        again = record(trace, chosen.target, chosen.manager, chosen.versus)
         if _first_divergence(again) != (step, message):
             other = _first_divergence(again)
             return Verdict(
@@ -63,6 +74,8 @@ def _said(step: int | None, message: str | None) -> str:
     return "no divergence" if message is None else f"step {step}: {message}"
 
 
-def replay_file(path: Path, target: str | None = None, manager: str | None = None) -> Verdict:
+def replay_file(
+    path: Path, target: str | None = None, manager: str | None = None, versus: str | None = None
+) -> Verdict:
     """Replay the trace in ``path`` (see :func:`replay_trace`)."""
-    return replay_trace(read_trace(Path(path)), target, manager)
+    return replay_trace(read_trace(Path(path)), target, manager, versus=versus)

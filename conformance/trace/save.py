@@ -10,6 +10,7 @@ from rich.console import Console
 from .files import slug, write_pytest, write_trace
 from .model import Trace
 from .record import record
+from .trust import replay_command
 
 
 def kvpool_version() -> str:
@@ -41,5 +42,5 @@ def save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1)
     _line = console.print
     _line(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
     _line(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
-    _line(f"  Replay it with:  kvpool replay {path}", highlight=False, soft_wrap=True)
+    _line(f"  Replay it with:  {replay_command(str(path), meta)}", highlight=False, soft_wrap=True)
     return path

@@ -45,12 +45,22 @@ def check_vectors(
     profile: str | None = None,
     on_vector: Callable[[Path], None] | None = None,
 ) -> dict[str, GroupResult]:
-    """Replay every vector under ``directory`` (only ``profile``'s, if given) on ``target``."""
+    """Replay every vector under ``directory`` (only ``profile``'s, if given) on ``target``.
+
+    ``target`` is the caller's, never a vector's own: a vector names the pool it was
+    recorded on, and that name is not loaded. A file that is not a pool-machine trace is
+    refused (:class:`TraceFileError`), so nothing else a file names is loaded either."""
     factory, _ = load_target(target)
     results: dict[str, GroupResult] = {}
     for path in vector_files(directory):
         group = str(path.parent.relative_to(directory))
         trace = read_trace(path)
+        if trace.meta.machine != "pool" or trace.meta.versus is not None:
+            kind = "diff" if trace.meta.versus is not None else trace.meta.machine
+            raise TraceFileError(
+                f"{path} is a {kind} trace, not a test vector: a vector runs the pool machine "
+                f"against the spec (replay it with kvpool replay)"
+            )
         if profile is not None and trace.meta.profile != profile:
             continue
         if on_vector is not None:

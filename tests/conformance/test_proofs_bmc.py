@@ -40,7 +40,7 @@ def test_bmc_trace_diverges_on_the_faulty_pool_and_conforms_on_impl(
     trace = read_trace(path)
     assert trace.meta.target == f"faulty_pools:{fault}"
     assert len(trace.actions) == SHALLOW[fault]
-    on_faulty = replay_file(path)
+    on_faulty = replay_file(path, trace.meta.target)
     assert not on_faulty.conforms and on_faulty.step == SHALLOW[fault], on_faulty.describe()
     on_impl = replay_file(path, "impl")
     assert on_impl.conforms, on_impl.describe()

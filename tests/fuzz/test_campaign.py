@@ -29,7 +29,8 @@ def test_a_planted_fault_is_found_shrunk_and_its_trace_written_once(tmp_path: Pa
         t.name for t in traces if t.name.startswith("faulty_pools_TouchForgetsQueue-pool-safety-")
     ]
     assert len(traces) == 1, traces
-    verdict = replay_file(traces[0])
+    assert f"{traces[0].name} --target faulty_pools:TouchForgetsQueue" in result.output
+    verdict = replay_file(traces[0], "faulty_pools:TouchForgetsQueue")
     assert not verdict.conforms
     assert "touch" in verdict.describe()
     assert len(verdict.trace.actions) <= 6, "the trace is shrunk"

@@ -1,0 +1,107 @@
+"""What a trace file may name on its own: a trace is data, never code.
+
+A trace's ``#meta`` names the pool it ran on (``target``), its manager and, for a diff
+trace, pool B (``versus``). Replaying it means loading those, and loading anything but a
+built-in means importing a module, loading Python files from a path or downloading a
+wheel. A file pasted into an issue or downloaded from one must not make ``kvpool`` do
+that, so a name taken from a file is used only when it is built into kvpool (``impl``,
+``spec``, and the managers ``auto``, ``none``, ``impl``); anything else the user names on
+the command line, and :class:`NamedInFile` says exactly which command to run.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .files import TraceFileError
+from .model import TraceMeta
+from .show import printable
+
+#: Targets a trace file may name on its own: pools whose code ships inside kvpool and
+#: imports nothing else (``vllm-mlx`` and ``vllm`` load an installed package; not these).
+FILE_TARGETS = frozenset({"impl", "spec"})
+#: Managers a trace file may name on its own (``auto`` loads the target's own manager only
+#: when that target is built in).
+FILE_MANAGERS = frozenset({"auto", "none", "impl"})
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The names a replay loads: each from the command line, or from the file if built in.
+    ``manager`` is set only for a trace of the request machine on a manager, ``versus``
+    only for a diff trace."""
+
+    target: str
+    manager: str | None = None
+    versus: str | None = None
+
+
+class NamedInFile(TraceFileError):
+    """A trace names code that kvpool loads only when the user names it on the command
+    line; ``options`` are the command-line options that would name it."""
+
+    def __init__(self, meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> None:
+        self.options = options
+        named = ", ".join(f"{what} {printable(value)!r}" for what, value in _what(meta, options))
+        super().__init__(
+            f"the trace names {named}, which kvpool loads only when you name it yourself "
+            "(a trace file is data: it never makes kvpool import, load or download code)"
+        )
+
+    def command(self, verb: str, path: str) -> str:
+        """The command to run, e.g. ``kvpool replay FILE --target vllm==0.33.0``."""
+        return " ".join(["kvpool", verb, shlex.quote(path), *option_words(self.options)])
+
+
+def _what(meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    label = {"--target": "pool" if meta.versus is None else "pool A", "--manager": "manager"}
+    return [(label.get(option, "pool B"), value) for option, value in options]
+
+
+def option_words(options: tuple[tuple[str, str], ...]) -> list[str]:
+    """``--target vllm==0.33.0`` as shell words, each value quoted for the shell."""
+    return [word for option, value in options for word in (option, shlex.quote(value))]
+
+
+def needed_options(meta: TraceMeta) -> tuple[tuple[str, str], ...]:
+    """The options a replay of a trace with ``meta`` needs on the command line, in order:
+    every name in it that is not built in (none when it names only built-ins)."""
+    options = []
+    if meta.target not in FILE_TARGETS:
+        options.append(("--target", meta.target))
+    if _uses_manager(meta) and (meta.manager or "auto") not in FILE_MANAGERS:
+        options.append(("--manager", meta.manager or "auto"))
+    if meta.versus is not None and meta.versus not in FILE_TARGETS:
+        options.append(("--versus", meta.versus))
+    return tuple(options)
+
+
+def _uses_manager(meta: TraceMeta) -> bool:
+    return meta.machine == "requests" and meta.level == "manager"
+
+
+def choose(
+    meta: TraceMeta,
+    target: str | None = None,
+    manager: str | None = None,
+    versus: str | None = None,
+) -> Chosen:
+    """What to load for a replay of a trace with ``meta``: the command line's ``target``,
+    ``manager`` and ``versus`` where given, else the file's names if they are built in.
+    Raises :class:`NamedInFile` listing every option still needed."""
+    given = {"--target": target, "--manager": manager, "--versus": versus}
+    missing = tuple((o, v) for o, v in needed_options(meta) if given[o] is None)
+    if missing:
+        raise NamedInFile(meta, missing)
+    return Chosen(
+        target or meta.target,
+        (manager or meta.manager or "auto") if _uses_manager(meta) else None,
+        (versus or meta.versus) if meta.versus is not None else None,
+    )
+
+
+def replay_command(path: str, meta: TraceMeta) -> str:
+    """The ``kvpool replay`` command that replays the trace at ``path`` as it was written:
+    with the options naming whatever in it is not built in, so it works when copied."""
+    return " ".join(["kvpool", "replay", shlex.quote(path), *option_words(needed_options(meta))])
