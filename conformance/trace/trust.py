@@ -50,8 +50,10 @@ class NamedInFile(TraceFileError):
         )
 
     def command(self, verb: str, path: str) -> str:
-        """The command to run, e.g. ``kvpool replay FILE --target vllm==0.33.0``."""
-        return " ".join(["kvpool", verb, shlex.quote(path), *option_words(self.options)])
+        """The command to run, e.g. ``kvpool replay FILE --target vllm==0.33.0``: each
+        word quoted for the shell, control characters shown as ``?``."""
+        words = ["kvpool", verb, shlex.quote(path), *option_words(self.options)]
+        return printable(" ".join(words))
 
 
 def _what(meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
