@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from kvpool.conformance.targets import loading
 from kvpool.conformance.targets.vllm import wheel
 from kvpool.conformance.trace.files import write_pytest, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
+from kvpool.conformance.trace.record import record
 from kvpool.conformance.trace.replay import replay_file
 from kvpool.conformance.trace.trust import NamedInFile, choose
 from kvpool.spec import FreeBlocks, GetNewBlocks, PoolConfig
@@ -239,3 +241,22 @@ def test_a_malformed_file_is_one_line_and_exit_2_everywhere(tmp_path: Path, name
     (tmp_path / "good.itf.json").unlink(missing_ok=True)
     checked = kvpool("vectors", "check", str(tmp_path))
     assert checked.exit_code == 2 and checked.output.startswith("error: "), checked.output
+
+
+def test_the_standalone_vector_runner_loads_only_its_pool_and_reports_bad_files(
+    tmp_path: Path, planted: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kvpool.conformance import vector_runner
+
+    corpus = tmp_path / "corpus"
+    meta = TraceMeta("impl", "seed", "pool", "order", PoolConfig(4))
+    recorded = record(Trace(meta, ACTIONS))  # a vector: every step's outcome recorded
+    write_trace(Trace(replace(meta, target="planted:make_pool"), ACTIONS, recorded.steps,
+                      recorded.initial), corpus / "order-1.itf.json")  # fmt: skip
+    assert vector_runner.main([str(corpus), "--pool", "kvpool.impl:BlockPool"]) == 0
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+    assert not planted.exists() and "planted" not in sys.modules
+    (corpus / "order-1.itf.json").write_text('{"#meta": {}}')
+    assert vector_runner.main([str(corpus), "--pool", "kvpool.impl:BlockPool"]) == 2
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("error: cannot replay") and "order-1.itf.json" in line, line
