@@ -662,7 +662,7 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
         trace = read_trace(Path(trace_file))
         verdict = replay_trace(trace, target, manager, versus=versus)
     except NamedInFile as exc:
-        fail_usage(console, f"{exc}; run: {exc.command('replay', trace_file)}")
+        fail_usage(console, f"{exc}; run: {exc.command(trace_file)}")
     except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)

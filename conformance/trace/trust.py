@@ -49,11 +49,9 @@ class NamedInFile(TraceFileError):
             "(a trace file is data: it never makes kvpool import, load or download code)"
         )
 
-    def command(self, verb: str, path: str) -> str:
-        """The command to run, e.g. ``kvpool replay FILE --target vllm==0.33.0``: each
-        word quoted for the shell, control characters shown as ``?``."""
-        words = ["kvpool", verb, shlex.quote(path), *option_words(self.options)]
-        return printable(" ".join(words))
+    def command(self, path: str) -> str:
+        """The command to run, e.g. ``kvpool replay FILE --target vllm==0.33.0``."""
+        return _replay(path, self.options)
 
 
 def _what(meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
@@ -61,9 +59,11 @@ def _what(meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> list[tuple[s
     return [(label.get(option, "pool B"), value) for option, value in options]
 
 
-def option_words(options: tuple[tuple[str, str], ...]) -> list[str]:
-    """``--target vllm==0.33.0`` as shell words, each value quoted for the shell."""
-    return [word for option, value in options for word in (option, shlex.quote(value))]
+def _replay(path: str, options: tuple[tuple[str, str], ...]) -> str:
+    """``kvpool replay PATH --target T ...``: each word quoted for the shell, control
+    characters shown as ``?``."""
+    words = [shlex.quote(path), *(shlex.quote(w) for option in options for w in option)]
+    return printable(" ".join(["kvpool", "replay", *words]))
 
 
 def needed_options(meta: TraceMeta) -> tuple[tuple[str, str], ...]:
@@ -106,4 +106,4 @@ def choose(
 def replay_command(path: str, meta: TraceMeta) -> str:
     """The ``kvpool replay`` command that replays the trace at ``path`` as it was written:
     with the options naming whatever in it is not built in, so it works when copied."""
-    return " ".join(["kvpool", "replay", shlex.quote(path), *option_words(needed_options(meta))])
+    return _replay(path, needed_options(meta))

@@ -61,8 +61,8 @@ def test_a_planted_bug_fails_with_its_shrunk_sequence_and_a_replayable_trace(
             "*get_new_blocks(num_blocks=1)  <- diverges here",
             "  Trace written to kvpool-traces/mypool_ReversedFree-pool-order-1.itf.json",
             "  pytest file:     kvpool-traces/test_mypool_ReversedFree_pool_order_1.py",
-            "  Replay it with:  kvpool replay kvpool-traces/mypool_ReversedFree-pool-order-1.itf.json"
-            " --target mypool:ReversedFree",
+            "  Replay it with:  kvpool replay kvpool-traces/mypool_ReversedFree-pool-order-1.itf"
+            ".json --target mypool:ReversedFree",
             "Run this test again: pytest --kvpool-target=mypool:ReversedFree "
             "--kvpool-machine=pool --kvpool-level=order --kvpool-settings=dev --kvpool-seed=1",
             "FAILED kvpool::pool/order - mypool:ReversedFree pool/order: get_new_blocks*",
