@@ -5,6 +5,7 @@ its content: every step's action, the diverging step marked, its verdict."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -183,3 +184,18 @@ def test_any_recorded_outcome_or_state_renders_as_text(outcome: object, state: o
     cells = {"free_queue": state, "ref_cnt": state, "keys": state, "tables": state}
     assert all(isinstance(c, str) for c in show.state_cells(cells))
     assert isinstance(show.tables_cell(cells), str)
+
+
+def test_what_a_file_says_is_shown_as_text_never_as_markup_or_terminal_codes(
+    tmp_path: Path, traces: dict[str, Path]
+) -> None:
+    data = json.loads(traces["pool-order"].read_text())
+    data["states"][-1]["verdict"] = "[/red] [bold]x\x1b[31m\x07"
+    data["states"][-1]["actual"] = {"tag": "Raised", "value": "[/]"}
+    path = tmp_path / "marked.itf.json"
+    path.write_text(json.dumps(data))
+    for fmt in ("table", "markdown"):
+        result = kvpool("show", "--format", fmt, str(path))
+        assert result.exit_code == 0, result.output
+        assert "[/red] [bold]x?[31m?" in result.output and "raised: [/]" in result.output
+        assert "\x1b" not in result.output and "\x07" not in result.output
