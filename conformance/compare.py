@@ -36,7 +36,10 @@ def compare_observation(
         ):
             problems.append(f"{op}: expected {want!r}, got {got!r}")
     elif want != got:
-        problems.append(f"{op}: expected {_show(want)}, got {_show(got)}")
+        problem = f"{op}: expected {_show(want)}, got {_show(got)}"
+        if op == "get_cached_block":
+            problem += f" ({INDEX_RULE})"
+        problems.append(problem)
     if "watchers" in observes and expected.fired != actual.fired:
         problems.append(
             f"{op}: reuse watchers fired: expected {list(expected.fired)}, got {list(actual.fired)}"
@@ -50,6 +53,12 @@ def _show(value: object) -> str:
     if isinstance(value, tuple):
         return f"blocks {list(value)}"
     return repr(value)
+
+
+#: What a wrong lookup or a wrong index entry breaks.
+INDEX_RULE = (
+    "invariant 'map-matches-block-keys': a key is in the index exactly when a block carries it"
+)
 
 
 def compare_views(
@@ -121,8 +130,7 @@ def compare_index(want: Index, actual: Index, exact_order: bool, where: str = ""
             continue
         problems.append(
             f"{where}index: key {_key_text(key)} maps to blocks {list(blocks_got)}, expected "
-            f"{list(blocks_want)} (invariant 'map-matches-block-keys': a key is in the "
-            "index exactly when a block carries it)"
+            f"{list(blocks_want)} ({INDEX_RULE})"
         )
     return problems
 
@@ -149,8 +157,7 @@ def compare_lookups(
         else:
             found = f"returned block {got}, expected one of blocks {list(allowed)}"
         problems.append(
-            f"{where}lookup: get_cached_block of key {_key_text(key)} {found} (invariant "
-            "'map-matches-block-keys': a key is in the index exactly when a block carries it)"
+            f"{where}lookup: get_cached_block of key {_key_text(key)} {found} ({INDEX_RULE})"
         )
     return problems
 

@@ -116,7 +116,28 @@ def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     return UnpinBlocks(blocks, data.choice(WATCHERS, "watcher"))
 
 
+def draw_duplicate(data: Choices, state: PoolState, ctx: Context) -> Action | None:
+    """A held block without a key cached under a key some block already carries (one of the
+    requests drawn before, up to that key's block): the key then has duplicates, which
+    evictions must drop one at a time. ``None`` when no such key or block is at hand."""
+    hbs = state.config.hash_block_size
+    unkeyed = [b for b in held(state) if state.primary[b] is None]
+    positions = {h: (r, i) for r in ctx.requests for i, h in enumerate(r)}
+    keys = sorted(k for k in state.cache if hash_of(k) in positions)
+    if not unkeyed or not keys:
+        return None
+    key = data.choice(keys, "duplicate of")
+    request, index = positions[hash_of(key)]
+    prefix = [data.choice([NULL_BLOCK, *held(state)], "cached") for _ in range(index)]
+    block = data.choice(unkeyed, "new duplicate")
+    hashes = request[: index + 1]
+    return CacheFullBlocks(hashes, (*prefix, block), index, index + 1, hbs, group_of(key))
+
+
 def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
+    duplicate = draw_duplicate(data, state, ctx) if data.integer(0, 2, "duplicate") == 0 else None
+    if duplicate is not None:
+        return duplicate
     hbs = state.config.hash_block_size
     block_size = hbs * data.choice([1, 1, 2], "block size x")
     num_cached = data.integer(0, 2, "num_cached_blocks")

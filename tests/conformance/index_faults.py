@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from kvpool.impl import AllBlocksCleared, BlockPool, KVCacheBlock
 from kvpool.impl.hashing import get_block_hash, get_group_id
@@ -105,7 +106,10 @@ FAULTS: dict[str, tuple[type[BlockPool], tuple[str, str]]] = {
     ),
     "index kept across reset": (
         ResetKeepsIndex,
-        ("        self.cached_block_hash_to_block = BlockHashToBlockMap()\n        self.cached_block_hashes_by_block.clear()\n", "        self.cached_block_hashes_by_block.clear()\n"),
+        (
+            "        self.cached_block_hash_to_block = BlockHashToBlockMap()\n",
+            "",
+        ),
     ),
     "lookup served from a dropped key": (
         LookupServesDroppedBlock,
@@ -123,18 +127,21 @@ FAULTS: dict[str, tuple[type[BlockPool], tuple[str, str]]] = {
     "extra keys left in the index": (
         ExtraKeysLeftInIndex,
         (
-            "        block_hashes.extend(self.cached_block_hashes_by_block.pop(block.block_id, ()))\n",
+            "        block_hashes.extend("
+            "self.cached_block_hashes_by_block.pop(block.block_id, ()))\n",
             "        self.cached_block_hashes_by_block.pop(block.block_id, ())\n",
         ),
     ),
 }
 
 
-def planted_vllm_tree(release: Path, where: Path, edit: tuple[str, str]) -> Path:
+def planted_vllm_tree(release: Path, where: Path, edit: tuple[str, str] | None) -> Path:
     """A copy of the release tree at ``release`` under ``where`` with ``edit`` made once
-    in its ``block_pool.py``; the path to pass as ``vllm@PATH``."""
+    in its ``block_pool.py`` (none: an unchanged copy); the path to pass as ``vllm@PATH``."""
     tree = where / "vllm-tree"
     shutil.copytree(release, tree)
+    if edit is None:
+        return tree
     pool = tree / "vllm" / "v1" / "core" / "block_pool.py"
     old, new = edit
     source = pool.read_text()
@@ -142,3 +149,17 @@ def planted_vllm_tree(release: Path, where: Path, edit: tuple[str, str]) -> Path
         raise ValueError(f"the edit's old text occurs {source.count(old)} times, not once")
     pool.write_text(source.replace(old, new))
     return tree
+
+
+class HiddenIndex:
+    """The pool ``pool_class(**arguments)`` with its index out of the adapter's sight: every
+    attribute but ``cached_block_hash_to_block`` is the pool's own, so the adapter can only
+    probe the index through the pool's lookups."""
+
+    def __init__(self, pool_class: type, **arguments: object) -> None:
+        self.pool = pool_class(**arguments)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "cached_block_hash_to_block":
+            raise AttributeError(f"{type(self).__name__} hides {name}")
+        return getattr(self.pool, name)
