@@ -87,7 +87,7 @@ def _names_the_index(message: str, hidden: bool) -> bool:
     refuses to cache that block under the key again, as a block missing its key.
     """
     shown = ("index: key", "lookup: get_cached_block", "get_cached_block:")
-    return any(part in message for part in shown) or hidden and ": keys expected" in message
+    return any(part in message for part in shown) or (hidden and ": keys expected" in message)
 
 
 @pytest.mark.parametrize("where", WHERE)
