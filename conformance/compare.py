@@ -7,11 +7,12 @@ names the operation and, where there is one, the block.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from kvpool.spec import Action, Observation, PoolState, canonical_events
 from kvpool.spec.keys import GROUP_ID_BYTES, group_of, hash_of
 
-from .target import Index, PoolView
+from .target import Index, Lookups, PoolView
 from .targets.spec_target import view_of
 
 
@@ -35,7 +36,10 @@ def compare_observation(
         ):
             problems.append(f"{op}: expected {want!r}, got {got!r}")
     elif want != got:
-        problems.append(f"{op}: expected {_show(want)}, got {_show(got)}")
+        problem = f"{op}: expected {_show(want)}, got {_show(got)}"
+        if op == "get_cached_block":
+            problem += f" ({INDEX_RULE})"
+        problems.append(problem)
     if "watchers" in observes and expected.fired != actual.fired:
         problems.append(
             f"{op}: reuse watchers fired: expected {list(expected.fired)}, got {list(actual.fired)}"
@@ -49,6 +53,12 @@ def _show(value: object) -> str:
     if isinstance(value, tuple):
         return f"blocks {list(value)}"
     return repr(value)
+
+
+#: What a wrong lookup or a wrong index entry breaks.
+INDEX_RULE = (
+    "invariant 'map-matches-block-keys': a key is in the index exactly when a block carries it"
+)
 
 
 def compare_views(
@@ -97,6 +107,8 @@ def compare_views(
                 )
     if actual.index is not None and want.index is not None:
         problems += compare_index(want.index, actual.index, exact_order, where)
+    if actual.lookups is not None:
+        problems += compare_lookups(state.cache, actual.lookups, exact_order, where)
     if actual.peer is not None and state.peer is not None:
         problems += compare_views(state.peer, actual.peer, exact_order, where="peer pool: ")
     return problems
@@ -118,8 +130,34 @@ def compare_index(want: Index, actual: Index, exact_order: bool, where: str = ""
             continue
         problems.append(
             f"{where}index: key {_key_text(key)} maps to blocks {list(blocks_got)}, expected "
-            f"{list(blocks_want)} (invariant 'map-matches-block-keys': a key is in the "
-            "index exactly when a block carries it)"
+            f"{list(blocks_want)} ({INDEX_RULE})"
+        )
+    return problems
+
+
+def compare_lookups(
+    cache: Mapping[bytes, tuple[int, ...]], lookups: Lookups, exact_order: bool, where: str = ""
+) -> list[str]:
+    """Differences between what the pool's lookups answered for the probed keys and the
+    spec's index: a hit exactly when some block carries the key, on the block the spec's
+    lookup returns (the earliest cached) where the order is exact, on any block carrying
+    the key otherwise."""
+    problems = []
+    for key, got in lookups:
+        blocks = cache.get(key, ())
+        allowed = blocks[:1] if exact_order else blocks
+        if got is None and not blocks:
+            continue
+        if got is None:
+            found = f"missed, but blocks {list(blocks)} carry it"
+        elif not blocks:
+            found = f"returned block {got}, but no block carries it"
+        elif got in allowed:
+            continue
+        else:
+            found = f"returned block {got}, expected one of blocks {list(allowed)}"
+        problems.append(
+            f"{where}lookup: get_cached_block of key {_key_text(key)} {found} ({INDEX_RULE})"
         )
     return problems
 

@@ -9,7 +9,7 @@ state offers no way to break that rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from hypothesis import strategies as st
 from kvpool.spec import (
@@ -30,7 +30,7 @@ from kvpool.spec import (
     UnpinBlocks,
 )
 from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.keys import group_of, hash_of
+from kvpool.spec.keys import group_of, hash_of, make_key
 
 from .choices import Choices
 
@@ -116,7 +116,28 @@ def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     return UnpinBlocks(blocks, data.choice(WATCHERS, "watcher"))
 
 
+def draw_duplicate(data: Choices, state: PoolState, ctx: Context) -> Action | None:
+    """A held block without a key cached under a key some block already carries (one of the
+    requests drawn before, up to that key's block): the key then has duplicates, which
+    evictions must drop one at a time. ``None`` when no such key or block is at hand."""
+    hbs = state.config.hash_block_size
+    unkeyed = [b for b in held(state) if state.primary[b] is None]
+    positions = {h: (r, i) for r in ctx.requests for i, h in enumerate(r)}
+    keys = sorted(k for k in state.cache if hash_of(k) in positions)
+    if not unkeyed or not keys:
+        return None
+    key = data.choice(keys, "duplicate of")
+    request, index = positions[hash_of(key)]
+    prefix = [data.choice([NULL_BLOCK, *held(state)], "cached") for _ in range(index)]
+    block = data.choice(unkeyed, "new duplicate")
+    hashes = request[: index + 1]
+    return CacheFullBlocks(hashes, (*prefix, block), index, index + 1, hbs, group_of(key))
+
+
 def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
+    duplicate = draw_duplicate(data, state, ctx) if data.integer(0, 2, "duplicate") == 0 else None
+    if duplicate is not None:
+        return duplicate
     hbs = state.config.hash_block_size
     block_size = hbs * data.choice([1, 1, 2], "block size x")
     num_cached = data.integer(0, 2, "num_cached_blocks")
@@ -160,18 +181,25 @@ def draw_cache_partial_block(data: Choices, state: PoolState, ctx: Context) -> A
     )
 
 
+#: Where a drawn lookup's key comes from, and how often.
+LOOKUP_SOURCES = ("dropped", "dropped", "cached", "cached", "cached", "recent")
+
+
 def draw_get_cached_block(data: Choices, state: PoolState, ctx: Context) -> Action:
-    """Mostly a key that is cached (keys with duplicates most of all), sometimes a recent
-    request's hash or one never cached; over one or two groups."""
+    """A key that just lost a block (evicted, reset, moved away, a duplicate dropped: a
+    pool answering from a stale entry shows here), a cached key (keys with duplicates most
+    of all), or a recent request's hash, possibly never cached; over one or two groups."""
     duplicated = [k for k, blocks in state.cache.items() if len(blocks) > 1]
     keys = sorted([*duplicated, *duplicated, *state.cache])
     recent = sorted(set(ctx.hashes[-8:])) or [b"\x00" * 4]
-    if keys and data.integer(0, 3, "cached key") > 0:
+    source = data.choice(LOOKUP_SOURCES, "lookup of")
+    if source == "dropped" and ctx.dropped:
+        key = data.choice(ctx.dropped, "dropped key")
+    elif source != "recent" and keys:
         key = data.choice(keys, "key")
-        block_hash, groups = hash_of(key), [group_of(key)]
     else:
-        block_hash = data.choice(recent, "hash")
-        groups = [data.choice(GROUPS, "group")]
+        key = make_key(data.choice(recent, "hash"), data.choice(GROUPS, "group"))
+    block_hash, groups = hash_of(key), [group_of(key)]
     if data.boolean("two groups"):
         groups.insert(
             data.integer(0, 1, "at"),
@@ -295,23 +323,49 @@ BAD_DRAWERS: dict[str, tuple[BadDrawer, ...]] = {
 }
 
 
+#: How many keys that recently lost a block drawing remembers, for lookups.
+DROPPED_KEYS = 12
+
+
 class Context:
-    """What drawing remembers across steps of one test case: recent request hashes (for
-    lookups) and what the target can take."""
+    """What drawing remembers across steps of one test case: recent request hashes and the
+    keys that recently lost a block (for lookups), and what the target can take."""
 
     def __init__(self, evict_first: bool, peer: bool) -> None:
         self.evict_first = evict_first
         self.peer = peer
         self.hashes: list[bytes] = []
         self.requests: list[tuple[bytes, ...]] = []
+        #: Keys a block left (evicted, reset, moved away, one of its duplicates dropped),
+        #: most recent last; at most :data:`DROPPED_KEYS`.
+        self.dropped: list[bytes] = []
+        #: Whether the last step dropped a key from a block.
+        self.just_dropped = False
+        self._cache: Mapping[bytes, tuple[int, ...]] = {}
+
+    def observe(self, state: PoolState) -> None:
+        """Note the keys that lost a block since the state last observed."""
+        self.just_dropped = False
+        for key, blocks in self._cache.items():
+            now = state.cache.get(key, ())
+            if any(b not in now for b in blocks):
+                if key in self.dropped:
+                    self.dropped.remove(key)
+                self.dropped.append(key)
+                self.just_dropped = True
+        del self.dropped[:-DROPPED_KEYS]
+        self._cache = state.cache
 
     def request(self, data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...]:
         """Hashes of a request with at least ``num_hashes`` blocks: half the time one seen
-        before (so the same prefix gets cached twice: duplicate keys), else a new one."""
+        before (so the same prefix gets cached twice: duplicate keys; one whose prefix is
+        cached now twice as often), else a new one."""
         seen = [r for r in self.requests if len(r) >= num_hashes]
         reuse = data.boolean("same request again") if seen else False
         if reuse:
-            return data.choice(seen, "request")
+            cached = {hash_of(key) for key in self._cache}
+            again = [r for r in seen if not cached.isdisjoint(r[:num_hashes])]
+            return data.choice(seen + again, "request")
         hashes = request_hashes(data, hbs, num_hashes)
         self.requests.append(hashes)
         self.hashes.extend(hashes)

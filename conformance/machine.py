@@ -105,6 +105,10 @@ def kinds(
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
     if len(state.free_queue) == state.num_blocks - 1:
         boost.add("reset_prefix_cache")  # idle: the only time a reset does anything
+    if ctx.just_dropped:
+        boost.add("get_cached_block")  # a key just lost a block: is it still served?
+    if any(len(blocks) > 1 for blocks in state.cache.values()):
+        boost.add("evict_blocks")  # duplicates: evict them one at a time
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
         chosen.append(("out_of_contract", 4))
@@ -121,6 +125,7 @@ def next_action(
     """The next action: first its kind (weighted towards the ones that build state), then
     the action itself; at the robustness level sometimes one that breaks a rule. ``None``
     when the broken rule drawn cannot be broken in this state."""
+    ctx.observe(state)
     weighted = [k for k, weight in kinds(state, ctx, operations, level) for _ in range(weight)]
     kind = choices.choice(weighted, "operation")
     if kind != "out_of_contract":

@@ -31,6 +31,10 @@ OBSERVABLES = (
 #: in the order a lookup sees them (the block a lookup returns first), keys in byte order.
 Index = tuple[tuple[bytes, tuple[int, ...]], ...]
 
+#: The pool's own lookups of keys it was shown: each key (in byte order) with the block its
+#: ``get_cached_block`` returned for that key alone (``None``: a miss).
+Lookups = tuple[tuple[bytes, int | None], ...]
+
 #: A pseudo-operation: ``free_blocks`` takes ``evict_first``.
 EVICT_FIRST = "free_blocks:evict_first"
 
@@ -43,6 +47,8 @@ class PoolView:
     maintained by any pool and is never compared. ``keys`` holds every key of a block, as
     the blocks carry them; ``index`` is the prefix-cache index itself (the hash -> blocks
     multimap a lookup reads), so a key left in the index after its block lost it shows.
+    ``lookups`` is what the pool's lookups answer for keys the adapter probed (all the keys
+    it was shown when the index is hidden, else those that left the index).
     """
 
     free_count: int
@@ -51,6 +57,7 @@ class PoolView:
     keys: tuple[frozenset[bytes], ...] | None = None
     primary: tuple[bytes | None, ...] | None = None
     index: Index | None = None
+    lookups: Lookups | None = None
     peer: PoolView | None = None
 
 

@@ -20,7 +20,7 @@ import inspect
 import typing
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvpool.spec import (
@@ -48,11 +48,12 @@ from kvpool.spec import (
     Touch,
     UnpinBlocks,
 )
-from kvpool.spec.keys import group_of, hash_of
+from kvpool.spec.keys import group_of, hash_of, make_key
 
 from ..target import EVICT_FIRST, PoolView
 from .free_list import free_list_order, free_list_problems, sentinels
 from .hash_index import read_index
+from .index_probe import IndexProbe
 
 #: ``factory(num_gpu_blocks=..., enable_caching=..., hash_block_size=...,
 #: enable_kv_cache_events=...)`` -> a pool with vLLM's BlockPool API.
@@ -277,6 +278,11 @@ class VllmApiTarget:
         self._hashes_by_int: dict[int, bytes] = {}
         #: The group of each event in the pool's queue, when its events do not say.
         self._event_groups: list[int | None] = []
+        #: The keys the pool was shown, looked up after every step (see :mod:`.index_probe`).
+        self._probe = IndexProbe()
+        self._index_readable = (
+            read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None
+        )
         self.operations = self._detect_operations()
         self.observes = self._detect_observables()
 
@@ -303,8 +309,8 @@ class VllmApiTarget:
             seen.add("ref_cnt")
         if hasattr(block, "block_hash"):
             seen.add("keys")
-        if read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None:
-            seen.add("index")
+        if self._index_readable or "get_cached_block" in self.operations:
+            seen.add("index")  # read whole, or probed through the pool's lookups
         if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
         if "unpin_blocks" in self.operations:
@@ -356,6 +362,8 @@ class VllmApiTarget:
         tagging = not self.api.events_carry_group and not isinstance(action, TakeEvents)
         queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
         keys_before = self._key_pairs() if tagging else Counter()
+        if not self._index_readable:
+            self._probe.remember(_keys_named(action))
         try:
             result = self._dispatch(action)
         finally:
@@ -523,7 +531,21 @@ class VllmApiTarget:
     # --- looking inside -----------------------------------------------------------------
 
     def view(self) -> PoolView:
-        return self._view_of(self.pool, with_peer=True)
+        view = self._view_of(self.pool, with_peer=True)
+        if "index" not in self.observes:
+            return view
+        if self._index_readable:
+            # the index is read whole; a lookup of a key that left it must miss
+            in_index = [key for key, _ in view.index or ()]
+            self._probe.remember(in_index)
+            return replace(view, lookups=self._probe.probe(self._lookup, skip=in_index))
+        self._probe.remember(key for keys in view.keys or () for key in keys)
+        return replace(view, lookups=self._probe.probe(self._lookup))
+
+    def _lookup(self, key: bytes) -> int | None:
+        """The block the pool's lookup returns for ``key`` alone (``None``: a miss)."""
+        hits = self.pool.get_cached_block(hash_of(key), [group_of(key)])
+        return int(hits[0].block_id) if hits else None
 
     def _view_of(self, pool: Any, with_peer: bool) -> PoolView:
         blocks = pool.blocks
@@ -548,7 +570,7 @@ class VllmApiTarget:
                 for b, p in zip(blocks, primary, strict=True)
             )
         index = None
-        if "index" in self.observes:
+        if self._index_readable:
             index = read_index(pool.cached_block_hash_to_block)
         peer = None
         if with_peer and self.peer is not None and "peer" in self.observes:
@@ -571,3 +593,21 @@ class VllmApiTarget:
             peer_problems = free_list_problems(self.peer.free_block_queue, self.peer.blocks)
             problems += [f"peer pool: {p}" for p in peer_problems]
         return problems
+
+
+def _keys_named(action: Action) -> list[bytes]:
+    """The keys an action hands the pool: each hash of a caching call's request in that
+    call's group (a block's key is one of them, or made of them), each group of a lookup."""
+    match action:
+        case (
+            CacheFullBlocks(block_hashes=hashes, group_id=group)
+            | CachePartialBlock(block_hashes=hashes, group_id=group)
+        ):
+            groups: tuple[object, ...] = (group,)
+        case GetCachedBlock(block_hash=block_hash, group_ids=groups):
+            hashes = (block_hash,)
+        case _:
+            return []
+    # an out-of-contract group (robustness) names no key
+    valid = [g for g in groups if isinstance(g, int) and 0 <= g < 2**32]
+    return [make_key(h, g) for h in hashes for g in valid if isinstance(h, bytes)]

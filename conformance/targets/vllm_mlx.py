@@ -52,10 +52,11 @@ this pool does neither.
 
 **What it shows** (read off its fields; the hash map's ``_cache`` is the one private one).
 The free queue (a capped walk of its linked list from ``fake_head``),
-``ref_count`` per block (the null block's is not compared), every key the hash map holds
-for each block and the block's own ``block_hash`` as the primary, and its structure: the
-list's links both ways, ``num_free_blocks``, and ``allocated_blocks`` (the pool's index of
-the blocks that are out of the free list).
+``ref_count`` per block (the null block's is not compared), each block's own
+``block_hash`` as its one key, the hash map itself as the index (read apart from the
+blocks, so the two can disagree), what its lookups answer for keys that left the map, and
+its structure: the list's links both ways, ``num_free_blocks``, and ``allocated_blocks``
+(the pool's index of the blocks that are out of the free list).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ from kvpool.spec.profile import VLLM_MLX
 from ..target import PoolView
 from .free_list import free_list_order, free_list_problems
 from .hash_index import read_index
+from .index_probe import IndexProbe
 
 #: The release this adapter was written against and checked with.
 VLLM_MLX_VERSION = "0.6.0"
@@ -253,6 +255,8 @@ class VllmMlxTarget:
             block_size=1, max_blocks=config.num_gpu_blocks, enable_caching=config.enable_caching
         )
         self.keys = KeyTokens(paged_cache)
+        #: Keys that were in the index, looked up once they leave it.
+        self.probe = IndexProbe()
 
     # --- translating ids and keys -------------------------------------------------------
 
@@ -344,23 +348,25 @@ class VllmMlxTarget:
         primary = tuple(
             self.keys.key(bytes(b.block_hash)) if b.block_hash is not None else None for b in blocks
         )
+        index = read_index(self.pool.cached_block_hash_to_block, self.keys.key)
+        in_index = [key for key, _ in index or ()]
+        self.probe.remember(in_index)
         return PoolView(
             free_count=int(self.pool.free_blocks),
             free_queue=tuple(order) if order is not None else None,
             ref_cnt=tuple(b.ref_count for b in blocks),
-            keys=self._keys_in_map(len(blocks)),
+            # a block carries one key, its own hash; the index is read on its own, so a
+            # block left in the index after it lost its hash shows as a difference
+            keys=tuple(frozenset([p] if p is not None else []) for p in primary),
             primary=primary,
-            index=read_index(self.pool.cached_block_hash_to_block, self.keys.key),
+            index=index,
+            lookups=self.probe.probe(self._lookup, skip=in_index),
         )
 
-    def _keys_in_map(self, num_blocks: int) -> tuple[frozenset[bytes], ...]:
-        """Per block, the spec keys under which the pool's hash map holds it."""
-        held: list[set[bytes]] = [set() for _ in range(num_blocks)]
-        entries = self.pool.cached_block_hash_to_block._cache
-        for pool_hash, cached in entries.items():
-            for block in cached.values() if isinstance(cached, dict) else (cached,):
-                held[block.block_id].add(self.keys.key(bytes(pool_hash)))
-        return tuple(frozenset(keys) for keys in held)
+    def _lookup(self, key: bytes) -> int | None:
+        """The block the pool's lookup returns for ``key`` (``None``: a miss)."""
+        hit = self.pool.get_cached_block(self.keys.pool_hash(key))
+        return None if hit is None else int(hit.block_id)
 
     def structure_problems(self) -> list[str]:
         blocks = self.pool.blocks

@@ -11,6 +11,7 @@ import re
 import sys
 
 import pytest
+from kvpool.conformance.compare import INDEX_RULE
 from kvpool.conformance.levels import ORDER, ROBUSTNESS, SAFETY, Level
 from kvpool.conformance.lockstep import replay
 from kvpool.conformance.runner import run_level
@@ -108,7 +109,7 @@ def test_target_declares_only_the_operations_it_maps() -> None:
         "get_usage",
         "get_num_free_blocks",
     }
-    assert target.observes == {"free_queue", "ref_cnt", "keys", "structure"}
+    assert target.observes == {"free_queue", "ref_cnt", "keys", "index", "structure"}
     assert target.observes <= set(OBSERVABLES)
     assert MLX.operations == target.operations
 
@@ -316,7 +317,8 @@ REKEY_LATER = (
 
 def test_finding_it_caches_the_null_block() -> None:
     assert finding(SAFETY, PoolConfig(3), *NULL_AMONG_NEW, profile=SEED) == (
-        f"after cache_full_blocks: block 0: keys expected [], got ['{key(B).hex()}']"
+        f"after cache_full_blocks: block 0: keys expected [], got ['{key(B).hex()}']; "
+        f"index: key {B.hex()} (group 0) maps to blocks [0], expected [] ({INDEX_RULE})"
     )
     assert finding(ROBUSTNESS, PoolConfig(3), *NULL_AMONG_NEW) == (
         "cache_full_blocks was accepted although it breaks the contract: cache_full_blocks: "
@@ -328,7 +330,9 @@ def test_finding_it_caches_the_null_block() -> None:
 def test_finding_a_keyed_block_cached_at_a_later_boundary_keeps_its_old_key() -> None:
     assert finding(SAFETY, PoolConfig(3), *REKEY_LATER, profile=SEED) == (
         f"after cache_full_blocks: block 1: keys expected ['{key(C).hex()}'], "
-        f"got ['{key(A).hex()}']"
+        f"got ['{key(A).hex()}']; "
+        f"index: key {A.hex()} (group 0) maps to blocks [1], expected [] ({INDEX_RULE}); "
+        f"index: key {C.hex()} (group 0) maps to blocks [], expected [1] ({INDEX_RULE})"
     )
     assert finding(ROBUSTNESS, PoolConfig(3), *REKEY_LATER) == (
         "cache_full_blocks was accepted although it breaks the contract: cache_full_blocks: "
