@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -45,7 +46,7 @@ from .trace.files import TraceFileError, read_trace
 from .trace.model import Trace, TraceMeta
 from .trace.save import kvpool_version, save_trace
 
-EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE, EXIT_TOO_FEW_VALID = 0, 1, 2, 3
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -160,7 +161,25 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     show_default=True,
     type=click.IntRange(1, 50),
     help="Distinct findings to collect per run before stopping (each shrunk, each with its "
-    "trace); 1 stops at the first difference.",
+    "trace); 1 ends the whole command at its first finding, as --fail-fast does.",
+)
+@click.option(
+    "--fail-fast",
+    is_flag=True,
+    default=False,
+    help="End the command at its first finding: that run stops there (its finding still "
+    "shrunk and its trace written) and the levels and machines after it do not run.",
+)
+@click.option(
+    "--min-valid",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Fewest valid test cases a run's last search must run, as a fraction of "
+    "--max-examples; a run under it fails (exit 3). Test cases that run into a finding "
+    "already reported are dropped, and Hypothesis only gives up once fewer than 1% of its "
+    "test cases are valid: a search under half of what was asked was sized by its "
+    "rejections, not by --max-examples.",
 )
 @click.option(
     "--trace-dir",
@@ -186,6 +205,8 @@ def conform(
     seed: int | None,
     blocks: int,
     max_findings: int,
+    fail_fast: bool,
+    min_valid: float,
     trace_dir: str,
     coverage: bool,
 ) -> None:
@@ -193,11 +214,16 @@ def conform(
 
     Every action is applied to both; results, reuse-watcher firings, events, and whatever
     the target shows of its state (free queue, ref counts, keys, free-list links) must
-    agree. A difference is shrunk to a minimal action sequence and printed.
+    agree. A difference is shrunk to a minimal action sequence and printed. The result
+    table gives each run's valid test cases, those rejected (they ran into a finding
+    already reported) and draws skipped (outside the contract), and its steps per second.
 
-    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error.
+    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error,
+    3 a run with fewer valid test cases than --min-valid (and no nonconformance).
     """
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: room for every column of the table
+        console.width = max(console.width, 110)
     try:
         level_names = _choices(levels, LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
@@ -230,7 +256,15 @@ def conform(
         request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
+    fail_fast = fail_fast or max_findings == 1
+    per_run = 1 if fail_fast else max_findings
+    floor = math.ceil(min_valid * max_examples)
     results: list[LevelResult] = []
+    not_run: list[str] = []
+
+    def stopped(done: list[LevelResult]) -> bool:
+        return fail_fast and any(r.failures for r in done)
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -254,6 +288,9 @@ def conform(
             return tick
 
         for level_name in level_names if "pool" in machine_names else ():
+            if stopped(results):
+                not_run.append(f"pool/{level_name}")
+                continue
             results.append(
                 run_level(
                     factory,
@@ -263,11 +300,15 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=blocks,
-                    max_findings=max_findings,
+                    max_findings=per_run,
                     on_example=ticker(f"pool/{level_name}"),
+                    min_valid=floor,
                 )
             )
         for on, build in request_runs:
+            if stopped(results):
+                not_run.append(f"requests/{on.name}")
+                continue
             results.append(
                 run_requests(
                     build,
@@ -276,18 +317,24 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
-                    max_findings=max_findings,
+                    max_findings=per_run,
                     on_example=ticker(f"requests/{on.name}"),
+                    min_valid=floor,
                 )
             )
     console.print(results_table(name, chosen_profile.name, results))
+    if not_run:
+        console.print(
+            f"stopped at the first finding (--fail-fast); not run: {', '.join(not_run)}",
+            highlight=False,
+        )
     if coverage:
         for table in coverage_tables(results):
             console.print(table)
     checked = properties_table(results)
     if checked is not None:
         console.print(checked)
-    failed = [r for r in results if not r.passed]
+    failed = [r for r in results if r.failures]
     for result in failed:
         for number, failure in enumerate(result.failures, 1):
             print_failure(console, result, failure, number)
@@ -306,6 +353,10 @@ def conform(
                 message=failure.message,
             )
             save_trace(console, Trace(meta, failure.trace), Path(trace_dir), number)
+    for result in results:
+        if result.too_few_valid is not None:
+            console.print(f"\n[bold red]Too few valid test cases: {result.label}[/bold red]")
+            console.print(f"  {result.too_few_valid}", markup=False, highlight=False)
     if failed:
         first = failed[0]
         which = (
@@ -321,6 +372,8 @@ def conform(
             soft_wrap=True,
         )
         sys.exit(EXIT_NONCONFORMANCE)
+    if any(not r.passed for r in results):
+        sys.exit(EXIT_TOO_FEW_VALID)
     console.print("[green]every run passed[/green]")
 
 

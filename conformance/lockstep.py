@@ -73,6 +73,15 @@ class RunRecord:
     config: Any = None
     #: Request-level properties evaluated, by name.
     properties: Counter[str] = field(default_factory=Counter)
+    #: Test cases run to their end with nothing raised (see :func:`count_valid`).
+    valid: int = 0
+    #: Test cases dropped because they ran into a finding already reported.
+    rejected: int = 0
+    #: Draws not run: outside the contract at a level that stays inside it.
+    skipped: int = 0
+    #: Valid test cases of the run's last search, the one that found nothing new (``None``
+    #: while no search has ended empty-handed).
+    searched: int | None = None
 
 
 @dataclass(frozen=True)
