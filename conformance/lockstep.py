@@ -79,6 +79,8 @@ class RunRecord:
     rejected: int = 0
     #: Draws not run: outside the contract at a level that stays inside it.
     skipped: int = 0
+    #: Seconds spent drawing and running test cases (shrinking not included).
+    exploring_seconds: float = 0.0
     #: Valid test cases of the run's last search, the one that found nothing new (``None``
     #: while no search has ended empty-handed).
     searched: int | None = None

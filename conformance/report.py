@@ -57,7 +57,7 @@ def config_line(config: Any) -> str:
 def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
     """One row per run: its verdict, the valid test cases it ran and those it dropped
     (rejected: ran into a known finding; skipped: draws outside the contract, not run),
-    its steps and their rate, and its time (shrinking included)."""
+    its steps and their rate while exploring, and its time (shrinking included)."""
     table = Table(title=f"kvpool conform — target {target}, profile {profile}")
     columns = (
         "run",

@@ -51,8 +51,10 @@ class LevelResult:
 
     @property
     def steps_per_second(self) -> float:
-        """Actions run in lockstep per second of the run (shrinking included)."""
-        return self.record.steps / self.seconds if self.seconds > 0 else 0.0
+        """Actions drawn and run in lockstep per second of exploring (shrinking, which
+        replays on fresh records, not included)."""
+        explored = self.record.exploring_seconds
+        return self.record.steps / explored if explored > 0 else 0.0
 
     @property
     def too_few_valid(self) -> str | None:
@@ -163,6 +165,7 @@ def find_all(
         if attempt and time.monotonic() > deadline:
             break
         valid_before = record.valid
+        started = time.perf_counter()
         found = explore(
             machine(frozenset(known)),
             record,
@@ -170,6 +173,7 @@ def find_all(
             steps=steps,
             seed=seed + attempt,
         )
+        record.exploring_seconds += time.perf_counter() - started
         if found is None:
             record.searched = record.valid - valid_before
             break

@@ -105,11 +105,12 @@ OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "index", "structure"})
 
 #: vllm-mlx 0.6.0's pool in the spec's terms (as vLLM 0.10's, less its events): every freed
 #: block goes to the back of the queue (keyed or not, caching on or off); no ``evict_first``,
-#: no ``block_mask``; ``cache_full_blocks`` caches a null block instead of skipping it and
-#: skips a block that already has a key instead of re-keying it, so both are outside its
-#: contract; only :data:`OPERATIONS` exist. The request's hashes may be finer than its blocks
-#: (the adapter hands the pool one token per block). Freeing the null block is skipped but
-#: touching it raises its ``ref_count`` (never compared).
+#: no ``block_mask``; ``cache_full_blocks`` skips a block that already has a key instead of
+#: re-keying it, which is outside its contract; only :data:`OPERATIONS` exist. (It also
+#: caches a null block instead of skipping it: a finding, invariant 'null-block-inert'.)
+#: The request's hashes may be finer than its blocks (the adapter hands the pool one token
+#: per block). Freeing the null block is skipped but touching it raises its ``ref_count``
+#: (not compared: the profile says it moves).
 #: The profile a vllm-mlx target is checked with by default.
 VLLM_MLX_PROFILE = VLLM_MLX
 
