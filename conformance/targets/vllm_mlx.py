@@ -52,7 +52,7 @@ this pool does neither.
 
 **What it shows** (read off its fields; the hash map's ``_cache`` is the one private one).
 The free queue (a capped walk of its linked list from ``fake_head``),
-``ref_count`` per block (the null block's is not compared), every key the hash map holds
+``ref_count`` per block (the null block's less the pool's own hold on it), every key the hash map holds
 for each block and the block's own ``block_hash`` as the primary, and its structure: the
 list's links both ways, ``num_free_blocks``, and ``allocated_blocks`` (the pool's index of
 the blocks that are out of the free list).
@@ -115,6 +115,9 @@ OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "index", "structure"})
 VLLM_MLX_PROFILE = VLLM_MLX
 
 _GROUP_ID_BYTES = 4
+#: The hold the pool takes on its null block at construction (``ref_count`` 1): the view
+#: shows the null block's count less it, counted as the spec counts it (from 0).
+NULL_HOLD = 1
 
 
 class VllmMlxUnavailable(ImportError):
@@ -348,7 +351,7 @@ class VllmMlxTarget:
         return PoolView(
             free_count=int(self.pool.free_blocks),
             free_queue=tuple(order) if order is not None else None,
-            ref_cnt=tuple(b.ref_count for b in blocks),
+            ref_cnt=tuple(b.ref_count - NULL_HOLD * b.is_null for b in blocks),
             keys=self._keys_in_map(len(blocks)),
             primary=primary,
             index=read_index(self.pool.cached_block_hash_to_block, self.keys.key),
