@@ -356,7 +356,9 @@ def conform(
     for result in results:
         if result.too_few_valid is not None:
             console.print(f"\n[bold red]Too few valid test cases: {result.label}[/bold red]")
-            console.print(f"  {result.too_few_valid}", markup=False, highlight=False)
+            console.print(
+                f"  {result.too_few_valid}", markup=False, highlight=False, soft_wrap=True
+            )
     if failed:
         first = failed[0]
         which = (

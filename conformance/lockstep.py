@@ -73,7 +73,7 @@ class RunRecord:
     config: Any = None
     #: Request-level properties evaluated, by name.
     properties: Counter[str] = field(default_factory=Counter)
-    #: Test cases run to their end with nothing raised (see :func:`count_valid`).
+    #: Test cases that ran at least one action and ended with nothing raised.
     valid: int = 0
     #: Test cases dropped because they ran into a finding already reported.
     rejected: int = 0

@@ -161,11 +161,12 @@ def apply_in_case(
         raise
 
 
-def count_valid(record: RunRecord) -> None:
+def count_valid(record: RunRecord, steps_before: int) -> None:
     """Called from a machine's ``teardown``, which Hypothesis runs in a ``finally`` after
-    every test case: the case is valid when it ends with no exception in flight (not
-    rejected, not out of choices, not failing)."""
-    if sys.exc_info()[0] is None:
+    every test case: the case is valid when it ran at least one action (``record.steps``
+    moved on from ``steps_before``) and ends with no exception in flight (not rejected,
+    not out of choices, not failing). A case that ran nothing checked nothing."""
+    if sys.exc_info()[0] is None and record.steps > steps_before:
         record.valid += 1
 
 
@@ -185,6 +186,7 @@ def lockstep_machine(
         def __init__(self) -> None:
             super().__init__()
             record.examples += 1
+            self.steps_before = record.steps
             if on_example is not None:
                 on_example(record)
 
@@ -201,7 +203,7 @@ def lockstep_machine(
             apply_in_case(self.run.apply, action, known, record)
 
         def teardown(self) -> None:
-            count_valid(record)
+            count_valid(record, self.steps_before)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:

@@ -46,7 +46,8 @@ class LevelResult:
 
     @property
     def valid(self) -> int:
-        """Test cases run to their end (not rejected, not failing)."""
+        """Test cases that ran at least one action to their end (not rejected, not
+        failing)."""
         return self.record.valid
 
     @property

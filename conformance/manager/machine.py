@@ -35,6 +35,7 @@ def request_machine(
         def __init__(self) -> None:
             super().__init__()
             record.examples += 1
+            self.steps_before = record.steps
             if on_example is not None:
                 on_example(record)
 
@@ -47,7 +48,7 @@ def request_machine(
             apply_in_case(self.run.apply, action, known, record)
 
         def teardown(self) -> None:
-            count_valid(record)
+            count_valid(record, self.steps_before)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
