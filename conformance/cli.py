@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import random
 import sys
@@ -16,19 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .bench import bench
-from .crosshair_check import crosshair
-from .diff.command import diff
-from .fuzz.command import fuzz
+from .hunt import hunt_level
 from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
-from .mutants.command import mutants
-from .proofs.command import prove
-from .reference.command import docs
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -41,15 +36,39 @@ from .targets.loading import (
     load_manager,
     load_target,
 )
-from .trace import show
-from .trace.files import TraceFileError, read_trace
-from .trace.model import Trace, TraceMeta
-from .trace.save import kvpool_version, save_trace
 
 EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE, EXIT_TOO_FEW_VALID = 0, 1, 2, 3
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The commands imported only when they are run or listed, so that ``kvpool conform``
+#: starts without loading what the others need: name -> "module:attribute".
+LAZY_COMMANDS = {
+    "mutants": ".mutants.command:mutants",
+    "prove": ".proofs.command:prove",
+    "crosshair": ".crosshair_check:crosshair",
+    "bench": ".bench.command:bench",
+    "diff": ".diff.command:diff",
+    "docs": ".reference.command:docs",
+    "fuzz": ".fuzz.command:fuzz",
+}
+
+
+class LazyGroup(click.Group):
+    """A command group that imports the commands of :data:`LAZY_COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in LAZY_COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = LAZY_COMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module, __package__), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """kvpool: the reference spec and conformance suite for paged KV-cache block pools.
 
@@ -287,7 +306,25 @@ def conform(
 
             return tick
 
-        for level_name in level_names if "pool" in machine_names else ():
+        pool_levels = level_names if "pool" in machine_names else []
+        for level_name in pool_levels if fail_fast else ():
+            # the quick pass first: the seeded-random driver runs ~10x the steps a second
+            if stopped(results):
+                not_run.append(f"pool/{level_name} (random)")
+                continue
+            results.append(
+                hunt_level(
+                    factory,
+                    chosen_profile,
+                    LEVELS[level_name],
+                    max_examples=max_examples,
+                    steps=steps,
+                    seed=run_seed,
+                    max_blocks=blocks,
+                    on_example=ticker(f"pool/{level_name} (random)"),
+                )
+            )
+        for level_name in pool_levels:
             if stopped(results):
                 not_run.append(f"pool/{level_name}")
                 continue
@@ -335,6 +372,9 @@ def conform(
     if checked is not None:
         console.print(checked)
     failed = [r for r in results if r.failures]
+    if failed:  # the trace writer is imported only when there is a trace to write
+        from .trace.model import Trace, TraceMeta
+        from .trace.save import kvpool_version, save_trace
     for result in failed:
         for number, failure in enumerate(result.failures, 1):
             print_failure(console, result, failure, number)
@@ -366,6 +406,8 @@ def conform(
             if first.machine == "pool"
             else f"--machine requests --manager {manager}"
         )
+        if fail_fast:  # the same passes, in the same order
+            which += " --fail-fast"
         console.print(
             f"\nReproduce with: kvpool conform --target {target} --profile {chosen_profile.name} "
             f"{which} --seed {run_seed} "
@@ -448,6 +490,8 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def _describe_target(name: str) -> tuple[str, str, str, frozenset[str] | str]:
     """A target's name, version, default profile and actions (or why it is unavailable)."""
+    from .trace.save import kvpool_version
+
     try:
         profile = default_profile(name) or "seed"
         factory, _ = load_target(name)
@@ -704,6 +748,8 @@ def replay(trace_file: str, target: str | None, manager: str | None) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
     one trace: nondeterministic), 2 if the file or target cannot be used."""
+    from .trace import show
+    from .trace.files import TraceFileError, read_trace
     from .trace.replay import replay_trace
 
     console = Console()
@@ -747,6 +793,9 @@ def replay(trace_file: str, target: str | None, manager: str | None) -> None:
 def show_trace(trace_file: str, fmt: str) -> None:
     """Render TRACE_FILE as it was recorded: one row per step (action, free queue, ref
     counts, keys, expected and actual), the diverging step marked."""
+    from .trace import show
+    from .trace.files import TraceFileError, read_trace
+
     console = Console()
     try:
         trace = read_trace(Path(trace_file))
@@ -800,6 +849,7 @@ def vectors_generate(out: str) -> None:
 def vectors_check(directory: str, target: str, profile: str | None) -> None:
     """Replay every vector in DIRECTORY against TARGET: a table of passed, failed and
     skipped (an operation the target lacks) per group; exit 1 if any failed."""
+    from .trace.files import TraceFileError
     from .vectors.check import check_vectors
 
     console = Console()
@@ -823,11 +873,3 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
     sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
 
-
-main.add_command(mutants)
-main.add_command(prove)
-main.add_command(crosshair)
-main.add_command(bench)
-main.add_command(diff)
-main.add_command(docs)
-main.add_command(fuzz)

@@ -43,6 +43,9 @@ class LevelResult:
     #: Fewest valid test cases the run's last search must have run for its verdict to stand
     #: (see :func:`too_few_valid`); 0: no floor.
     min_valid: int = 0
+    #: What drew the test cases: ``hypothesis``, or ``random`` (the quick first pass of a
+    #: run that stops at its first finding, :mod:`.hunt`).
+    driver: str = "hypothesis"
 
     @property
     def valid(self) -> int:
@@ -80,8 +83,10 @@ class LevelResult:
 
     @property
     def label(self) -> str:
-        """``pool/safety``, ``requests/manager``: the run's name in tables."""
-        return f"{self.machine}/{self.level.name}"
+        """``pool/safety``, ``requests/manager``, ``pool/order (random)``: the run's name
+        in tables."""
+        name = f"{self.machine}/{self.level.name}"
+        return name if self.driver == "hypothesis" else f"{name} ({self.driver})"
 
     @property
     def passed(self) -> bool:

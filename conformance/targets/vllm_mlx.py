@@ -51,8 +51,8 @@ offered, the null block too: skipping it (and masking blocks out) is the pool's 
 this pool does neither.
 
 **What it shows** (read off its fields; the hash map's ``_cache`` is the one private one).
-The free queue (a capped walk of its linked list from ``fake_head``),
-``ref_count`` per block (the null block's less the pool's own hold on it), every key the hash map holds
+The free queue (a capped walk of its linked list from ``fake_head``), ``ref_count`` per
+block (the null block's less the pool's own hold on it), every key the hash map holds
 for each block and the block's own ``block_hash`` as the primary, and its structure: the
 list's links both ways, ``num_free_blocks``, and ``allocated_blocks`` (the pool's index of
 the blocks that are out of the free list).
