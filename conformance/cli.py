@@ -17,13 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .hunt import hunt_level
 from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
+from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -872,4 +872,3 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
     total = sum(r.passed for r in results.values())
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
     sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
-

@@ -83,9 +83,9 @@ def compare_views(
         for b in range(state.num_blocks):
             if actual.keys[b] != want.keys[b]:
                 problems.append(
-                    f"{where}block {b}: keys expected "
+                    f"{where}{_null_keyed(b)}block {b}: keys expected "
                     f"{sorted(k.hex() for k in want.keys[b])}, got "
-                    f"{sorted(k.hex() for k in actual.keys[b])}" + _null_keyed(b)
+                    f"{sorted(k.hex() for k in actual.keys[b])}"
                 )
     if actual.primary is not None and want.primary is not None:
         keys_seen = actual.keys if actual.keys is not None else want.keys
@@ -105,12 +105,13 @@ def compare_views(
 
 
 def _null_keyed(block: int) -> str:
-    """What a key on the null block breaks: a lookup can hand the null block out."""
+    """What a key on the null block breaks, said first (it names the finding): a lookup
+    of that key hands the null block out as a cache hit."""
     if block != NULL_BLOCK:
         return ""
     return (
-        " (invariant 'null-block-inert': the null block is never cached, or a lookup of "
-        "that key hands out the null block as a cache hit)"
+        "the null block was cached (invariant 'null-block-inert': a lookup of its key "
+        "hands it out as a cache hit): "
     )
 
 

@@ -44,7 +44,7 @@ class LevelResult:
     #: (see :func:`too_few_valid`); 0: no floor.
     min_valid: int = 0
     #: What drew the test cases: ``hypothesis``, or ``random`` (the quick first pass of a
-    #: run that stops at its first finding, :mod:`.hunt`).
+    #: run that stops at its first finding, :mod:`.quick_pass`).
     driver: str = "hypothesis"
 
     @property
