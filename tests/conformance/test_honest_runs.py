@@ -12,7 +12,8 @@ from click.testing import CliRunner, Result
 from honest_pools import OnlyAWrongFreeCount  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
 from kvpool.conformance.compare import compare_views
-from kvpool.conformance.levels import SAFETY
+from kvpool.conformance.levels import ORDER, SAFETY
+from kvpool.conformance.quick_pass import hunt_level
 from kvpool.conformance.runner import run_level
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.targets.spec_target import view_of
@@ -226,3 +227,30 @@ def test_vllm_0_10_caching_the_null_block_is_a_finding_at_safety(seed: int) -> N
         )
         for m in messages
     ), messages
+
+
+# --- the quick pass (seeded random) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_the_quick_pass_finds_an_order_fault_on_every_seed_and_again_on_replay(
+    seed: int,
+) -> None:
+    factory, _ = load_target("faulty_pools:CachedToFront")
+    runs = [
+        hunt_level(factory, SEED, ORDER, max_examples=150, steps=40, seed=seed, max_blocks=8)
+        for _ in range(2)
+    ]
+    first, again = (r.failure for r in runs)
+    assert first is not None and "free queue order" in first.message, first
+    assert again == first  # the same seed, the same finding and trace
+    assert runs[0].label == "pool/order (random)"
+
+
+def test_the_quick_pass_on_a_conforming_pool_counts_its_test_cases() -> None:
+    factory, _ = load_target("impl")
+    result = hunt_level(factory, SEED, SAFETY, max_examples=60, steps=30, seed=9, max_blocks=8)
+    assert result.passed
+    assert result.record.examples == 60
+    assert 54 <= result.valid <= 60  # a case whose every draw was skipped ran nothing
+    assert result.record.steps > 60 and result.steps_per_second > 0
