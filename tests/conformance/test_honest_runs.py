@@ -13,8 +13,9 @@ from honest_pools import OnlyAWrongFreeCount  # pytest puts this folder on sys.p
 from kvpool.conformance.cli import main
 from kvpool.conformance.compare import compare_views
 from kvpool.conformance.levels import ORDER, SAFETY
+from kvpool.conformance.lockstep import RunRecord
 from kvpool.conformance.quick_pass import hunt_level
-from kvpool.conformance.runner import run_level
+from kvpool.conformance.runner import LevelResult, run_level
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.targets.spec_target import view_of
 from kvpool.spec import SEED, PoolConfig, Profile, get_profile, initial_state
@@ -254,3 +255,23 @@ def test_the_quick_pass_on_a_conforming_pool_counts_its_test_cases() -> None:
     assert result.record.examples == 60
     assert 54 <= result.valid <= 60  # a case whose every draw was skipped ran nothing
     assert result.record.steps > 60 and result.steps_per_second > 0
+
+
+def test_a_passing_run_under_its_floor_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rejections are not the only way to fall short: Hypothesis also drops test cases that
+    run out of choices, and a case that ran no action checked nothing."""
+    from kvpool.conformance import cli
+
+    def starved(*args: object, **kwargs: object) -> LevelResult:
+        record = RunRecord(examples=40, valid=3, searched=3, steps=3)
+        return LevelResult(SAFETY, record, 0.1, (), min_valid=int(kwargs["min_valid"]))  # type: ignore[call-overload]
+
+    monkeypatch.setattr(cli, "run_level", starved)
+    result = conform("--machine", "pool", "--level", "safety", "-n", "40")
+    assert result.exit_code == 3, result.output
+    assert "TOO FEW VALID" in result.output
+    assert (
+        "pool/safety ran only 3 valid test case(s), fewer than the floor of 20 (--min-valid)"
+        in result.output
+    )
+    assert "every run passed" not in result.output
