@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import math
 import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -15,19 +17,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .bench import bench
-from .crosshair_check import crosshair
-from .diff.command import diff
-from .fuzz.command import fuzz
 from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
-from .mutants.command import mutants
-from .proofs.command import prove
-from .reference.command import docs
+from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
@@ -40,15 +36,39 @@ from .targets.loading import (
     load_manager,
     load_target,
 )
-from .trace import show
-from .trace.files import TraceFileError, read_trace
-from .trace.model import Trace, TraceMeta
-from .trace.save import kvpool_version, save_trace
 
-EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
+EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE, EXIT_TOO_FEW_VALID = 0, 1, 2, 3
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The commands imported only when they are run or listed, so that ``kvpool conform``
+#: starts without loading what the others need: name -> "module:attribute".
+LAZY_COMMANDS = {
+    "mutants": ".mutants.command:mutants",
+    "prove": ".proofs.command:prove",
+    "crosshair": ".crosshair_check:crosshair",
+    "bench": ".bench.command:bench",
+    "diff": ".diff.command:diff",
+    "docs": ".reference.command:docs",
+    "fuzz": ".fuzz.command:fuzz",
+}
+
+
+class LazyGroup(click.Group):
+    """A command group that imports the commands of :data:`LAZY_COMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in LAZY_COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = LAZY_COMMANDS[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module, __package__), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """kvpool: the reference spec and conformance suite for paged KV-cache block pools.
 
@@ -160,7 +180,27 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     show_default=True,
     type=click.IntRange(1, 50),
     help="Distinct findings to collect per run before stopping (each shrunk, each with its "
-    "trace); 1 stops at the first difference.",
+    "trace); 1 ends the whole command at its first finding, as --fail-fast does.",
+)
+@click.option(
+    "--fail-fast",
+    is_flag=True,
+    default=False,
+    help="End the command at its first finding: that run stops there (its finding still "
+    "shrunk and its trace written) and the levels and machines after it do not run. A "
+    "quick pass over the pool levels runs first, drawn by a seeded random.Random instead "
+    "of Hypothesis (about ten times the steps a second; the same seed, the same finding).",
+)
+@click.option(
+    "--min-valid",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Fewest valid test cases a run's last search must run, as a fraction of "
+    "--max-examples; a run under it fails (exit 3). Test cases that run into a finding "
+    "already reported are dropped, and Hypothesis only gives up once fewer than 1% of its "
+    "test cases are valid: a search under half of what was asked was sized by its "
+    "rejections, not by --max-examples.",
 )
 @click.option(
     "--trace-dir",
@@ -186,6 +226,8 @@ def conform(
     seed: int | None,
     blocks: int,
     max_findings: int,
+    fail_fast: bool,
+    min_valid: float,
     trace_dir: str,
     coverage: bool,
 ) -> None:
@@ -193,11 +235,16 @@ def conform(
 
     Every action is applied to both; results, reuse-watcher firings, events, and whatever
     the target shows of its state (free queue, ref counts, keys, free-list links) must
-    agree. A difference is shrunk to a minimal action sequence and printed.
+    agree. A difference is shrunk to a minimal action sequence and printed. The result
+    table gives each run's valid test cases, those rejected (they ran into a finding
+    already reported) and draws skipped (outside the contract), and its steps per second.
 
-    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error.
+    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error,
+    3 a run with fewer valid test cases than --min-valid (and no nonconformance).
     """
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: room for every column of the table
+        console.width = max(console.width, 110)
     try:
         level_names = _choices(levels, LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
@@ -230,7 +277,15 @@ def conform(
         request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
+    fail_fast = fail_fast or max_findings == 1
+    per_run = 1 if fail_fast else max_findings
+    floor = math.ceil(min_valid * max_examples)
     results: list[LevelResult] = []
+    not_run: list[str] = []
+
+    def stopped(done: list[LevelResult]) -> bool:
+        return fail_fast and any(r.failures for r in done)
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -253,7 +308,28 @@ def conform(
 
             return tick
 
-        for level_name in level_names if "pool" in machine_names else ():
+        pool_levels = level_names if "pool" in machine_names else []
+        for level_name in pool_levels if fail_fast else ():
+            # the quick pass first: the seeded-random driver runs ~10x the steps a second
+            if stopped(results):
+                not_run.append(f"pool/{level_name} (random)")
+                continue
+            results.append(
+                hunt_level(
+                    factory,
+                    chosen_profile,
+                    LEVELS[level_name],
+                    max_examples=max_examples,
+                    steps=steps,
+                    seed=run_seed,
+                    max_blocks=blocks,
+                    on_example=ticker(f"pool/{level_name} (random)"),
+                )
+            )
+        for level_name in pool_levels:
+            if stopped(results):
+                not_run.append(f"pool/{level_name}")
+                continue
             results.append(
                 run_level(
                     factory,
@@ -263,11 +339,15 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=blocks,
-                    max_findings=max_findings,
+                    max_findings=per_run,
                     on_example=ticker(f"pool/{level_name}"),
+                    min_valid=floor,
                 )
             )
         for on, build in request_runs:
+            if stopped(results):
+                not_run.append(f"requests/{on.name}")
+                continue
             results.append(
                 run_requests(
                     build,
@@ -276,18 +356,27 @@ def conform(
                     steps=steps,
                     seed=run_seed,
                     max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
-                    max_findings=max_findings,
+                    max_findings=per_run,
                     on_example=ticker(f"requests/{on.name}"),
+                    min_valid=floor,
                 )
             )
     console.print(results_table(name, chosen_profile.name, results))
+    if not_run:
+        console.print(
+            f"stopped at the first finding (--fail-fast); not run: {', '.join(not_run)}",
+            highlight=False,
+        )
     if coverage:
         for table in coverage_tables(results):
             console.print(table)
     checked = properties_table(results)
     if checked is not None:
         console.print(checked)
-    failed = [r for r in results if not r.passed]
+    failed = [r for r in results if r.failures]
+    if failed:  # the trace writer is imported only when there is a trace to write
+        from .trace.model import Trace, TraceMeta
+        from .trace.save import kvpool_version, save_trace
     for result in failed:
         for number, failure in enumerate(result.failures, 1):
             print_failure(console, result, failure, number)
@@ -306,6 +395,12 @@ def conform(
                 message=failure.message,
             )
             save_trace(console, Trace(meta, failure.trace), Path(trace_dir), number)
+    for result in results:
+        if result.too_few_valid is not None:
+            console.print(f"\n[bold red]Too few valid test cases: {result.label}[/bold red]")
+            console.print(
+                f"  {result.too_few_valid}", markup=False, highlight=False, soft_wrap=True
+            )
     if failed:
         first = failed[0]
         which = (
@@ -313,6 +408,8 @@ def conform(
             if first.machine == "pool"
             else f"--machine requests --manager {manager}"
         )
+        if fail_fast:  # the same passes, in the same order
+            which += " --fail-fast"
         console.print(
             f"\nReproduce with: kvpool conform --target {target} --profile {chosen_profile.name} "
             f"{which} --seed {run_seed} "
@@ -321,6 +418,8 @@ def conform(
             soft_wrap=True,
         )
         sys.exit(EXIT_NONCONFORMANCE)
+    if any(not r.passed for r in results):
+        sys.exit(EXIT_TOO_FEW_VALID)
     console.print("[green]every run passed[/green]")
 
 
@@ -393,6 +492,8 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def _describe_target(name: str) -> tuple[str, str, str, frozenset[str] | str]:
     """A target's name, version, default profile and actions (or why it is unavailable)."""
+    from .trace.save import kvpool_version
+
     try:
         profile = default_profile(name) or "seed"
         factory, _ = load_target(name)
@@ -654,6 +755,8 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
     A trace file is data: it may name the built-in impl or spec, anything else (a vLLM
     release or tree, module:factory, a manager, a diff's pool B) is loaded only when you
     name it with --target, --manager or --versus; the error says which."""
+    from .trace import show
+    from .trace.files import TraceFileError, read_trace
     from .trace.replay import replay_trace
     from .trace.trust import NamedInFile
 
@@ -701,6 +804,9 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
 def show_trace(trace_file: str, fmt: str) -> None:
     """Render TRACE_FILE as it was recorded: one row per step (action, free queue, ref
     counts, keys, expected and actual), the diverging step marked."""
+    from .trace import show
+    from .trace.files import TraceFileError, read_trace
+
     console = Console()
     try:
         trace = read_trace(Path(trace_file))
@@ -754,6 +860,7 @@ def vectors_generate(out: str) -> None:
 def vectors_check(directory: str, target: str, profile: str | None) -> None:
     """Replay every vector in DIRECTORY against TARGET: a table of passed, failed and
     skipped (an operation the target lacks) per group; exit 1 if any failed."""
+    from .trace.files import TraceFileError
     from .vectors.check import check_vectors
 
     console = Console()
@@ -776,12 +883,3 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
     total = sum(r.passed for r in results.values())
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
     sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
-
-
-main.add_command(mutants)
-main.add_command(prove)
-main.add_command(crosshair)
-main.add_command(bench)
-main.add_command(diff)
-main.add_command(docs)
-main.add_command(fuzz)

@@ -73,6 +73,17 @@ class RunRecord:
     config: Any = None
     #: Request-level properties evaluated, by name.
     properties: Counter[str] = field(default_factory=Counter)
+    #: Test cases that ran at least one action and ended with nothing raised.
+    valid: int = 0
+    #: Test cases dropped because they ran into a finding already reported.
+    rejected: int = 0
+    #: Draws not run: outside the contract at a level that stays inside it.
+    skipped: int = 0
+    #: Seconds spent drawing and running test cases (shrinking not included).
+    exploring_seconds: float = 0.0
+    #: Valid test cases of the run's last search, the one that found nothing new (``None``
+    #: while no search has ended empty-handed).
+    searched: int | None = None
 
 
 @dataclass(frozen=True)

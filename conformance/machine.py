@@ -8,6 +8,7 @@ replaying actions, which is much faster than shrinking Hypothesis's choice seque
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -145,16 +146,33 @@ def next_action(
     return action
 
 
-def apply_in_case(apply: Callable[[Any], object], action: Any, known: frozenset[str]) -> None:
+def apply_in_case(
+    apply: Callable[[Any], object],
+    action: Any,
+    known: frozenset[str],
+    record: RunRecord | None = None,
+) -> None:
     """Run one action of a drawn test case. A failure of a kind in ``known`` drops the test
-    case (Hypothesis's ``reject``: look for something new); any other is raised."""
+    case (Hypothesis's ``reject``: look for something new), counted in ``record``; any
+    other is raised."""
     try:
         apply(action)
     except Exception as exc:
         message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
         if signature(message) in known:
+            if record is not None:
+                record.rejected += 1
             reject()
         raise
+
+
+def count_valid(record: RunRecord, steps_before: int) -> None:
+    """Called from a machine's ``teardown``, which Hypothesis runs in a ``finally`` after
+    every test case: the case is valid when it ran at least one action (``record.steps``
+    moved on from ``steps_before``) and ends with no exception in flight (not rejected,
+    not out of choices, not failing). A case that ran nothing checked nothing."""
+    if sys.exc_info()[0] is None and record.steps > steps_before:
+        record.valid += 1
 
 
 def lockstep_machine(
@@ -173,6 +191,7 @@ def lockstep_machine(
         def __init__(self) -> None:
             super().__init__()
             record.examples += 1
+            self.steps_before = record.steps
             if on_example is not None:
                 on_example(record)
 
@@ -186,15 +205,21 @@ def lockstep_machine(
             return self.run.state
 
         def apply(self, action: Action) -> None:
-            apply_in_case(self.run.apply, action, known)
+            apply_in_case(self.run.apply, action, known, record)
+
+        def teardown(self) -> None:
+            count_valid(record, self.steps_before)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
-            """Draw the next action (see :func:`next_action`) and run it in lockstep."""
+            """Draw the next action (see :func:`next_action`) and run it in lockstep; a draw
+            that gives no action is counted as skipped."""
             action = next_action(
                 HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
             )
-            if action is not None:
+            if action is None:
+                record.skipped += 1
+            else:
                 self.apply(action)
 
     Lockstep.__name__ = Lockstep.__qualname__ = f"Lockstep_{level.name}"

@@ -55,26 +55,49 @@ def config_line(config: Any) -> str:
 
 
 def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
+    """One row per run: its verdict, the valid test cases it ran and those it dropped
+    (rejected: ran into a known finding; skipped: draws outside the contract, not run),
+    its steps and their rate while exploring, and its time (shrinking included)."""
     table = Table(title=f"kvpool conform — target {target}, profile {profile}")
-    for column in ("run", "result", "examples", "steps", "ops", "refusals", "time"):
+    columns = (
+        "run",
+        "result",
+        "valid",
+        "rejected",
+        "skipped",
+        "steps",
+        "steps/s",
+        "ops",
+        "refusals",
+        "time",
+    )
+    for column in columns:
         table.add_column(
             column, justify="left" if column in ("run", "result") else "right", no_wrap=True
         )
     for r in results:
         table.add_row(
             r.label,
-            "[green]pass[/green]"
-            if r.passed
-            else f"[red]FAIL ({len(r.failures)})[/red]"
-            if len(r.failures) > 1
-            else "[red]FAIL[/red]",
-            str(r.record.examples),
+            _verdict(r),
+            str(r.valid),
+            str(r.record.rejected),
+            str(r.record.skipped),
             str(r.record.steps),
+            f"{r.steps_per_second:,.0f}",
             str(len(r.record.operations)),
             str(sum(r.record.refusals.values())) if r.level.out_of_contract else "-",
             f"{r.seconds:.1f}s",
         )
     return table
+
+
+def _verdict(r: LevelResult) -> str:
+    if r.failures:
+        count = f" ({len(r.failures)})" if len(r.failures) > 1 else ""
+        return f"[red]FAIL{count}[/red]"
+    if r.too_few_valid is not None:
+        return "[red]TOO FEW VALID[/red]"
+    return "[green]pass[/green]"
 
 
 def coverage_tables(results: list[LevelResult]) -> list[Table]:

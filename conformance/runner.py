@@ -40,6 +40,41 @@ class LevelResult:
     failures: tuple[Failure, ...]
     #: Which machine ran: ``pool`` (at ``level``), or ``requests`` (on a pool or manager).
     machine: str = "pool"
+    #: Fewest valid test cases the run's last search must have run for its verdict to stand
+    #: (see :func:`too_few_valid`); 0: no floor.
+    min_valid: int = 0
+    #: What drew the test cases: ``hypothesis``, or ``random`` (the quick first pass of a
+    #: run that stops at its first finding, :mod:`.quick_pass`).
+    driver: str = "hypothesis"
+
+    @property
+    def valid(self) -> int:
+        """Test cases that ran at least one action to their end (not rejected, not
+        failing)."""
+        return self.record.valid
+
+    @property
+    def steps_per_second(self) -> float:
+        """Actions drawn and run in lockstep per second of exploring (shrinking, which
+        replays on fresh records, not included)."""
+        explored = self.record.exploring_seconds
+        return self.record.steps / explored if explored > 0 else 0.0
+
+    @property
+    def too_few_valid(self) -> str | None:
+        """Why the run's verdict does not stand, if its last search ran fewer valid test
+        cases than the floor: rejections, not the examples asked for, decided how much was
+        checked (the health checks that would say so are off)."""
+        searched = self.record.searched
+        if searched is None or searched >= self.min_valid:
+            return None
+        looked = "looked for further findings on" if self.failures else "ran"
+        return (
+            f"{self.label} {looked} only {searched} valid test case(s), fewer than the "
+            f"floor of {self.min_valid} (--min-valid): {self.record.rejected} were dropped "
+            "because they ran into a finding already reported, so the run cannot say "
+            "there is nothing more to find. Fix the findings, or raise --max-examples."
+        )
 
     @property
     def failure(self) -> Failure | None:
@@ -48,12 +83,15 @@ class LevelResult:
 
     @property
     def label(self) -> str:
-        """``pool/safety``, ``requests/manager``: the run's name in tables."""
-        return f"{self.machine}/{self.level.name}"
+        """``pool/safety``, ``requests/manager``, ``pool/order (random)``: the run's name
+        in tables."""
+        name = f"{self.machine}/{self.level.name}"
+        return name if self.driver == "hypothesis" else f"{name} ({self.driver})"
 
     @property
     def passed(self) -> bool:
-        return self.failure is None
+        """No finding, and enough valid test cases to say so."""
+        return self.failure is None and self.too_few_valid is None
 
 
 def shrink_failure(
@@ -79,11 +117,14 @@ def run_level(
     shrink_seconds: float = 20.0,
     max_findings: int = 1,
     findings_seconds: float = 60.0,
+    min_valid: int = 0,
 ) -> LevelResult:
     """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each.
 
     Hypothesis draws the test cases; each failing one is shrunk by replaying its actions
-    (see :mod:`.shrink`), and up to ``max_findings`` distinct findings are collected.
+    (see :mod:`.shrink`), and up to ``max_findings`` distinct findings are collected. A
+    last search that ran fewer than ``min_valid`` valid test cases makes the run fail
+    (:attr:`LevelResult.too_few_valid`).
     """
     record = RunRecord()
 
@@ -104,7 +145,8 @@ def run_level(
         max_findings=max_findings,
         budget_seconds=findings_seconds,
     )
-    return LevelResult(level, record, time.perf_counter() - start, failures)
+    seconds = time.perf_counter() - start
+    return LevelResult(level, record, seconds, failures, min_valid=min_valid)
 
 
 def find_all(
@@ -120,13 +162,16 @@ def find_all(
 ) -> tuple[Failure, ...]:
     """Explore until ``max_findings`` distinct findings (:func:`~.lockstep.signature`) are
     found, a run finds nothing new, or the budget for looking further is spent. A test case
-    that runs into a finding already known is dropped, so each run looks for a new one."""
+    that runs into a finding already known is dropped, so each run looks for a new one;
+    the valid test cases of a search that found nothing new go to ``record.searched``."""
     failures: list[Failure] = []
     known: set[str] = set()
     deadline = time.monotonic() + budget_seconds
     for attempt in range(max_findings):
         if attempt and time.monotonic() > deadline:
             break
+        valid_before = record.valid
+        started = time.perf_counter()
         found = explore(
             machine(frozenset(known)),
             record,
@@ -134,7 +179,9 @@ def find_all(
             steps=steps,
             seed=seed + attempt,
         )
+        record.exploring_seconds += time.perf_counter() - started
         if found is None:
+            record.searched = record.valid - valid_before
             break
         known.add(signature(found.message))
         if found.config is not None and found.trace:

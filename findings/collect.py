@@ -85,8 +85,11 @@ NOTES = {
     "(upstream issue 42571) is not refused: the block is queued with `ref_cnt` -1 and a later "
     "allocation fails.",
     "caching-enabled": "With prefix caching off, `cache_full_blocks` still registers keys.",
-    "cache-held": "A block nobody holds can be cached (or, for vllm-mlx and vLLM 0.10, the "
-    "null block is cached instead of skipped).",
+    "cache-held": "A block nobody holds can be cached.",
+    "null-block-was-cached-invariant": "`cache_full_blocks` caches the null block when it "
+    "is among the new full blocks (vLLM 0.10 and vllm-mlx; the seed, and vLLM from 0.14 on, "
+    "skip it): the null block gets a key, so a lookup of that key hands it out as a cache "
+    "hit.",
     "touch-identity": "`touch` takes a free block that carries no key: not a cache hit, yet "
     "it leaves the free queue.",
     "move-null": "`move_block_hashes` can give the null block keys.",

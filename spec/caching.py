@@ -131,13 +131,6 @@ def cache_full_blocks_violation(
             f"cover {nf} blocks of {action.block_size}",
         )
     profile = state.profile
-    if not profile.cache_skips_null and NULL_BLOCK in action.blocks[nc:nf]:
-        return ContractViolation(
-            "cache-held",
-            op,
-            NULL_BLOCK,
-            f"profile {profile.name!r}'s cache_full_blocks does not skip the null block",
-        )
     seen: set[int] = set()
     for index, b in blocks_to_cache(action):
         if not state.is_held(b):

@@ -41,9 +41,6 @@ class Profile:
     coarse_hash_concatenates: bool = False
     #: ``cache_full_blocks`` has the ``block_mask`` argument.
     has_block_mask: bool = True
-    #: ``cache_full_blocks`` skips the null block; without it a null block among the new
-    #: full blocks is outside the contract (the pool would cache it).
-    cache_skips_null: bool = True
     #: A block whose key covers fewer tokens may be cached again as a full block (partial
     #: entry promoted); without it every new full block must have no key at all.
     cache_promotes_partial: bool = True
@@ -56,8 +53,10 @@ class Profile:
     partial_at_boundary: bool = True
     #: ``cache_partial_block`` has the ``replace_existing_hashes`` argument.
     has_replace_existing_hashes: bool = True
-    #: Freeing or touching the null block changes its ``ref_cnt`` (-1 / back up). Stated
-    #: for the record only: the null block's count is never compared.
+    #: The release does not maintain the null block's ``ref_cnt``: touching it counts up
+    #: (vLLM 0.10-0.32, vllm-mlx) and freeing it counts down (vLLM 0.10-0.32). Nothing
+    #: reads that count, so where it moves it is not compared; where it does not (the
+    #: seed, 0.33) it must stay 0 and is compared like every other block's.
     null_ref_cnt_moves: bool = False
 
     def offers(self, operation: str) -> bool:
@@ -88,16 +87,15 @@ VLLM_0_10 = Profile(
     name="vllm-0.10",
     description="vLLM 0.10.1-0.11: every freed block goes to the back (also unkeyed and "
     "caching-off ones); no hash_block_size (block_size == hash_block_size), no block_mask, "
-    "no evict_blocks; cache_full_blocks caches a null block instead of skipping it and "
-    "cannot re-key a keyed block; the BlockStored parent hash comes from the parent block's "
-    "key; touch takes one list per group; events carry no group id",
+    "no evict_blocks; cache_full_blocks cannot re-key a keyed block; the BlockStored "
+    "parent hash comes from the parent block's key; touch takes one list per group; "
+    "events carry no group id",
     unkeyed_free_to_front=False,
     caching_off_free_to_front=False,
     has_evict_first=False,
     operations=_EVERY - _NEWER,
     has_hash_block_size=False,
     has_block_mask=False,
-    cache_skips_null=False,
     cache_promotes_partial=False,
     parent_hash_from_block=True,
     partial_at_boundary=False,
@@ -121,11 +119,10 @@ VLLM_0_13 = replace(
 VLLM_0_14 = replace(
     VLLM_0_13,
     name="vllm-0.14",
-    description="vLLM 0.14-0.21: every freed block to the back; cache_full_blocks skips the "
-    "null block and takes the parent hash from the request; touch takes a flat list; "
+    description="vLLM 0.14-0.21: every freed block to the back; cache_full_blocks takes "
+    "the parent hash from the request; touch takes a flat list; "
     "evict_blocks; no block_mask; coarse keys concatenate the hash blocks' hashes; events "
     "name their group from 0.20 on",
-    cache_skips_null=True,
     parent_hash_from_block=False,
 )
 VLLM_0_22 = replace(
@@ -203,8 +200,8 @@ VLLM_0_33 = replace(
 VLLM_MLX = Profile(
     name="vllm-mlx",
     description="vllm-mlx 0.6.0's PagedCacheManager: every freed block to the back; no "
-    "evict_first, no block_mask; cache_full_blocks caches a null block and cannot re-key a "
-    "keyed one; no unpin/partial/evict/move/writable, no events",
+    "evict_first, no block_mask; cache_full_blocks cannot re-key a keyed block; no "
+    "unpin/partial/evict/move/writable, no events",
     unkeyed_free_to_front=False,
     caching_off_free_to_front=False,
     has_evict_first=False,
@@ -221,7 +218,6 @@ VLLM_MLX = Profile(
         }
     ),
     has_block_mask=False,
-    cache_skips_null=False,
     cache_promotes_partial=False,
     null_ref_cnt_moves=True,
 )

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
 from ..lockstep import RunRecord
-from ..machine import apply_in_case
+from ..machine import apply_in_case, count_valid
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun
@@ -35,6 +35,7 @@ def request_machine(
         def __init__(self) -> None:
             super().__init__()
             record.examples += 1
+            self.steps_before = record.steps
             if on_example is not None:
                 on_example(record)
 
@@ -44,7 +45,10 @@ def request_machine(
             self.ctx = draw.RequestContext()
 
         def apply(self, action: RequestAction) -> None:
-            apply_in_case(self.run.apply, action, known)
+            apply_in_case(self.run.apply, action, known, record)
+
+        def teardown(self) -> None:
+            count_valid(record, self.steps_before)
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
@@ -56,6 +60,8 @@ def request_machine(
             action = drawer(data, state, self.ctx)
             if self.run.allows(action):
                 self.apply(action)
+            else:
+                record.skipped += 1
 
     Requests.__name__ = Requests.__qualname__ = name
     return Requests

@@ -97,8 +97,10 @@ def run_requests(
     shrink_seconds: float = 20.0,
     max_findings: int = 1,
     findings_seconds: float = 60.0,
+    min_valid: int = 0,
 ) -> LevelResult:
-    """Run the request machine on runs from ``build``; shrink each distinct finding."""
+    """Run the request machine on runs from ``build``; shrink each distinct finding. A last
+    search with fewer than ``min_valid`` valid test cases fails the run."""
     record = RunRecord()
 
     def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
@@ -120,7 +122,8 @@ def run_requests(
         max_findings=max_findings,
         budget_seconds=findings_seconds,
     )
-    return LevelResult(level, record, time.perf_counter() - start, failures, "requests")
+    seconds = time.perf_counter() - start
+    return LevelResult(level, record, seconds, failures, "requests", min_valid)
 
 
 def manager_builder(factory: Any, profile: Profile) -> RunBuilder:

@@ -52,7 +52,7 @@ this pool does neither.
 
 **What it shows** (read off its fields; the hash map's ``_cache`` is the one private one).
 The free queue (a capped walk of its linked list from ``fake_head``),
-``ref_count`` per block (the null block's is not compared), each block's own
+``ref_count`` per block (the null block's less the pool's own hold on it), each block's own
 ``block_hash`` as its one key, the hash map itself as the index (read apart from the
 blocks, so the two can disagree), what its lookups answer for keys that left the map, and
 its structure: the list's links both ways, ``num_free_blocks``, and ``allocated_blocks``
@@ -107,15 +107,19 @@ OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "index", "structure"})
 
 #: vllm-mlx 0.6.0's pool in the spec's terms (as vLLM 0.10's, less its events): every freed
 #: block goes to the back of the queue (keyed or not, caching on or off); no ``evict_first``,
-#: no ``block_mask``; ``cache_full_blocks`` caches a null block instead of skipping it and
-#: skips a block that already has a key instead of re-keying it, so both are outside its
-#: contract; only :data:`OPERATIONS` exist. The request's hashes may be finer than its blocks
-#: (the adapter hands the pool one token per block). Freeing the null block is skipped but
-#: touching it raises its ``ref_count`` (never compared).
+#: no ``block_mask``; ``cache_full_blocks`` skips a block that already has a key instead of
+#: re-keying it, which is outside its contract; only :data:`OPERATIONS` exist. (It also
+#: caches a null block instead of skipping it: a finding, invariant 'null-block-inert'.)
+#: The request's hashes may be finer than its blocks (the adapter hands the pool one token
+#: per block). Freeing the null block is skipped but touching it raises its ``ref_count``
+#: (not compared: the profile says it moves).
 #: The profile a vllm-mlx target is checked with by default.
 VLLM_MLX_PROFILE = VLLM_MLX
 
 _GROUP_ID_BYTES = 4
+#: The hold the pool takes on its null block at construction (``ref_count`` 1): the view
+#: shows the null block's count less it, counted as the spec counts it (from 0).
+NULL_HOLD = 1
 
 
 class VllmMlxUnavailable(ImportError):
@@ -354,7 +358,7 @@ class VllmMlxTarget:
         return PoolView(
             free_count=int(self.pool.free_blocks),
             free_queue=tuple(order) if order is not None else None,
-            ref_cnt=tuple(b.ref_count for b in blocks),
+            ref_cnt=tuple(b.ref_count - NULL_HOLD * b.is_null for b in blocks),
             # a block carries one key, its own hash; the index is read on its own, so a
             # block left in the index after it lost its hash shows as a difference
             keys=tuple(frozenset([p] if p is not None else []) for p in primary),

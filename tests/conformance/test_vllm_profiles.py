@@ -122,7 +122,6 @@ def test_0_10_reads_the_parent_hash_off_the_parent_block() -> None:
 @pytest.mark.parametrize(
     ("profile", "action", "rule"),
     [
-        ("vllm-0.10", CacheFullBlocks(H, (0, 1), 0, 2, 1), "cache-held"),
         ("vllm-0.10", CacheFullBlocks(H, (1,), 0, 1, 2), "block-size-multiple"),
         ("vllm-0.10", CacheFullBlocks(H, (1, 2), 1, 2, 1), "cache-parent-keyed"),
         ("vllm-0.14", CacheFullBlocks(H, (1,), 0, 1, 1, block_mask=(True,)), "unsupported-action"),
@@ -148,3 +147,16 @@ def test_0_14_cannot_re_key_a_cached_block_but_0_24_promotes_it() -> None:
     again = violation(keyed, CacheFullBlocks(H, (2, 1), 1, 2, 2))
     assert again is not None and again.rule == "cache-fresh"
     assert violation(keyed, Touch((1,))) is None
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_no_profile_takes_the_null_block_out_of_caching_calls(profile: str) -> None:
+    """The null block among the new full blocks is inside every profile's contract and is
+    skipped: a release that caches it breaks 'null-block-inert', a finding at every level,
+    never hidden by a profile saying it is out of contract."""
+    s = run(state(profile, hash_block_size=1), GetNewBlocks(1))
+    action = CacheFullBlocks(H, (0, 1), 0, 2, 1)
+    assert violation(s, action) is None
+    after, _ = step(s, action)
+    assert after.keys_of(0) == ()
+    assert after.keys_of(1) != ()
