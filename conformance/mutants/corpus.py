@@ -360,7 +360,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                if blk is None:\n"
         "                    return None\n"
         "                hits[block_hash] = blk\n",
-        "get_cached_block: expected",
+        "get_cached_block",
     ),
 )
 
