@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .corpus import MUTANTS, MUTANTS_BY_NAME
-from .run import MutantResult, kill
+from .run import MutantResult, clean_run, kill
 
 
 @click.command()
@@ -43,15 +43,22 @@ def mutants(
 ) -> None:
     """Run the suite against every mutant of kvpool.impl (a real bug, one patch away from
     correct) and report which were killed, how fast, by which run, and how short the
-    shrunk trace was. Exit 1 if any mutant survived."""
+    shrunk trace was.
+
+    The unmutated pool runs first under the same settings and must pass. A kill is a
+    nonconformance of the mutant that shows what its corpus entry says (an observable or
+    a rule). Exit 1 if a mutant survived or was killed by something else (a wrong kill);
+    exit 2 if the clean pool fails or a run broke (the harness or the spec failed, not
+    the mutant)."""
     console = Console()
     if list_only:
         table = Table(title=f"{len(MUTANTS)} mutants of kvpool.impl")
         table.add_column("mutant", no_wrap=True)
         table.add_column("bug")
+        table.add_column("its kill shows")
         table.add_column("file")
         for mutant in MUTANTS:
-            table.add_row(mutant.name, mutant.bug, f"impl/{mutant.file}")
+            table.add_row(mutant.name, mutant.bug, mutant.shows, f"impl/{mutant.file}")
         console.print(table)
         return
     unknown = [n for n in only if n not in MUTANTS_BY_NAME]
@@ -59,6 +66,16 @@ def mutants(
         console.print(f"[red]error:[/red] unknown mutant(s) {', '.join(unknown)}; see --list")
         sys.exit(2)
     names = list(only) or [m.name for m in MUTANTS]
+    with console.status("the unmutated pool first, at the same settings"):
+        clean = clean_run(seed, max_examples)
+    if clean.problem is not None:
+        console.print(
+            f"[red]error:[/red] the unmutated pool fails at these settings ({clean.caught_by}, "
+            f"seed {seed}): {clean.problem}; a kill would mean nothing, no mutant was run",
+            highlight=False,
+        )
+        sys.exit(2)
+    console.print(f"the unmutated pool passes every level ({clean.seconds:.1f}s)", highlight=False)
     results: list[MutantResult] = []
     with (
         Progress(
@@ -72,23 +89,12 @@ def mutants(
         ProcessPoolExecutor(max_workers=jobs) as pool,
     ):
         task = progress.add_task("mutants", total=len(names))
-        futures = [pool.submit(kill, n, seed, max_examples, budget) for n in names]
+        futures = [pool.submit(kill, MUTANTS_BY_NAME[n], seed, max_examples, budget) for n in names]
         for future in as_completed(futures):
             results.append(future.result())
             progress.advance(task)
     results.sort(key=lambda r: names.index(r.name))
-    table = Table(title="kvpool mutants")
-    for column in ("mutant", "result", "time", "trace", "caught by"):
-        table.add_column(column, justify="right" if column in ("time", "trace") else "left")
-    for r in results:
-        table.add_row(
-            r.name,
-            "[green]killed[/green]" if r.killed else "[red]SURVIVED[/red]",
-            f"{r.seconds:.1f}s",
-            str(r.trace_length) if r.killed else "-",
-            f"{r.caught_by}: {r.message[:60]}" if r.killed else "",
-        )
-    console.print(table)
+    console.print(_table(results))
     killed = [r for r in results if r.killed]
     if killed:
         times = [r.seconds for r in killed]
@@ -99,7 +105,44 @@ def mutants(
             f"{statistics.median(lengths)} actions",
             highlight=False,
         )
-    survived = [r.name for r in results if not r.killed]
+    for r in results:
+        if r.outcome == "wrong kill":
+            console.print(
+                f"[red]wrong kill:[/red] {r.name} must be caught showing {r.shows!r}, "
+                f"{r.caught_by} reported: {r.message}",
+                highlight=False,
+            )
+        elif r.outcome == "error":
+            where = f" ({r.caught_by})" if r.caught_by else ""
+            console.print(f"[red]error:[/red] {r.name}{where}: {r.message}", highlight=False)
+    survived = [r.name for r in results if r.outcome == "survived"]
     if survived:
         console.print(f"[red]survived:[/red] {', '.join(survived)}", highlight=False)
+    if any(r.outcome == "error" for r in results):
+        sys.exit(2)
+    if len(killed) < len(results):
         sys.exit(1)
+
+
+#: How each outcome reads in the table.
+OUTCOMES = {
+    "killed": "[green]killed[/green]",
+    "survived": "[red]SURVIVED[/red]",
+    "wrong kill": "[red]WRONG KILL[/red]",
+    "error": "[red]ERROR[/red]",
+}
+
+
+def _table(results: list[MutantResult]) -> Table:
+    table = Table(title="kvpool mutants")
+    for column in ("mutant", "result", "time", "trace", "caught by"):
+        table.add_column(column, justify="right" if column in ("time", "trace") else "left")
+    for r in results:
+        table.add_row(
+            r.name,
+            OUTCOMES[r.outcome],
+            f"{r.seconds:.1f}s",
+            str(r.trace_length) if r.trace_length else "-",
+            f"{r.caught_by}: {r.message[:60]}" if r.caught_by else r.message[:60],
+        )
+    return table

@@ -1,7 +1,9 @@
 """The mutant corpus: each mutant is a textual patch of one impl source file.
 
 A patch replaces one exact snippet (it must occur exactly once) by a faulty one, so each
-mutant is a real bug a person could write, kept as data and checked to still apply.
+mutant is a real bug a person could write, kept as data and checked to still apply. Each
+also says what its kill must show (``shows``): the observable, rule or property the
+nonconformance names; a kill by anything else is a wrong kill.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ class Mutant:
     file: str
     old: str
     new: str
+    #: What its kill must show: the observable, rule or property the nonconformance names
+    #: (a phrase of the message, e.g. ``free queue order``, ``rule 'free-held'``).
+    shows: str
 
 
-def m(name: str, bug: str, file: str, old: str, new: str) -> Mutant:
-    return Mutant(name, bug, file, old, new)
+def m(name: str, bug: str, file: str, old: str, new: str, shows: str) -> Mutant:
+    return Mutant(name, bug, file, old, new, shows)
 
 
 FREE_TEST = "                    if blk._key_hash is None or not keep_cached:\n"
@@ -33,6 +38,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         FREE_TEST,
         "                    if blk._key_hash is not None or not keep_cached:\n",
+        "free queue order",
     ),
     m(
         "unkeyed-free-to-back",
@@ -40,6 +46,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         FREE_TEST,
         "                    if not keep_cached:\n",
+        "free queue order",
     ),
     m(
         "evict-first-ignored",
@@ -47,6 +54,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "keep_cached = self.enable_caching and not evict_first",
         "keep_cached = self.enable_caching",
+        "free queue order",
     ),
     m(
         "unpinned-to-front",
@@ -54,6 +62,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        self.free_block_queue.append_n(released)",
         "        self.free_block_queue.prepend_n(released)",
+        "free queue order",
     ),
     m(
         "back-batch-reversed",
@@ -61,6 +70,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                self.free_block_queue.append_n(to_back)",
         "                self.free_block_queue.append_n(to_back[::-1])",
+        "free queue order",
     ),
     m(
         "front-batch-reversed",
@@ -68,6 +78,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                self.free_block_queue.prepend_n(to_front)",
         "                self.free_block_queue.prepend_n(to_front[::-1])",
+        "free queue order",
     ),
     m(
         "stale-key-on-reuse",
@@ -75,6 +86,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                self._remove_all_keys(blk)\n            blk.ref_cnt = 1",
         "                pass\n            blk.ref_cnt = 1",
+        "keys expected",
     ),
     m(
         "duplicate-replaces",
@@ -82,6 +94,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "hash_map.py",
         "                table[block_hash] = {entry.block_id: entry, block.block_id: block}",
         "                table[block_hash] = block",
+        "index: key",
     ),
     m(
         "newest-duplicate-hit",
@@ -89,6 +102,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "hash_map.py",
         "        return next(iter(entry.values()))",
         "        return list(entry.values())[-1]",
+        "get_cached_block: expected blocks",
     ),
     m(
         "touch-adds-two",
@@ -96,6 +110,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                blk.ref_cnt = rc + 1\n",
         "                blk.ref_cnt = rc + 2\n",
+        "ref_cnt",
     ),
     m(
         "free-releases-two",
@@ -103,6 +118,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                rc = blk.ref_cnt - 1\n",
         "                rc = max(blk.ref_cnt - 2, 0)\n",
+        "ref_cnt",
     ),
     m(
         "touch-leaves-queue",
@@ -114,6 +130,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                    after.prev_free_block = before  # type: ignore[union-attr]\n"
         "                    taken.append(blk)\n",
         "                    pass\n",
+        "free count",
     ),
     m(
         "watcher-never-fires",
@@ -121,6 +138,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                    watcher(blk)\n",
         "                    pass\n",
+        "reuse watchers fired",
     ),
     m(
         "watcher-fires-twice",
@@ -128,6 +146,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                    watcher(blk)\n",
         "                    watcher(blk)\n                    watcher(blk)\n",
+        "reuse watchers fired",
     ),
     m(
         "watcher-kept-after-firing",
@@ -135,6 +154,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "watcher = watchers.pop(blk.block_id, None)",
         "watcher = watchers.get(blk.block_id)",
+        "reuse watchers fired",
     ),
     m(
         "reset-skips-watchers",
@@ -142,6 +162,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "            watcher(self.blocks[bid])",
         "            pass",
+        "reuse watchers fired",
     ),
     m(
         "reset-while-held",
@@ -149,6 +170,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        if self.free_block_queue.num_free_blocks != self.num_gpu_blocks - 1:",
         "        if self.free_block_queue.num_free_blocks == 0:",
+        "reset_prefix_cache: expected False, got True",
     ),
     m(
         "promotion-keeps-old-key",
@@ -156,6 +178,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                self._remove_all_keys(blk)  # partial -> full promotion",
         "                pass",
+        "index: key",
     ),
     m(
         "move-loses-extra-keys",
@@ -163,6 +186,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "            self.cached_block_hashes_by_block[dst_id] = extras",
         "            pass",
+        "keys expected",
     ),
     m(
         "lookup-not-all-or-nothing",
@@ -170,6 +194,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "            if blk is None:\n                return None\n",
         "            if blk is None:\n                continue\n",
+        "get_cached_block: expected None",
     ),
     m(
         "removal-event-missing",
@@ -177,6 +202,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "            self._emit_removed(primary, group)",
         "            pass",
+        "events differ",
     ),
     m(
         "stored-event-doubled",
@@ -184,6 +210,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                stored.append(block_hash)",
         "                stored.append(block_hash)\n                stored.append(block_hash)",
+        "events differ",
     ),
     m(
         "usage-counts-null",
@@ -191,6 +218,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        usable = self.num_gpu_blocks - 1",
         "        usable = self.num_gpu_blocks",
+        "get_usage: expected",
     ),
     m(
         "null-block-cached",
@@ -204,6 +232,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "            if block_mask is not None and not block_mask[j - num_cached_blocks]:\n"
         "                continue\n"
         "            block_hash = hashes[",
+        "block 0: keys expected",
     ),
     m(
         "null-block-handed-out",
@@ -211,6 +240,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        self.null_block = self.free_block_queue.popleft()",
         "        self.null_block = self.blocks[0]",
+        "free count",
     ),
     m(
         "double-free-accepted",
@@ -218,6 +248,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                if rc < 0:\n                    break\n",
         "                if rc < -1:\n                    break\n",
+        "rule 'free-held'",
     ),
     m(
         "evict-keeps-extra-keys",
@@ -225,6 +256,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        extras = self.cached_block_hashes_by_block.pop(bid, None)",
         "        extras = self.cached_block_hashes_by_block.get(bid)",
+        "keys expected",
     ),
     m(
         "caching-while-off",
@@ -232,6 +264,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "        if not self.enable_caching:\n",
         "        if False:\n",
+        "rule 'caching-enabled'",
     ),
     m(
         "touch-without-key-accepted",
@@ -240,6 +273,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "                    if blk._key_hash is None:\n"
         "                        break  # a free block without a key is no cache hit\n",
         "                    if False:\n                        break\n",
+        "rule 'touch-identity'",
     ),
     m(
         "popleft-count-off",
@@ -247,6 +281,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "free_queue.py",
         "        self.num_free_blocks -= n  # L3",
         "        self.num_free_blocks -= max(n - 1, 0)",
+        "free count",
     ),
     m(
         "remove-keeps-back-link",
@@ -254,6 +289,78 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                    after.prev_free_block = before  # type: ignore[union-attr]\n",
         "                    pass\n",
+        "free list corrupted",
+    ),
+    m(
+        "extra-key-left-in-index",
+        "a block's extra keys are dropped from the block but left in the index",
+        "block_pool.py",
+        "                table.pop(key, bid)\n",
+        "                pass\n",
+        "index: key",
+    ),
+    m(
+        "evicted-entry-left-in-index",
+        "a block's only entry in group 0 stays in the index when its key is removed",
+        "block_pool.py",
+        "            del group0[primary]  # the common entry: the key's only block, in group 0",
+        "            pass",
+        "index: key",
+    ),
+    m(
+        "duplicate-kept-on-eviction",
+        "a duplicate's entry is not dropped from its key when the block is evicted",
+        "hash_map.py",
+        "        del entry[block.block_id]\n",
+        "        pass\n",
+        "index: key",
+    ),
+    m(
+        "index-kept-across-reset",
+        "reset_prefix_cache clears every block's keys but keeps the index",
+        "block_pool.py",
+        "        self.cached_block_hash_to_block.clear()\n",
+        "        pass\n",
+        "index: key",
+    ),
+    m(
+        "moved-key-left-under-source",
+        "move_block_hashes leaves the source block under the moved primary key",
+        "block_pool.py",
+        "        table.discard(primary, group, src_block)\n",
+        "        pass\n",
+        "index: key",
+    ),
+    m(
+        "moved-extra-left-under-source",
+        "move_block_hashes leaves the source block under the moved extra keys",
+        "block_pool.py",
+        "                table.pop(key, src_id)\n",
+        "                pass\n",
+        "index: key",
+    ),
+    m(
+        "entry-under-wrong-group",
+        "cache_full_blocks files a new key's entry in group 0's table, whatever the group",
+        "block_pool.py",
+        "        group_table = table.by_group.get(group)\n",
+        "        group_table = table.by_group.get(0)\n",
+        "index: key",
+    ),
+    m(
+        "lookup-served-from-dropped-entry",
+        "a memo of lookups in front of the index is never invalidated: a hit is served "
+        "after its key was evicted, reset or moved",
+        "block_pool.py",
+        "                blk = self._group0.get(block_hash)\n"
+        "                if blk is None:\n"
+        "                    return None\n",
+        '                hits = vars(self).setdefault("_hits", {})\n'
+        "                blk = hits.get(block_hash) or self._group0.get(block_hash)\n"
+        "                if blk is None:\n"
+        "                    return None\n"
+        "                hits[block_hash] = blk\n",
+        "get_cached_block",
     ),
 )
 

@@ -17,7 +17,10 @@ def _patch(mutant: Mutant) -> str:
 
 def mutants_page() -> str:
     """The page: a table of every mutant, then each patch under its own heading."""
-    rows = [(f"[{code(m.name)}](#{m.name})", m.bug, code(f"impl/{m.file}")) for m in MUTANTS]
+    rows = [
+        (f"[{code(m.name)}](#{m.name})", m.bug, code(m.shows), code(f"impl/{m.file}"))
+        for m in MUTANTS
+    ]
     out = [
         GENERATED,
         "# Mutants\n",
@@ -27,10 +30,16 @@ def mutants_page() -> str:
         "exact snippet of impl's source replaced by a faulty one: a bug a person could "
         "write, most of them ones real pools have had. A test checks that every snippet "
         "still occurs exactly once, so the corpus cannot rot as impl changes.\n",
-        table(("mutant", "the bug", "file"), rows),
+        "A kill counts only as a nonconformance of the faulty pool that shows what the "
+        "mutant's entry says (the observable or rule in the third column); a kill by "
+        "anything else, a crash of the harness or the spec breaking its own invariants fails "
+        "the command, and so does the unmutated pool failing at the same settings, which "
+        "runs first.\n",
+        table(("mutant", "the bug", "its kill shows", "file"), rows),
     ]
     for mutant in MUTANTS:
         out.append(f"## {mutant.name}\n")
         out.append(f"{mutant.bug[0].upper()}{mutant.bug[1:]}. In {code('impl/' + mutant.file)}:\n")
         out.append(_patch(mutant))
+        out.append(f"Its kill must show {code(mutant.shows)}.\n")
     return "\n".join(out)
