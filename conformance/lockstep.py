@@ -31,6 +31,7 @@ from kvpool.spec import (
 from .compare import compare_observation, compare_views, view_changes
 from .coverage import situations
 from .levels import Level
+from .state_coverage import Cell, Drawable, cells
 from .target import EVICT_FIRST, Target, TargetFactory
 
 
@@ -73,6 +74,10 @@ class RunRecord:
     config: Any = None
     #: Request-level properties evaluated, by name.
     properties: Counter[str] = field(default_factory=Counter)
+    #: Accepted pool actions by (operation, state of a block it names): see
+    #: :mod:`.state_coverage`; ``drawable`` says which cells the run could reach.
+    cells: Counter[Cell] = field(default_factory=Counter)
+    drawable: Drawable | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,7 @@ class LockstepRun:
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
         self.peer = "peer_get_new_blocks" in self.operations
+        self.record.drawable = Drawable(profile, self.operations, self.evict_first)
         self.last = Outcomes(None, None)
         self.check_view("after construction")
 
@@ -151,6 +157,7 @@ class LockstepRun:
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
         self.record.situations.update(situations(before_state, action, self.state, expected))
+        self.record.cells.update(cells(before_state, action, expected))
         return expected
 
     def refused(

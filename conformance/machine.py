@@ -105,6 +105,11 @@ def kinds(
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
     if len(state.free_queue) == state.num_blocks - 1:
         boost.add("reset_prefix_cache")  # idle: the only time a reset does anything
+    if any(n >= 2 for n in state.ref_cnt):
+        boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
+    if draw.rare_blocks(state):
+        # a block in a state few steps reach: the calls that name a block, to meet it
+        boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
         chosen.append(("out_of_contract", 4))
