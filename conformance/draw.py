@@ -85,6 +85,14 @@ SEEK_RARE: dict[str, int] = {
 }
 
 
+#: For the calls that take a block out of its state: the rarest a little more often than
+#: the rest, listed first, yet not so often that they never last.
+RELEASE_RARE: dict[str, int] = {"private watched": 3, "registered watched": 3}
+#: For a touch: a hit on a free block (cached, or unpinned with a key) as often as on a held
+#: one, as before the states were drawn.
+TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
+
+
 def rare_blocks(state: PoolState) -> list[int]:
     """The blocks in the rarest states (weight 3 in :data:`SEEK_RARE`)."""
     return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b)) == 3]
@@ -141,7 +149,8 @@ def releases(data: Choices, state: PoolState, max_size: int = 4) -> tuple[int, .
         if not fresh and not again:
             break
         pick_again = bool(again) and (not fresh or data.boolean("again"))
-        kept.append(by_state(data, state, again if pick_again else fresh, "block"))
+        candidates = again if pick_again else fresh
+        kept.append(by_state(data, state, candidates, "block", RELEASE_RARE))
         holds[kept[-1]] -= 1
     if data.boolean("with null"):
         kept.insert(data.integer(0, len(kept), "null at"), NULL_BLOCK)
@@ -170,7 +179,7 @@ def draw_free_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
 def draw_touch(data: Choices, state: PoolState, ctx: Context) -> Action:
     hits = [NULL_BLOCK, *sorted(set(keyed(state)) | set(held(state)))]
     count = data.integer(1, 3, "blocks")
-    return Touch(tuple(by_state(data, state, hits, "block") for _ in range(count)))
+    return Touch(tuple(by_state(data, state, hits, "block", TOUCH_HITS) for _ in range(count)))
 
 
 def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
