@@ -4,8 +4,9 @@ The lifecycle page names six states (:func:`~.reference.lifecycle.classify`). It
 find more that a pool must handle apart: a held unkeyed block that is touched becomes
 shared without a key; ``unpin_blocks`` on a block held twice leaves a held block whose
 watcher waits; an unpinned block may or may not carry a key (with one it can be hit, and
-without one ``free_blocks`` puts it at the front). Each of these is a distinct state here,
-and the null block is a column of its own, since the caller may name it in most calls.
+without one ``free_blocks`` puts it at the front). Each of these is a distinct state here
+(a held block whose watcher waits is one state, keyed or not), and the null block is one
+of its own, since the caller may name it in most calls.
 """
 
 from __future__ import annotations
@@ -23,10 +24,9 @@ from .reference.lifecycle import (
 )
 
 NULL = "null"
-#: Held once, no key, a reuse watcher waiting (set while the block was shared).
-PRIVATE_WATCHED = "private watched"
-#: Held once, keyed, a reuse watcher waiting.
-REGISTERED_WATCHED = "registered watched"
+#: Held once, a reuse watcher waiting (set while the block was shared): private or
+#: registered, with or without a key, as the lifecycle page's notes put it.
+HELD_WATCHED = "held watched"
 SHARED_UNKEYED = "shared unkeyed"
 SHARED_KEYED = "shared keyed"
 UNPINNED_UNKEYED = "unpinned unkeyed"
@@ -37,9 +37,8 @@ BLOCK_STATES: tuple[str, ...] = (
     FREE_UNKEYED.id,
     FREE_CACHED.id,
     PRIVATE.id,
-    PRIVATE_WATCHED,
     REGISTERED.id,
-    REGISTERED_WATCHED,
+    HELD_WATCHED,
     SHARED_UNKEYED,
     SHARED_KEYED,
     UNPINNED_UNKEYED,
@@ -56,7 +55,7 @@ def block_state(state: PoolState, block: int) -> str:
     keyed = state.primary[block] is not None
     watched = block in state.watchers
     if six in (PRIVATE.id, REGISTERED.id) and watched:
-        return PRIVATE_WATCHED if six == PRIVATE.id else REGISTERED_WATCHED
+        return HELD_WATCHED
     if six == SHARED.id:
         return SHARED_KEYED if keyed else SHARED_UNKEYED
     if six == UNPINNED.id:

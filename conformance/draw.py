@@ -76,26 +76,34 @@ def request_hashes(data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...
 #: state (a free, an unpin, a touch) draw the states evenly, so that the rare ones last.
 SEEK_RARE: dict[str, int] = {
     "free-cached": 2,
-    "private watched": 3,
-    "registered watched": 3,
+    "held watched": 4,
     "shared unkeyed": 2,
     "shared keyed": 2,
     "unpinned unkeyed": 3,
-    "unpinned keyed": 3,
+    "unpinned keyed": 4,
 }
 
 
 #: For the calls that take a block out of its state: the rarest a little more often than
 #: the rest, listed first, yet not so often that they never last.
-RELEASE_RARE: dict[str, int] = {"private watched": 3, "registered watched": 3}
+RELEASE_RARE: dict[str, int] = {"held watched": 6}
+#: For an unpin of one block: a shared block (it keeps a hold, and its watcher waits), a
+#: block whose watcher already waits (it is replaced) or a registered one (it becomes
+#: unpinned with its key) more often than a private one.
+UNPIN_ONE: dict[str, int] = {
+    "shared unkeyed": 3,
+    "shared keyed": 3,
+    "held watched": 3,
+    "registered": 2,
+}
 #: For a touch: a hit on a free block (cached, or unpinned with a key) as often as on a held
 #: one, as before the states were drawn.
 TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
 
 
 def rare_blocks(state: PoolState) -> list[int]:
-    """The blocks in the rarest states (weight 3 in :data:`SEEK_RARE`)."""
-    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b)) == 3]
+    """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
+    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b), 1) >= 3]
 
 
 def by_state(
@@ -183,13 +191,13 @@ def draw_touch(data: Choices, state: PoolState, ctx: Context) -> Action:
 
 
 def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
-    """Held blocks released, or (half the time, when one is shared) a shared block released
-    down to one hold: still held, its watcher waiting, the state unpinning is rarest in."""
+    """Held blocks released, or (about half the time) one block chosen by its state: a
+    shared one released down to one hold, so that it stays held with its watcher waiting
+    (the rarest state), any other released once."""
     watcher = data.choice(WATCHERS, "watcher")
-    shared = [b for b in held(state) if state.ref_cnt[b] >= 2]
-    if shared and data.choice([True, False], "down to one hold"):
-        block = by_state(data, state, shared, "shared block")
-        return UnpinBlocks((block,) * (state.ref_cnt[block] - 1), watcher)
+    if data.choice([True, False], "one block by its state"):
+        block = by_state(data, state, held(state), "block", UNPIN_ONE)
+        return UnpinBlocks((block,) * max(1, state.ref_cnt[block] - 1), watcher)
     blocks = releases(data, state, max_size=3)
     return UnpinBlocks(tuple(b for b in blocks if b != NULL_BLOCK), watcher)
 
@@ -262,7 +270,7 @@ def draw_get_cached_block(data: Choices, state: PoolState, ctx: Context) -> Acti
 
 def draw_evict_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
     blocks = range(state.num_blocks)
-    count = data.integer(0, 2, "ids")
+    count = data.choice([2, 1, 0], "ids")
     return EvictBlocks(tuple(by_state(data, state, blocks, "id", SEEK_RARE) for _ in range(count)))
 
 

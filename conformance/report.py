@@ -96,9 +96,8 @@ STATE_HEADERS = {
     "free-unkeyed": "free",
     "free-cached": "cach",
     "private": "priv",
-    "private watched": "priv\n+w",
     "registered": "reg",
-    "registered watched": "reg\n+w",
+    "held watched": "held\n+w",
     "shared unkeyed": "shar",
     "shared keyed": "shar\n+key",
     "unpinned unkeyed": "unpn",
@@ -107,7 +106,8 @@ STATE_HEADERS = {
 }
 STATE_LEGEND = (
     "states (Block lifecycle): free, cach(ed), priv(ate), reg(istered), shar(ed), "
-    "unp(i)n(ned), the null block; +key carries a key, +w a reuse watcher waits"
+    "unp(i)n(ned), the null block; +key: with a key; held +w: held once, private or "
+    "registered, a reuse watcher waiting"
 )
 
 
