@@ -287,7 +287,7 @@ def draw_move_block_hashes(data: Choices, state: PoolState, ctx: Context) -> Act
 
 
 def draw_is_block_writable(data: Choices, state: PoolState, ctx: Context) -> Action:
-    return IsBlockWritable(by_state(data, state, range(state.num_blocks), "block", SEEK_RARE))
+    return IsBlockWritable(by_state(data, state, range(state.num_blocks), "block"))
 
 
 def draw_peer_get_new_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:

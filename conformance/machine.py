@@ -43,9 +43,9 @@ WEIGHTS: dict[str, int] = {
     "cache_full_blocks": 5,
     "cache_partial_block": 2,
     "get_cached_block": 3,
-    "evict_blocks": 1,
+    "evict_blocks": 2,
     "move_block_hashes": 1,
-    "is_block_writable": 1,
+    "is_block_writable": 3,  # one block per call, and a cell for each of eleven states
     "peer_get_new_blocks": 1,
     "reset_prefix_cache": 1,
     "get_usage": 1,
@@ -111,8 +111,7 @@ def kinds(
         # a block in a state few steps reach: the queries and the calls that name a block
         # without taking it out of its state, so that each of them meets it
         boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
-        boost |= {"get_usage", "get_num_free_blocks", "take_events", "reset_prefix_cache"}
-        boost.add("get_cached_block")
+        boost |= {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
         chosen.append(("out_of_contract", 4))
