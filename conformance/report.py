@@ -15,7 +15,7 @@ from .coverage import SITUATIONS
 from .manager.coverage import REQUEST_SITUATIONS
 from .manager.target import RequestSetup
 from .runner import Failure, LevelResult
-from .state_coverage import ROWS, reachable_cells
+from .state_coverage import ROWS, missed, reachable_cells
 
 
 def short(value: object) -> str:
@@ -118,15 +118,15 @@ def state_matrix(result: LevelResult) -> Table:
     assert result.record.drawable is not None
     reachable = reachable_cells(result.record.drawable)
     counts = result.record.cells
-    missed = [c for c in sorted(reachable, key=_table_order) if not counts[c]]
-    unexplored = [c for c in sorted(counts, key=_table_order) if c not in reachable]
+    gaps = missed(counts, result.record.drawable)
+    unexplored = [c for c in sorted(counts, key=_table_order) if counts[c] and c not in reachable]
     notes = [
         "accepted actions by the state, before the action, of each block they name; "
         "pool-wide calls count every state some block is in; — unreachable by the contract",
         STATE_LEGEND,
     ]
-    if missed:
-        notes.append("MISSED: " + ", ".join(f"{row} on {state}" for row, state in missed))
+    if gaps:
+        notes.append("MISSED: " + ", ".join(f"{row} on {state}" for row, state in gaps))
     if unexplored:
         notes.append(
             "reached but not found by the spec's exploration (n?): "
@@ -134,7 +134,7 @@ def state_matrix(result: LevelResult) -> Table:
         )
     table = Table(
         title=f"{result.label}: operation x block state, "
-        f"{len(reachable) - len(missed)} of {len(reachable)} reachable cells reached",
+        f"{len(reachable) - len(gaps)} of {len(reachable)} reachable cells reached",
         caption="\n".join(notes),
         caption_justify="left",
         box=None,

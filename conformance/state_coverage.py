@@ -21,7 +21,7 @@ allows in every state it reaches.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -108,7 +108,9 @@ def cells(before: PoolState, action: Action, observation: Observation) -> set[Ce
 
 def _blocks(observation: Observation) -> tuple[int, ...]:
     result = observation.result
-    return result if isinstance(result, tuple) and all(isinstance(b, int) for b in result) else ()
+    if not isinstance(result, tuple):
+        return ()
+    return tuple(b for b in result if isinstance(b, int))
 
 
 @dataclass(frozen=True)
@@ -200,13 +202,12 @@ def _fingerprint(state: PoolState) -> Hashable:
     )
 
 
-def missed(reached: Iterable[Cell], drawable: Drawable) -> list[Cell]:
-    """The reachable cells a run with these ``reached`` cells never reached, in table order."""
-    done = set(reached)
+def missed(counts: Mapping[Cell, int], drawable: Drawable) -> list[Cell]:
+    """The reachable cells a run that reached ``counts`` never reached, in table order."""
+    reachable = reachable_cells(drawable)
     return [
         (row, column)
         for row in ROWS
         for column in BLOCK_STATES
-        if (row, column) in reachable_cells(drawable) and (row, column) not in done
+        if (row, column) in reachable and not counts.get((row, column), 0)
     ]
-
