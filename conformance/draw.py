@@ -71,14 +71,14 @@ def request_hashes(data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...
 
 #: The weights :func:`by_state` gives the block states when a call should seek out the
 #: rare ones: a held block whose watcher waits, an unpinned block, a shared or a cached one
-#: (any other state weighs 1). For the calls that leave a block in its state, or in one
-#: as rare (a query, eviction, a move, caching); the calls that take a block out of its
+#: (any other state weighs 1). For the queries and the calls that leave a block in a state
+#: as rare, or nearly (caching, eviction, a move); the calls that take a block out of its
 #: state (a free, an unpin, a touch) draw the states evenly, so that the rare ones last.
 SEEK_RARE: dict[str, int] = {
     "free-cached": 2,
     "held watched": 4,
     "shared unkeyed": 2,
-    "shared keyed": 2,
+    "shared keyed": 3,
     "unpinned unkeyed": 3,
     "unpinned keyed": 4,
 }
@@ -86,7 +86,7 @@ SEEK_RARE: dict[str, int] = {
 
 #: For the calls that take a block out of its state: the rarest a little more often than
 #: the rest, listed first, yet not so often that they never last.
-RELEASE_RARE: dict[str, int] = {"held watched": 6}
+RELEASE_RARE: dict[str, int] = {"held watched": 6, "shared keyed": 2}
 #: For an unpin of one block: a shared block (it keeps a hold, and its watcher waits), a
 #: block whose watcher already waits (it is replaced) or a registered one (it becomes
 #: unpinned with its key) more often than a private one.

@@ -39,7 +39,7 @@ WEIGHTS: dict[str, int] = {
     "get_new_blocks": 6,
     "free_blocks": 4,
     "touch": 4,
-    "unpin_blocks": 1,
+    "unpin_blocks": 2,
     "cache_full_blocks": 5,
     "cache_partial_block": 2,
     "get_cached_block": 3,
@@ -108,10 +108,12 @@ def kinds(
     if any(n >= 2 for n in state.ref_cnt):
         boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
     if draw.rare_blocks(state):
-        # a block in a state few steps reach: the queries and the calls that name a block
-        # without taking it out of its state, so that each of them meets it
+        # a block in a state few steps reach: the queries and the calls that name a block,
+        # so that each of them meets it
         boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
         boost |= {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
+        if draw.held(state):
+            boost.add("reset_prefix_cache")  # refused while a block is held: nothing lost
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
         chosen.append(("out_of_contract", 4))
