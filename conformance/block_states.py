@@ -61,4 +61,3 @@ def block_state(state: PoolState, block: int) -> str:
     if six == UNPINNED.id:
         return UNPINNED_KEYED if keyed else UNPINNED_UNKEYED
     return six
-

@@ -210,9 +210,7 @@ def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Act
     fresh = [
         b for b in held(state) if (p := state.primary[b]) is None or p.num_tokens < first_tokens
     ]
-    new = several_by_state(
-        data, state, fresh or [NULL_BLOCK], 1, 3, "new full block", SEEK_RARE
-    )
+    new = several_by_state(data, state, fresh or [NULL_BLOCK], 1, 3, "new full block", SEEK_RARE)
     if data.boolean("with null"):
         new.insert(data.integer(0, len(new), "null at"), NULL_BLOCK)
     prefix = [data.choice([NULL_BLOCK, *held(state)], "cached") for _ in range(num_cached)]
