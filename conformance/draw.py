@@ -9,7 +9,7 @@ state offers no way to break that rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from hypothesis import strategies as st
 from kvpool.spec import (
@@ -32,6 +32,7 @@ from kvpool.spec import (
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 
+from .block_states import BLOCK_STATES, block_state
 from .choices import Choices
 
 GROUPS = (0, 0, 1)
@@ -68,21 +69,97 @@ def request_hashes(data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...
     return request_block_hashes(tokens, hbs, salt)
 
 
+#: The weights :func:`by_state` gives the block states when a call should seek out the
+#: rare ones: a held block whose watcher waits, an unpinned block, a shared or a cached one
+#: (any other state weighs 1). For the queries and the calls that leave a block in a state
+#: as rare, or nearly (caching, eviction, a move); the calls that take a block out of its
+#: state (a free, an unpin, a touch) draw the states evenly, so that the rare ones last.
+SEEK_RARE: dict[str, int] = {
+    "free-cached": 2,
+    "held watched": 4,
+    "shared unkeyed": 2,
+    "shared keyed": 3,
+    "unpinned unkeyed": 3,
+    "unpinned keyed": 4,
+}
+
+
+#: For the calls that take a block out of its state: the rarest a little more often than
+#: the rest, listed first, yet not so often that they never last.
+RELEASE_RARE: dict[str, int] = {"held watched": 6, "shared keyed": 2}
+#: For an unpin of one block: a shared block (it keeps a hold, and its watcher waits), a
+#: block whose watcher already waits (it is replaced) or a registered one (it becomes
+#: unpinned with its key) more often than a private one.
+UNPIN_ONE: dict[str, int] = {
+    "shared unkeyed": 3,
+    "shared keyed": 3,
+    "held watched": 3,
+    "registered": 2,
+}
+#: For a touch: a hit on a free block (cached, or unpinned with a key) as often as on a held
+#: one, as before the states were drawn.
+TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
+
+
+def rare_blocks(state: PoolState) -> list[int]:
+    """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
+    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b), 1) >= 3]
+
+
+def by_state(
+    data: Choices,
+    state: PoolState,
+    blocks: Sequence[int],
+    label: str,
+    weights: Mapping[str, int] = {},
+) -> int:
+    """One of ``blocks`` (not empty): first one of the block states they are in (evenly,
+    or weighted by ``weights``: 1 for a state not in it), then a block in that state. A
+    block in a rare state is then drawn about as often as a block in a common one; a block
+    listed more than once is drawn more often within its state."""
+    in_state: dict[str, list[int]] = {}
+    for b in blocks:
+        in_state.setdefault(block_state(state, b), []).append(b)
+    # heaviest first: a drawer biased towards the first option (Hypothesis is) favours them
+    order = sorted(in_state, key=lambda s: (-weights.get(s, 1), BLOCK_STATES.index(s)))
+    weighted = [s for s in order for _ in range(weights.get(s, 1))]
+    return data.choice(in_state[data.choice(weighted, f"{label} state")], label)
+
+
+def several_by_state(
+    data: Choices,
+    state: PoolState,
+    blocks: Sequence[int],
+    low: int,
+    high: int,
+    label: str,
+    weights: Mapping[str, int] = {},
+) -> list[int]:
+    """Between ``low`` and ``high`` distinct ones of ``blocks``, each drawn :func:`by_state`."""
+    left = list(dict.fromkeys(blocks))
+    chosen: list[int] = []
+    for _ in range(data.integer(min(low, len(left)), min(high, len(left)), f"{label} count")):
+        chosen.append(by_state(data, state, left, label, weights))
+        left.remove(chosen[-1])
+    return chosen
+
+
 def releases(data: Choices, state: PoolState, max_size: int = 4) -> tuple[int, ...]:
-    """Held blocks to release, each at most as often as it is held, in any order; cached
-    blocks are drawn more often, since where they go is where pools differ."""
-    pool = [
-        b
-        for b in held(state)
-        for _ in range(state.ref_cnt[b] * (3 if state.primary[b] is not None else 1))
-    ]
-    chosen = data.items(pool, 0, max_size, "blocks")
-    counts: dict[int, int] = {}
-    kept = []
-    for b in chosen:
-        counts[b] = counts.get(b, 0) + 1
-        if counts[b] <= state.ref_cnt[b]:
-            kept.append(b)
+    """Held blocks to release, each at most as often as it is held, in any order, each
+    drawn :func:`by_state`: keyed blocks, where they go being where pools differ, and
+    blocks whose watcher waits as often as the others. Mostly distinct blocks, sometimes
+    one listed again (a block held twice, released twice in one call)."""
+    holds = {b: state.ref_cnt[b] for b in held(state)}
+    kept: list[int] = []
+    for _ in range(data.choice([*range(1, max_size + 1), 0], "releases")):
+        fresh = [b for b, n in holds.items() if n and b not in kept]
+        again = [b for b, n in holds.items() if n and b in kept]
+        if not fresh and not again:
+            break
+        pick_again = bool(again) and (not fresh or data.boolean("again"))
+        candidates = again if pick_again else fresh
+        kept.append(by_state(data, state, candidates, "block", RELEASE_RARE))
+        holds[kept[-1]] -= 1
     if data.boolean("with null"):
         kept.insert(data.integer(0, len(kept), "null at"), NULL_BLOCK)
     return tuple(kept)
@@ -92,7 +169,10 @@ def releases(data: Choices, state: PoolState, max_size: int = 4) -> tuple[int, .
 
 
 def draw_get_new_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
-    return GetNewBlocks(data.integer(0, min(len(state.free_queue), 4), "n"))
+    # one block first and none last: a drawer biased towards the first option (Hypothesis
+    # is) then hands out blocks, instead of asking for none most of the time
+    counts = [n for n in (1, 2, 3, 4, 0) if n <= len(state.free_queue)]
+    return GetNewBlocks(data.choice(counts, "n"))
 
 
 def draw_free_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
@@ -105,15 +185,21 @@ def draw_free_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
 
 
 def draw_touch(data: Choices, state: PoolState, ctx: Context) -> Action:
-    free_hits = [b for b in keyed(state) if state.ref_cnt[b] == 0]
-    hits = [*free_hits, *free_hits, *sorted(set(keyed(state)) | set(held(state))), NULL_BLOCK]
-    blocks = data.items(hits, 1, 3, "blocks")
-    return Touch(tuple(blocks))
+    hits = [NULL_BLOCK, *sorted(set(keyed(state)) | set(held(state)))]
+    count = data.integer(1, 3, "blocks")
+    return Touch(tuple(by_state(data, state, hits, "block", TOUCH_HITS) for _ in range(count)))
 
 
 def draw_unpin_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
-    blocks = tuple(b for b in releases(data, state, max_size=3) if b != NULL_BLOCK)
-    return UnpinBlocks(blocks, data.choice(WATCHERS, "watcher"))
+    """Held blocks released, or (about half the time) one block chosen by its state: a
+    shared one released down to one hold, so that it stays held with its watcher waiting
+    (the rarest state), any other released once."""
+    watcher = data.choice(WATCHERS, "watcher")
+    if data.choice([True, False], "one block by its state"):
+        block = by_state(data, state, held(state), "block", UNPIN_ONE)
+        return UnpinBlocks((block,) * max(1, state.ref_cnt[block] - 1), watcher)
+    blocks = releases(data, state, max_size=3)
+    return UnpinBlocks(tuple(b for b in blocks if b != NULL_BLOCK), watcher)
 
 
 def draw_duplicate(data: Choices, state: PoolState, ctx: Context) -> Action | None:
@@ -145,7 +231,7 @@ def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Act
     fresh = [
         b for b in held(state) if (p := state.primary[b]) is None or p.num_tokens < first_tokens
     ]
-    new = data.items(fresh or [NULL_BLOCK], 1, 3, "new full blocks", unique=True)
+    new = several_by_state(data, state, fresh or [NULL_BLOCK], 1, 3, "new full block", SEEK_RARE)
     if data.boolean("with null"):
         new.insert(data.integer(0, len(new), "null at"), NULL_BLOCK)
     prefix = [data.choice([NULL_BLOCK, *held(state)], "cached") for _ in range(num_cached)]
@@ -168,7 +254,7 @@ def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Act
 
 def draw_cache_partial_block(data: Choices, state: PoolState, ctx: Context) -> Action:
     hbs = state.config.hash_block_size
-    block = data.choice([NULL_BLOCK, *held(state)], "block")
+    block = by_state(data, state, [NULL_BLOCK, *held(state)], "block", SEEK_RARE)
     num_hashes = data.integer(1, 4, "hashes")
     hashes = ctx.request(data, hbs, num_hashes)
     return CachePartialBlock(
@@ -209,21 +295,25 @@ def draw_get_cached_block(data: Choices, state: PoolState, ctx: Context) -> Acti
 
 
 def draw_evict_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
-    ids = data.items(range(state.num_blocks), 0, 2, "ids")
-    return EvictBlocks(tuple(ids))
+    blocks = range(state.num_blocks)
+    count = data.choice([2, 1, 0], "ids")
+    return EvictBlocks(tuple(by_state(data, state, blocks, "id", SEEK_RARE) for _ in range(count)))
 
 
 def draw_move_block_hashes(data: Choices, state: PoolState, ctx: Context) -> Action:
-    # blocks with extra keys are drawn more often: their keys must all move
+    # mostly a keyed source, blocks with extra keys more often: their keys must all move
     with_extras = [b for b in keyed(state) if state.extra[b]]
-    src = data.choice(keyed(state) + with_extras * 3 or list(range(state.num_blocks)), "src")
+    sources = keyed(state) + with_extras * 3
+    if not sources or data.integer(0, 3, "any source") == 0:
+        sources = list(range(state.num_blocks))
+    src = by_state(data, state, sources, "src", SEEK_RARE)
     unkeyed = [b for b in range(1, state.num_blocks) if state.primary[b] is None]
-    dst = data.choice(unkeyed, "dst")
+    dst = by_state(data, state, unkeyed, "dst", SEEK_RARE)
     return MoveBlockHashes(src, dst)
 
 
 def draw_is_block_writable(data: Choices, state: PoolState, ctx: Context) -> Action:
-    return IsBlockWritable(data.integer(0, state.num_blocks - 1, "block"))
+    return IsBlockWritable(by_state(data, state, range(state.num_blocks), "block"))
 
 
 def draw_peer_get_new_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:

@@ -31,6 +31,7 @@ from kvpool.spec import (
 from .compare import compare_observation, compare_views, view_changes
 from .coverage import situations
 from .levels import Level
+from .state_coverage import Cell, Drawable, cells
 from .target import EVICT_FIRST, Target, TargetFactory
 
 
@@ -84,6 +85,10 @@ class RunRecord:
     #: Valid test cases of the run's last search, the one that found nothing new (``None``
     #: while no search has ended empty-handed).
     searched: int | None = None
+    #: Accepted pool actions by (operation, state of a block it names): see
+    #: :mod:`.state_coverage`; ``drawable`` says which cells the run could reach.
+    cells: Counter[Cell] = field(default_factory=Counter)
+    drawable: Drawable | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ class LockstepRun:
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
         self.peer = "peer_get_new_blocks" in self.operations
+        self.record.drawable = Drawable(profile, self.operations, self.evict_first)
         self.last = Outcomes(None, None)
         self.check_view("after construction")
 
@@ -162,6 +168,7 @@ class LockstepRun:
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
         self.record.situations.update(situations(before_state, action, self.state, expected))
+        self.record.cells.update(cells(before_state, action, expected))
         return expected
 
     def refused(

@@ -10,10 +10,12 @@ from kvpool.spec.manager import PROPERTIES, RequestAction
 from rich.console import Console
 from rich.table import Table
 
+from .block_states import BLOCK_STATES
 from .coverage import SITUATIONS
 from .manager.coverage import REQUEST_SITUATIONS
 from .manager.target import RequestSetup
 from .runner import Failure, LevelResult
+from .state_coverage import ROWS, missed, reachable_cells
 
 
 def short(value: object) -> str:
@@ -101,13 +103,86 @@ def _verdict(r: LevelResult) -> str:
 
 
 def coverage_tables(results: list[LevelResult]) -> list[Table]:
-    """What the runs reached: one table for the pool machine, one for the request machine."""
+    """What the runs reached: one table for the pool machine, one for the request machine,
+    and the operation x block state matrix of each pool run."""
     tables = []
     for machine, situations in (("pool", SITUATIONS), ("requests", REQUEST_SITUATIONS)):
         rows = [r for r in results if r.machine == machine]
         if rows:
             tables.append(_coverage(f"coverage of the {machine} machine (steps)", rows, situations))
+    tables += [state_matrix(r) for r in results if r.record.drawable is not None]
     return tables
+
+
+#: Column headers of the state matrix, four characters wide so that it fits 80 columns.
+STATE_HEADERS = {
+    "free-unkeyed": "free",
+    "free-cached": "cach",
+    "private": "priv",
+    "registered": "reg",
+    "held watched": "held\n+w",
+    "shared unkeyed": "shar",
+    "shared keyed": "shar\n+key",
+    "unpinned unkeyed": "unpn",
+    "unpinned keyed": "unpn\n+key",
+    "null": "null",
+}
+STATE_LEGEND = (
+    "states (Block lifecycle): free, cach(ed), priv(ate), reg(istered), shar(ed), "
+    "unp(i)n(ned), the null block; +key: with a key; held +w: held once, private or "
+    "registered, a reuse watcher waiting"
+)
+
+
+def state_matrix(result: LevelResult) -> Table:
+    """Accepted actions by operation (rows) and the state of each block they name, before
+    the action (columns, :mod:`.block_states`). '—': no action the contract allows reaches
+    that cell; a reachable cell the run never reached is flagged MISS."""
+    assert result.record.drawable is not None
+    reachable = reachable_cells(result.record.drawable)
+    counts = result.record.cells
+    gaps = missed(counts, result.record.drawable)
+    unexplored = [c for c in sorted(counts, key=_table_order) if counts[c] and c not in reachable]
+    notes = [
+        "accepted actions by the state, before the action, of each block they name; "
+        "pool-wide calls count every state some block is in; — unreachable by the contract",
+        STATE_LEGEND,
+    ]
+    if gaps:
+        notes.append("MISSED: " + ", ".join(f"{row} on {state}" for row, state in gaps))
+    if unexplored:
+        notes.append(
+            "reached but not found by the spec's exploration (n?): "
+            + ", ".join(f"{row} on {state}" for row, state in unexplored)
+        )
+    table = Table(
+        title=f"{result.label}: operation x block state, "
+        f"{len(reachable) - len(gaps)} of {len(reachable)} reachable cells reached",
+        caption="\n".join(notes),
+        caption_justify="left",
+        box=None,
+        padding=(0, 0, 0, 1),
+        pad_edge=False,
+        show_edge=False,
+    )
+    table.add_column("operation", no_wrap=True, min_width=max(map(len, ROWS)))
+    for state in BLOCK_STATES:
+        table.add_column(STATE_HEADERS[state], justify="right", no_wrap=True, min_width=4)
+    for row in ROWS:
+        table.add_row(row, *(_cell(counts[(row, s)], (row, s) in reachable) for s in BLOCK_STATES))
+    return table
+
+
+def _table_order(cell: tuple[str, str]) -> tuple[int, int]:
+    row, state = cell
+    return ROWS.index(row), BLOCK_STATES.index(state)
+
+
+def _cell(count: int, reachable: bool) -> str:
+    if reachable:
+        return str(count) if count else "[bold red]MISS[/bold red]"
+    # reached, although exploring the spec found no way to: the exploration is too shallow
+    return f"[bold magenta]{count}?[/bold magenta]" if count else "—"
 
 
 def _coverage(title: str, rows: list[LevelResult], situations: tuple[str, ...]) -> Table:

@@ -1,0 +1,63 @@
+"""The state a block is in, finer than the six lifecycle states.
+
+The lifecycle page names six states (:func:`~.reference.lifecycle.classify`). Its notes
+find more that a pool must handle apart: a held unkeyed block that is touched becomes
+shared without a key; ``unpin_blocks`` on a block held twice leaves a held block whose
+watcher waits; an unpinned block may or may not carry a key (with one it can be hit, and
+without one ``free_blocks`` puts it at the front). Each of these is a distinct state here
+(a held block whose watcher waits is one state, keyed or not), and the null block is one
+of its own, since the caller may name it in most calls.
+"""
+
+from __future__ import annotations
+
+from kvpool.spec import NULL_BLOCK, PoolState
+
+from .reference.lifecycle import (
+    FREE_CACHED,
+    FREE_UNKEYED,
+    PRIVATE,
+    REGISTERED,
+    SHARED,
+    UNPINNED,
+    classify,
+)
+
+NULL = "null"
+#: Held once, a reuse watcher waiting (set while the block was shared): private or
+#: registered, with or without a key, as the lifecycle page's notes put it.
+HELD_WATCHED = "held watched"
+SHARED_UNKEYED = "shared unkeyed"
+SHARED_KEYED = "shared keyed"
+UNPINNED_UNKEYED = "unpinned unkeyed"
+UNPINNED_KEYED = "unpinned keyed"
+
+#: Every block state, in the lifecycle page's order, the null block last.
+BLOCK_STATES: tuple[str, ...] = (
+    FREE_UNKEYED.id,
+    FREE_CACHED.id,
+    PRIVATE.id,
+    REGISTERED.id,
+    HELD_WATCHED,
+    SHARED_UNKEYED,
+    SHARED_KEYED,
+    UNPINNED_UNKEYED,
+    UNPINNED_KEYED,
+    NULL,
+)
+
+
+def block_state(state: PoolState, block: int) -> str:
+    """The state of ``block`` (any id in range, the null block included) in ``state``."""
+    if block == NULL_BLOCK:
+        return NULL
+    six = classify(state, block).id
+    keyed = state.primary[block] is not None
+    watched = block in state.watchers
+    if six in (PRIVATE.id, REGISTERED.id) and watched:
+        return HELD_WATCHED
+    if six == SHARED.id:
+        return SHARED_KEYED if keyed else SHARED_UNKEYED
+    if six == UNPINNED.id:
+        return UNPINNED_KEYED if keyed else UNPINNED_UNKEYED
+    return six

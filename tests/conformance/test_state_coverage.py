@@ -1,0 +1,152 @@
+"""The operation x block state matrix: which cells the contract allows (found by exploring
+the spec), that the default pool machine reaches every one of them on every seed, and that
+the check notices a drawer that leaves a state out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from click.testing import CliRunner
+from kvpool.conformance import draw
+from kvpool.conformance.block_states import BLOCK_STATES
+from kvpool.conformance.choices import Choices
+from kvpool.conformance.cli import conform, main
+from kvpool.conformance.levels import LEVELS
+from kvpool.conformance.report import state_matrix
+from kvpool.conformance.runner import LevelResult, run_level
+from kvpool.conformance.state_coverage import (
+    Drawable,
+    missed,
+    reachable_cells,
+)
+from kvpool.conformance.targets.loading import load_target
+from kvpool.spec import PoolState, get_profile
+from rich.console import Console
+
+#: ``kvpool conform``'s own defaults, read off the command, so the test runs what a user runs.
+DEFAULTS = {p.name: p.default for p in conform.params}
+SEEDS = (1, 2, 3, 4, 5)
+
+
+def default_run(level: str, seed: int) -> LevelResult:
+    factory, _ = load_target("impl")
+    return run_level(
+        factory,
+        get_profile("seed"),
+        LEVELS[level],
+        max_examples=DEFAULTS["max_examples"],
+        steps=DEFAULTS["steps"],
+        seed=seed,
+        max_blocks=DEFAULTS["blocks"],
+        max_findings=1,
+    )
+
+
+def drawable(result: LevelResult) -> Drawable:
+    assert result.record.drawable is not None
+    return result.record.drawable
+
+
+@pytest.mark.parametrize("level", ["safety", "order"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_default_run_reaches_every_reachable_cell(level: str, seed: int) -> None:
+    result = default_run(level, seed)
+    assert result.passed, result.failure
+    reachable = reachable_cells(drawable(result))
+    gaps = missed(result.record.cells, drawable(result))
+    assert gaps == [], (
+        f"{len(reachable) - len(gaps)} of {len(reachable)} reachable cells reached; missed: {gaps}"
+    )
+    # and the exploration of the spec found every cell the drawers can reach
+    assert set(result.record.cells) <= reachable
+
+
+def test_the_check_catches_a_drawer_that_never_picks_free_cached_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    by_state = draw.by_state
+
+    def never_cached(
+        data: Choices,
+        state: PoolState,
+        blocks: Sequence[int],
+        label: str,
+        weights: Mapping[str, int] = {},
+    ) -> int:
+        """Blocks drawn by state, never a free block with a key (the null block instead)."""
+        kept = [b for b in blocks if state.ref_cnt[b] or state.primary[b] is None] or [0]
+        return by_state(data, state, kept, label, weights)
+
+    monkeypatch.setattr(draw, "by_state", never_cached)
+    result = default_run("safety", 1)
+    gaps = missed(result.record.cells, drawable(result))
+    for row in ("touch", "evict_blocks", "is_block_writable"):
+        assert (row, "free-cached") in gaps
+    # the lookups are not drawn by_state: they still hit cached blocks
+    assert ("get_cached_block hit", "free-cached") not in gaps
+
+
+def test_the_exploration_has_converged() -> None:
+    for profile in ("seed", "vllm-0.10", "vllm-0.24", "vllm-0.33"):
+        chosen = get_profile(profile)
+        reach = Drawable(chosen, chosen.operations, chosen.has_evict_first)
+        assert reachable_cells(reach) == reachable_cells(reach, depth=6), profile
+
+
+def test_reachable_cells_follow_the_contract() -> None:
+    seed = get_profile("seed")
+    cells = reachable_cells(Drawable(seed, seed.operations, True))
+    # touch-identity: a free block without a key cannot be touched; move-null, cache-held
+    for cell in [
+        ("touch", "free-unkeyed"),
+        ("touch", "unpinned unkeyed"),
+        ("move_block_hashes dst", "null"),
+        ("move_block_hashes dst", "registered"),
+        ("cache_full_blocks", "free-cached"),
+        ("unpin_blocks", "null"),
+        ("get_cached_block hit", "private"),
+    ]:
+        assert cell not in cells, cell
+    for cell in [
+        ("touch", "unpinned keyed"),
+        ("touch", "held watched"),
+        ("get_new_blocks", "unpinned keyed"),
+        ("get_cached_block hit", "held watched"),
+        ("cache_full_blocks", "registered"),  # a partial entry promoted
+        ("free_blocks evict_first", "shared unkeyed"),
+        ("evict_blocks", "null"),
+    ]:
+        assert cell in cells, cell
+    # without evict_first, its row is empty; vLLM 0.10 has no unpin_blocks: no watchers
+    without = reachable_cells(Drawable(seed, seed.operations, False))
+    assert not {cell for cell in without if cell[0] == "free_blocks evict_first"}
+    old = get_profile("vllm-0.10")
+    states = {s for _, s in reachable_cells(Drawable(old, old.operations, False))}
+    assert states.isdisjoint({"held watched", "unpinned unkeyed", "unpinned keyed"})
+
+
+def test_the_matrix_flags_missed_cells_and_marks_unreachable_ones() -> None:
+    result = default_run("safety", 1)
+    result.record.cells[("is_block_writable", "held watched")] = 0
+    console = Console(width=200, record=True)
+    console.print(state_matrix(result))
+    text = console.export_text()
+    words = " ".join(text.split())  # the caption wraps at the table's width
+    assert "MISS" in text and "is_block_writable on held watched" in words
+    reachable = reachable_cells(drawable(result))
+    gaps = len(missed(result.record.cells, drawable(result)))
+    assert f"{len(reachable) - gaps} of {len(reachable)} reachable cells reached" in text
+    touch = next(line for line in text.splitlines() if line.startswith("touch "))
+    assert touch.split()[1 + BLOCK_STATES.index("free-unkeyed")] == "—"
+
+
+def test_conform_prints_the_matrix_unless_told_not_to() -> None:
+    args = ["conform", "--target", "impl", "--machine", "pool", "--level", "safety"]
+    args += ["--max-examples", "5", "--seed", "1"]
+    shown = CliRunner().invoke(main, args)
+    assert shown.exit_code == 0, shown.output
+    assert "pool/safety: operation x block state" in shown.output
+    hidden = CliRunner().invoke(main, [*args, "--no-coverage"])
+    assert hidden.exit_code == 0, hidden.output
+    assert "operation x block state" not in hidden.output
