@@ -118,7 +118,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                rc = blk.ref_cnt - 1\n",
         "                rc = max(blk.ref_cnt - 2, 0)\n",
-        "ref_cnt",
+        "ref_cnt | free_blocks was refused although it is allowed",
     ),
     m(
         "touch-leaves-queue",
