@@ -13,21 +13,22 @@ HELP_WIDTH = 92
 
 
 def kvpool_group() -> click.Group:
-    """The ``kvpool`` command with every subcommand, ``docs`` included even before the CLI
-    registers it."""
+    """The ``kvpool`` command with every subcommand loaded (the CLI imports most of them
+    only when they are run), as a plain group the pages can walk and run."""
     from kvpool.conformance.cli import main
 
-    from .command import docs
-
-    if "docs" in main.commands:
-        return main
-    view = click.Group(
+    ctx = click.Context(main, info_name="kvpool")
+    commands: dict[str, click.Command] = {}
+    for name in main.list_commands(ctx):
+        command = main.get_command(ctx, name)
+        if command is not None:
+            commands[name] = command
+    return click.Group(
         name=main.name,
-        commands={**main.commands, "docs": docs},
+        commands=commands,
         help=main.help,
         context_settings=main.context_settings,
     )
-    return view
 
 
 def walk(
