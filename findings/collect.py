@@ -82,8 +82,8 @@ NOTES = {
     "free-held-a-free-block": "A double free is not refused: the block's `ref_cnt` goes to "
     "-1 (vllm-mlx raises `KeyError`, but only after the count went to -1).",
     "free-held-more-often-than-held": "The same block listed twice in one `free_blocks` call "
-    "([upstream issue #42571](https://github.com/vllm-project/vllm/issues/42571)) is not refused: the block is queued with `ref_cnt` -1 and a later "
-    "allocation fails.",
+    "([upstream issue #42571](https://github.com/vllm-project/vllm/issues/42571)) is not "
+    "refused: the block is queued with `ref_cnt` -1 and a later allocation fails.",
     "caching-enabled": "With prefix caching off, `cache_full_blocks` still registers keys.",
     "cache-held": "A block nobody holds can be cached.",
     "null-block-was-cached-invariant": "`cache_full_blocks` caches the null block when it "
