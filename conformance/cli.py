@@ -733,7 +733,7 @@ def rules() -> None:
 
 
 def _first_lines(predicates: Mapping[str, Callable[..., bool]]) -> dict[str, str]:
-    """Each predicate's docstring summary, without its SEMANTICS.md number."""
+    """Each predicate's docstring summary, without its number in the contract."""
     texts = {}
     for name, predicate in predicates.items():
         summary = (predicate.__doc__ or name).strip().splitlines()[0]

@@ -1,6 +1,7 @@
 """Profiles: the policy knobs that real pools disagree on.
 
-The contract of SEMANTICS.md is the ``seed`` profile (upstream vLLM at the seed's commit).
+The contract (the docs' "The contract in plain words") is the ``seed`` profile (upstream
+vLLM at the seed's commit).
 Released pools differ in a few places (where a freed block goes, which API exists, which
 inputs a caching call accepts); each such difference is one field here, so a profile is a
 readable list of choices. The ``vllm-*`` profiles were measured by running each released

@@ -132,3 +132,29 @@ def test_changing_the_spec_changes_the_built_page(
     assert planted in page(site, "reference/rules")
     assert planted in page(site, "reference/actions/free_blocks")
     assert "planted profile text" in page(site, "reference/profiles")
+
+
+#: Documents the project keeps outside the site; a page that points at one leaves the
+#: reader with nothing to follow.
+OUTSIDE_THE_SITE = ("SEMANTICS.md", "ARCHITECTURE.md", "STYLE.md", "design notes")
+
+
+def outside_mentions(site: Path) -> list[str]:
+    """``page: phrase`` for every built page that mentions a document outside the site."""
+    found = []
+    for built in sorted(site.rglob("index.html")):
+        text = html.unescape(built.read_text(encoding="utf-8"))
+        found += [f"{built.relative_to(site)}: {p}" for p in OUTSIDE_THE_SITE if p in text]
+    return found
+
+
+def test_no_page_points_outside_the_site(built_site: Path, tmp_path: Path) -> None:
+    assert not outside_mentions(built_site)
+    assert "the contract" in page(built_site, "reference/invariants")
+    planted = tmp_path / "guide" / "x" / "index.html"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("<p>See SEMANTICS.md of the design notes.</p>")
+    assert outside_mentions(tmp_path) == [
+        "guide/x/index.html: SEMANTICS.md",
+        "guide/x/index.html: design notes",
+    ]
