@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .contracts import checking_contracts
 from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
@@ -215,6 +216,14 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     show_default=True,
     help="Print which actions and situations the run reached.",
 )
+@click.option(
+    "--check-contracts",
+    is_flag=True,
+    help="Debug the spec itself: on every step, check the pre: and post: lines of the "
+    "transition it takes (PEP 316 docstring contracts) on the run's real states. A "
+    "condition that fails is a bug of the spec, reported with the transition, the "
+    "condition and the action; the run is slower.",
+)
 def conform(
     target: str,
     profile: str | None,
@@ -230,6 +239,7 @@ def conform(
     min_valid: float,
     trace_dir: str,
     coverage: bool,
+    check_contracts: bool,
 ) -> None:
     """Run the lockstep conformance suite: the spec and TARGET, step by step.
 
@@ -286,14 +296,17 @@ def conform(
     def stopped(done: list[LevelResult]) -> bool:
         return fail_fast and any(r.failures for r in done)
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with (
+        checking_contracts(check_contracts),
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
 
         def ticker(label: str) -> Callable[[RunRecord], None]:
             task = progress.add_task(f"{label:<20}", total=max_examples, examples=0, steps=0)

@@ -24,11 +24,11 @@ from kvpool.spec import (
     adopt_allocation,
     broken_invariants,
     initial_state,
-    step,
     violation,
 )
 
 from .compare import compare_observation, compare_views, view_changes
+from .contracts import spec_step
 from .coverage import situations
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
@@ -158,7 +158,7 @@ class LockstepRun:
         if not self.level.exact_order:
             self.adopt(action, actual.result)
         before_state = self.state
-        self.state, expected = step(self.state, action)
+        self.state, expected = spec_step(self.state, action)
         self.last = Outcomes(expected, actual)
         problems = compare_observation(action, expected, actual, self.target.observes)
         if problems:
