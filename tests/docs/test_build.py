@@ -15,9 +15,12 @@ import pytest
 from docs_build import build
 from kvpool.conformance.reference.action_facts import all_pool_action_facts
 from kvpool.conformance.reference.cli_page import kvpool_group, walk
+from kvpool.conformance.reference.code_facts import field_comments
+from kvpool.conformance.reference.pool_calls import POOL_CALLS, unexplained
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
 from kvpool.spec import profile as profile_module
 from kvpool.spec.manager import PROPERTIES, REQUEST_ACTIONS
+from kvpool.spec.profile import VLLM_RELEASES
 
 
 def page(site: Path, path: str) -> str:
@@ -158,3 +161,32 @@ def test_no_page_points_outside_the_site(built_site: Path, tmp_path: Path) -> No
         "guide/x/index.html: SEMANTICS.md",
         "guide/x/index.html: design notes",
     ]
+
+
+def test_every_pool_call_argument_is_explained() -> None:
+    assert not unexplained()
+    assert set(POOL_CALLS) == {a.operation for a in ALL_ACTIONS}
+
+
+def test_each_operation_page_shows_its_call_its_source_and_each_release(
+    built_site: Path,
+) -> None:
+    for f in all_pool_action_facts():
+        raw = page(built_site, f"reference/actions/{f.operation}")
+        text = re.sub(r"<[^>]+>", "", raw)  # code is highlighted: read it without its spans
+        assert f"def {f.transition.__name__}(" in text, f"{f.operation}: no transition source"
+        assert POOL_CALLS[f.operation].method + "(" in text, f"{f.operation}: no pool call"
+        for name in POOL_CALLS[f.operation].arguments:
+            assert name in text, f"{f.operation}'s page does not explain {name}"
+        for first, _ in VLLM_RELEASES:
+            tag = "v" + ".".join(map(str, first))
+            assert f"/blob/{tag}/vllm/v1/core/block_pool.py" in raw, f"{f.operation}: {tag}"
+    free = re.sub(r"<[^>]+>", "", page(built_site, "reference/actions/free_blocks"))
+    assert "evict_first" in free and "def free_goes_to_front(" in free
+
+
+def test_every_field_of_every_spec_action_is_explained() -> None:
+    for action in ALL_ACTIONS:
+        docs = field_comments(action)
+        for f in dataclasses.fields(action):
+            assert docs.get(f.name), f"{action.__name__}.{f.name} has no #: comment"
