@@ -23,6 +23,7 @@ from .mutants_page import mutants_page
 from .profiles_page import profiles_page
 from .proofs_page import proofs_page
 from .properties_page import properties_page
+from .releases_page import release_builders
 from .request_actions_page import request_actions_page
 from .rules_page import rules_page
 
@@ -52,6 +53,10 @@ def index_page() -> str:
         (
             "[Profiles and vLLM versions](profiles.md)",
             f"{len(PROFILES)} profiles, their settings, and the vLLM release table",
+        ),
+        (
+            "[vLLM releases](releases/index.md)",
+            "each release generation as the one before plus its changes",
         ),
         ("[Proofs](proofs.md)", "the obligations `kvpool prove` proves, run at build time"),
         ("[Mutants](mutants.md)", "the planted bugs `kvpool mutants` scores the suite with"),
@@ -85,6 +90,7 @@ def reference_builders() -> dict[str, Callable[[], str]]:
     }
     for facts in pool:
         builders[page_path(facts.operation)] = partial(operation_page, facts)
+    builders.update(release_builders())
     return builders
 
 

@@ -190,3 +190,19 @@ def test_every_field_of_every_spec_action_is_explained() -> None:
         docs = field_comments(action)
         for f in dataclasses.fields(action):
             assert docs.get(f.name), f"{action.__name__}.{f.name} has no #: comment"
+
+
+def test_each_release_generation_has_a_page_listing_its_changes(built_site: Path) -> None:
+    index = page(built_site, "reference/releases")
+    for i, (first, profile) in enumerate(VLLM_RELEASES):
+        name = f"vllm-{first[0]}.{first[1]}"
+        assert f'href="{name}/"' in index, f"the releases index misses {name}"
+        text = page(built_site, f"reference/releases/{name}")
+        assert profile.name in text and "Against the seed" in text
+        if i:
+            before = VLLM_RELEASES[i - 1][1]
+            for field in ("unkeyed_free_to_front", "has_evict_first", "has_block_mask"):
+                if getattr(before, field) != getattr(profile, field):
+                    assert field in text.split('id="against-the-seed"')[0], f"{name}: {field}"
+            for op in profile.operations - before.operations:
+                assert f"actions/{op}/" in text, f"{name} does not say it adds {op}"
