@@ -52,6 +52,9 @@ def _conditions(label: str, lines: list[str]) -> str:
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+#: A ``pre:`` line that is a search bound of :mod:`kvpool.spec.bounds`, not contract.
+SEARCH_BOUND = re.compile(r"search_\w+\(")
+
 
 #: Where a term of the conditions is explained at length.
 _TERM_PAGES = {"invariants_hold": "../invariants.md", "broken_invariants": "../invariants.md"}
@@ -146,10 +149,17 @@ def _flat(facts: PoolActionFacts) -> str:
     ]
     for function in facts.flat_functions:
         text, pre, post = docstring_conditions(function)
+        bounds = [line for line in pre if SEARCH_BOUND.match(line)]
+        pre = [line for line in pre if line not in bounds]
         out.append(f"### {code(function.__name__)}\n")
         out.append(paragraphs(prose(text)))
         if pre:
             out.append(_conditions("Preconditions", pre))
+        if bounds:
+            out.append(
+                "Search bounds (how far `kvpool crosshair` searches; not part of the contract, "
+                "see `kvpool.spec.bounds`):\n\n" + bullets(code(line) for line in bounds)
+            )
         if post:
             out.append(_conditions("Postconditions", post))
         out.append(_terms(function, pre + post))
