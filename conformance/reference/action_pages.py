@@ -196,7 +196,26 @@ def _transition(facts: PoolActionFacts) -> str:
         + _source(facts.check)
         + "\n"
         + _source(facts.transition)
+        + "".join("\n" + _source(helper) for helper in _helpers(facts))
     )
+
+
+def _helpers(facts: PoolActionFacts) -> list[types.FunctionType]:
+    """The functions of the transition's own module that it calls (``release`` for
+    ``free_blocks``), so that the page shows every step between it and the flat rules."""
+    module = facts.transition.__module__
+    found: dict[str, types.FunctionType] = {}
+    for name in _NAME.findall(inspect.getsource(facts.transition)):
+        value = facts.transition.__globals__.get(name)
+        if (
+            isinstance(value, types.FunctionType)
+            and value.__module__ == module
+            and value not in (facts.transition, facts.check)
+            and not name.endswith("_violation")
+            and name != "refuse"  # raises the refusal the check returned: on every page
+        ):
+            found.setdefault(name, value)
+    return list(found.values())
 
 
 def _pool_call(facts: PoolActionFacts) -> str:
