@@ -436,6 +436,8 @@ def targets(extra: tuple[str, ...]) -> None:
     profiles. vLLM releases already in the cache are described too."""
     from kvpool.spec import ALL_ACTIONS
 
+    from .targets.engines import ENGINE_SPECS
+    from .targets.engines import LISTED as ENGINE_LISTED
     from .targets.vllm.wheel import cache_root, valid_cache
 
     console = Console()
@@ -446,6 +448,8 @@ def targets(extra: tuple[str, ...]) -> None:
         forms.add_row(name, description)
     for form, description in VLLM_SPECS.items():
         forms.add_row(form, description)
+    for form, description in ENGINE_SPECS.items():
+        forms.add_row(form, description)
     forms.add_row("module:factory", "your own pool (see kvpool conform --help)")
     console.print(forms)
     cached = sorted(
@@ -453,7 +457,7 @@ def targets(extra: tuple[str, ...]) -> None:
         key=_version_key,
     )
     described: list[tuple[str, str, str, frozenset[str] | str]] = []
-    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *extra]:
+    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *ENGINE_LISTED, *extra]:
         described.append(_describe_target(name))
     matrix = Table(title="actions each target takes (profile: the default --profile)")
     matrix.add_column("action", no_wrap=True)

@@ -27,6 +27,13 @@ from kvpool.spec import PoolConfig, Profile
 
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..target import Target, TargetFactory
+from .engines import (
+    ENGINE_SPECS,
+    EngineLoadError,
+    engine_profile,
+    is_engine_spec,
+    load_engine_target,
+)
 from .spec_target import SpecTarget
 from .vllm_api import VllmApiTarget
 
@@ -155,6 +162,11 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     """The factory and display name for a ``--target`` value."""
     if spec in BUILT_IN:
         return BUILT_IN[spec][0], spec
+    if is_engine_spec(spec):
+        try:
+            return load_engine_target(spec)
+        except EngineLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if is_vllm_spec(spec):
         release = load_vllm(spec)
         name = vllm_target_name(spec, release)
@@ -166,7 +178,7 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
                 f"built: {type(exc).__name__}: {exc}"
             ) from exc
     if ":" not in spec:
-        known = ", ".join([*BUILT_IN, *VLLM_SPECS])
+        known = ", ".join([*BUILT_IN, *VLLM_SPECS, *ENGINE_SPECS])
         raise TargetLoadError(
             f"unknown target {spec!r}: use one of {known}, or module:factory for your own pool"
         )
@@ -237,6 +249,8 @@ def default_profile(target_spec: str) -> str | None:
 
     if target_spec in BUILT_IN_PROFILES:
         return BUILT_IN_PROFILES[target_spec]
+    if is_engine_spec(target_spec):
+        return engine_profile(target_spec)
     version = vllm_version(target_spec)
     if version is None:
         return None
