@@ -23,6 +23,7 @@ TARGETS = {
     "vllm==0.24.0": "vllm-0.24.0",
     "vllm==0.10.2": "vllm-0.10.2",
     "vllm-mlx": "vllm-mlx-0.6.0",
+    "lmdeploy==0.18.0": "lmdeploy-0.18.0",
 }
 
 
@@ -32,7 +33,10 @@ def main() -> None:
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
+    chosen = sys.argv[1:] or list(TARGETS)  # e.g. python findings/collect.py lmdeploy==0.18.0
     for target, folder in TARGETS.items():
+        if target not in chosen:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(
                 [
@@ -74,6 +78,31 @@ ABOUT = {
     "vllm-0.24.0": "vLLM 0.24.0's BlockPool, isolated from its wheel (profile vllm-0.24)",
     "vllm-0.10.2": "vLLM 0.10.2's BlockPool, isolated from its wheel (profile vllm-0.10)",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
+    "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
+    "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
+    "LMDeploy's logical block b - 1",
+}
+#: Notes for one target's findings, read before :data:`NOTES`.
+TARGET_NOTES = {
+    "lmdeploy-0.18.0": {
+        "free-count": "`free([b, b])` on a block held twice (in the contract): both holds "
+        "drop to 0 and `b` is written into the free list twice, so the free count grows by "
+        "two and `b` is later handed out twice.",
+        "refused-although-it-is-allowed-valueerror": "The same call when the used region is "
+        "shorter than the list: the ref count is already 0 when writing both copies into "
+        "the free list raises `ValueError`, so the block is leaked (count 0, not free).",
+        "free-held-a-free-block": "A double free is not refused: the logical ref count goes "
+        "to -1 and nothing else changes (the next allocation of the block sets it back to "
+        "1, hiding the error).",
+        "free-held-more-often-than-held": "A block listed more often than it is held is not "
+        "refused: its count goes below 0 (-1 for a block held once and listed twice) and it "
+        "stays out of the free list, leaked.",
+        "get-new-blocks-count": "`allocate(-1)` is not refused: it returns no blocks and both "
+        "free counts grow by one.",
+        "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
+        "its count becomes 1 while it stays in the free list, so it can be handed out while "
+        "held.",
+    },
 }
 #: What a kind of finding means, by the end of its file name.
 NOTES = {
@@ -163,7 +192,8 @@ def page() -> str:
             lines.append("No findings.")
         for path, trace in zip(sorted((out / folder).glob("*.itf.json")), found, strict=True):
             stem = path.name.removesuffix(".itf.json")
-            note = next((text for end, text in NOTES.items() if stem.endswith(end)), "")
+            notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
+            note = next((text for end, text in notes if stem.endswith(end)), "")
             lines += [
                 f"### {trace.meta.machine}/{trace.meta.level}: {trace.meta.message.split(': ')[0]}",
                 "",
