@@ -27,6 +27,7 @@ from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
+from .targets.engines import is_manager_target
 from .targets.loading import (
     BUILT_IN,
     BUILT_IN_MANAGERS,
@@ -249,8 +250,14 @@ def conform(
         level_names = _choices(levels, LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
-        factory, name = load_target(target)
+        manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
+        if manager_only:
+            machine_names = _manager_only_machines(console, target, machine_names, manager)
+        else:
+            factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
+        if manager_only:
+            factory, name = load_target("spec")[0], getattr(manager_factory, "name", target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
@@ -274,7 +281,8 @@ def conform(
     )
     request_runs: list[tuple[Level, RunBuilder]] = []
     if "requests" in machine_names:
-        request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+        if not manager_only:
+            request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     fail_fast = fail_fast or max_findings == 1
@@ -488,6 +496,21 @@ def targets(extra: tuple[str, ...]) -> None:
     for known in PROFILES.values():
         profiles.add_row(known.name, known.description)
     console.print(profiles)
+
+
+def _manager_only_machines(
+    console: Console, target: str, machines: list[str], manager: str
+) -> list[str]:
+    """A manager-only target (nano-vllm's) runs the requests machine's manager run only."""
+    if manager not in ("auto", target):
+        raise click.BadParameter(f"{target} is itself the manager: leave --manager out")
+    if "requests" not in machines:
+        raise click.BadParameter(
+            f"{target} is a KV cache manager with no pool API of its own: use --machine requests"
+        )
+    if "pool" in machines:
+        console.print(f"{target} has no pool API of its own: the pool machine is not run")
+    return ["requests"]
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -32,6 +32,8 @@ from .engines import (
     EngineLoadError,
     engine_profile,
     is_engine_spec,
+    is_manager_target,
+    load_engine_manager,
     load_engine_target,
 )
 from .spec_target import SpecTarget
@@ -93,9 +95,14 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
     if value == "none":
         return None, "none"
     if value == "auto":
-        value = target if target in BUILT_IN_MANAGERS else "none"
+        value = target if target in BUILT_IN_MANAGERS or is_manager_target(target) else "none"
         if value == "none":
             return None, "none"
+    if is_manager_target(value):
+        try:
+            return load_engine_manager(value)
+        except EngineLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if value in BUILT_IN_MANAGERS:
         return BUILT_IN_MANAGERS[value][0], value
     if ":" not in value:
@@ -162,6 +169,11 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     """The factory and display name for a ``--target`` value."""
     if spec in BUILT_IN:
         return BUILT_IN[spec][0], spec
+    if is_manager_target(spec):
+        raise TargetLoadError(
+            f"{spec} is a KV cache manager with no pool API of its own: check it with "
+            f"--machine requests (its manager run), or --manager {spec} beside a pool"
+        )
     if is_engine_spec(spec):
         try:
             return load_engine_target(spec)
