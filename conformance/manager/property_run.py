@@ -88,7 +88,12 @@ class PropertyRun(ManagerRun):
             case Admit(tokens=tokens, salt=salt) if scheduled is not None:
                 groups = len(scheduled.tables)
                 requests[rid] = RequestState(
-                    rid, tokens, salt, True, scheduled.tables, scheduled.num_computed_tokens,
+                    rid,
+                    tokens,
+                    salt,
+                    True,
+                    scheduled.tables,
+                    scheduled.num_computed_tokens,
                     (0,) * groups,
                 )
             case Resume() | Compute() if scheduled is not None:
@@ -106,7 +111,9 @@ class PropertyRun(ManagerRun):
             case Preempt():
                 request = requests[rid]
                 requests[rid] = replace(
-                    request, running=False, tables=((),) * len(request.tables),
+                    request,
+                    running=False,
+                    tables=((),) * len(request.tables),
                     num_computed_tokens=0,
                 )
             case Finish():

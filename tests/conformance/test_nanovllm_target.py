@@ -106,7 +106,7 @@ def test_a_checkout_is_loaded_from_its_path(fork: NanoVllmManagerFactory) -> Non
 
 
 def test_a_tree_without_the_manager_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(TargetLoadError, match="holds no nanovllm/engine/block_manager.py"):
+    with pytest.raises(TargetLoadError, match=r"holds no nanovllm/engine/block_manager\.py"):
         load_manager(f"nanovllm@{tmp_path}", "impl")
 
 
@@ -154,7 +154,10 @@ def test_163_a_freed_blocks_hash_entry_survives_its_reuse(
     stale = [h for h, b in manager.hash_to_block_id.items() if manager.blocks[b].hash != h]
     assert stale, "upstream's stale hash_to_block_id entry is gone"
     message = run(
-        upstream, Admit("a", (1, 2), None), Finish("a"), Admit("b", (3, 4, 5, 6, 7, 8, 9, 8, 9), None)
+        upstream,
+        Admit("a", (1, 2), None),
+        Finish("a"),
+        Admit("b", (3, 4, 5, 6, 7, 8, 9, 8, 9), None),
     )
     assert message is not None and "invariant 'map-matches-block-keys'" in message, message
 
@@ -166,7 +169,15 @@ def test_the_fork_drops_the_entry_and_with_it_a_preempted_requests_prefix(
     assert run(upstream, *actions) is None
     message = run(fork, *actions)
     assert message is not None and "property 'resume-finds-prefix'" in message, message
-    assert run(fork, Admit("a", (1, 2), None), Finish("a"), Admit("b", (3, 4, 5, 6, 7, 8, 9, 8, 9), None)) is None
+    assert (
+        run(
+            fork,
+            Admit("a", (1, 2), None),
+            Finish("a"),
+            Admit("b", (3, 4, 5, 6, 7, 8, 9, 8, 9), None),
+        )
+        is None
+    )
 
 
 SEEDS = (1, 2, 3)
@@ -175,8 +186,14 @@ SEEDS = (1, 2, 3)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_suite_finds_both_issues(upstream: NanoVllmManagerFactory, seed: int) -> None:
     result = run_requests(
-        manager_builder(upstream, SEED), ON_MANAGER, max_examples=25, steps=15, seed=seed,
-        max_blocks=8, max_findings=4, shrink_seconds=0.5,
+        manager_builder(upstream, SEED),
+        ON_MANAGER,
+        max_examples=25,
+        steps=15,
+        seed=seed,
+        max_blocks=8,
+        max_findings=4,
+        shrink_seconds=0.5,
     )
     kinds = Counter(signature(f.message) for f in result.failures)
     assert "property computes-last-token" in kinds or "property own-contents" in kinds, kinds

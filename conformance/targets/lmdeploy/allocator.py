@@ -139,7 +139,9 @@ class LmdeployAllocatorTarget:
             problems.append(f"block {spec_id(b)} is in the free list {free.count(b)} times")
         for b in sorted(set(free)):
             if counts[b] != 0:
-                problems.append(f"block {spec_id(b)} is in the free list with ref count {counts[b]}")
+                problems.append(
+                    f"block {spec_id(b)} is in the free list with ref count {counts[b]}"
+                )
         for b, c in enumerate(counts):
             if c < 0:
                 problems.append(f"block {spec_id(b)} has ref count {c}")

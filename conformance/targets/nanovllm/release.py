@@ -50,9 +50,7 @@ class NanoVllmRelease:
 
 def files_of(name: str) -> EngineFiles:
     distribution, _, package = DISTRIBUTIONS[name]
-    return EngineFiles(
-        name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE)
-    )
+    return EngineFiles(name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE))
 
 
 def package_in(root: Path) -> str:
