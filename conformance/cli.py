@@ -446,6 +446,7 @@ def targets(extra: tuple[str, ...]) -> None:
 
     from .targets.engines import ENGINE_SPECS
     from .targets.engines import LISTED as ENGINE_LISTED
+    from .targets.engines import MANAGERS as ENGINE_MANAGERS
     from .targets.vllm.wheel import cache_root, valid_cache
 
     console = Console()
@@ -488,6 +489,8 @@ def targets(extra: tuple[str, ...]) -> None:
     managers.add_column("what it is")
     for name, (_, description) in BUILT_IN_MANAGERS.items():
         managers.add_row(name, description)
+    for name in ENGINE_MANAGERS:
+        managers.add_row(name, _describe_manager(name))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
     profiles = Table(title="profiles (--profile)", show_header=False)
@@ -511,6 +514,17 @@ def _manager_only_machines(
     if "pool" in machines:
         console.print(f"{target} has no pool API of its own: the pool machine is not run")
     return ["requests"]
+
+
+def _describe_manager(name: str) -> str:
+    """A manager-only target's description: what it loads (its version), or why not."""
+    from .targets.engines import ENGINE_SPECS
+
+    try:
+        factory, _ = load_manager(name, name)
+    except TargetLoadError as exc:
+        return f"{ENGINE_SPECS[name]}; unavailable: {str(exc).splitlines()[0]}"
+    return f"{getattr(factory, 'name', name)}: {ENGINE_SPECS[name]}"
 
 
 def _version_key(version: str) -> tuple[int, ...]:

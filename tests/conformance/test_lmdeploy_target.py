@@ -269,3 +269,17 @@ def test_structure_catches_the_physical_allocator_out_of_step(
     pool.apply(GetNewBlocks(1))
     pool.allocator.get_phy_allocator("gpu")._free_count += 1
     assert any("physical blocks free" in p for p in pool.structure_problems())
+
+
+def test_conform_reports_the_double_free_with_a_trace(
+    release: lm.LmdeployRelease, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", "lmdeploy==0.18.0", "--machine", "pool", "--level"]
+    args += ["robustness", "-n", "25", "--steps", "15", "--seed", "1", "--no-coverage"]
+    result = CliRunner().invoke(main, [*args, "--trace-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "rule 'free-held': block" in result.output and "held 0" in result.output
+    assert "kvpool replay" in result.output and list(tmp_path.glob("*.itf.json"))

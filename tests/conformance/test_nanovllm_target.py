@@ -234,3 +234,19 @@ def test_structure_catches_a_planted_stale_entry_and_a_broken_partition(
     target.manager.free_block_ids.append(0)
     problems = target.structure_problems()
     assert any("lists a block twice" in p for p in problems), problems
+
+
+def test_conform_runs_the_manager_run_only_and_reports_144(
+    upstream: NanoVllmManagerFactory, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", "nanovllm", "-n", "25", "--steps", "15", "--seed", "1"]
+    result = CliRunner().invoke(main, [*args, "--no-coverage", "--trace-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "the pool machine is not run" in result.output
+    assert "requests/manager" in result.output and "requests/pool" not in result.output
+    assert "property 'computes-last-token'" in result.output
+    refused = CliRunner().invoke(main, ["conform", "--target", "nanovllm", "--machine", "pool"])
+    assert refused.exit_code == 2 and "use --machine requests" in refused.output
