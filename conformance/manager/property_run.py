@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvpool.spec import Profile
+from kvpool.spec import PoolState, Profile, initial_state
 from kvpool.spec.manager import (
     Admit,
     Append,
@@ -28,6 +28,7 @@ from kvpool.spec.manager import (
     Scheduled,
     request_violation,
 )
+from kvpool.spec.state import PrimaryKey
 
 from ..lockstep import Nonconformance, RunRecord
 from ..target import PoolView
@@ -122,7 +123,27 @@ class PropertyRun(ManagerRun):
 
     def check_pool(self, where: str) -> PoolView:
         view = self.target.view()
+        self.pool_state = self.mirror(view)
         problems = self.target.structure_problems()
         if problems:
             raise Nonconformance(f"{where}: " + "; ".join(problems))
         return view
+
+    def mirror(self, view: PoolView) -> PoolState:
+        """The target's pool as a spec state (for traces: there is no spec pool here):
+        its free queue, ref counts and keys, as far as it shows them."""
+        state = initial_state(self.setup.pool, self.pool_state.profile)
+        n = state.num_blocks
+        keys = view.keys or ()
+        primary = tuple(
+            PrimaryKey(min(k), self.setup.manager.block_size)
+            if b < len(keys) and (k := keys[b])
+            else None
+            for b in range(n)
+        )
+        return replace(
+            state,
+            free_queue=view.free_queue if view.free_queue is not None else state.free_queue,
+            ref_cnt=view.ref_cnt if view.ref_cnt is not None else state.ref_cnt,
+            primary=primary,
+        )
