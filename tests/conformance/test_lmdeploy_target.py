@@ -283,3 +283,21 @@ def test_conform_reports_the_double_free_with_a_trace(
     assert result.exit_code == 1, result.output
     assert "rule 'free-held': block" in result.output and "held 0" in result.output
     assert "kvpool replay" in result.output and list(tmp_path.glob("*.itf.json"))
+
+
+def test_diff_against_another_pool_shows_the_block_listed_twice(
+    release: lm.LmdeployRelease, tmp_path: Path
+) -> None:
+    """``kvpool diff`` between LMDeploy's allocator and our pool (the pool machine both
+    share): only the actions both offer are drawn, and the one bug inside the contract
+    is the difference."""
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["diff", "lmdeploy==0.18.0", "impl", "-n", "30", "--steps", "15", "--seed", "1"]
+    result = CliRunner().invoke(main, [*args, "--trace-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "actions drawn (4): get_new_blocks, free_blocks, touch, get_num_free_blocks" in (
+        result.output
+    )
+    assert "refused by A only" in result.output or "free count: A" in result.output

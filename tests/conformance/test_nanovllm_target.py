@@ -126,6 +126,33 @@ def test_setups_are_narrowed_to_what_it_has(upstream: NanoVllmManagerFactory) ->
     assert narrow.manager.groups == (KVGroup(),) and narrow.pool.enable_caching
 
 
+# --- its by-design choices, measured on the real code -------------------------------------
+
+
+def test_it_keys_full_blocks_when_it_schedules_them(upstream: NanoVllmManagerFactory) -> None:
+    """registers_when_scheduled: after allocate, before any forward pass, the full blocks
+    carry their hashes and are in the index; the partial last block has none."""
+    target = upstream(SETUP, SEED)
+    target.admit("a", (1, 2, 3, 4, 5), None)
+    blocks = target.manager.blocks
+    table = target.requests["a"].seq.block_table
+    assert [blocks[b].hash != -1 for b in table] == [True, True, False]
+    assert set(target.manager.hash_to_block_id.values()) == set(table[:2])
+    assert target.registers_when_scheduled
+
+
+def test_freed_blocks_go_to_the_back_tail_first_and_it_has_no_null_block(
+    upstream: NanoVllmManagerFactory,
+) -> None:
+    manager = upstream.release.block_manager.BlockManager(4, 2)
+    seq = upstream.release.sequence.Sequence([1, 2, 3, 4, 5])
+    seq.block_size = 2
+    manager.allocate(seq)
+    assert list(seq.block_table) == [0, 1, 2]  # block 0 is handed out: no null block
+    manager.deallocate(seq)
+    assert list(manager.free_block_ids) == [3, 2, 1, 0]  # to the back, the tail first
+
+
 # --- the two upstream issues, on the real code -------------------------------------------
 
 
