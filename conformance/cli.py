@@ -28,6 +28,7 @@ from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
+from .targets.engines import is_manager_target
 from .targets.loading import (
     BUILT_IN,
     BUILT_IN_MANAGERS,
@@ -259,8 +260,14 @@ def conform(
         level_names = _choices(levels, LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
-        factory, name = load_target(target)
+        manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
+        if manager_only:
+            machine_names = _manager_only_machines(console, target, machine_names, manager)
+        else:
+            factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
+        if manager_only:
+            factory, name = load_target("spec")[0], getattr(manager_factory, "name", target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
@@ -284,7 +291,8 @@ def conform(
     )
     request_runs: list[tuple[Level, RunBuilder]] = []
     if "requests" in machine_names:
-        request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+        if not manager_only:
+            request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     fail_fast = fail_fast or max_findings == 1
@@ -449,6 +457,9 @@ def targets(extra: tuple[str, ...]) -> None:
     profiles. vLLM releases already in the cache are described too."""
     from kvpool.spec import ALL_ACTIONS
 
+    from .targets.engines import ENGINE_SPECS
+    from .targets.engines import LISTED as ENGINE_LISTED
+    from .targets.engines import MANAGERS as ENGINE_MANAGERS
     from .targets.vllm.wheel import cache_root, valid_cache
 
     console = Console()
@@ -459,6 +470,8 @@ def targets(extra: tuple[str, ...]) -> None:
         forms.add_row(name, description)
     for form, description in VLLM_SPECS.items():
         forms.add_row(form, description)
+    for form, description in ENGINE_SPECS.items():
+        forms.add_row(form, description)
     forms.add_row("module:factory", "your own pool (see kvpool conform --help)")
     console.print(forms)
     cached = sorted(
@@ -466,7 +479,7 @@ def targets(extra: tuple[str, ...]) -> None:
         key=_version_key,
     )
     described: list[tuple[str, str, str, frozenset[str] | str]] = []
-    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *extra]:
+    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *ENGINE_LISTED, *extra]:
         described.append(_describe_target(name))
     matrix = Table(title="actions each target takes (profile: the default --profile)")
     matrix.add_column("action", no_wrap=True)
@@ -489,6 +502,8 @@ def targets(extra: tuple[str, ...]) -> None:
     managers.add_column("what it is")
     for name, (_, description) in BUILT_IN_MANAGERS.items():
         managers.add_row(name, description)
+    for name in ENGINE_MANAGERS:
+        managers.add_row(name, _describe_manager(name))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
     profiles = Table(title="profiles (--profile)", show_header=False)
@@ -497,6 +512,32 @@ def targets(extra: tuple[str, ...]) -> None:
     for known in PROFILES.values():
         profiles.add_row(known.name, known.description)
     console.print(profiles)
+
+
+def _manager_only_machines(
+    console: Console, target: str, machines: list[str], manager: str
+) -> list[str]:
+    """A manager-only target (nano-vllm's) runs the requests machine's manager run only."""
+    if manager not in ("auto", target):
+        raise click.BadParameter(f"{target} is itself the manager: leave --manager out")
+    if "requests" not in machines:
+        raise click.BadParameter(
+            f"{target} is a KV cache manager with no pool API of its own: use --machine requests"
+        )
+    if "pool" in machines:
+        console.print(f"{target} has no pool API of its own: the pool machine is not run")
+    return ["requests"]
+
+
+def _describe_manager(name: str) -> str:
+    """A manager-only target's description: what it loads (its version), or why not."""
+    from .targets.engines import ENGINE_SPECS
+
+    try:
+        factory, _ = load_manager(name, name)
+    except TargetLoadError as exc:
+        return f"{ENGINE_SPECS[name]}; unavailable: {str(exc).splitlines()[0]}"
+    return f"{getattr(factory, 'name', name)}: {ENGINE_SPECS[name]}"
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -23,7 +23,12 @@ TARGETS = {
     "vllm==0.24.0": "vllm-0.24.0",
     "vllm==0.10.2": "vllm-0.10.2",
     "vllm-mlx": "vllm-mlx-0.6.0",
+    "lmdeploy==0.18.0": "lmdeploy-0.18.0",
+    "nanovllm": "nanovllm-npu-0.0.2",
+    "nanovllm-fork": "nanovllm-fork-20260210",
 }
+#: Managers with no pool API of their own: only their requests/manager run.
+MANAGER_ONLY = ("nanovllm", "nanovllm-fork")
 
 
 def main() -> None:
@@ -32,7 +37,10 @@ def main() -> None:
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
+    chosen = sys.argv[1:] or list(TARGETS)  # e.g. python findings/collect.py lmdeploy==0.18.0
     for target, folder in TARGETS.items():
+        if target not in chosen:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(
                 [
@@ -42,10 +50,11 @@ def main() -> None:
                     "conform",
                     "--target",
                     target,
-                    "--machine",
-                    "pool,requests",
-                    "--manager",
-                    "none",
+                    *(
+                        ["--machine", "requests"]
+                        if target in MANAGER_ONLY
+                        else ["--machine", "pool,requests", "--manager", "none"]
+                    ),
                     "--seed",
                     "1",
                     "--max-findings",
@@ -74,6 +83,56 @@ ABOUT = {
     "vllm-0.24.0": "vLLM 0.24.0's BlockPool, isolated from its wheel (profile vllm-0.24)",
     "vllm-0.10.2": "vLLM 0.10.2's BlockPool, isolated from its wheel (profile vllm-0.10)",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
+    "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
+    "(upstream's, unchanged but for the package name), a manager judged by the request-level "
+    "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
+    "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
+    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
+    "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
+    "LMDeploy's logical block b - 1",
+}
+_NANO_NOTES = {
+    "computes-last-token": "Upstream issue #144: a prompt whose blocks are all cached (its "
+    "length a multiple of the block size) is scheduled with every token cached, so the "
+    "engine has no token to compute and no logits to sample from.",
+    "own-contents": "nano-vllm keys a block when it schedules it, before its KV is written; "
+    "a second request admitted before the first is computed hits the unwritten block. Its "
+    "own scheduler computes both in the same forward pass (each layer stores before it "
+    "attends), so this holds only as long as every hit is computed in the pass that "
+    "writes it. (The same step usually also breaks `computes-last-token`, #144.)",
+    "resume-finds-prefix": "The fork's patch for #163 drops a block's `hash_to_block_id` "
+    "entry when the block is freed, but the block keeps its hash: a preempted request, "
+    "resumed, no longer finds the prefix its freed blocks still hold (every freed block "
+    "is lost to the prefix cache).",
+    "invariant": "Upstream issue #163: `deallocate` leaves a freed block's "
+    "`hash_to_block_id` entry in place; when the block is reused the entry names a block "
+    "that no longer carries that hash. The token comparison on lookup masks it unless the "
+    "block holds the same tokens under another prefix.",
+}
+#: Notes for one target's findings, read before :data:`NOTES`.
+TARGET_NOTES = {
+    "nanovllm-npu-0.0.2": _NANO_NOTES,
+    "nanovllm-fork-20260210": _NANO_NOTES,
+    "lmdeploy-0.18.0": {
+        "free-count": "`free([b, b])` on a block held twice (in the contract): both holds "
+        "drop to 0 and `b` is written into the free list twice, so the free count grows by "
+        "two and `b` is later handed out twice.",
+        "refused-although-it-is-allowed-valueerror": "The same call when the used region is "
+        "shorter than the list: the ref count is already 0 when writing both copies into "
+        "the free list raises `ValueError`, so the block is leaked (count 0, not free).",
+        "free-held-a-free-block": "A double free is not refused: the logical ref count goes "
+        "to -1 and nothing else changes (the next allocation of the block sets it back to "
+        "1, hiding the error).",
+        "free-held-more-often-than-held": "A block listed more often than it is held is not "
+        "refused: its count goes below 0 (-1 for a block held once and listed twice) and it "
+        "stays out of the free list, leaked.",
+        "get-new-blocks-count": "`allocate(-1)` is not refused: it returns no blocks and both "
+        "free counts grow by one.",
+        "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
+        "its count becomes 1 while it stays in the free list, so it can be handed out while "
+        "held.",
+    },
 }
 #: What a kind of finding means, by the end of its file name.
 NOTES = {
@@ -106,7 +165,7 @@ NOTES = {
     "not cleanly.",
     "cache-fresh": "A block that already has a key can be cached again; the old key stays.",
 }
-RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool")
+RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool", "requests-manager")
 
 
 def page() -> str:
@@ -136,9 +195,13 @@ def page() -> str:
     }
     for folder, found in traces.items():
         cells = []
+        manager_only = folder.startswith("nanovllm")
         for run in RUNS:
             n = sum(1 for t in found if f"{t.meta.machine}-{t.meta.level}" == run)
-            cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
+            if (run == "requests-manager") != manager_only:
+                cells.append("-")  # a pool has no manager run here; a manager no pool runs
+            else:
+                cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
         lines.append(f"| {folder} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -163,7 +226,8 @@ def page() -> str:
             lines.append("No findings.")
         for path, trace in zip(sorted((out / folder).glob("*.itf.json")), found, strict=True):
             stem = path.name.removesuffix(".itf.json")
-            note = next((text for end, text in NOTES.items() if stem.endswith(end)), "")
+            notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
+            note = next((text for end, text in notes if stem.endswith(end)), "")
             lines += [
                 f"### {trace.meta.machine}/{trace.meta.level}: {trace.meta.message.split(': ')[0]}",
                 "",

@@ -223,6 +223,19 @@ VLLM_MLX = Profile(
     null_ref_cnt_moves=True,
 )
 
+#: LMDeploy's ``LogicalAllocator`` (PyTorch engine, 0.18.0): a pool without a prefix cache.
+#: Each field was measured on the real allocator (tests/conformance/test_lmdeploy_target.py).
+LMDEPLOY = Profile(
+    name="lmdeploy",
+    description="LMDeploy's LogicalAllocator (0.18.0): allocation, ref counts and free only "
+    "(its prefix cache is the BlockTrie above it); a freed block is reused first, the "
+    "blocks of one free in the order given (a stack); no evict_first; no null block (the "
+    "adapter leaves the spec's out)",
+    has_evict_first=False,
+    operations=frozenset({"get_new_blocks", "free_blocks", "touch", "get_num_free_blocks"}),
+    has_block_mask=False,
+)
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
@@ -241,6 +254,7 @@ PROFILES: dict[str, Profile] = {
         VLLM_0_32,
         VLLM_0_33,
         VLLM_MLX,
+        LMDEPLOY,
     )
 }
 

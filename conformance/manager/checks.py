@@ -61,6 +61,9 @@ class RequestChecks:
         self.requests: dict[str, Tracked] = {}
         #: The engine's KV data per block (the pool run reads the spec manager's instead).
         self.contents: dict[int, BlockData] = {}
+        #: The manager keys a block when it schedules it, before the engine writes it: a
+        #: write needs the block held once, its key does not forbid the write.
+        self.registers_when_scheduled = False
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -88,9 +91,8 @@ class RequestChecks:
         self._count("write-guard")
         broken: list[Broken] = []
         if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
-            broken = props.write_guard(
-                request_id, block, view.ref_cnt[block], view.keys[block], what
-            )
+            keys = frozenset() if self.registers_when_scheduled else view.keys[block]
+            broken = props.write_guard(request_id, block, view.ref_cnt[block], keys, what)
         if not broken and not says_writable:
             broken = [
                 Broken(
@@ -191,6 +193,9 @@ class RequestChecks:
             self.bs,
             self.contents if contents is None else contents,
         )
+        if fresh:
+            self._count("computes-last-token")
+            broken += props.computes_last_token(request_id, r.num_computed_tokens, len(r.tokens))
         if kept is not None:
             self._count("resume-finds-prefix")
             broken += props.resume_prefix(

@@ -128,8 +128,10 @@ def run_requests(
 
 def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
     from .manager_run import ManagerRun
+    from .property_run import PropertyRun, checked_by_properties
 
-    return lambda setup, record: ManagerRun(factory, profile, setup, record)
+    run = PropertyRun if checked_by_properties(factory) else ManagerRun
+    return lambda setup, record: run(factory, profile, setup, record)
 
 
 def pool_builder(factory: Any, profile: Profile) -> RunBuilder:

@@ -20,6 +20,7 @@ from ..levels import LEVELS
 from ..lockstep import LockstepRun, Nonconformance, RunRecord
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
+from ..manager.property_run import PropertyRun
 from ..manager.runner import manager_builder, pool_builder
 from ..manager.target import RequestSetup
 from ..targets.loading import load_manager, load_target
@@ -161,7 +162,9 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
                 expected = outcome_json(action, run.last[0])
         except Exception as exc:  # a difference, or the target failed
             verdict = _verdict(exc)
-            expected = outcome_json(action, _spec_result(before, action))
+            # a manager judged by the properties alone has no spec result to show
+            spec = None if isinstance(run, PropertyRun) else _spec_result(before, action)
+            expected = outcome_json(action, spec)
             actual = outcome_json(action, _actual_of(run, exc))
         steps.append(
             TraceStep(action, expected, actual, verdict, state_json(_pool_of(run), run.state))
