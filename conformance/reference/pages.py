@@ -26,6 +26,7 @@ from .properties_page import properties_page
 from .releases_page import release_builders
 from .request_actions_page import request_actions_page
 from .rules_page import rules_page
+from .spec_document import spec_document
 
 #: The nav entry in mkdocs.yml that the hook expands into every operation's page.
 OPERATIONS_INDEX = "reference/actions/index.md"
@@ -43,6 +44,10 @@ def index_page() -> str:
             "[Request actions](request-actions.md)",
             f"{len(REQUEST_ACTIONS)} request actions "
             "of the KV cache manager and the pool operations each calls",
+        ),
+        (
+            "[The spec in one document](spec.md)",
+            "every module of the spec in reading order, with its code",
         ),
         ("[Rules](rules.md)", f"{len(RULES)} rules of the caller's contract, by id"),
         ("[Invariants](invariants.md)", f"{len(INVARIANTS)} invariants and their predicates"),
@@ -87,6 +92,7 @@ def reference_builders() -> dict[str, Callable[[], str]]:
         "reference/proofs.md": proofs_page,
         "reference/mutants.md": mutants_page,
         "reference/cli.md": cli_page,
+        "reference/spec.md": spec_document,
     }
     for facts in pool:
         builders[page_path(facts.operation)] = partial(operation_page, facts)

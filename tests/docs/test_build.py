@@ -17,10 +17,12 @@ from kvpool.conformance.reference.action_facts import all_pool_action_facts
 from kvpool.conformance.reference.cli_page import kvpool_group, walk
 from kvpool.conformance.reference.code_facts import field_comments
 from kvpool.conformance.reference.pool_calls import POOL_CALLS, unexplained
+from kvpool.conformance.reference.spec_document import PARTS as SPEC_PARTS
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
 from kvpool.spec import profile as profile_module
 from kvpool.spec.manager import PROPERTIES, REQUEST_ACTIONS
 from kvpool.spec.profile import VLLM_RELEASES
+from kvpool.spec.step import TRANSITIONS
 
 
 def page(site: Path, path: str) -> str:
@@ -206,3 +208,22 @@ def test_each_release_generation_has_a_page_listing_its_changes(built_site: Path
                     assert field in text.split('id="against-the-seed"')[0], f"{name}: {field}"
             for op in profile.operations - before.operations:
                 assert f"actions/{op}/" in text, f"{name} does not say it adds {op}"
+
+
+def test_the_spec_document_holds_every_module_and_every_transition(built_site: Path) -> None:
+    spec_root = Path(__file__).resolve().parents[2] / "spec"
+    on_disk = {
+        ".".join(p.relative_to(spec_root).with_suffix("").parts)
+        for p in spec_root.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    listed = {name for _, modules in SPEC_PARTS for name in modules}
+    assert listed == on_disk, f"modules missing from the spec document: {on_disk - listed}"
+    text = page(built_site, "reference/spec")
+    plain = re.sub(r"<[^>]+>", "", text)
+    for _, transition in TRANSITIONS.values():
+        module = transition.__module__.removeprefix("kvpool.spec.")
+        assert f'id="{module}-{transition.__name__}"' in text, transition.__name__
+        assert f"def {transition.__name__}(" in plain
+    for name, predicate in INVARIANTS.items():
+        assert f"def {predicate.__name__}(" in plain, name
