@@ -32,7 +32,7 @@ from .contracts import spec_step
 from .coverage import situations
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
-from .target import EVICT_FIRST, Target, TargetFactory
+from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 
 class Nonconformance(AssertionError):
@@ -130,7 +130,10 @@ class LockstepRun:
             return False
         evict_first = getattr(action, "evict_first", False)
         foreign = getattr(action, "foreign", ())
-        return (self.evict_first or not evict_first) and (self.peer or not foreign)
+        if not ((self.evict_first or not evict_first) and (self.peer or not foreign)):
+            return False
+        takes = getattr(self.target, TAKES, None)
+        return takes is None or bool(takes(action))
 
     def apply(self, action: Action) -> Observation | None:
         """Apply ``action`` to both; raise :class:`Nonconformance` on any difference.

@@ -227,11 +227,12 @@ def lockstep_machine(
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
             """Draw the next action (see :func:`next_action`) and run it in lockstep; a draw
-            that gives no action is counted as skipped."""
+            that gives no action, or one whose arguments the target does not take, is
+            counted as skipped."""
             action = next_action(
                 HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
             )
-            if action is None:
+            if action is None or not self.run.can_apply(action):
                 record.skipped += 1
             else:
                 self.apply(action)

@@ -64,7 +64,7 @@ def hunt(
             ctx = draw.Context(evict_first=run.evict_first, peer=run.peer)
             for _ in range(choices.integer(1, steps, "steps")):
                 action = next_action(choices, run.state, ctx, run.operations, level)
-                if action is None:
+                if action is None or not run.can_apply(action):
                     record.skipped += 1
                 else:
                     run.apply(action)

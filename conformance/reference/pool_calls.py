@@ -172,7 +172,8 @@ READ_BACK: tuple[tuple[str, str], ...] = (
     ("`pool.cached_block_hashes_by_block`", "optional: block id -> its extra keys"),
     (
         "`pool.cached_block_hash_to_block`",
-        "optional: the prefix-cache index (key -> blocks), "
+        "optional: the prefix-cache index, a dict from key to a block, a list of "
+        "blocks or a dict of blocks (in lookup order), "
         "compared key by key; without it the suite probes keys through `get_cached_block`",
     ),
     (
