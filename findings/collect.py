@@ -93,7 +93,9 @@ ABOUT = {
     "LMDeploy's logical block b - 1",
 }
 _NANO_NOTES = {
-    "computes-last-token": "Upstream issue #144: a prompt whose blocks are all cached (its "
+    "computes-last-token": "Upstream issue "
+    "[#144](https://github.com/GeeeekExplorer/nano-vllm/issues/144): a prompt whose blocks "
+    "are all cached (its "
     "length a multiple of the block size) is scheduled with every token cached, so the "
     "engine has no token to compute and no logits to sample from.",
     "own-contents": "nano-vllm keys a block when it schedules it, before its KV is written; "
@@ -105,7 +107,9 @@ _NANO_NOTES = {
     "entry when the block is freed, but the block keeps its hash: a preempted request, "
     "resumed, no longer finds the prefix its freed blocks still hold (every freed block "
     "is lost to the prefix cache).",
-    "invariant": "Upstream issue #163: `deallocate` leaves a freed block's "
+    "invariant": "Upstream issue "
+    "[#163](https://github.com/GeeeekExplorer/nano-vllm/issues/163): `deallocate` leaves a "
+    "freed block's "
     "`hash_to_block_id` entry in place; when the block is reused the entry names a block "
     "that no longer carries that hash. The token comparison on lookup masks it unless the "
     "block holds the same tokens under another prefix.",
@@ -229,7 +233,7 @@ def page() -> str:
             notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
             note = next((text for end, text in notes if stem.endswith(end)), "")
             lines += [
-                f"### {trace.meta.machine}/{trace.meta.level}: {trace.meta.message.split(': ')[0]}",
+                f"### {trace.meta.machine}/{trace.meta.level}: {title(trace.meta.message, note)}",
                 "",
                 *([note, ""] if note else []),
                 f"> {trace.meta.message}",
@@ -244,6 +248,32 @@ def page() -> str:
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def title(message: str, note: str = "") -> str:
+    """A finding's heading: what broke, by its rule, invariant or property id, and the
+    upstream reports its note links (a page of findings must not read 31 times alike)."""
+    operation = re.match(r"(?:after )?(\w+)", message)
+    op = f"`{operation.group(1)}`" if operation else "a call"
+    named = re.search(r"(rule|invariant|property) '([^']+)'", message)
+    if "was accepted although it breaks the contract" in message and named:
+        detail = message[named.end() :].removeprefix(": ").split(";")[0]
+        what = f"{op} accepts what rule `{named.group(2)}` forbids ({detail})"
+    elif "but the pool changed" in message and named:
+        what = f"{op} refuses (rule `{named.group(2)}`) but changes the pool"
+    elif "was refused although it is allowed" in message:
+        error = re.search(r"allowed: (\w+)", message)
+        what = f"{op} refuses an allowed call" + (f" ({error.group(1)})" if error else "")
+    elif named:
+        what = f"{named.group(1)} `{named.group(2)}` broken"
+        what += f" after {op}" if message.startswith("after ") else ""
+    else:
+        observed = message.split(": ")[1] if ": " in message else message
+        what = f"after {op}: {observed} differs"
+    reports = dict.fromkeys(re.findall(r"\[[^\]]*?#(\d+)\]\((https://[^)]+)\)", note))
+    if reports:
+        what += " · upstream " + ", ".join(f"[#{n}]({url})" for n, url in reports)
+    return what
 
 
 if __name__ == "__main__":
