@@ -50,6 +50,8 @@ LAZY_COMMANDS = {
     "diff": ".diff.command:diff",
     "docs": ".reference.command:docs",
     "fuzz": ".fuzz.command:fuzz",
+    "publish": ".stream.publish_command:publish",
+    "monitor": ".stream.monitor_command:monitor",
 }
 
 
