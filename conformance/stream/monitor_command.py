@@ -191,6 +191,7 @@ def _follow(
     except EndpointError as exc:
         _usage(err, str(exc))
     recorder = Recorder(save, endpoints) if save is not None else None
+    err.print(f"monitoring {', '.join(endpoints)}" + (f" (replay {replay})" if replay else ""))
 
     def record(frames: list[bytes], via: str) -> None:
         if recorder is not None:
@@ -226,6 +227,7 @@ def _follow(
             for rank in range(ranks):
                 for message in fill_gap(rank, 0, -1):
                     received = True
+                    watch.totals.replayed += 1
                     watch.feed(message)
         while True:
             now = time.monotonic()

@@ -207,15 +207,27 @@ def publish(
         problem = str(exc)
     finally:
         status.done()
+        _drain(publisher)
+        _summary(console, name, release, counts, translator, loaded, run.record.steps)
         if hold:
+            console.print(f"replay socket up for {hold:g} s more", highlight=False)
             time.sleep(hold)
         publisher.shutdown()
-    _summary(console, name, release, counts, translator, loaded, run.record.steps)
     if problem is not None:
         console.print(f"[bold red]{name} diverged from the spec:[/bold red] ", end="")
         console.print(problem, markup=False, highlight=False)
         sys.exit(EXIT_NONCONFORMANCE)
     sys.exit(EXIT_PASS)
+
+
+def _drain(publisher: Any, seconds: float = 5.0) -> None:
+    """Wait until the publisher's thread has sent every queued batch (so that the summary
+    means: all out, and in the replay buffer)."""
+    queue = getattr(publisher, "_event_queue", None)
+    deadline = time.monotonic() + seconds
+    while queue is not None and not queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # the last one: taken off the queue, being sent
 
 
 class _Status:
