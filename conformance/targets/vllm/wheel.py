@@ -179,7 +179,8 @@ def seed_cache(
             try:
                 os.replace(staging, final)
             except OSError:
-                if not valid_cache(final, version, members):  # another process was not faster: retry
+                # another process was not faster: retry
+                if not valid_cache(final, version, members):
                     raise
     finally:
         if staging.exists():
@@ -190,9 +191,9 @@ def seed_cache(
 def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
     """The allowed members of ``wheel``, read in memory after checking each one.
 
-    Only exact names of ``members`` (:data:`~.releases.WHEEL_MEMBERS`) are read; a member listed twice,
-    a symlink or anything but a regular file, or one over :data:`MAX_MEMBER_BYTES` makes
-    the whole wheel unacceptable. Nothing is written here.
+    Only exact names of ``members`` (default :data:`~.releases.WHEEL_MEMBERS`) are read; a
+    member listed twice, a symlink or anything but a regular file, or one over
+    :data:`MAX_MEMBER_BYTES` makes the whole wheel unacceptable. Nothing is written here.
     """
     try:
         archive = zipfile.ZipFile(wheel)
