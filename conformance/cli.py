@@ -745,7 +745,8 @@ def _span(value: str, option: str) -> tuple[int, int]:
 @main.command()
 def rules() -> None:
     """Explain every rule, invariant and property the suite checks, by the id it reports."""
-    from kvpool.spec import INVARIANTS, RULES
+    from kvpool.spec import EVENT_PROPERTIES, INVARIANTS, RULES
+    from kvpool.spec.consumer import MODEL_DESCRIPTIONS
     from kvpool.spec.manager import PROPERTIES
 
     console = Console()
@@ -753,6 +754,8 @@ def rules() -> None:
         ("caller's contract (refused with ContractViolation, rule id)", RULES),
         ("pool invariants (hold after every action)", _first_lines(INVARIANTS)),
         ("request-level properties (checked after every request action)", PROPERTIES),
+        ("KV event properties (checked at the events level after every step)", EVENT_PROPERTIES),
+        ("consumer models (kvpool conform --level events --consumer MODEL)", MODEL_DESCRIPTIONS),
     ]
     for title, entries in sections:
         table = Table(title=title, show_lines=False)

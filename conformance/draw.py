@@ -262,7 +262,7 @@ def draw_cache_partial_block(data: Choices, state: PoolState, ctx: Context) -> A
         block,
         hbs * data.integer(1, num_hashes, "num hash blocks"),
         data.choice(GROUPS, "group"),
-        hbs * data.choice([1, 2], "block size x"),
+        hbs * data.choice([1, 2, 4] if ctx.wide_partials else [1, 2], "block size x"),
         data.integer(0, 3, "replace") == 0,
     )
 
@@ -421,9 +421,12 @@ class Context:
     """What drawing remembers across steps of one test case: recent request hashes and the
     keys that recently lost a block (for lookups), and what the target can take."""
 
-    def __init__(self, evict_first: bool, peer: bool) -> None:
+    def __init__(self, evict_first: bool, peer: bool, wide_partials: bool = False) -> None:
         self.evict_first = evict_first
         self.peer = peer
+        #: Partial entries are also drawn in blocks of four hash blocks (the events level:
+        #: a block with several fine boundaries inside it, where partial events chain).
+        self.wide_partials = wide_partials
         self.hashes: list[bytes] = []
         self.requests: list[tuple[bytes, ...]] = []
         #: Keys a block left (evicted, reset, moved away, one of its duplicates dropped),

@@ -215,7 +215,11 @@ def lockstep_machine(
         @initialize(config=draw.configs(max_blocks, level.out_of_contract))
         def build(self, config: PoolConfig) -> None:
             self.run = LockstepRun(factory, profile, level, config, record)
-            self.ctx = draw.Context(evict_first=self.run.evict_first, peer=self.run.peer)
+            self.ctx = draw.Context(
+                evict_first=self.run.evict_first,
+                peer=self.run.peer,
+                wide_partials=self.run.events is not None,
+            )
 
         @property
         def state(self) -> PoolState:

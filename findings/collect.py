@@ -79,6 +79,12 @@ def main() -> None:
             (out / folder).mkdir(parents=True)
             for path in sorted(Path(tmp).glob("*.itf.json")):
                 trace = read_trace(path)
+                events_run = trace.meta.consumer is not None
+                if events_run and "property 'events-" not in trace.meta.message:
+                    # the events level runs in lockstep too: a pool-level finding it ran into
+                    # is the pool levels' to report
+                    print(f"{folder}: events run also met: {trace.meta.message[:100]}")
+                    continue
                 kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
                 name = f"{run_of(trace)}-{kind}.itf.json"
                 shutil.copy(path, out / folder / name)
@@ -137,49 +143,11 @@ RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool")
 #: The events runs, one per consumer model.
 EVENT_RUNS = tuple(f"pool-events-{c}" for c in CONSUMERS)
 
-#: The upstream reports an events finding can match: number -> (title, link).
-UPSTREAM = {
-    55092: (
-        "a set consumer drops a prefix when one of two copies is evicted",
-        "https://github.com/vllm-project/vllm/pull/55092",
-    ),
-    58119: (
-        "partial-cache BlockStored events name a parent hash never reported",
-        "https://github.com/vllm-project/vllm/issues/58119",
-    ),
-    49125: (
-        "a stale partial hash stored again after full-block promotion",
-        "https://github.com/vllm-project/vllm/issues/49125",
-    ),
-    57296: (
-        "AllBlocksCleared published on a reset the consumer cannot tell apart",
-        "https://github.com/vllm-project/vllm/pull/57296",
-    ),
-}
-
-
-def upstream_report(trace: Any) -> int | None:
-    """The upstream report an events finding matches, read off what it broke and where:
-    a set consumer losing a hash, or a removal of a hash it lost, while copies remain
-    (55092); a partial entry's store naming a parent nobody was told of (58119)."""
-    message = trace.meta.message
-    prop = re.search(r"property '([a-z-]+)'", message)
-    if trace.meta.consumer is None or prop is None:
-        return None
-    operation = message.removeprefix("after ").split(":")[0]
-    if trace.meta.consumer == "set" and prop.group(1) in (
-        "events-replay-index",
-        "events-removed-known",
-    ):
-        return 55092
-    if prop.group(1) == "events-parent-known" and operation == "cache_partial_block":
-        return 58119
-    return None
-
 
 def page() -> str:
     """``docs/findings.md``, written from the trace files alone."""
     sys.path.insert(0, str(ROOT))
+    from kvpool.conformance.events.upstream import UPSTREAM, report_link, upstream_report
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
     from kvpool.conformance.trace.trust import replay_command
@@ -254,15 +222,12 @@ def page() -> str:
             title = f"{trace.meta.machine}/{trace.meta.level}"
             if trace.meta.consumer is not None:
                 title += f" ({trace.meta.consumer} consumer)"
-                number = upstream_report(trace)
-                if number is None:
-                    note = f"Breaks the {trace.meta.consumer} consumer; no upstream report matches."
-                else:
-                    about, link = UPSTREAM[number]
-                    note = (
-                        f"Breaks the {trace.meta.consumer} consumer; matches upstream "
-                        f"[#{number}]({link}): {about}."
-                    )
+                number = upstream_report(trace.meta)
+                note = f"Breaks the {trace.meta.consumer} consumer; " + (
+                    "no upstream report matches."
+                    if number is None
+                    else f"matches upstream {report_link(number)}: {UPSTREAM[number][0]}."
+                )
             lines += [
                 f"### {title}: {trace.meta.message.split(': ')[0]}",
                 "",
