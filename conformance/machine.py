@@ -218,7 +218,7 @@ def lockstep_machine(
             self.ctx = draw.Context(
                 evict_first=self.run.evict_first,
                 peer=self.run.peer,
-                wide_partials=self.run.events is not None,
+                for_events=self.run.events is not None,
             )
 
         @property

@@ -62,7 +62,7 @@ def hunt(
         try:
             run = LockstepRun(factory, profile, level, config, record)
             ctx = draw.Context(
-                evict_first=run.evict_first, peer=run.peer, wide_partials=run.events is not None
+                evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
             )
             for _ in range(choices.integer(1, steps, "steps")):
                 action = next_action(choices, run.state, ctx, run.operations, level)

@@ -12,15 +12,26 @@ pool then publishes is the pool's own doing.
 
 from __future__ import annotations
 
-from kvpool.spec import NULL_BLOCK, Action, CacheFullBlocks, CachePartialBlock, PoolState
+from kvpool.spec import (
+    NULL_BLOCK,
+    Action,
+    CacheFullBlocks,
+    CachePartialBlock,
+    FreeBlocks,
+    PoolState,
+)
 from kvpool.spec.caching import coarse_block_hash
 from kvpool.spec.keys import make_key
 
 
 def manager_could_call(state: PoolState, action: Action) -> bool:
-    """Whether a manager could make this caching call now: a request's blocks are distinct,
-    and the block before the new ones is cached under the request's hash (for a partial
-    entry, by a block other than the entry's). Any other action: yes."""
+    """Whether a manager could make this call now: a request's blocks are distinct (it
+    caches them, and frees them, one request per call), and the block before the new ones
+    is cached under the request's hash (for a partial entry, by a block other than the
+    entry's). Any other action: yes."""
+    if isinstance(action, FreeBlocks):
+        real = [b for b in action.blocks if b != NULL_BLOCK]
+        return len(real) == len(set(real))
     if isinstance(action, CacheFullBlocks):
         real = [b for b in action.blocks if b != NULL_BLOCK]
         if len(real) != len(set(real)):
