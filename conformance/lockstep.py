@@ -33,7 +33,7 @@ from kvpool.spec import (
 from .compare import compare_observation, compare_views, view_changes
 from .coverage import situations
 from .events.caller import manager_could_call
-from .events.check import EventsCheck, describe, target_residency
+from .events.check import EventsCheck, describe, taken_events, target_residency
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .target import EVICT_FIRST, Target, TargetFactory
@@ -195,7 +195,7 @@ class LockstepRun:
             return None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
         residency = target_residency(self.target.view())
-        events = tuple(taken.result or ())
+        events = taken_events(taken.result)
         found = self.events.feed(events, residency)
         if found:
             raise Nonconformance(describe(found[0], self.events.model, action.operation, events))
@@ -206,7 +206,7 @@ class LockstepRun:
         target's keys the consumer is compared with the spec's pool."""
         assert self.events is not None
         observed, keys_known = taken
-        events = tuple(observed.result or ())
+        events = taken_events(observed.result)
         if not isinstance(action, TakeEvents):
             self.state, expected = step(self.state, TakeEvents())
             problems = compare_observation(TakeEvents(), expected, observed, self.target.observes)

@@ -43,6 +43,20 @@ def target_residency(view: PoolView) -> Residency | None:
     return None
 
 
+def taken_events(result: object) -> tuple[Event, ...]:
+    """What a ``take_events`` returned, as events; ``TypeError`` for anything else."""
+    if result is None:
+        return ()
+    if not isinstance(result, tuple):
+        raise TypeError(f"take_events returned {result!r}, not a tuple of KV events")
+    events: list[Event] = []
+    for item in result:
+        if not isinstance(item, BlockStored | BlockRemoved | AllBlocksCleared):
+            raise TypeError(f"take_events returned {item!r} among its events")
+        events.append(item)
+    return tuple(events)
+
+
 def event_line(event: Event) -> str:
     """One event, short: ``BlockStored([h1, h2] after p, group 0)``, hashes as in messages."""
     if isinstance(event, BlockStored):
