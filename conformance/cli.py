@@ -278,6 +278,8 @@ def conform(
             f"target {name!r} publishes no KV events (its pool has no take_events), so the "
             "events level cannot run; leave it out of --level",
         )
+    if consumer is not None and ("events" not in level_names or "pool" not in machine_names):
+        fail_usage(console, "--consumer judges the events level, which this run leaves out")
     consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
         try:
