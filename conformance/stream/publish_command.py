@@ -277,7 +277,10 @@ def _summary(
     )
     console.print(table)
     touched = sorted(set(loaded.placeholders.after_load))
-    if touched:
-        console.print(f"vLLM placeholders the publisher touched: {', '.join(touched)}")
+    console.print(
+        "vLLM placeholders the publisher touched while running: "
+        + (", ".join(touched) if touched else "none"),
+        highlight=False,
+    )
     if translator.tokens_unknown:
         console.print(f"{translator.tokens_unknown} stored block(s) published without tokens")

@@ -219,3 +219,79 @@ def test_malformed_truncated_lost_and_restarted_on_the_wire() -> None:
     assert "GAP rank 0: 1 batch(es) lost (sequence 2..2)" in out
     assert "RESTART rank 0: publisher restarted (sequence back to 0)" in out
     assert "VIOLATION" not in out and "not judged (history unknown after a gap)" in out
+
+
+def free_pair() -> int:
+    """A port p with p + 1 free too (rank 1's port)."""
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two adjacent free ports")
+
+
+def test_newer_wire_snapshots_heartbeats_and_two_ranks() -> None:
+    """The newer wire format (24-byte sequence with a publisher identity, empty heartbeat
+    batches, a snapshot endpoint) on two data-parallel ranks: rank 0 is bootstrapped from
+    its snapshot, rank 1's snapshot is unavailable (-2) and it is followed from batch 0;
+    each rank is judged on its own."""
+    live, snap = free_pair(), free_pair()
+    context = zmq.Context()
+    pubs = [context.socket(zmq.XPUB) for _ in range(2)]
+    servers = [context.socket(zmq.REP) for _ in range(2)]
+    for rank in range(2):
+        pubs[rank].bind(f"tcp://127.0.0.1:{live + rank}")
+        servers[rank].bind(f"tcp://127.0.0.1:{snap + rank}")
+    a, b = b"A" * 16, b"B" * 16
+    snapshot_chunk = payload([stored([b"a"]), stored([b"b"], b"a"), stored([b"b"], b"a")])
+    replies = [
+        [(4).to_bytes(8, "big", signed=True), a, snapshot_chunk],
+        [(-2).to_bytes(8, "big", signed=True), b],
+    ]
+
+    def serve(rank: int) -> None:
+        if servers[rank].poll(60_000):
+            assert servers[rank].recv() == b"snapshot"
+            servers[rank].send_multipart(replies[rank])
+
+    import threading
+
+    threads = [threading.Thread(target=serve, args=(r,), daemon=True) for r in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        monitor = start_monitor(
+            "--consumer",
+            "set",
+            "--dp-ranks",
+            "2",
+            "--idle",
+            "2",
+            "--snapshot",
+            f"tcp://127.0.0.1:{snap}",
+            f"tcp://127.0.0.1:{live}",
+        )
+        for pub in pubs:
+            assert pub.poll(30_000), "the monitor never subscribed"
+            pub.recv()
+        pubs[0].send_multipart(message(4, [stored([b"old"])], publisher=a))  # in the snapshot
+        pubs[0].send_multipart(message(5, [], publisher=a))  # a heartbeat
+        pubs[0].send_multipart(message(6, [removed([b"b"])], publisher=a))
+        pubs[1].send_multipart(message(0, [stored([b"x"])], rank=1, publisher=b))
+        pubs[1].send_multipart(message(1, [removed([b"y"])], rank=1, publisher=b))
+        code, out = finish(monitor)
+    finally:
+        for s in [*pubs, *servers]:
+            s.close(linger=0)
+        context.term()
+    assert code == 1, out
+    assert "VIOLATION rank 0 seq 6: events-replay-index: the set consumer lost hash 62" in out
+    assert "VIOLATION rank 1 seq 1: events-removed-known" in out
+    summary = next(line for line in out.splitlines() if line.startswith("events "))
+    assert "snapshots 1," in summary, summary
+    assert "heartbeats 1," in summary and "duplicates 1)" in summary, summary
+    assert out.count("VIOLATION") == 2
