@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -133,20 +134,8 @@ def monitor(
         except RecordingError as exc:
             _usage(err, str(exc))
     else:
-        received = _follow(
-            live,
-            watch,
-            status,
-            err,
-            topic,
-            replay,
-            snapshot,
-            dp_ranks,
-            save,
-            max_events,
-            seconds,
-            idle,
-        )
+        source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
+        received = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
         if not received:
             status.done()
             _summary(out, watch, consumer)
@@ -170,27 +159,38 @@ def _expand(sources: list[str], ranks: int) -> list[str]:
     return [rank_endpoint(s, r) for s in sources for r in range(ranks)]
 
 
+@dataclass(frozen=True)
+class LiveSource:
+    """Where and how to subscribe (the command's live options)."""
+
+    endpoints: list[str]
+    topic: str
+    replay: str | None
+    snapshot: str | None
+    ranks: int
+    save: Path | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When to stop: after so many events, seconds, or idle seconds."""
+
+    max_events: int | None
+    seconds: float | None
+    idle: float | None
+
+
 def _follow(
-    sources: list[str],
-    watch: StreamWatch,
-    status: _Status,
-    err: Console,
-    topic: str,
-    replay: str | None,
-    snapshot: str | None,
-    ranks: int,
-    save: Path | None,
-    max_events: int | None,
-    seconds: float | None,
-    idle: float | None,
+    source: LiveSource, watch: StreamWatch, status: _Status, err: Console, limits: Limits
 ) -> bool:
     """Follow live endpoints until a limit; whether anything arrived."""
+    replay, snapshot, ranks = source.replay, source.snapshot, source.ranks
     try:
-        endpoints = _expand(sources, ranks)
-        subscriber = Subscriber(endpoints, topic, replay, snapshot)
+        endpoints = _expand(source.endpoints, ranks)
+        subscriber = Subscriber(endpoints, source.topic, replay, snapshot)
     except EndpointError as exc:
         _usage(err, str(exc))
-    recorder = Recorder(save, endpoints) if save is not None else None
+    recorder = Recorder(source.save, endpoints) if source.save is not None else None
     err.print(f"monitoring {', '.join(endpoints)}" + (f" (replay {replay})" if replay else ""))
 
     def record(frames: list[bytes], via: str) -> None:
@@ -231,11 +231,11 @@ def _follow(
                     watch.feed(message)
         while True:
             now = time.monotonic()
-            if seconds is not None and now - start >= seconds:
+            if limits.seconds is not None and now - start >= limits.seconds:
                 break
-            if idle is not None and received and now - last_message >= idle:
+            if limits.idle is not None and received and now - last_message >= limits.idle:
                 break
-            if max_events is not None and watch.totals.events >= max_events:
+            if limits.max_events is not None and watch.totals.events >= limits.max_events:
                 break
             frames = subscriber.receive(0.1)
             status.show()
