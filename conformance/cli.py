@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import NoReturn
 
 import click
-from kvpool.spec import PROFILES, PoolConfig, get_profile
+from kvpool.spec import CONSUMER_MODELS, PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import KVGroup, ManagerConfig
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .contracts import checking_contracts
-from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
+from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
@@ -52,6 +52,8 @@ LAZY_COMMANDS = {
     "diff": ".diff.command:diff",
     "docs": ".reference.command:docs",
     "fuzz": ".fuzz.command:fuzz",
+    "publish": ".stream.publish_command:publish",
+    "monitor": ".stream.monitor_command:monitor",
 }
 
 
@@ -123,11 +125,21 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     "--level",
     "-l",
     "levels",
-    default="safety,order,robustness",
-    show_default=True,
+    default=None,
     help="Comma-separated levels: safety (set semantics, any eviction order), order "
     "(the profile's exact eviction order), robustness (out-of-contract input "
-    "refused, pool unchanged).",
+    "refused, pool unchanged), events (the target's KV events fed to a consumer model "
+    "after every step; see --consumer). [default: safety,order,robustness, and events "
+    "when the target publishes KV events]",
+)
+@click.option(
+    "--consumer",
+    type=click.Choice(CONSUMER_MODELS),
+    default=None,
+    help="The consumer model the events level judges the stream by: count (residency "
+    "counted per medium, group and hash; every copy stored and removed: vLLM's documented "
+    "contract) or set (the hashes present per group, as some routers keep them). "
+    "[default: the one the profile's release promises; count where it promises none]",
 )
 @click.option(
     "--machine",
@@ -228,7 +240,8 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
 def conform(
     target: str,
     profile: str | None,
-    levels: str,
+    levels: str | None,
+    consumer: str | None,
     machines: str,
     manager: str,
     max_examples: int,
@@ -257,7 +270,7 @@ def conform(
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
         console.width = max(console.width, 110)
     try:
-        level_names = _choices(levels, LEVELS, "level")
+        level_names = _choices(levels or "safety,order,robustness", LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
         manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
@@ -275,6 +288,18 @@ def conform(
         probe = factory(PoolConfig(2), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool
         fail_usage(console, f"target {name!r} could not build a pool: {type(exc).__name__}: {exc}")
+    emits = "take_events" in probe.operations and chosen_profile.offers("take_events")
+    if levels is None and emits:
+        level_names.append("events")
+    if "events" in level_names and not emits:
+        fail_usage(
+            console,
+            f"target {name!r} publishes no KV events (its pool has no take_events), so the "
+            "events level cannot run; leave it out of --level",
+        )
+    if consumer is not None and ("events" not in level_names or "pool" not in machine_names):
+        fail_usage(console, "--consumer judges the events level, which this run leaves out")
+    consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
         try:
             manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
@@ -289,6 +314,13 @@ def conform(
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
+    if "events" in level_names and "pool" in machine_names:
+        promised = chosen_profile.consumer_contract
+        console.print(
+            f"events judged by the {consumer_model} consumer; profile {chosen_profile.name} "
+            f"promises {promised or 'no consumer contract'}",
+            highlight=False,
+        )
     request_runs: list[tuple[Level, RunBuilder]] = []
     if "requests" in machine_names:
         if not manager_only:
@@ -339,7 +371,7 @@ def conform(
                 hunt_level(
                     factory,
                     chosen_profile,
-                    LEVELS[level_name],
+                    level_for(level_name, consumer_model),
                     max_examples=max_examples,
                     steps=steps,
                     seed=run_seed,
@@ -355,7 +387,7 @@ def conform(
                 run_level(
                     factory,
                     chosen_profile,
-                    LEVELS[level_name],
+                    level_for(level_name, consumer_model),
                     max_examples=max_examples,
                     steps=steps,
                     seed=run_seed,
@@ -408,6 +440,7 @@ def conform(
                 profile=chosen_profile.name,
                 machine=result.machine,
                 level=result.level.name,
+                consumer=result.level.consumer,
                 config=failure.config,
                 seed=run_seed,
                 manager=manager_name if result.machine == "requests" else None,
@@ -429,6 +462,8 @@ def conform(
             if first.machine == "pool"
             else f"--machine requests --manager {manager}"
         )
+        if first.level.consumer is not None:
+            which += f" --consumer {first.level.consumer}"
         if fail_fast:  # the same passes, in the same order
             which += " --fail-fast"
         console.print(
@@ -768,7 +803,8 @@ def _span(value: str, option: str) -> tuple[int, int]:
 @main.command()
 def rules() -> None:
     """Explain every rule, invariant and property the suite checks, by the id it reports."""
-    from kvpool.spec import INVARIANTS, RULES
+    from kvpool.spec import EVENT_PROPERTIES, INVARIANTS, RULES
+    from kvpool.spec.consumer import MODEL_DESCRIPTIONS
     from kvpool.spec.manager import PROPERTIES
 
     console = Console()
@@ -776,6 +812,8 @@ def rules() -> None:
         ("caller's contract (refused with ContractViolation, rule id)", RULES),
         ("pool invariants (hold after every action)", _first_lines(INVARIANTS)),
         ("request-level properties (checked after every request action)", PROPERTIES),
+        ("KV event properties (checked at the events level after every step)", EVENT_PROPERTIES),
+        ("consumer models (kvpool conform --level events --consumer MODEL)", MODEL_DESCRIPTIONS),
     ]
     for title, entries in sections:
         table = Table(title=title, show_lines=False)

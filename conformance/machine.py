@@ -30,6 +30,7 @@ from kvpool.spec import (
 
 from . import draw
 from .choices import Choices, HypothesisChoices
+from .events.caller import manager_could_call
 from .levels import Level
 from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
 from .target import TargetFactory
@@ -150,6 +151,8 @@ def next_action(
             # release's cache_full_blocks taking no null block, say): such an action is
             # not drawn at the levels that stay inside the contract.
             return None
+        if level.consumer is not None and not manager_could_call(state, drawn):
+            return None  # the events level: caching calls as a manager makes them
         return drawn
     drawers = [d for op, ds in draw.BAD_DRAWERS.items() if op in operations for d in ds]
     action = choices.choice(drawers, "broken rule")(choices, state, ctx)
@@ -212,7 +215,11 @@ def lockstep_machine(
         @initialize(config=draw.configs(max_blocks, level.out_of_contract))
         def build(self, config: PoolConfig) -> None:
             self.run = LockstepRun(factory, profile, level, config, record)
-            self.ctx = draw.Context(evict_first=self.run.evict_first, peer=self.run.peer)
+            self.ctx = draw.Context(
+                evict_first=self.run.evict_first,
+                peer=self.run.peer,
+                for_events=self.run.events is not None,
+            )
 
         @property
         def state(self) -> PoolState:

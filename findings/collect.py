@@ -3,9 +3,11 @@
     python findings/collect.py
 
 Each target runs ``kvpool conform`` (pool levels and the requests machine on its pool) with
-seed 1 and up to 12 distinct findings per run; every shrunk trace is kept under
-``findings/TARGET/MACHINE-LEVEL-KIND.itf.json``. ``tests/test_findings.py`` replays them all,
-and ``docs/findings.md`` reads each one.
+seed 1 and up to 12 distinct findings per run, then the ``events`` level under each consumer
+model (``--consumer count`` and ``--consumer set``) where it publishes KV events; every
+shrunk trace is kept under ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json`` (events traces:
+``pool-events-CONSUMER-KIND``). ``tests/test_findings.py`` replays them all, and
+``docs/findings.md`` reads each one.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
     "vllm==0.33.0": "vllm-0.33.0",
+    "vllm==0.30.0": "vllm-0.30.0",
     "vllm==0.24.0": "vllm-0.24.0",
     "vllm==0.10.2": "vllm-0.10.2",
     "vllm-mlx": "vllm-mlx-0.6.0",
@@ -29,6 +33,36 @@ TARGETS = {
 }
 #: Managers with no pool API of their own: only their requests/manager run.
 MANAGER_ONLY = ("nanovllm", "nanovllm-fork")
+#: Targets checked at the events level only (their pool levels are those of a neighbour).
+EVENTS_ONLY = frozenset({"vllm==0.30.0"})
+#: The consumer models the events level runs under, each one a column of the page.
+CONSUMERS = ("count", "set")
+#: What the events level of a target that publishes no events says (exit status 2).
+NO_EVENTS = "no events"
+
+
+def conform(target: str, options: list[str], trace_dir: str) -> int:
+    """``kvpool conform --target TARGET OPTIONS`` at seed 1, up to 12 findings; its status."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from kvpool.conformance.cli import main; main()",
+            "conform",
+            "--target",
+            target,
+            *options,
+            "--seed",
+            "1",
+            "--max-findings",
+            "12",
+            "--no-coverage",
+            "--trace-dir",
+            trace_dir,
+        ],
+        check=False,
+        capture_output=True,
+    ).returncode
 
 
 def main() -> None:
@@ -42,44 +76,44 @@ def main() -> None:
         if target not in chosen:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "from kvpool.conformance.cli import main; main()",
-                    "conform",
-                    "--target",
-                    target,
-                    *(
-                        ["--machine", "requests"]
-                        if target in MANAGER_ONLY
-                        else ["--machine", "pool,requests", "--manager", "none"]
-                    ),
-                    "--seed",
-                    "1",
-                    "--max-findings",
-                    "12",
-                    "--no-coverage",
-                    "--trace-dir",
-                    tmp,
-                ],
-                check=False,
-                capture_output=True,
-            )
+            if target in MANAGER_ONLY:
+                conform(target, ["--machine", "requests"], tmp)
+            elif target not in EVENTS_ONLY:
+                pools = ["--machine", "pool,requests", "--manager", "none"]
+                conform(target, [*pools, "--level", "safety,order,robustness"], tmp)
+            for consumer in CONSUMERS if target not in MANAGER_ONLY else ():
+                events = ["--machine", "pool", "--level", "events", "--consumer", consumer]
+                if conform(target, events, tmp) == 2:
+                    print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             shutil.rmtree(out / folder, ignore_errors=True)
             (out / folder).mkdir(parents=True)
             for path in sorted(Path(tmp).glob("*.itf.json")):
                 trace = read_trace(path)
+                events_run = trace.meta.consumer is not None
+                if events_run and "property 'events-" not in trace.meta.message:
+                    # the events level runs in lockstep too: a pool-level finding it ran into
+                    # is the pool levels' to report
+                    print(f"{folder}: events run also met: {trace.meta.message[:100]}")
+                    continue
                 kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
-                name = f"{trace.meta.machine}-{trace.meta.level}-{kind}.itf.json"
+                name = f"{run_of(trace)}-{kind}.itf.json"
                 shutil.copy(path, out / folder / name)
                 print(f"{folder}/{name}")
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
 
 
+def run_of(trace: Any) -> str:
+    """The run a trace came from, as the page's columns name it: ``pool-safety``,
+    ``requests-pool``, ``pool-events-set``."""
+    run = f"{trace.meta.machine}-{trace.meta.level}"
+    return run if trace.meta.consumer is None else f"{run}-{trace.meta.consumer}"
+
+
 #: What each target is, and the levels it passed, for the page's header rows.
 ABOUT = {
     "vllm-0.33.0": "vLLM 0.33.0's BlockPool, isolated from its wheel (profile vllm-0.33)",
+    "vllm-0.30.0": "vLLM 0.30.0's BlockPool, isolated from its wheel (profile vllm-0.30); "
+    "checked at the events level only",
     "vllm-0.24.0": "vLLM 0.24.0's BlockPool, isolated from its wheel (profile vllm-0.24)",
     "vllm-0.10.2": "vLLM 0.10.2's BlockPool, isolated from its wheel (profile vllm-0.10)",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
@@ -170,11 +204,14 @@ NOTES = {
     "cache-fresh": "A block that already has a key can be cached again; the old key stays.",
 }
 RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool", "requests-manager")
+#: The events runs, one per consumer model.
+EVENT_RUNS = tuple(f"pool-events-{c}" for c in CONSUMERS)
 
 
 def page() -> str:
     """``docs/findings.md``, written from the trace files alone."""
     sys.path.insert(0, str(ROOT))
+    from kvpool.conformance.events.upstream import UPSTREAM, report_link, upstream_report
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
     from kvpool.conformance.trace.trust import replay_command
@@ -190,23 +227,43 @@ def page() -> str:
         "Nothing is tuned away: a profile only states what a release does by design, and",
         "anything outside the caller's contract is checked at the `robustness` level.",
         "",
-        "| target | " + " | ".join(RUNS) + " |",
-        "|---|" + "---|" * len(RUNS),
+        "| target | " + " | ".join((*RUNS, *EVENT_RUNS)) + " |",
+        "|---|" + "---|" * (len(RUNS) + len(EVENT_RUNS)),
     ]
     traces = {
         folder: [read_trace(p) for p in sorted((out / folder).glob("*.itf.json"))]
         for folder in TARGETS.values()
     }
+    from kvpool.conformance.targets.loading import default_profile
+    from kvpool.spec import get_profile
+
+    by_folder = {folder: target for target, folder in TARGETS.items()}
     for folder, found in traces.items():
+        target = by_folder[folder]
+        manager_only = target in MANAGER_ONLY
+        emits = not manager_only and get_profile(default_profile(target) or "seed").offers(
+            "take_events"
+        )
         cells = []
-        manager_only = folder.startswith("nanovllm")
-        for run in RUNS:
-            n = sum(1 for t in found if f"{t.meta.machine}-{t.meta.level}" == run)
-            if (run == "requests-manager") != manager_only:
+        for run in (*RUNS, *EVENT_RUNS):
+            n = sum(1 for t in found if run_of(t) == run)
+            if run in EVENT_RUNS and not emits:
+                cells.append(NO_EVENTS)
+            elif (run == "requests-manager") != manager_only:
                 cells.append("-")  # a pool has no manager run here; a manager no pool runs
+            elif run in RUNS and target in EVENTS_ONLY:
+                cells.append("not run")
             else:
                 cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
         lines.append(f"| {folder} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "The events columns feed each release's KV events, taken after every step, to a",
+        "consumer model ([The KV events contract](guide/kv-events-contract.md)): `count`,",
+        "the contract vLLM documents, and `set`, as some routers keep the stream. Each",
+        "events finding below names the consumer it breaks and the upstream report it",
+        "matches.",
+    ]
     lines += [
         "",
         "## Where releases differ by design (profiles)",
@@ -232,8 +289,17 @@ def page() -> str:
             stem = path.name.removesuffix(".itf.json")
             notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
             note = next((text for end, text in notes if stem.endswith(end)), "")
+            run = f"{trace.meta.machine}/{trace.meta.level}"
+            if trace.meta.consumer is not None:
+                run += f" ({trace.meta.consumer} consumer)"
+                number = upstream_report(trace.meta)
+                note = f"Breaks the {trace.meta.consumer} consumer; " + (
+                    "no upstream report matches."
+                    if number is None
+                    else f"matches upstream {report_link(number)}: {UPSTREAM[number][0]}."
+                )
             lines += [
-                f"### {trace.meta.machine}/{trace.meta.level}: {title(trace.meta.message, note)}",
+                f"### {run}: {title(trace.meta.message, note)}",
                 "",
                 *([note, ""] if note else []),
                 f"> {trace.meta.message}",

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import partial
 
 from kvpool.spec.actions import ALL_ACTIONS
+from kvpool.spec.consumer import EVENT_PROPERTIES
 from kvpool.spec.invariants import INVARIANTS
 from kvpool.spec.manager.actions import REQUEST_ACTIONS
 from kvpool.spec.manager.properties import PROPERTIES
@@ -17,6 +18,7 @@ from kvpool.spec.rules import RULES
 from .action_facts import all_pool_action_facts, all_request_action_facts
 from .action_pages import operation_page, operations_index, page_path
 from .cli_page import cli_page
+from .event_properties_page import event_properties_page
 from .invariants_page import invariants_page
 from .markdown import GENERATED, table
 from .mutants_page import mutants_page
@@ -56,6 +58,10 @@ def index_page() -> str:
             f"{len(PROPERTIES)} properties the request machine checks",
         ),
         (
+            "[KV event properties](event-properties.md)",
+            f"{len(EVENT_PROPERTIES)} properties of a KV event stream the events level checks",
+        ),
+        (
             "[Profiles and vLLM versions](profiles.md)",
             f"{len(PROFILES)} profiles, their settings, and the vLLM release table",
         ),
@@ -88,6 +94,7 @@ def reference_builders() -> dict[str, Callable[[], str]]:
         "reference/rules.md": lambda: rules_page(pool, requests),
         "reference/invariants.md": invariants_page,
         "reference/properties.md": properties_page,
+        "reference/event-properties.md": event_properties_page,
         "reference/profiles.md": profiles_page,
         "reference/proofs.md": proofs_page,
         "reference/mutants.md": mutants_page,

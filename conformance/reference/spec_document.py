@@ -23,6 +23,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "The operations",
         ("actions", "observation", "allocation", "caching", "queries", "step"),
     ),
+    ("What a subscriber of the KV events rebuilds", ("consumer",)),
     (
         "The request level",
         (

@@ -16,7 +16,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, Scheduled, manager_step
 
-from ..levels import LEVELS
+from ..levels import level_for
 from ..lockstep import LockstepRun, Nonconformance, RunRecord
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
@@ -119,7 +119,8 @@ def _record_pool(trace: Trace, target: str) -> Trace:
     factory, _ = load_target(target)
     config = meta.config
     assert not isinstance(config, RequestSetup)
-    run = LockstepRun(factory, get_profile(meta.profile), LEVELS[meta.level], config, RunRecord())
+    level = level_for(meta.level, meta.consumer)
+    run = LockstepRun(factory, get_profile(meta.profile), level, config, RunRecord())
     initial = state_json(run.state)
     steps = []
     for action in trace.actions:

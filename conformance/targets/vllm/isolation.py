@@ -16,6 +16,7 @@ imported normally. torch is never imported: if a file needs it, loading fails an
 from __future__ import annotations
 
 import _imp
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -164,8 +165,17 @@ def init_logger(name: str) -> VllmLogger:
     return VllmLogger(name)
 
 
+def config_class(cls: type) -> type:
+    """What ``vllm.config.utils.config`` does to a configuration class, without pydantic:
+    a dataclass (keyword construction, defaults, ``__post_init__``, ``asdict``)."""
+    return dataclasses.dataclass(cls)
+
+
 #: Attributes a placeholder module must really provide.
-SPECIAL: dict[str, dict[str, object]] = {"vllm.logger": {"init_logger": init_logger}}
+SPECIAL: dict[str, dict[str, object]] = {
+    "vllm.logger": {"init_logger": init_logger},
+    "vllm.config.utils": {"config": config_class},
+}
 
 
 class PlaceholderModule(ModuleType):
@@ -260,13 +270,14 @@ class Release:
         return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
 
 
-def load_release(root: Path, version: str) -> Release:
-    """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``).
+def load_release(root: Path, version: str, extra: dict[str, str] | None = None) -> Release:
+    """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``),
+    and the ``extra`` modules (module -> path) found there.
 
     Raises :class:`~.releases.ReleaseError` if ``root`` lacks a required file and
     :class:`IsolationError` if a file fails to run (naming the file and the error).
     """
-    files = modules_in_tree(root)
+    files = modules_in_tree(root, extra)
     log = PlaceholderLog()
     finder = _ReleaseFinder(files, log)
     start = time.perf_counter()
@@ -315,7 +326,7 @@ def _is_vllm(name: str) -> bool:
 
 def _failing_file(exc: BaseException, files: Mapping[str, Path]) -> str:
     """The release file nearest to where ``exc`` was raised (its path inside the release)."""
-    paths = {str(p): MODULES[name] for name, p in files.items()}
+    paths = {str(p): MODULES.get(name, name) for name, p in files.items()}
     tb = exc.__traceback__
     where = "the block pool"
     while tb is not None:

@@ -75,8 +75,13 @@ def cache_root() -> Path:
     return base / "kvpool"
 
 
-def release_dir(version: str) -> Path:
-    return cache_root() / "vllm" / version
+#: The cache of the pool's files, and the one of the publisher's (``kvpool publish``): kept
+#: apart so that neither changes what the other's manifest lists.
+POOL_CACHE, PUBLISHER_CACHE = "vllm", "vllm-publisher"
+
+
+def release_dir(version: str, folder: str = POOL_CACHE) -> Path:
+    return cache_root() / folder / version
 
 
 def pip_download_command(version: str, dest: str = "DIR") -> str:
@@ -84,24 +89,29 @@ def pip_download_command(version: str, dest: str = "DIR") -> str:
     return f"pip download --no-deps --only-binary=:all: vllm=={version} -d {dest}"
 
 
-def cached_release(version: str, download: bool = True) -> Path:
+def cached_release(
+    version: str,
+    download: bool = True,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+) -> Path:
     """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded.
 
     Raises :class:`~.releases.ReleaseError` for a bad version string and
     :class:`WheelError` when the release is not cached and cannot be downloaded.
     """
     check_supported(version)
-    where = release_dir(version)
-    if valid_cache(where, version):
+    where = release_dir(version, folder)
+    if valid_cache(where, version, members):
         return where
     if not download:
         raise WheelError(f"vLLM {version} is not in the cache ({where})")
     with tempfile.TemporaryDirectory(prefix="kvpool-vllm-") as tmp:
         wheel = _pip_download(version, Path(tmp))
-        return seed_cache(wheel, expected_version=version)
+        return seed_cache(wheel, expected_version=version, folder=folder, members=members)
 
 
-def valid_cache(where: Path, version: str) -> bool:
+def valid_cache(where: Path, version: str, members: frozenset[str] = WHEEL_MEMBERS) -> bool:
     """Whether ``where`` holds a complete, unaltered extraction of ``version``."""
     try:
         manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
@@ -114,7 +124,7 @@ def valid_cache(where: Path, version: str) -> bool:
         return False
     for name, digest in files.items():
         path = where / name
-        if name not in WHEEL_MEMBERS or path.is_symlink() or not path.is_file():
+        if name not in members or path.is_symlink() or not path.is_file():
             return False
         if _sha256(path.read_bytes()) != digest:
             return False
@@ -130,7 +140,12 @@ def wheel_version(wheel: Path) -> str:
     return match.group(1)
 
 
-def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
+def seed_cache(
+    wheel: Path,
+    expected_version: str | None = None,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+) -> Path:
     """Extract the block-pool files of ``wheel`` into the cache; the release's folder.
 
     The wheel itself is left where it is (callers that downloaded it delete it).
@@ -142,8 +157,8 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
     size = wheel.stat().st_size
     if size > MAX_WHEEL_BYTES:
         raise WheelError(f"{wheel.name} is {size} bytes, more than a vLLM wheel can be")
-    contents = extract_members(wheel)
-    final = release_dir(version)
+    contents = extract_members(wheel, members)
+    final = release_dir(version, folder)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
     try:
@@ -158,13 +173,14 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if final.exists() and not valid_cache(final, version):
+        if final.exists() and not valid_cache(final, version, members):
             shutil.rmtree(final)
         if not final.exists():
             try:
                 os.replace(staging, final)
             except OSError:
-                if not valid_cache(final, version):  # another process was not faster: retry
+                # another process was not faster: retry
+                if not valid_cache(final, version, members):
                     raise
     finally:
         if staging.exists():
@@ -172,12 +188,12 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
     return final
 
 
-def extract_members(wheel: Path) -> dict[str, bytes]:
+def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
     """The allowed members of ``wheel``, read in memory after checking each one.
 
-    Only exact names of :data:`~.releases.WHEEL_MEMBERS` are read; a member listed twice,
-    a symlink or anything but a regular file, or one over :data:`MAX_MEMBER_BYTES` makes
-    the whole wheel unacceptable. Nothing is written here.
+    Only exact names of ``members`` (default :data:`~.releases.WHEEL_MEMBERS`) are read; a
+    member listed twice, a symlink or anything but a regular file, or one over
+    :data:`MAX_MEMBER_BYTES` makes the whole wheel unacceptable. Nothing is written here.
     """
     try:
         archive = zipfile.ZipFile(wheel)
@@ -187,7 +203,7 @@ def extract_members(wheel: Path) -> dict[str, bytes]:
     with archive:
         for info in archive.infolist():
             name = info.filename
-            if name not in WHEEL_MEMBERS:
+            if name not in members:
                 continue
             if name in contents:
                 raise WheelError(f"{wheel.name}: {name} appears twice in the wheel")

@@ -1,0 +1,121 @@
+"""The events level: each planted stream fault is caught as the property it breaks, on
+several seeds; our pool passes against the count consumer and shows the duplicate-copy
+removal to a set consumer; a finding is traced, replayed and shown like any other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from faulty_event_pools import BREAKS  # pytest puts this folder on sys.path
+from kvpool.conformance.cli import main
+from kvpool.conformance.levels import level_for
+from kvpool.conformance.lockstep import signature
+from kvpool.conformance.runner import run_level
+from kvpool.conformance.targets.loading import load_target
+from kvpool.conformance.trace.files import TraceFileError, dumps, parse_trace, read_trace
+from kvpool.spec import SEED
+
+SEEDS = (1, 2, 3)
+
+
+def events_run(target: str, consumer: str, seed: int, max_examples: int = 150) -> list[str]:
+    factory, _ = load_target(target)
+    result = run_level(
+        factory,
+        SEED,
+        level_for("events", consumer),
+        max_examples=max_examples,
+        steps=40,
+        seed=seed,
+        max_blocks=8,
+        shrink_seconds=2.0,
+    )
+    return [f.message for f in result.failures]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("fault", sorted(BREAKS))
+def test_a_planted_stream_fault_is_caught(fault: str, seed: int) -> None:
+    found = events_run(f"faulty_event_pools:{fault}", "count", seed)
+    assert found, f"{fault} passed the events level on seed {seed}"
+    assert signature(found[0]) == f"property {BREAKS[fault]}", found[0]
+    assert "for the count consumer" in found[0]
+
+
+def test_our_pool_keeps_the_count_contract() -> None:
+    assert events_run("impl", "count", seed=1, max_examples=40) == []
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_our_pool_loses_a_set_consumer_on_duplicate_copies(seed: int) -> None:
+    """Our pool stores and removes every copy (the count contract): a set consumer drops a
+    hash when one of its copies goes (upstream 55092's report), or is told to remove one
+    it already dropped."""
+    found = events_run("impl", "set", seed)
+    assert found, f"the set consumer passed on seed {seed}"
+    assert signature(found[0]) in (
+        "property events-replay-index",
+        "property events-removed-known",
+    ), found[0]
+    assert "for the set consumer" in found[0]
+
+
+def test_a_finding_is_traced_replayed_and_shown(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        main,
+        [
+            "conform",
+            "--target",
+            "faulty_event_pools:RemovesTwice",
+            "--machine",
+            "pool",
+            "--level",
+            "events",
+            "--seed",
+            "1",
+            "--max-findings",
+            "1",
+            "--no-coverage",
+            "--trace-dir",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "Nonconformance: pool/events (count)" in result.output
+    assert "--level events --consumer count" in result.output
+    (path,) = tmp_path.glob("*-events-count-*.itf.json")
+    trace = read_trace(path)
+    assert (trace.meta.level, trace.meta.consumer) == ("events", "count")
+    assert signature(trace.meta.message) == "property events-removed-known"
+    target = ["--target", "faulty_event_pools:RemovesTwice"]
+    replayed = runner.invoke(main, ["replay", str(path), *target])
+    assert replayed.exit_code == 1, replayed.output
+    assert "events-removed-known" in replayed.output
+    shown = runner.invoke(main, ["show", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "pool/events (count consumer)" in shown.output
+
+
+def test_an_events_trace_names_its_consumer(tmp_path: Path) -> None:
+    import json
+
+    runner = CliRunner()
+    target = ["--target", "faulty_event_pools:ForgetsRemoval", "--machine", "pool"]
+    options = ["--level", "events", "--seed", "2", "--max-findings", "1", "--no-coverage"]
+    runner.invoke(main, ["conform", *target, *options, "--trace-dir", str(tmp_path)])
+    (path,) = tmp_path.glob("*.itf.json")
+    document = json.loads(dumps(read_trace(path)))
+    del document["#meta"]["kvpool"]["consumer"]
+    with pytest.raises(TraceFileError, match="names its consumer model"):
+        parse_trace(document)
+
+
+def test_a_pool_without_events_is_told_so() -> None:
+    result = CliRunner().invoke(
+        main, ["conform", "--target", "vllm-mlx", "--level", "events", "--no-coverage"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "publishes no KV events" in result.output
