@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import request_violation
 
-from ..levels import Level
+from ..levels import SAFETY, Level, level_for
 from ..lockstep import RunRecord, replay_actions
 from ..runner import Failure, LevelResult, find_all
 from ..shrink import Replay, shrink_sequence
@@ -132,7 +132,15 @@ def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
     return lambda setup, record: ManagerRun(factory, profile, setup, record)
 
 
-def pool_builder(factory: Any, profile: Profile) -> RunBuilder:
+def pool_builder(factory: Any, profile: Profile, consumer: str | None = None) -> RunBuilder:
+    """Runs of the spec's manager on pools from ``factory``; with ``consumer``, each pool
+    call is also judged at the events level by that consumer model."""
     from .pool_run import PoolRequestRun
 
-    return lambda setup, record: PoolRequestRun(factory, profile, setup, record)
+    level = SAFETY if consumer is None else level_for("events", consumer)
+    return lambda setup, record: PoolRequestRun(factory, profile, setup, record, level)
+
+
+def events_on_pool(consumer: str) -> Level:
+    """The request machine's run on the pool, its pool calls judged by ``consumer`` too."""
+    return replace(ON_POOL, consumer=consumer)
