@@ -119,3 +119,23 @@ def test_a_pool_without_events_is_told_so() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "publishes no KV events" in result.output
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_request_machine_judges_the_managers_pool_calls(seed: int) -> None:
+    """The spec's manager drives the pool; its pool calls' events go to the consumer."""
+    from kvpool.conformance.manager.runner import events_on_pool, pool_builder, run_requests
+
+    factory, _ = load_target("faulty_event_pools:NamesUnknownParent")
+    result = run_requests(
+        pool_builder(factory, SEED, "count"),
+        events_on_pool("count"),
+        max_examples=30,
+        steps=20,
+        seed=seed,
+        max_blocks=12,
+        shrink_seconds=2.0,
+    )
+    assert result.label == "requests/pool (count)"
+    assert result.failures, f"the unknown parent passed the request machine on seed {seed}"
+    assert signature(result.failures[0].message) == "property events-parent-known"
