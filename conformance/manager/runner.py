@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import request_violation
 
-from ..levels import SAFETY, Level, level_for
+from ..levels import Level, level_for
 from ..lockstep import RunRecord, replay_actions
 from ..runner import Failure, LevelResult, find_all
 from ..shrink import Replay, shrink_sequence
@@ -137,8 +137,15 @@ def pool_builder(factory: Any, profile: Profile, consumer: str | None = None) ->
     call is also judged at the events level by that consumer model."""
     from .pool_run import PoolRequestRun
 
-    level = SAFETY if consumer is None else level_for("events", consumer)
-    return lambda setup, record: PoolRequestRun(factory, profile, setup, record, level)
+    if consumer is None:
+        return lambda setup, record: PoolRequestRun(factory, profile, setup, record)
+    level = level_for("events", consumer)
+
+    def judged(setup: RequestSetup, record: RunRecord) -> PoolRequestRun:
+        pool = replace(setup.pool, enable_kv_cache_events=True)  # events on, as traced
+        return PoolRequestRun(factory, profile, replace(setup, pool=pool), record, level)
+
+    return judged
 
 
 def events_on_pool(consumer: str) -> Level:
