@@ -139,3 +139,34 @@ def test_the_request_machine_judges_the_managers_pool_calls(seed: int) -> None:
     assert result.label == "requests/pool (count)"
     assert result.failures, f"the unknown parent passed the request machine on seed {seed}"
     assert signature(result.failures[0].message) == "property events-parent-known"
+
+
+def test_caching_calls_are_drawn_as_a_manager_makes_them() -> None:
+    """The events level's caller: the block before the new ones cached under the request's
+    hash, a request's blocks distinct; anything else is left undrawn."""
+    from kvpool.conformance.events.caller import manager_could_call
+    from kvpool.spec import (
+        CacheFullBlocks,
+        CachePartialBlock,
+        FreeBlocks,
+        GetNewBlocks,
+        PoolConfig,
+        initial_state,
+        step,
+    )
+    from kvpool.spec.hashing import request_block_hashes
+
+    hashes = request_block_hashes([1, 2, 3, 4], 1)
+    state, _ = step(initial_state(PoolConfig(num_gpu_blocks=6)), GetNewBlocks(4))
+    after_uncached = CacheFullBlocks(hashes, (1, 2), 1, 2, 1)
+    assert not manager_could_call(state, after_uncached)  # block 1 was never cached
+    assert manager_could_call(state, CacheFullBlocks(hashes, (1,), 0, 1, 1))
+    state, _ = step(state, CacheFullBlocks(hashes, (1,), 0, 1, 1))
+    assert manager_could_call(state, after_uncached)
+    assert not manager_could_call(state, CacheFullBlocks(hashes, (1, 1), 1, 2, 1))
+    assert not manager_could_call(state, FreeBlocks((2, 2)))
+    assert manager_could_call(state, FreeBlocks((2, 3)))
+    # a partial entry in block 1 needs block 0 cached, by another block than the entry's
+    assert manager_could_call(state, CachePartialBlock(hashes, 2, 2, 0, 1))
+    assert not manager_could_call(state, CachePartialBlock(hashes, 1, 2, 0, 1))
+    assert not manager_could_call(state, CachePartialBlock(hashes, 2, 2, 1, 1))  # group 1
