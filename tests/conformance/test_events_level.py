@@ -40,7 +40,7 @@ def events_run(target: str, consumer: str, seed: int, max_examples: int = 150) -
 def test_a_planted_stream_fault_is_caught(fault: str, seed: int) -> None:
     found = events_run(f"faulty_event_pools:{fault}", "count", seed)
     assert found, f"{fault} passed the events level on seed {seed}"
-    assert signature(found[0]) == f"property {BREAKS[fault]}", found[0]
+    assert signature(found[0]) in {f"property {name}" for name in BREAKS[fault]}, found[0]
     assert "for the count consumer" in found[0]
 
 
