@@ -132,8 +132,9 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     help="Comma-separated levels: safety (set semantics, any eviction order), order "
     "(the profile's exact eviction order), robustness (out-of-contract input "
     "refused, pool unchanged), events (the target's KV events fed to a consumer model "
-    "after every step; see --consumer). [default: safety,order,robustness, and events "
-    "when the target publishes KV events]",
+    "after every step; see --consumer; named here, it also judges the request machine's "
+    "pool calls). [default: safety,order,robustness, and events on the pool machine when "
+    "the target publishes KV events]",
 )
 @click.option(
     "--consumer",
@@ -312,7 +313,9 @@ def conform(
     request_runs: list[tuple[Level, RunBuilder]] = []
     if "requests" in machine_names:
         request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
-        if "events" in level_names:  # the spec's manager's pool calls, judged by a consumer
+        if levels is not None and "events" in level_names:
+            # asked for: the spec's manager's pool calls judged by the consumer too (not in
+            # a default run, which judges the stream on the pool machine only)
             judged = pool_builder(factory, chosen_profile, consumer_model)
             request_runs.append((events_on_pool(consumer_model), judged))
         if manager_factory is not None:
