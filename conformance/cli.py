@@ -21,7 +21,14 @@ from .contracts import checking_contracts
 from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
-from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
+from .manager.runner import (
+    ON_MANAGER,
+    ON_POOL,
+    events_on_pool,
+    manager_builder,
+    pool_builder,
+    run_requests,
+)
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .quick_pass import hunt_level
@@ -129,8 +136,9 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     help="Comma-separated levels: safety (set semantics, any eviction order), order "
     "(the profile's exact eviction order), robustness (out-of-contract input "
     "refused, pool unchanged), events (the target's KV events fed to a consumer model "
-    "after every step; see --consumer). [default: safety,order,robustness, and events "
-    "when the target publishes KV events]",
+    "after every step; see --consumer; named here, it also judges the request machine's "
+    "pool calls). [default: safety,order,robustness, and events on the pool machine when "
+    "the target publishes KV events]",
 )
 @click.option(
     "--consumer",
@@ -297,7 +305,7 @@ def conform(
             f"target {name!r} publishes no KV events (its pool has no take_events), so the "
             "events level cannot run; leave it out of --level",
         )
-    if consumer is not None and ("events" not in level_names or "pool" not in machine_names):
+    if consumer is not None and "events" not in level_names:
         fail_usage(console, "--consumer judges the events level, which this run leaves out")
     consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
@@ -314,7 +322,7 @@ def conform(
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
-    if "events" in level_names and "pool" in machine_names:
+    if "events" in level_names:
         promised = chosen_profile.consumer_contract
         console.print(
             f"events judged by the {consumer_model} consumer; profile {chosen_profile.name} "
@@ -325,6 +333,11 @@ def conform(
     if "requests" in machine_names:
         if not manager_only:
             request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+            if levels is not None and "events" in level_names:
+                # asked for: the spec's manager's pool calls judged by the consumer too (not
+                # in a default run, which judges the stream on the pool machine only)
+                judged = pool_builder(factory, chosen_profile, consumer_model)
+                request_runs.append((events_on_pool(consumer_model), judged))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     fail_fast = fail_fast or max_findings == 1
@@ -463,7 +476,8 @@ def conform(
             else f"--machine requests --manager {manager}"
         )
         if first.level.consumer is not None:
-            which += f" --consumer {first.level.consumer}"
+            events = " --level events" if first.machine == "requests" else ""
+            which += f"{events} --consumer {first.level.consumer}"
         if fail_fast:  # the same passes, in the same order
             which += " --fail-fast"
         console.print(

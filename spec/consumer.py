@@ -147,10 +147,11 @@ def _where(block_hash: bytes, group: int, medium: str | None) -> str:
     return f"hash {short_hash(block_hash)} ({place})"
 
 
-def _apply(
+def apply_in_place(
     model: ConsumerModel, held: dict[Residence, int], event: Event, medium: str | None
 ) -> list[EventViolation]:
-    """Apply ``event`` to ``held`` in place; the violations it shows."""
+    """One event applied to a consumer's holdings ``held``, in place (:func:`apply_events`
+    copies them first); the violations of the stream properties the event shows."""
     found: list[EventViolation] = []
     match event:
         case BlockStored(block_hashes=hashes, parent_block_hash=parent, group_id=group):
@@ -199,7 +200,7 @@ def apply_events(
     found: list[EventViolation] = []
     seen = clears = 0
     for event in events:
-        found.extend(_apply(state.model, held, event, medium))
+        found.extend(apply_in_place(state.model, held, event, medium))
         seen += 1
         clears += isinstance(event, AllBlocksCleared)
     new = ConsumerState(

@@ -150,7 +150,7 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
         run: ManagerRun | PoolRequestRun = manager_builder(factory, profile)(setup, RunRecord())
     else:
         pool_factory, _ = load_target(target)
-        run = pool_builder(pool_factory, profile)(setup, RunRecord())
+        run = pool_builder(pool_factory, profile, meta.consumer)(setup, RunRecord())
     initial = state_json(_pool_of(run), run.state)
     steps = []
     for action in trace.actions:

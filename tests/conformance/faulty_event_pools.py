@@ -61,10 +61,12 @@ class ClearKeepsKeys(BlockPool):
         return True
 
 
-#: Fault -> the property the events level must report for it (count consumer).
+#: Fault -> the properties the events level may report for it (count consumer): a removal
+#: published twice names a hash nobody holds, or, where the hash has a second copy, takes
+#: that copy from the consumer while the pool keeps it.
 BREAKS = {
-    "ForgetsRemoval": "events-replay-index",
-    "RemovesTwice": "events-removed-known",
-    "NamesUnknownParent": "events-parent-known",
-    "ClearKeepsKeys": "events-cleared-empty",
+    "ForgetsRemoval": ("events-replay-index",),
+    "RemovesTwice": ("events-removed-known", "events-replay-index"),
+    "NamesUnknownParent": ("events-parent-known",),
+    "ClearKeepsKeys": ("events-cleared-empty",),
 }
