@@ -56,6 +56,7 @@ class PropertyRun(ManagerRun):
         self.checks.registers_when_scheduled = bool(
             getattr(self.target, "registers_when_scheduled", False)
         )
+        self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
 
     def allows(self, action: RequestAction) -> bool:
         allows = getattr(self.target, "allows", None)
