@@ -234,7 +234,7 @@ class SglangManagerTarget:
     def _nodes(self) -> list[tuple[Any, tuple[int, ...]]]:
         """Every node but the root with the tokens of the path ending at it."""
         found: list[tuple[Any, tuple[int, ...]]] = []
-        stack = [(self.cache.root_node, ())]
+        stack: list[tuple[Any, tuple[int, ...]]] = [(self.cache.root_node, ())]
         while stack:
             node, path = stack.pop()
             for child in node.children.values():
