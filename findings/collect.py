@@ -26,9 +26,10 @@ TARGETS = {
     "lmdeploy==0.18.0": "lmdeploy-0.18.0",
     "nanovllm": "nanovllm-npu-0.0.2",
     "nanovllm-fork": "nanovllm-fork-20260210",
+    "sglang==0.4.6.post5": "sglang-0.4.6.post5",
 }
 #: Managers with no pool API of their own: only their requests/manager run.
-MANAGER_ONLY = ("nanovllm", "nanovllm-fork")
+MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
 
 
 def main() -> None:
@@ -42,7 +43,7 @@ def main() -> None:
         if target not in chosen:
             continue
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
+            done = subprocess.run(
                 [
                     sys.executable,
                     "-c",
@@ -65,7 +66,11 @@ def main() -> None:
                 ],
                 check=False,
                 capture_output=True,
+                text=True,
             )
+            if done.returncode not in (0, 1):  # the target could not run: keep what we had
+                print(f"{target}: not collected\n{done.stderr or done.stdout}", file=sys.stderr)
+                continue
             shutil.rmtree(out / folder, ignore_errors=True)
             (out / folder).mkdir(parents=True)
             for path in sorted(Path(tmp).glob("*.itf.json")):
@@ -88,6 +93,15 @@ ABOUT = {
     "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
     "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
+    "(page size 1), a token-granular manager judged by the request-level properties as "
+    "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
+    "request's computed duplicate of a cached prefix is swapped for the tree's slots "
+    "(`append-only` lets exactly that pass). SGLang #35270 (evictable size double-counting "
+    "shared pages) was looked for and not found: it concerns paged caches (page size > 1, "
+    "whose allocator is a triton kernel, not run on CPU); here `idle-pool-free` counts free "
+    "tokens as SGLang's own idle check does (available + evictable) and the structure "
+    "checks hold `evictable_size()` to the tree",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1",
@@ -195,7 +209,7 @@ def page() -> str:
     }
     for folder, found in traces.items():
         cells = []
-        manager_only = folder.startswith("nanovllm")
+        manager_only = folder.startswith(("nanovllm", "sglang"))
         for run in RUNS:
             n = sum(1 for t in found if f"{t.meta.machine}-{t.meta.level}" == run)
             if (run == "requests-manager") != manager_only:

@@ -27,15 +27,15 @@ ENGINE_SPECS: dict[str, str] = {
     "as nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
     "nanovllm-fork": "the same from nano-vllm-fork 20260210 (drops a freed block's hash entry)",
     "nanovllm@PATH": "a nano-vllm checkout or unpacked distribution at PATH",
-    "sglang==X.Y.Z": "SGLang's RadixCache over its TokenToKVPoolAllocator, a token-granular "
-    "manager (--machine requests only); 'sglang' alone is 0.4.6.post5 (needs the sglang "
-    "extra: torch)",
+    "sglang": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a "
+    "token-granular manager (--machine requests only; needs the sglang extra: torch)",
+    "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel)",
     "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
 }
 #: The engine targets ``kvpool targets`` describes by default.
 LISTED = ("lmdeploy==0.18.0",)
 #: The manager-only targets ``kvpool targets`` lists among the managers.
-MANAGERS = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
+MANAGERS = ("nanovllm", "nanovllm-fork", "sglang")
 
 
 class EngineLoadError(Exception):
