@@ -68,6 +68,10 @@ class RequestChecks:
         #: prefix (SGLang's ``cache_unfinished_req`` frees its duplicate and points the
         #: request at the tree's slot): ``append-only`` then lets exactly that change pass.
         self.swaps_in_cached = False
+        #: For a manager that keys a request's decoded tokens only when it finishes
+        #: (SGLang): how many leading tokens of a request it has keyed; ``hit-keys`` holds
+        #: the table to its key up to there (the hit and every prefill it cached).
+        self.keyed_tokens: Callable[[str], int] | None = None
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -197,10 +201,13 @@ class RequestChecks:
         keys_of = self._keys_of(view)
         if self.caching and keys_of is not None:
             self._count("hit-keys")
+            keyed = r.num_computed_tokens
+            if self.keyed_tokens is not None:
+                keyed = min(keyed, self.keyed_tokens(request_id))
             broken += props.hit_keys(
                 request_id,
                 r.tables,
-                r.num_computed_tokens,
+                keyed,
                 r.hashes(self.hbs),
                 self.hbs,
                 self.bs,

@@ -57,6 +57,7 @@ class PropertyRun(ManagerRun):
             getattr(self.target, "registers_when_scheduled", False)
         )
         self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
+        self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
 
     def allows(self, action: RequestAction) -> bool:
         allows = getattr(self.target, "allows", None)

@@ -36,7 +36,14 @@ from kvpool.conformance.targets.sglang.manager import (  # noqa: E402
     SglangManagerTarget,
 )
 from kvpool.spec import SEED, PoolConfig  # noqa: E402
-from kvpool.spec.manager import Admit, Compute, Finish, KVGroup, ManagerConfig  # noqa: E402
+from kvpool.spec.manager import (  # noqa: E402
+    Admit,
+    Append,
+    Compute,
+    Finish,
+    KVGroup,
+    ManagerConfig,
+)
 
 #: 8 token slots (blocks of one token).
 SETUP = RequestSetup(ManagerConfig(1), PoolConfig(9, True, 1))
@@ -192,6 +199,49 @@ def test_without_the_swap_allowance_append_only_reports_the_swap(
     actions = (Admit("a", (7,), None), Admit("b", (7,), None), Compute("a"), Compute("b"))
     message = run(sglang, *actions)
     assert message is not None and "property 'append-only'" in message, message
+
+
+def test_decoded_tokens_are_cached_only_when_the_request_finishes(
+    sglang: SglangManagerFactory,
+) -> None:
+    t = target(sglang)
+    assert t.admit("a", (1, 2, 3), None) is not None
+    t.commit("a", False)  # the prefill: cache_unfinished_req
+    assert t.cache.protected_size() == 3 and t.keyed_tokens("a") == 3
+    assert t.append("a", (4, 5)) is not None
+    t.commit("a", False)  # a decode step: nothing cached
+    assert t.cache.protected_size() == 3 and t.keyed_tokens("a") == 3
+    t.finish("a")  # cache_finished_req
+    assert t.cache.evictable_size() == 5 and t.cache.protected_size() == 0
+
+
+def test_hit_keys_stops_at_what_it_keyed_and_needs_to(
+    sglang: SglangManagerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    actions = (Admit("a", (1, 2, 3), None), Compute("a"), Append("a", (4,)), Compute("a"))
+    assert run(sglang, *actions) is None
+    monkeypatch.setattr(SglangManagerTarget, "keyed_tokens", None)
+    message = run(sglang, *actions)
+    assert message is not None and "property 'hit-keys'" in message, message
+
+
+def test_hit_keys_catches_a_hit_table_in_the_wrong_order(
+    sglang: SglangManagerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = SglangManagerTarget.admit
+
+    def misorders(self: SglangManagerTarget, rid: str, tokens: Any, salt: Any) -> Any:
+        result = original(self, rid, tokens, salt)
+        if rid == "b" and result is not None:
+            slots = self.requests[rid].slots
+            slots[0], slots[1] = slots[1], slots[0]
+            return self._scheduled(self.requests[rid])
+        return result
+
+    monkeypatch.setattr(SglangManagerTarget, "admit", misorders)
+    actions = (Admit("a", (1, 2, 3), None), Compute("a"), Admit("b", (1, 2, 3, 4), None))
+    message = run(sglang, *actions)
+    assert message is not None and "property 'hit-keys'" in message, message
 
 
 # --- 0.4.6.post5 at the request level, on several seeds ----------------------------------

@@ -13,9 +13,11 @@ protocol call            SGLang
                          allocated (``evict(n)`` first when the free list is short, as
                          ``alloc_token_slots`` does); ``None`` (lock dropped) when short
 ``append(tokens)``       a slot per token, evicting the same way
-``commit``               ``cache_unfinished_req``: ``insert`` the computed tokens, free the
-                         request's slots the tree already had, re-match and move the lock
-                         (SGLang does this after every prefill chunk)
+``commit``               after a prefill (the first forward pass since admission or
+                         resumption) ``cache_unfinished_req``: ``insert`` the computed
+                         tokens, free the request's slots the tree already had, re-match
+                         and move the lock; after a decode step (tokens appended since)
+                         nothing: decoded tokens are cached when the request finishes
 ``finish``               ``cache_finished_req``: the same insert, then ``dec_lock_ref``;
                          slots never computed are freed
 ``preempt``              ``retract_decode``: the slots past the cached prefix freed,
@@ -80,6 +82,8 @@ class _Request:
     last_node: Any = None
     computed: int = 0
     running: bool = True
+    #: No forward pass since admission or resumption: the next one is a prefill.
+    prefilling: bool = True
 
 
 class SglangManagerTarget:
@@ -130,7 +134,7 @@ class SglangManagerTarget:
             self.cache.dec_lock_ref(node)
             return None
         request.slots, request.prefix_len, request.last_node = hit + rest, len(hit), node
-        request.computed, request.running = len(hit), True
+        request.computed, request.running, request.prefilling = len(hit), True, True
         return self._scheduled(request)
 
     def _insert_computed(self, request: _Request) -> int:
@@ -179,9 +183,12 @@ class SglangManagerTarget:
         return None
 
     def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
-        """``cache_unfinished_req``."""
+        """``cache_unfinished_req`` after a prefill; nothing after a decode step."""
         request = self.requests[request_id]
         request.computed = len(request.tokens)
+        if not request.prefilling:
+            return self._scheduled(request)
+        request.prefilling = False
         self._insert_computed(request)
         found, node = self.cache.match_prefix(key=list(request.tokens))
         found_slots = [int(s) for s in found.tolist()]
@@ -214,6 +221,11 @@ class SglangManagerTarget:
 
     def reset_prefix_cache(self) -> bool:
         raise NotImplementedError("the suite does not flush SGLang's cache")
+
+    def keyed_tokens(self, request_id: str) -> int:
+        """How many leading tokens of the request the tree holds for it (its locked
+        prefix): decoded tokens join only when it finishes."""
+        return self.requests[request_id].prefix_len
 
     def is_block_writable(self, block: int) -> bool:
         """A slot out of the tree and out of the free list, in exactly one running
