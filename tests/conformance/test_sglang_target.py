@@ -333,3 +333,18 @@ def test_append_only_still_catches_a_swap_to_a_block_of_other_tokens(
         Compute("b"),
     )
     assert message is not None and "property 'append-only'" in message, message
+
+
+def test_conform_runs_the_manager_run_only_and_passes(
+    sglang: SglangManagerFactory, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", "sglang", "-n", "10", "--steps", "10", "--seed", "1"]
+    result = CliRunner().invoke(main, [*args, "--no-coverage", "--trace-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "the pool machine is not run" in result.output
+    assert "requests/manager" in result.output and "requests/pool" not in result.output
+    refused = CliRunner().invoke(main, ["conform", "--target", "sglang", "--machine", "pool"])
+    assert refused.exit_code == 2 and "use --machine requests" in refused.output
