@@ -348,3 +348,43 @@ def test_conform_runs_the_manager_run_only_and_passes(
     assert "requests/manager" in result.output and "requests/pool" not in result.output
     refused = CliRunner().invoke(main, ["conform", "--target", "sglang", "--machine", "pool"])
     assert refused.exit_code == 2 and "use --machine requests" in refused.output
+
+
+def _double_counting(sglang: SglangManagerFactory) -> SglangManagerFactory:
+    """The release with #35270's fault class planted: a split node's shared part is
+    counted as evictable a second time."""
+    from dataclasses import replace
+    from types import ModuleType
+
+    base = sglang.release.radix_cache.RadixCache
+
+    class DoubleCounting(base):  # type: ignore[misc, valid-type]
+        def _split_node(self, key: Any, child: Any, split_len: int) -> Any:
+            node = super()._split_node(key, child, split_len)
+            if node.lock_ref == 0:
+                self.evictable_size_ += len(node.value)
+            return node
+
+    module = ModuleType("planted_radix_cache")
+    module.RadixCache = DoubleCounting  # type: ignore[attr-defined]
+    return SglangManagerFactory(replace(sglang.release, radix_cache=module), "planted")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_request_machine_catches_a_double_counted_evictable_size(
+    sglang: SglangManagerFactory, seed: int
+) -> None:
+    """At ``kvpool conform``'s default size (it stops at the first failure, so this is
+    quick). Measured spread, seeds 1-5: caught on all five at this size; at 12 examples of
+    15 steps, seed 3 misses it."""
+    result = run_requests(
+        manager_builder(_double_counting(sglang), SEED),
+        ON_MANAGER,
+        max_examples=150,
+        steps=40,
+        seed=seed,
+        max_blocks=8,
+        shrink_seconds=0.5,
+    )
+    assert result.failures, "a double-counted evictable size went unnoticed"
+    assert "evictable-size-matches-tree" in result.failures[0].message
