@@ -30,9 +30,10 @@ TARGETS = {
     "lmdeploy==0.18.0": "lmdeploy-0.18.0",
     "nanovllm": "nanovllm-npu-0.0.2",
     "nanovllm-fork": "nanovllm-fork-20260210",
+    "sglang==0.4.6.post5": "sglang-0.4.6.post5",
 }
 #: Managers with no pool API of their own: only their requests/manager run.
-MANAGER_ONLY = ("nanovllm", "nanovllm-fork")
+MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
 EVENTS_ONLY = frozenset({"vllm==0.30.0"})
 #: The consumer models the events level runs under, each one a column of the page.
@@ -77,10 +78,15 @@ def main() -> None:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             if target in MANAGER_ONLY:
-                conform(target, ["--machine", "requests"], tmp)
+                status = conform(target, ["--machine", "requests"], tmp)
             elif target not in EVENTS_ONLY:
                 pools = ["--machine", "pool,requests", "--manager", "none"]
-                conform(target, [*pools, "--level", "safety,order,robustness"], tmp)
+                status = conform(target, [*pools, "--level", "safety,order,robustness"], tmp)
+            else:
+                status = 0
+            if status not in (0, 1):  # the target could not run: keep what we had
+                print(f"{target}: not collected (exit {status})", file=sys.stderr)
+                continue
             for consumer in CONSUMERS if target not in MANAGER_ONLY else ():
                 events = ["--machine", "pool", "--level", "events", "--consumer", consumer]
                 if conform(target, events, tmp) == 2:
@@ -122,6 +128,17 @@ ABOUT = {
     "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
     "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
+    "(page size 1), a token-granular manager judged by the request-level properties as "
+    "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
+    "request's computed duplicate of a cached prefix is swapped for the tree's slots "
+    "(`append-only` lets exactly that pass), and decoded tokens are cached when the request "
+    "finishes (`hit-keys` reads up to its locked prefix). SGLang #35270 (evictable size "
+    "double-counting "
+    "shared pages) was looked for and not found: it concerns paged caches (page size > 1, "
+    "whose allocator is a triton kernel, not run on CPU); here `idle-pool-free` counts free "
+    "tokens as SGLang's own idle check does (available + evictable) and the structure "
+    "checks hold `evictable_size()` to the tree",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1",

@@ -16,7 +16,11 @@ from kvpool.conformance.trace.replay import replay_trace
 ROOT = Path(__file__).resolve().parents[1]
 FINDINGS = sorted((ROOT / "findings").rglob("*.itf.json"))
 #: Targets whose pool needs an optional extra: the module it needs, and the extra.
-EXTRAS = {"lmdeploy": ("numpy", "lmdeploy"), "nanovllm": ("xxhash", "nanovllm")}
+EXTRAS = {
+    "lmdeploy": ("numpy", "lmdeploy"),
+    "nanovllm": ("xxhash", "nanovllm"),
+    "sglang": ("torch", "sglang"),
+}
 
 
 def collect() -> ModuleType:
@@ -56,9 +60,9 @@ def test_vllm_0_33_robustness_findings_include_the_known_bugs() -> None:
 def test_every_target_has_a_row_and_the_page_is_current() -> None:
     module = collect()
     folders = {p.parent.name for p in FINDINGS}
-    assert folders == set(module.TARGETS.values())
+    assert folders <= set(module.TARGETS.values())  # a target that passes has no traces
     page = module.page()
-    for folder in folders:
+    for folder in module.TARGETS.values():
         assert f"| {folder} |" in page
     committed = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
     assert committed == page, "regenerate with: python findings/collect.py"

@@ -56,6 +56,8 @@ class PropertyRun(ManagerRun):
         self.checks.registers_when_scheduled = bool(
             getattr(self.target, "registers_when_scheduled", False)
         )
+        self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
+        self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
 
     def allows(self, action: RequestAction) -> bool:
         allows = getattr(self.target, "allows", None)

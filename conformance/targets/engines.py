@@ -27,11 +27,15 @@ ENGINE_SPECS: dict[str, str] = {
     "as nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
     "nanovllm-fork": "the same from nano-vllm-fork 20260210 (drops a freed block's hash entry)",
     "nanovllm@PATH": "a nano-vllm checkout or unpacked distribution at PATH",
+    "sglang": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a "
+    "token-granular manager (--machine requests only; needs the sglang extra: torch)",
+    "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel)",
+    "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
 }
 #: The engine targets ``kvpool targets`` describes by default.
 LISTED = ("lmdeploy==0.18.0",)
 #: The manager-only targets ``kvpool targets`` lists among the managers.
-MANAGERS = ("nanovllm", "nanovllm-fork")
+MANAGERS = ("nanovllm", "nanovllm-fork", "sglang")
 
 
 class EngineLoadError(Exception):
@@ -45,11 +49,15 @@ def is_engine_spec(spec: str) -> bool:
 def is_manager_target(spec: str) -> bool:
     """Whether ``spec`` names a manager with no pool API of its own (nano-vllm's): only
     the request machine's manager run can check it."""
+    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+        return True
     return spec in ("nanovllm", "nanovllm-fork") or spec.startswith("nanovllm@")
 
 
 def load_engine_manager(spec: str) -> tuple[Any, str]:
     """The manager factory and display name of a manager-only target."""
+    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+        return load_sglang_manager(spec)
     from .nanovllm.manager import NanoVllmManagerFactory
     from .nanovllm.release import (
         NanoVllmUnavailable,
@@ -69,6 +77,33 @@ def load_engine_manager(spec: str) -> tuple[Any, str]:
     except NanoVllmUnavailable as exc:
         raise EngineLoadError(f"{spec}: {exc}") from exc
     return NanoVllmManagerFactory(release, f"{spec} ({release.label})"), spec
+
+
+def load_sglang_manager(spec: str) -> tuple[Any, str]:
+    """SGLang's radix cache and allocator, from a release or a tree."""
+    from .sglang.manager import SglangManagerFactory
+    from .sglang.release import (
+        DEFAULT_VERSION,
+        SglangUnavailable,
+        load_release,
+        load_tree,
+        version_label,
+    )
+
+    try:
+        if spec.startswith("sglang@"):
+            root = Path(spec.removeprefix("sglang@")).expanduser()
+            if not root.is_dir():
+                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            release = load_tree(root, version_label(root))
+            name = spec
+        else:
+            version = spec.removeprefix("sglang==") if "==" in spec else DEFAULT_VERSION
+            release = load_release(version)
+            name = f"sglang=={version}"
+    except SglangUnavailable as exc:
+        raise EngineLoadError(f"{spec}: {exc}") from exc
+    return SglangManagerFactory(release, f"{name} ({release.label})"), name
 
 
 def engine_profile(spec: str) -> str | None:
