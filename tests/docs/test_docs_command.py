@@ -47,7 +47,8 @@ def small_site(root: Path, page: str) -> Path:
     (root / "docs").mkdir()
     (root / "docs" / "index.md").write_text(page)
     (root / "mkdocs.yml").write_text(
-        f"site_name: t\nhooks: ['{HOOK}']\nnav: [index.md, reference/actions/index.md]\n"
+        f"site_name: t\nhooks: ['{HOOK}']\n"
+        "nav: [index.md, reference/actions/index.md, reference/releases/index.md]\n"
     )
     return root / "mkdocs.yml"
 
