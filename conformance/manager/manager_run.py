@@ -52,6 +52,8 @@ class ManagerRun:
         setup: RequestSetup,
         record: RunRecord | None = None,
     ) -> None:
+        # a manager that can only be built for some setups says how it builds the others
+        setup = getattr(factory, "fit_setup", lambda drawn: drawn)(setup)
         self.record = record if record is not None else RunRecord()
         self.record.trace = []
         self.record.config = setup

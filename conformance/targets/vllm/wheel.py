@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 from .releases import (
+    MANAGER_MODULES,
     MODULES,
     REQUIRED,
     WHEEL_MEMBERS,
@@ -84,15 +85,18 @@ def pip_download_command(version: str, dest: str = "DIR") -> str:
     return f"pip download --no-deps --only-binary=:all: vllm=={version} -d {dest}"
 
 
-def cached_release(version: str, download: bool = True) -> Path:
+def cached_release(version: str, download: bool = True, manager: bool = False) -> Path:
     """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded.
+
+    With ``manager``, the cache must also have looked for the KV cache manager's files (a
+    cache filled before the suite took them is filled again from the wheel).
 
     Raises :class:`~.releases.ReleaseError` for a bad version string and
     :class:`WheelError` when the release is not cached and cannot be downloaded.
     """
     check_supported(version)
     where = release_dir(version)
-    if valid_cache(where, version):
+    if valid_cache(where, version) and (not manager or looked_for_manager(where)):
         return where
     if not download:
         raise WheelError(f"vLLM {version} is not in the cache ({where})")
@@ -119,6 +123,17 @@ def valid_cache(where: Path, version: str) -> bool:
         if _sha256(path.read_bytes()) != digest:
             return False
     return True
+
+
+def looked_for_manager(where: Path) -> bool:
+    """Whether the cached release was extracted by a suite that takes the manager's files
+    (they may still be absent: a release without them)."""
+    try:
+        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    looked = manifest.get("looked_for") if isinstance(manifest, dict) else None
+    return isinstance(looked, list) and set(MANAGER_MODULES.values()) <= set(looked)
 
 
 def wheel_version(wheel: Path) -> str:
@@ -156,8 +171,12 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
             "wheel": wheel.name,
             "wheel_sha256": _file_sha256(wheel),
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
+            "looked_for": sorted(WHEEL_MEMBERS),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if _extends(final, version, manifest):
+            _add_files(final, staging, manifest)
+            return final
         if final.exists() and not valid_cache(final, version):
             shutil.rmtree(final)
         if not final.exists():
@@ -170,6 +189,35 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
         if staging.exists():
             shutil.rmtree(staging)
     return final
+
+
+def _extends(final: Path, version: str, manifest: dict[str, object]) -> bool:
+    """Whether ``manifest`` (of a fresh extraction) only adds files to the valid cache at
+    ``final``, from the same wheel: then the new files are added in place, and runs reading
+    the cache meanwhile never miss it."""
+    if not valid_cache(final, version):
+        return False
+    old = json.loads((final / MANIFEST).read_text(encoding="utf-8"))
+    files = manifest["files"]
+    assert isinstance(files, dict)
+    return bool(old.get("wheel_sha256") == manifest["wheel_sha256"]) and all(
+        files.get(name) == digest for name, digest in old["files"].items()
+    )
+
+
+def _add_files(final: Path, staging: Path, manifest: dict[str, object]) -> None:
+    """Copy the files ``final`` lacks from ``staging``, then replace its manifest (last, in
+    one step: until then the old manifest describes the cache exactly)."""
+    files = manifest["files"]
+    assert isinstance(files, dict)
+    for name in files:
+        target = final / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(staging / name, target)
+    fresh = final / f".{MANIFEST}.new"
+    fresh.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    os.replace(fresh, final / MANIFEST)
 
 
 def extract_members(wheel: Path) -> dict[str, bytes]:

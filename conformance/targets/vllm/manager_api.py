@@ -1,0 +1,93 @@
+"""Whether a release's ``KVCacheManager`` speaks the calls the manager adapter makes.
+
+The adapter (:mod:`.manager_target`) drives the manager the way vLLM's scheduler does
+from 0.33 on. What it needs is read off the release's signatures, not its version number,
+so a release is refused with the exact call or file it lacks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from types import ModuleType
+
+#: The modules the adapter reads (beyond the pool's).
+NEEDED_MODULES = (
+    "vllm.v1.core.kv_cache_manager",
+    "vllm.v1.core.kv_cache_coordinator",
+    "vllm.v1.core.single_type_kv_cache_manager",
+    "vllm.v1.kv_cache_interface",
+    "vllm.utils.hashing",
+)
+
+#: Manager method -> the parameters the adapter passes it by name.
+NEEDED_CALLS: dict[str, tuple[str, ...]] = {
+    "__init__": (
+        "kv_cache_config",
+        "max_model_len",
+        "scheduler_block_size",
+        "hash_block_size",
+        "enable_caching",
+        "enable_kv_cache_events",
+    ),
+    "get_computed_blocks": ("request",),
+    "allocate_slots": (
+        "request",
+        "num_new_tokens",
+        "num_new_computed_tokens",
+        "new_computed_blocks",
+        "delay_cache_blocks",
+    ),
+    "cache_blocks": ("request", "num_computed_tokens"),
+    "remove_skipped_blocks": ("request_id", "num_prompt_tokens"),
+    "take_kv_cache_block_copies": (),
+    "free": ("request",),
+    "reset_prefix_cache": (),
+    "get_block_ids": ("request_id",),
+}
+
+
+class ManagerUnsupported(Exception):
+    """The release's KV cache manager cannot be driven; the message says why."""
+
+
+def _parameters(function: Callable[..., object]) -> set[str] | None:
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def manager_problems(modules: Mapping[str, ModuleType]) -> list[str]:
+    """What the release lacks for the adapter (empty when it can be driven)."""
+    missing = [m for m in NEEDED_MODULES if m not in modules]
+    if missing:
+        return [f"no {', '.join(missing)}"]
+    manager = getattr(modules["vllm.v1.core.kv_cache_manager"], "KVCacheManager", None)
+    if not isinstance(manager, type):
+        return ["kv_cache_manager.py has no KVCacheManager class"]
+    problems = []
+    for method, wanted in NEEDED_CALLS.items():
+        function = getattr(manager, method, None)
+        if function is None:
+            problems.append(f"KVCacheManager has no {method}()")
+            continue
+        taken = _parameters(function)
+        lacking = [p for p in wanted if taken is not None and p not in taken]
+        if lacking:
+            problems.append(f"KVCacheManager.{method}() takes no {', '.join(lacking)}")
+    if "hash_block_size" in NEEDED_CALLS["__init__"]:
+        utils = modules.get("vllm.v1.core.kv_cache_utils")
+        if utils is None or not hasattr(utils, "get_request_block_hasher"):
+            problems.append("kv_cache_utils.py has no get_request_block_hasher()")
+    return problems
+
+
+def check_manager(version: str, modules: Mapping[str, ModuleType]) -> None:
+    """Raise :class:`ManagerUnsupported` naming what vLLM ``version`` lacks."""
+    problems = manager_problems(modules)
+    if problems:
+        raise ManagerUnsupported(
+            f"vLLM {version}'s KV cache manager cannot be driven by the suite's adapter "
+            f"(written for the 0.33 generation): {'; '.join(problems)}"
+        )
