@@ -1,8 +1,8 @@
 """``--manager vllm``: the KV cache manager of the vLLM release ``--target`` names.
 
 ``vllm==X.Y.Z`` and ``vllm@PATH`` load the manager's files in isolation with the pool's
-(the release cache gains them the first time; a cache filled before is filled again from
-the wheel); ``vllm`` imports the installed vLLM's. A release whose manager the suite cannot
+(a release's are cached, the first time, in a folder of their own beside the pool's:
+``vllm-manager/X.Y.Z``); ``vllm`` imports the installed vLLM's. A release whose manager the suite cannot
 drive is refused, and the message says which call or file it lacks.
 """
 
@@ -52,7 +52,7 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
                 path = Path(target.removeprefix("vllm@")).expanduser()
                 if not path.exists():
                     raise TargetLoadError(f"{target}: {path} does not exist")
-                root = seed_cache(path) if path.is_file() else path
+                root = seed_cache(path, manager=True) if path.is_file() else path
                 version = root.name if path.is_file() else version_in_tree(root)
             release = load_release(root, version, manager=True)
             modules, origin = release.modules, f"isolated from {root}"

@@ -39,10 +39,10 @@ from types import ModuleType
 from typing import Any
 
 from kvpool.spec import Profile
+from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 from kvpool.spec.manager import Scheduled
 from kvpool.spec.manager.state import extra_keys
-from kvpool.spec.hashing import request_block_hashes
 
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView

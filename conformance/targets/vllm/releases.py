@@ -63,8 +63,11 @@ MANAGER_REQUIRED = frozenset(
 #: Read for the version only, never run.
 VERSION_FILE = "vllm/_version.py"
 
-#: Every wheel member the cache may hold.
-WHEEL_MEMBERS = frozenset([*MODULES.values(), *MANAGER_MODULES.values(), VERSION_FILE])
+#: Every wheel member the pool's cache may hold.
+WHEEL_MEMBERS = frozenset([*MODULES.values(), VERSION_FILE])
+
+#: Every wheel member the manager's cache (a folder of its own) may hold.
+MANAGER_WHEEL_MEMBERS = WHEEL_MEMBERS | frozenset(MANAGER_MODULES.values())
 
 #: The oldest release whose pool speaks the API the suite drives: from 0.10.1 on, block
 #: hashes are bytes carried by the request; before, they were named tuples computed inside

@@ -8,7 +8,9 @@ them records the version, the wheel's name and SHA-256, and each file's SHA-256,
 checked on every load.
 
 Layout: ``$KVPOOL_CACHE_DIR`` (else ``$XDG_CACHE_HOME/kvpool``, else ``~/.cache/kvpool``)
-``/vllm/X.Y.Z/{manifest.json, vllm/...}``.
+``/vllm/X.Y.Z/{manifest.json, vllm/...}``. ``--manager vllm`` keeps the pool's files and
+the KV cache manager's (:data:`~.releases.MANAGER_WHEEL_MEMBERS`) in a folder of their
+own, ``/vllm-manager/X.Y.Z/``, checked the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from .releases import (
-    MANAGER_MODULES,
+    MANAGER_WHEEL_MEMBERS,
     MODULES,
     REQUIRED,
     WHEEL_MEMBERS,
@@ -76,8 +78,13 @@ def cache_root() -> Path:
     return base / "kvpool"
 
 
-def release_dir(version: str) -> Path:
-    return cache_root() / "vllm" / version
+def release_dir(version: str, manager: bool = False) -> Path:
+    """Where release ``version``'s files are kept (with its manager's: ``manager``)."""
+    return cache_root() / ("vllm-manager" if manager else "vllm") / version
+
+
+def _members(manager: bool) -> frozenset[str]:
+    return MANAGER_WHEEL_MEMBERS if manager else WHEEL_MEMBERS
 
 
 def pip_download_command(version: str, dest: str = "DIR") -> str:
@@ -86,26 +93,24 @@ def pip_download_command(version: str, dest: str = "DIR") -> str:
 
 
 def cached_release(version: str, download: bool = True, manager: bool = False) -> Path:
-    """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded.
-
-    With ``manager``, the cache must also have looked for the KV cache manager's files (a
-    cache filled before the suite took them is filled again from the wheel).
+    """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded
+    (with its KV cache manager's files too: ``manager``).
 
     Raises :class:`~.releases.ReleaseError` for a bad version string and
     :class:`WheelError` when the release is not cached and cannot be downloaded.
     """
     check_supported(version)
-    where = release_dir(version)
-    if valid_cache(where, version) and (not manager or looked_for_manager(where)):
+    where = release_dir(version, manager)
+    if valid_cache(where, version, manager):
         return where
     if not download:
         raise WheelError(f"vLLM {version} is not in the cache ({where})")
     with tempfile.TemporaryDirectory(prefix="kvpool-vllm-") as tmp:
         wheel = _pip_download(version, Path(tmp))
-        return seed_cache(wheel, expected_version=version)
+        return seed_cache(wheel, expected_version=version, manager=manager)
 
 
-def valid_cache(where: Path, version: str) -> bool:
+def valid_cache(where: Path, version: str, manager: bool = False) -> bool:
     """Whether ``where`` holds a complete, unaltered extraction of ``version``."""
     try:
         manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
@@ -118,22 +123,11 @@ def valid_cache(where: Path, version: str) -> bool:
         return False
     for name, digest in files.items():
         path = where / name
-        if name not in WHEEL_MEMBERS or path.is_symlink() or not path.is_file():
+        if name not in _members(manager) or path.is_symlink() or not path.is_file():
             return False
         if _sha256(path.read_bytes()) != digest:
             return False
     return True
-
-
-def looked_for_manager(where: Path) -> bool:
-    """Whether the cached release was extracted by a suite that takes the manager's files
-    (they may still be absent: a release without them)."""
-    try:
-        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    looked = manifest.get("looked_for") if isinstance(manifest, dict) else None
-    return isinstance(looked, list) and set(MANAGER_MODULES.values()) <= set(looked)
 
 
 def wheel_version(wheel: Path) -> str:
@@ -145,8 +139,9 @@ def wheel_version(wheel: Path) -> str:
     return match.group(1)
 
 
-def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
-    """Extract the block-pool files of ``wheel`` into the cache; the release's folder.
+def seed_cache(wheel: Path, expected_version: str | None = None, manager: bool = False) -> Path:
+    """Extract the block-pool files of ``wheel`` (and its KV cache manager's: ``manager``)
+    into the cache; the release's folder.
 
     The wheel itself is left where it is (callers that downloaded it delete it).
     """
@@ -157,8 +152,8 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
     size = wheel.stat().st_size
     if size > MAX_WHEEL_BYTES:
         raise WheelError(f"{wheel.name} is {size} bytes, more than a vLLM wheel can be")
-    contents = extract_members(wheel)
-    final = release_dir(version)
+    contents = extract_members(wheel, _members(manager))
+    final = release_dir(version, manager)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
     try:
@@ -171,19 +166,15 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
             "wheel": wheel.name,
             "wheel_sha256": _file_sha256(wheel),
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
-            "looked_for": sorted(WHEEL_MEMBERS),
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if _extends(final, version, manifest):
-            _add_files(final, staging, manifest)
-            return final
-        if final.exists() and not valid_cache(final, version):
+        if final.exists() and not valid_cache(final, version, manager):
             shutil.rmtree(final)
         if not final.exists():
             try:
                 os.replace(staging, final)
             except OSError:
-                if not valid_cache(final, version):  # another process was not faster: retry
+                if not valid_cache(final, version, manager):  # another process was faster
                     raise
     finally:
         if staging.exists():
@@ -191,39 +182,11 @@ def seed_cache(wheel: Path, expected_version: str | None = None) -> Path:
     return final
 
 
-def _extends(final: Path, version: str, manifest: dict[str, object]) -> bool:
-    """Whether ``manifest`` (of a fresh extraction) only adds files to the valid cache at
-    ``final``, from the same wheel: then the new files are added in place, and runs reading
-    the cache meanwhile never miss it."""
-    if not valid_cache(final, version):
-        return False
-    old = json.loads((final / MANIFEST).read_text(encoding="utf-8"))
-    files = manifest["files"]
-    assert isinstance(files, dict)
-    return bool(old.get("wheel_sha256") == manifest["wheel_sha256"]) and all(
-        files.get(name) == digest for name, digest in old["files"].items()
-    )
-
-
-def _add_files(final: Path, staging: Path, manifest: dict[str, object]) -> None:
-    """Copy the files ``final`` lacks from ``staging``, then replace its manifest (last, in
-    one step: until then the old manifest describes the cache exactly)."""
-    files = manifest["files"]
-    assert isinstance(files, dict)
-    for name in files:
-        target = final / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(staging / name, target)
-    fresh = final / f".{MANIFEST}.new"
-    fresh.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    os.replace(fresh, final / MANIFEST)
-
-
-def extract_members(wheel: Path) -> dict[str, bytes]:
+def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
     """The allowed members of ``wheel``, read in memory after checking each one.
 
-    Only exact names of :data:`~.releases.WHEEL_MEMBERS` are read; a member listed twice,
+    Only exact names of ``members`` (:data:`~.releases.WHEEL_MEMBERS` unless the manager's
+    are wanted too) are read; a member listed twice,
     a symlink or anything but a regular file, or one over :data:`MAX_MEMBER_BYTES` makes
     the whole wheel unacceptable. Nothing is written here.
     """
@@ -235,7 +198,7 @@ def extract_members(wheel: Path) -> dict[str, bytes]:
     with archive:
         for info in archive.infolist():
             name = info.filename
-            if name not in WHEEL_MEMBERS:
+            if name not in members:
                 continue
             if name in contents:
                 raise WheelError(f"{wheel.name}: {name} appears twice in the wheel")
