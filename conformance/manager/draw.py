@@ -18,6 +18,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     KVGroup,
     ManagerConfig,
@@ -121,6 +122,26 @@ def draw_reset(data: st.DataObject, state: ManagerState, ctx: RequestContext) ->
     return ResetCache()
 
 
+def evictable(state: ManagerState) -> list[int]:
+    """Blocks no request holds that were written (so likely still cached): a prefix's head
+    among them leaves its later blocks cached behind a miss."""
+    return sorted(set(state.contents) - state.held_blocks() - {0})
+
+
+def draw_evict(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    """Half the time the lowest such block: blocks are handed out in id order from a fresh
+    pool, so it is most often the head of a cached prompt, whose loss must end every hit
+    there although the prompt's later blocks stay cached."""
+    candidates = evictable(state)
+    if data.draw(st.booleans(), label="the lowest"):
+        return EvictCached(block_ids=(candidates[0],))
+    blocks = data.draw(
+        st.lists(st.sampled_from(candidates), min_size=1, max_size=2, unique=True),
+        label="blocks",
+    )
+    return EvictCached(block_ids=tuple(blocks))
+
+
 def busy(state: ManagerState) -> bool:
     """Enough requests live that admitting more mostly meets a full pool."""
     return len(state.requests) >= 3
@@ -135,4 +156,5 @@ DRAWERS: dict[str, tuple[Callable[[ManagerState], int], Drawer]] = {
     "resume": (lambda s: 2 if preempted(s) else 0, draw_resume),
     "finish": (lambda s: (4 if busy(s) else 2) if s.requests else 0, draw_finish),
     "reset_cache": (lambda s: 1, draw_reset),
+    "evict_cached": (lambda s: 2 if evictable(s) else 0, draw_evict),
 }

@@ -13,6 +13,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     ManagerResult,
     ManagerState,
@@ -143,6 +144,9 @@ class ManagerRun:
                 return None
             case ResetCache():
                 return t.reset_prefix_cache()
+            case EvictCached(block_ids=block_ids):
+                t.evict_cached(block_ids)
+                return None
         raise TypeError(f"not a request action: {action!r}")
 
     def make_copies(self, rid: str, copies: tuple[tuple[int, int], ...]) -> None:

@@ -2,8 +2,8 @@
 
 ``vllm==X.Y.Z`` and ``vllm@PATH`` load the manager's files in isolation with the pool's
 (a release's are cached, the first time, in a folder of their own beside the pool's:
-``vllm-manager/X.Y.Z``); ``vllm`` imports the installed vLLM's. A release whose manager the suite cannot
-drive is refused, and the message says which call or file it lacks.
+``vllm-manager/X.Y.Z``); ``vllm`` imports the installed vLLM's. A release whose manager
+the suite cannot drive is refused, and the message says which call or file it lacks.
 """
 
 from __future__ import annotations

@@ -245,6 +245,9 @@ class VllmManagerTarget:
     def reset_prefix_cache(self) -> bool:
         return bool(self.manager.reset_prefix_cache())
 
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        self.manager.evict_blocks(set(block_ids))
+
     def is_block_writable(self, block: int) -> bool:
         pool = self.manager.block_pool
         return bool(pool.is_block_writable(pool.blocks[block]))
