@@ -1,14 +1,26 @@
-"""Whether a release's ``KVCacheManager`` speaks the calls the manager adapter makes.
+"""Whether a release's ``KVCacheManager`` speaks the calls the manager adapter makes, and
+how (its API generation).
 
-The adapter (:mod:`.manager_target`) drives the manager the way vLLM's scheduler does
-from 0.33 on. What it needs is read off the release's signatures, not its version number,
-so a release is refused with the exact call or file it lacks.
+The adapter (:mod:`.manager_target`) drives the manager the way vLLM's scheduler does.
+What it needs is read off the release's signatures, not its version number, so a release
+is refused with the exact call or file it lacks. Where releases differ by design the
+adapter follows :class:`ManagerApi`:
+
+- ``get_computed_blocks`` answers ``(blocks, hit tokens, shared-prefix boundary)`` from
+  0.33 on, ``(blocks, hit tokens)`` before;
+- ``remove_skipped_blocks`` takes the prompt length from 0.33 on (for R-SWA);
+- ``take_kv_cache_block_copies`` (a partial hit's copy-on-write, from 0.33 on);
+- ``evict_blocks`` (from 0.24 on): without it, ``evict_cached`` is not drawn;
+- two KV-cache groups of one spec (0.30 on): 0.24's hybrid coordinator requires groups of
+  distinct specs (its config builder puts identical layers in one group), so there the
+  groups are written with distinct head sizes, which the manager never reads otherwise.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 
 #: The modules the adapter reads (beyond the pool's).
@@ -39,12 +51,54 @@ NEEDED_CALLS: dict[str, tuple[str, ...]] = {
         "delay_cache_blocks",
     ),
     "cache_blocks": ("request", "num_computed_tokens"),
-    "remove_skipped_blocks": ("request_id", "num_prompt_tokens"),
-    "take_kv_cache_block_copies": (),
+    "remove_skipped_blocks": ("request_id",),
     "free": ("request",),
     "reset_prefix_cache": (),
     "get_block_ids": ("request_id",),
 }
+
+
+@dataclass(frozen=True)
+class ManagerApi:
+    """How one release's manager is called where generations differ."""
+
+    #: ``remove_skipped_blocks`` takes ``num_prompt_tokens``.
+    skipped_take_prompt: bool
+    #: ``take_kv_cache_block_copies`` exists (copy-on-write of partial hits).
+    copies: bool
+    #: ``evict_blocks`` exists.
+    evicts: bool
+    #: Two groups may share one spec (else each group gets its own head size).
+    identical_groups: bool = True
+
+
+def manager_api(modules: Mapping[str, ModuleType]) -> ManagerApi:
+    """The generation of the release's manager (call :func:`check_manager` first)."""
+    manager = modules["vllm.v1.core.kv_cache_manager"].KVCacheManager
+    skipped = _parameters(manager.remove_skipped_blocks) or set()
+    return ManagerApi(
+        skipped_take_prompt="num_prompt_tokens" in skipped,
+        copies=callable(getattr(manager, "take_kv_cache_block_copies", None)),
+        evicts=callable(getattr(manager, "evict_blocks", None)),
+        identical_groups=_takes_identical_groups(modules),
+    )
+
+
+def _takes_identical_groups(modules: Mapping[str, ModuleType]) -> bool:
+    """Whether the release builds a manager over two full-attention groups of one spec
+    (tried on a four-block pool)."""
+    from kvpool.spec import PoolConfig
+    from kvpool.spec.manager import FULL_ATTENTION, ManagerConfig
+
+    from ...manager.target import RequestSetup
+    from .manager_target import build_manager
+
+    setup = RequestSetup(ManagerConfig(1, (FULL_ATTENTION,) * 2), PoolConfig(4))
+    try:
+        build_manager(modules, setup, distinct_heads=False)
+    except AssertionError:
+        return False
+    return True
 
 
 class ManagerUnsupported(Exception):
@@ -88,6 +142,6 @@ def check_manager(version: str, modules: Mapping[str, ModuleType]) -> None:
     problems = manager_problems(modules)
     if problems:
         raise ManagerUnsupported(
-            f"vLLM {version}'s KV cache manager cannot be driven by the suite's adapter "
-            f"(written for the 0.33 generation): {'; '.join(problems)}"
+            f"vLLM {version}'s KV cache manager cannot be driven by the suite's adapter: "
+            f"{'; '.join(problems)}"
         )

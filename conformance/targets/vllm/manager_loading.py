@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from .manager_api import ManagerUnsupported, check_manager
+from .manager_api import ManagerUnsupported, check_manager, manager_api
 
 if TYPE_CHECKING:
     from ...manager.target import ManagerTargetFactory
@@ -64,8 +64,9 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
         raise TargetLoadError(f"--manager vllm for {target}: {exc}") from exc
     from .manager_target import manager_factory
 
-    name = f"{vllm_target_name(target, described)} KVCacheManager"
-    return manager_factory(modules, described.api(), name), name
+    shown = f"{vllm_target_name(target, described)} KVCacheManager"
+    # named "vllm" in tables and traces, so that a trace replays with --manager vllm
+    return manager_factory(modules, described.api(), manager_api(modules), shown), "vllm"
 
 
 def _installed_version() -> str:

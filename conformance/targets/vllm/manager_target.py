@@ -33,6 +33,7 @@ pairing, so the pools are compared key for key.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import ModuleType
@@ -41,12 +42,13 @@ from typing import Any
 from kvpool.spec import Profile
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
-from kvpool.spec.manager import Scheduled
+from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
 from kvpool.spec.manager.state import extra_keys
 
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView
 from ..vllm_api import VllmApiTarget
+from .manager_api import ManagerApi
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 
 #: The longest request the manager is told to expect (far beyond what the suite draws).
@@ -77,13 +79,15 @@ def sliding_window_tokens(window_blocks: int, block_size: int) -> int:
 Modules = Mapping[str, ModuleType]
 
 
-def kv_cache_config(modules: Modules, setup: RequestSetup) -> Any:
-    """The release's ``KVCacheConfig`` for ``setup``: one group per spec group."""
+def kv_cache_config(modules: Modules, setup: RequestSetup, distinct_heads: bool) -> Any:
+    """The release's ``KVCacheConfig`` for ``setup``: one group per spec group (each with
+    a head size of its own when ``distinct_heads``)."""
     interface = modules["vllm.v1.kv_cache_interface"]
     bs = setup.manager.block_size
     groups = []
     for g, group in enumerate(setup.manager.groups):
-        shape = {"block_size": bs, "num_kv_heads": NUM_KV_HEADS, "head_size": HEAD_SIZE}
+        head = HEAD_SIZE + g if distinct_heads else HEAD_SIZE
+        shape = {"block_size": bs, "num_kv_heads": NUM_KV_HEADS, "head_size": head}
         if group.is_sliding:
             window = sliding_window_tokens(group.sliding_window_blocks, bs)
             spec = interface.SlidingWindowSpec(**shape, dtype=DTYPE, sliding_window=window)
@@ -111,14 +115,40 @@ def register_managers(modules: Modules) -> None:
         registry.KVCacheSpecRegistry.register(spec, manager, uniform_type_base_spec=spec)
 
 
+def build_manager(modules: Modules, setup: RequestSetup, distinct_heads: bool) -> Any:
+    """The release's ``KVCacheManager`` for ``setup`` (``hash_block_size`` already fitted)."""
+    register_managers(modules)
+    module = modules["vllm.v1.core.kv_cache_manager"]
+    bs = setup.manager.block_size
+    arguments: dict[str, Any] = {
+        "max_model_len": MAX_MODEL_LEN,
+        "enable_caching": setup.pool.enable_caching,
+        "enable_kv_cache_events": setup.pool.enable_kv_cache_events,
+    }
+    taken = inspect.signature(module.KVCacheManager).parameters
+    if "scheduler_block_size" in taken:
+        arguments["scheduler_block_size"] = bs
+    if "hash_block_size" in taken:
+        arguments["hash_block_size"] = setup.pool.hash_block_size
+    config = kv_cache_config(modules, setup, distinct_heads)
+    return module.KVCacheManager(config, **arguments)
+
+
 class VllmManagerTarget:
     """A release's ``KVCacheManager``, driven as vLLM's scheduler drives it."""
 
     def __init__(
-        self, modules: Modules, api: Any, setup: RequestSetup, profile: Profile, name: str
+        self,
+        modules: Modules,
+        api: Any,
+        calls: ManagerApi,
+        setup: RequestSetup,
+        profile: Profile,
+        name: str,
     ) -> None:
         self.name = name
         self.setup = setup
+        self.calls = calls
         utils = modules["vllm.v1.core.kv_cache_utils"]
         hashing = modules["vllm.utils.hashing"]
         hash_fn = hashing.get_hash_fn_by_name(HASH_ALGORITHM)
@@ -126,17 +156,7 @@ class VllmManagerTarget:
         self.hasher: Callable[[Any], list[Any]] = utils.get_request_block_hasher(
             setup.pool.hash_block_size, hash_fn
         )
-        register_managers(modules)
-        module = modules["vllm.v1.core.kv_cache_manager"]
-        bs = setup.manager.block_size
-        self.manager = module.KVCacheManager(
-            kv_cache_config(modules, setup),
-            max_model_len=MAX_MODEL_LEN,
-            scheduler_block_size=bs,
-            hash_block_size=setup.pool.hash_block_size,
-            enable_caching=setup.pool.enable_caching,
-            enable_kv_cache_events=setup.pool.enable_kv_cache_events,
-        )
+        self.manager = build_manager(modules, setup, not calls.identical_groups)
         pool = self.manager.block_pool
         self.pool = VllmApiTarget(lambda **_: pool, setup.pool, profile, name, api=api)
         self.observes = self.pool.observes
@@ -166,8 +186,9 @@ class VllmManagerTarget:
 
     def _schedule(self, request: ManagerRequest) -> Scheduled | None:
         """A waiting request: its cached prefix, then slots for every other token."""
-        blocks, num_hit, boundary = self.manager.get_computed_blocks(request)
-        request.shared_prefix_boundary = boundary
+        found = self.manager.get_computed_blocks(request)
+        blocks, num_hit = found[0], found[1]
+        request.shared_prefix_boundary = found[2] if len(found) > 2 else 0
         new = self.manager.allocate_slots(
             request,
             request.num_tokens - num_hit,
@@ -179,9 +200,11 @@ class VllmManagerTarget:
             return None
         request.num_computed_tokens = num_hit
         request.status = RUNNING
-        copies, retained = self.manager.take_kv_cache_block_copies()
-        self.retained[request.request_id] = list(retained)
-        pairs = tuple((int(c.src_block_id), int(c.dst_block_id)) for c in copies)
+        pairs: tuple[tuple[int, int], ...] = ()
+        if self.calls.copies:
+            copies, retained = self.manager.take_kv_cache_block_copies()
+            self.retained[request.request_id] = list(retained)
+            pairs = tuple((int(c.src_block_id), int(c.dst_block_id)) for c in copies)
         return Scheduled(num_hit, self._tables(request.request_id), pairs)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
@@ -224,9 +247,12 @@ class VllmManagerTarget:
         request = self.requests[request_id]
         request.num_computed_tokens = request.num_tokens
         self.manager.cache_blocks(request, request.num_computed_tokens)
-        self.manager.remove_skipped_blocks(
-            request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
-        )
+        if self.calls.skipped_take_prompt:
+            self.manager.remove_skipped_blocks(
+                request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
+            )
+        else:
+            self.manager.remove_skipped_blocks(request_id, request.num_computed_tokens)
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def preempt(self, request_id: str) -> None:
@@ -245,12 +271,22 @@ class VllmManagerTarget:
     def reset_prefix_cache(self) -> bool:
         return bool(self.manager.reset_prefix_cache())
 
+    def allows(self, action: RequestAction) -> bool:
+        """A release without ``evict_blocks`` cannot be asked to evict."""
+        return self.calls.evicts or not isinstance(action, EvictCached)
+
     def evict_cached(self, block_ids: tuple[int, ...]) -> None:
         self.manager.evict_blocks(set(block_ids))
 
     def is_block_writable(self, block: int) -> bool:
+        """The pool's answer; a release without ``is_block_writable`` (before 0.30) is
+        taken to allow a write into a block held once with no key, which the write-guard
+        property checks on the pool's own counts and keys anyway."""
         pool = self.manager.block_pool
-        return bool(pool.is_block_writable(pool.blocks[block]))
+        it = pool.blocks[block]
+        if callable(getattr(pool, "is_block_writable", None)):
+            return bool(pool.is_block_writable(it))
+        return bool(it.ref_cnt == 1 and it.block_hash is None)
 
     # --- looking inside -----------------------------------------------------------------
 
@@ -274,12 +310,12 @@ class VllmManagerTarget:
 
 
 def manager_factory(
-    modules: Modules, api: Any, name: str
+    modules: Modules, api: Any, calls: ManagerApi, name: str
 ) -> Callable[[RequestSetup, Profile], ManagerTarget]:
     """The factory of manager targets for ``--manager vllm`` over a release's modules."""
 
     def factory(setup: RequestSetup, profile: Profile) -> ManagerTarget:
-        return VllmManagerTarget(modules, api, fit_setup(setup), profile, name)
+        return VllmManagerTarget(modules, api, calls, fit_setup(setup), profile, name)
 
     factory.fit_setup = fit_setup  # type: ignore[attr-defined]
     return factory
