@@ -476,8 +476,17 @@ def targets(extra: tuple[str, ...]) -> None:
     managers.add_column("what it is")
     for name, (_, description) in BUILT_IN_MANAGERS.items():
         managers.add_row(name, description)
+    from .targets.vllm.manager_loading import DESCRIPTION, manager_offer
+
+    managers.add_row("vllm", DESCRIPTION)
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
+    offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
+    offers.add_column("release", no_wrap=True)
+    offers.add_column("offers it")
+    for version in cached:
+        offers.add_row(f"vllm=={version}", manager_offer(version))
+    console.print(offers)
     profiles = Table(title="profiles (--profile)", show_header=False)
     profiles.add_column("profile", no_wrap=True)
     profiles.add_column("what it captures")

@@ -29,19 +29,15 @@ NEEDED_MODULES = (
     "vllm.v1.core.kv_cache_coordinator",
     "vllm.v1.core.single_type_kv_cache_manager",
     "vllm.v1.kv_cache_interface",
-    "vllm.utils.hashing",
 )
+
+#: Where the hash functions live from 0.11 on; before, in ``vllm/utils/__init__.py``,
+#: which pulls in most of vLLM and is never loaded in isolation.
+HASHING = "vllm.utils.hashing"
 
 #: Manager method -> the parameters the adapter passes it by name.
 NEEDED_CALLS: dict[str, tuple[str, ...]] = {
-    "__init__": (
-        "kv_cache_config",
-        "max_model_len",
-        "scheduler_block_size",
-        "hash_block_size",
-        "enable_caching",
-        "enable_kv_cache_events",
-    ),
+    "__init__": ("kv_cache_config", "max_model_len", "enable_caching", "enable_kv_cache_events"),
     "get_computed_blocks": ("request",),
     "allocate_slots": (
         "request",
@@ -130,10 +126,14 @@ def manager_problems(modules: Mapping[str, ModuleType]) -> list[str]:
         lacking = [p for p in wanted if taken is not None and p not in taken]
         if lacking:
             problems.append(f"KVCacheManager.{method}() takes no {', '.join(lacking)}")
-    if "hash_block_size" in NEEDED_CALLS["__init__"]:
-        utils = modules.get("vllm.v1.core.kv_cache_utils")
-        if utils is None or not hasattr(utils, "get_request_block_hasher"):
-            problems.append("kv_cache_utils.py has no get_request_block_hasher()")
+    utils = modules.get("vllm.v1.core.kv_cache_utils")
+    if utils is None or not hasattr(utils, "get_request_block_hasher"):
+        problems.append("kv_cache_utils.py has no get_request_block_hasher()")
+    if HASHING not in modules:
+        problems.append(
+            "no vllm/utils/hashing.py: its hash functions (and cdiv) live in "
+            "vllm/utils/__init__.py, which is never loaded in isolation"
+        )
     return problems
 
 

@@ -92,3 +92,43 @@ def _installed_modules(names: Mapping[str, str]) -> dict[str, ModuleType]:
                 f"importing the installed vLLM's {name} failed: {type(exc).__name__}: {exc}"
             ) from exc
     return modules
+
+
+#: What ``--manager vllm`` is, for ``kvpool targets``.
+DESCRIPTION = (
+    "the KV cache manager of the vLLM release --target names (vllm==X.Y.Z, vllm@PATH, "
+    "vllm): its own KVCacheManager, coordinator and single-type managers"
+)
+
+
+def manager_offer(version: str) -> str:
+    """Whether release ``version`` offers ``--manager vllm``, from the cache alone (nothing
+    is downloaded): ``yes``, ``no: why``, or that its manager files are not cached yet."""
+    from .isolation import IsolationError, load_release
+    from .releases import ReleaseError
+    from .wheel import WheelError, cached_release
+
+    try:
+        root = cached_release(version, download=False, manager=True)
+    except WheelError:
+        return "not cached yet (the first --manager vllm run fetches and checks it)"
+    except ReleaseError as exc:
+        return f"no: {exc}"
+    try:
+        release = load_release(root, version, manager=True)
+        check_manager(version, release.modules)
+    except ManagerUnsupported as exc:
+        return f"no: {exc}"
+    except (ReleaseError, IsolationError) as exc:
+        return f"no: {exc}"
+    api = manager_api(release.modules)
+    details = [
+        name
+        for name, present in (
+            ("copy-on-write copies", api.copies),
+            ("evict_blocks", api.evicts),
+            ("groups of one spec", api.identical_groups),
+        )
+        if not present
+    ]
+    return "yes" + (f" (without {', '.join(details)})" if details else "")
