@@ -1,0 +1,147 @@
+"""vLLM 0.33.0's own KV cache manager under the request machine (``--manager vllm``).
+
+The release's manager conforms at a small size; each one-line fault planted in a copy of
+it (``manager_faults``) is caught on the seeds of ``KVPOOL_MANAGER_FAULT_SEEDS`` (``1`` by
+default; the campaign of the docs runs ``1,2,3,4,5``) at ``kvpool conform``'s default
+examples, steps and blocks, by the property or comparison the fault breaks; a finding
+replays and renders; a tree without a drivable manager is refused with exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kvpool.conformance.cli import main
+from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.manager.target import ManagerTargetFactory
+from kvpool.conformance.targets.loading import TargetLoadError, load_manager
+from kvpool.conformance.targets.vllm.wheel import cached_release
+from kvpool.spec.profile import get_profile
+from manager_faults import CORE, FAULTS, planted_manager_tree  # on sys.path via pytest
+
+PROFILE = get_profile("vllm-0.33")
+SEEDS = tuple(int(s) for s in os.environ.get("KVPOOL_MANAGER_FAULT_SEEDS", "1").split(","))
+#: ``kvpool conform``'s defaults.
+DEFAULTS = {"max_examples": 150, "steps": 40, "max_blocks": 8}
+
+
+@pytest.fixture(scope="module")
+def release() -> Path:
+    """vLLM 0.33.0's pool and manager files (downloaded once into the cache)."""
+    return cached_release("0.33.0", manager=True)
+
+
+def _manager(tree: Path) -> ManagerTargetFactory:
+    factory, name = load_manager("vllm", f"vllm@{tree}")
+    assert factory is not None and name == "vllm"
+    return factory
+
+
+@pytest.fixture(scope="module")
+def unplanted(release: Path, tmp_path_factory: pytest.TempPathFactory) -> ManagerTargetFactory:
+    return _manager(planted_manager_tree(release, tmp_path_factory.mktemp("clean"), None))
+
+
+def test_the_release_manager_conforms_at_a_small_size(unplanted: ManagerTargetFactory) -> None:
+    result = run_requests(
+        manager_builder(unplanted, PROFILE), ON_MANAGER, max_examples=25, steps=25, seed=1,
+        max_blocks=8, max_findings=1,
+    )  # fmt: skip
+    assert result.failure is None, result.failure
+    record = result.record
+    for situation in (
+        "prefix hit shared",
+        "sliding window dropped blocks",
+        "cached blocks evicted",
+    ):
+        assert record.situations[situation] > 0, situation
+    for prop in ("append-only-up-to-null", "hit-keys", "refcounts-match-tables", "tail-first-free"):
+        assert record.properties[prop] > 0, prop
+
+
+@pytest.fixture
+def planted(release: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    yield planted_manager_tree(release, tmp_path, FAULTS[request.param])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("planted", sorted(FAULTS), indirect=True)
+def test_each_planted_fault_is_caught(
+    planted: Path, seed: int, request: pytest.FixtureRequest
+) -> None:
+    fault = FAULTS[request.node.callspec.params["planted"]]
+    result = run_requests(
+        manager_builder(_manager(planted), PROFILE), ON_MANAGER, seed=seed, max_findings=1,
+        shrink_seconds=1.0, **DEFAULTS,
+    )  # fmt: skip
+    assert result.failure is not None, f"not caught on seed {seed}: {fault.effect}"
+    message = result.failure.message
+    assert any(text in message for text in fault.caught_by), message
+
+
+def test_every_fault_edits_one_line_of_the_manager(release: Path) -> None:
+    for name, fault in FAULTS.items():
+        source = (release / CORE / fault.file).read_text()
+        assert source.count(fault.old) == 1, name
+        removed = set(fault.old.splitlines()) - set(fault.new.splitlines())
+        assert len(removed) == 1, (name, removed)
+
+
+def test_a_finding_replays_and_shows_both_tables(
+    release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = planted_manager_tree(release, tmp_path, FAULTS["whole prompt hit"])
+    monkeypatch.chdir(tmp_path)
+    target = f"vllm@{tree}"
+    args = ["--target", target, "--machine", "requests", "--manager", "vllm"]
+    conform = CliRunner().invoke(
+        main, ["conform", *args, "--seed", "1", "--max-examples", "30", "--fail-fast"]
+    )
+    assert conform.exit_code == 1, conform.output
+    assert "tokens computed" in conform.output
+    (trace,) = (tmp_path / "kvpool-traces").glob("*requests-manager*.itf.json")
+    replay = CliRunner().invoke(
+        main, ["replay", str(trace), "--target", target, "--manager", "vllm"]
+    )
+    assert replay.exit_code == 1, replay.output
+    shown = CliRunner().invoke(main, ["show", "--format", "markdown", str(trace)])
+    assert shown.exit_code == 0, shown.output
+    assert "admit(" in shown.output and "expected" in shown.output and "actual" in shown.output
+
+
+def test_a_tree_without_a_manager_is_refused(release: Path, tmp_path: Path) -> None:
+    tree = planted_manager_tree(release, tmp_path, None)
+    (tree / CORE / "kv_cache_manager.py").unlink()
+    with pytest.raises(TargetLoadError, match=r"missing vllm/v1/core/kv_cache_manager\.py"):
+        load_manager("vllm", f"vllm@{tree}")
+    result = CliRunner().invoke(
+        main, ["conform", "--target", f"vllm@{tree}", "--machine", "requests", "--manager", "vllm"]
+    )
+    assert result.exit_code == 2, result.output
+
+
+def test_a_manager_without_a_call_the_adapter_needs_is_refused_naming_it(
+    release: Path, tmp_path: Path
+) -> None:
+    tree = planted_manager_tree(release, tmp_path, None)
+    path = tree / CORE / "kv_cache_manager.py"
+    path.write_text(path.read_text().replace("        delay_cache_blocks: bool = False,\n", ""))
+    with pytest.raises(TargetLoadError, match=r"allocate_slots\(\) takes no delay_cache_blocks"):
+        load_manager("vllm", f"vllm@{tree}")
+
+
+def test_only_vllm_targets_have_a_vllm_manager() -> None:
+    with pytest.raises(TargetLoadError, match="give a vLLM target"):
+        load_manager("vllm", "impl")
+
+
+def test_the_manager_files_are_cached_beside_the_pool_files(release: Path) -> None:
+    assert release.parent.name == "vllm-manager"
+    assert (release / CORE / "kv_cache_manager.py").is_file()
+    pool_cache = release.parent.parent / "vllm" / "0.33.0"
+    if pool_cache.is_dir():  # the pool's cache keeps its own files only
+        assert not (pool_cache / CORE / "kv_cache_manager.py").exists()
