@@ -2,10 +2,16 @@
 
     python findings/collect.py
 
-Each target runs ``kvpool conform`` (pool levels and the requests machine on its pool) with
-seed 1 and up to 12 distinct findings per run; every shrunk trace is kept under
+Each target runs ``kvpool conform`` (pool levels and the requests machine on its pool; for
+a vLLM release whose KV cache manager can be driven, also its own manager with ``--manager
+vllm``) with seed 1 and up to 12 distinct findings per run; every shrunk trace is kept under
 ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json``. ``tests/test_findings.py`` replays them all,
 and ``docs/findings.md`` reads each one.
+
+    python findings/collect.py --manager-only
+
+re-runs only the manager runs (``--machine requests --manager vllm``) and replaces only
+their traces.
 """
 
 from __future__ import annotations
@@ -26,13 +32,28 @@ TARGETS = {
 }
 
 
+#: The targets whose own KV cache manager runs too (``--manager vllm``).
+MANAGERS = {"vllm-0.33.0", "vllm-0.24.0"}
+#: Why the others have no manager run.
+NO_MANAGER = {
+    "vllm-0.10.2": "refused: its manager frees sliding windows only inside allocate_slots "
+    "and keeps its hash functions in vllm/utils/__init__.py (`kvpool targets` says why)",
+    "vllm-mlx-0.6.0": "no KV cache manager of vLLM's kind",
+}
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     from kvpool.conformance.lockstep import signature
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
+    manager_only = "--manager-only" in sys.argv[1:]
     for target, folder in TARGETS.items():
+        if manager_only and folder not in MANAGERS:
+            continue
+        machines = "requests" if manager_only else "pool,requests"
+        manager = "vllm" if folder in MANAGERS else "none"
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run(
                 [
@@ -43,9 +64,9 @@ def main() -> None:
                     "--target",
                     target,
                     "--machine",
-                    "pool,requests",
+                    machines,
                     "--manager",
-                    "none",
+                    manager,
                     "--seed",
                     "1",
                     "--max-findings",
@@ -57,9 +78,15 @@ def main() -> None:
                 check=False,
                 capture_output=True,
             )
-            shutil.rmtree(out / folder, ignore_errors=True)
-            (out / folder).mkdir(parents=True)
+            if manager_only:
+                for old in (out / folder).glob("requests-manager-*.itf.json"):
+                    old.unlink()
+            else:
+                shutil.rmtree(out / folder, ignore_errors=True)
+            (out / folder).mkdir(parents=True, exist_ok=True)
             for path in sorted(Path(tmp).glob("*.itf.json")):
+                if manager_only and "-requests-manager-" not in path.name:
+                    continue
                 trace = read_trace(path)
                 kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
                 name = f"{trace.meta.machine}-{trace.meta.level}-{kind}.itf.json"
@@ -106,7 +133,7 @@ NOTES = {
     "not cleanly.",
     "cache-fresh": "A block that already has a key can be cached again; the old key stays.",
 }
-RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool")
+RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool", "requests-manager")
 
 
 def page() -> str:
@@ -138,8 +165,18 @@ def page() -> str:
         cells = []
         for run in RUNS:
             n = sum(1 for t in found if f"{t.meta.machine}-{t.meta.level}" == run)
-            cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
+            if run == "requests-manager" and folder not in MANAGERS:
+                cells.append("-")
+            else:
+                cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
         lines.append(f"| {folder} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "`requests-manager` is the release's own `KVCacheManager` beside the spec's manager",
+        "(`--machine requests --manager vllm`); `-`: "
+        + "; ".join(f"{folder}: {why}" for folder, why in NO_MANAGER.items())
+        + ".",
+    ]
     lines += [
         "",
         "## Where releases differ by design (profiles)",
