@@ -39,6 +39,7 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
             f"--manager vllm drives the KV cache manager of a vLLM release: give a vLLM "
             f"target (vllm==X.Y.Z, vllm@PATH or vllm), not {target!r}"
         )
+    modules: Mapping[str, ModuleType]
     try:
         if target == "vllm":
             modules = _installed_modules({**MODULES, **MANAGER_MODULES})
