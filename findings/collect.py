@@ -33,13 +33,9 @@ TARGETS = {
 
 
 #: The targets whose own KV cache manager runs too (``--manager vllm``).
-MANAGERS = {"vllm-0.33.0", "vllm-0.24.0"}
+MANAGERS = {"vllm-0.33.0", "vllm-0.24.0", "vllm-0.10.2"}
 #: Why the others have no manager run.
-NO_MANAGER = {
-    "vllm-0.10.2": "refused: its manager frees sliding windows only inside allocate_slots "
-    "and keeps its hash functions in vllm/utils/__init__.py (`kvpool targets` says why)",
-    "vllm-mlx-0.6.0": "no KV cache manager of vLLM's kind",
-}
+NO_MANAGER = {"vllm-mlx-0.6.0": "no KV cache manager of vLLM's kind"}
 
 
 def main() -> None:

@@ -145,3 +145,26 @@ def test_the_manager_files_are_cached_beside_the_pool_files(release: Path) -> No
     pool_cache = release.parent.parent / "vllm" / "0.33.0"
     if pool_cache.is_dir():  # the pool's cache keeps its own files only
         assert not (pool_cache / CORE / "kv_cache_manager.py").exists()
+
+
+def test_the_manager_reaches_no_placeholder_but_the_request_status(release: Path) -> None:
+    """Nothing the manager calls while it runs is missing from the isolated files: its
+    only reads of a placeholder are the two request states of its admission watermark."""
+    from kvpool.conformance.targets.vllm.isolation import load_release
+    from kvpool.conformance.targets.vllm.manager_api import manager_api
+    from kvpool.conformance.targets.vllm.manager_target import manager_factory
+    from kvpool.conformance.targets.vllm.target import describe_release
+
+    loaded = load_release(release, "0.33.0", manager=True)
+    api = describe_release(loaded).api()
+    factory = manager_factory(loaded.modules, api, manager_api(loaded.modules), "0.33.0")
+    result = run_requests(
+        manager_builder(factory, PROFILE), ON_MANAGER, max_examples=15, steps=20, seed=2,
+        max_blocks=8,
+    )  # fmt: skip
+    assert result.failure is None, result.failure
+    reached = set(loaded.placeholders.after_load)
+    assert reached <= {
+        "vllm.v1.request.RequestStatus.WAITING",
+        "vllm.v1.request.RequestStatus.PREEMPTED",
+    }, reached

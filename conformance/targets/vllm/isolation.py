@@ -173,8 +173,18 @@ def init_logger(name: str) -> VllmLogger:
     return VllmLogger(name)
 
 
+def ceiling_division(a: int, b: int) -> int:
+    """What ``vllm.utils.cdiv`` computes: ``a / b`` rounded up. Releases before 0.11 import
+    it from ``vllm/utils/__init__.py``, which pulls in most of vLLM and is never loaded;
+    their KV cache managers call it on every allocation."""
+    return -(-a // b)
+
+
 #: Attributes a placeholder module must really provide.
-SPECIAL: dict[str, dict[str, object]] = {"vllm.logger": {"init_logger": init_logger}}
+SPECIAL: dict[str, dict[str, object]] = {
+    "vllm.logger": {"init_logger": init_logger},
+    "vllm.utils": {"cdiv": ceiling_division},
+}
 
 
 class PlaceholderModule(ModuleType):

@@ -32,12 +32,15 @@ class ManagerRequest:
         "cache_salt",
         "lora_request",
         "mm_features",
+        "mm_hashes",
+        "mm_positions",
         "num_computed_tokens",
         "num_in_flight_tokens",
         "num_preemptions",
         "num_prompt_tokens",
         "prompt_embeds",
         "request_id",
+        "sampling_params",
         "session_id",
         "shared_prefix_boundary",
         "skip_reading_prefix_cache",
@@ -57,6 +60,9 @@ class ManagerRequest:
         self.cache_salt = salt
         self.lora_request = None
         self.mm_features: list[Any] = []
+        self.mm_hashes: list[Any] = []  # the multimodal fields before 0.11
+        self.mm_positions: list[Any] = []
+        self.sampling_params = None  # no prompt logprobs: the cache is read
         self.prompt_embeds = None
         self._prompt_embeds_per_block_hashes: dict[Any, Any] = {}
         self.session_id = None

@@ -33,6 +33,7 @@ pairing, so the pools are compared key for key.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -48,7 +49,7 @@ from kvpool.spec.manager.state import extra_keys
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView
 from ..vllm_api import VllmApiTarget
-from .manager_api import ManagerApi
+from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 
 #: The longest request the manager is told to expect (far beyond what the suite draws).
@@ -57,17 +58,21 @@ MAX_MODEL_LEN = 1 << 16
 NUM_KV_HEADS = HEAD_SIZE = 1
 #: Stands in for a ``torch.dtype``: the manager only compares dtypes, never sizes them.
 DTYPE = "float16"
-#: The hash function vLLM's engine uses by default (``prefix_caching_hash_algo``).
-HASH_ALGORITHM = "sha256"
 
 
-def fit_setup(setup: RequestSetup) -> RequestSetup:
+def fit_setup(setup: RequestSetup, calls: ManagerApi) -> RequestSetup:
     """``setup`` as vLLM's manager can be built for it: ``hash_block_size`` equal to the
-    block size (see the module docstring)."""
+    block size (see the module docstring), and one full-attention group only where the
+    release's coordinator cannot take two."""
     bs = setup.manager.block_size
-    if setup.pool.hash_block_size == bs:
-        return setup
-    return replace(setup, pool=replace(setup.pool, hash_block_size=bs))
+    if setup.pool.hash_block_size != bs:
+        setup = replace(setup, pool=replace(setup.pool, hash_block_size=bs))
+    groups = setup.manager.groups
+    full = [i for i, g in enumerate(groups) if not g.is_sliding]
+    if not calls.two_full_groups and len(full) > 1:
+        kept = tuple(g for i, g in enumerate(groups) if g.is_sliding or i == full[0])
+        setup = replace(setup, manager=replace(setup.manager, groups=kept))
+    return setup
 
 
 def sliding_window_tokens(window_blocks: int, block_size: int) -> int:
@@ -87,7 +92,9 @@ def kv_cache_config(modules: Modules, setup: RequestSetup, distinct_heads: bool)
     groups = []
     for g, group in enumerate(setup.manager.groups):
         head = HEAD_SIZE + g if distinct_heads else HEAD_SIZE
-        shape = {"block_size": bs, "num_kv_heads": NUM_KV_HEADS, "head_size": head}
+        shape: dict[str, Any] = {"block_size": bs, "num_kv_heads": NUM_KV_HEADS, "head_size": head}
+        if "use_mla" in {f.name for f in dataclasses.fields(interface.AttentionSpec)}:
+            shape["use_mla"] = False  # a field without a default before 0.11
         if group.is_sliding:
             window = sliding_window_tokens(group.sliding_window_blocks, bs)
             spec = interface.SlidingWindowSpec(**shape, dtype=DTYPE, sliding_window=window)
@@ -150,8 +157,7 @@ class VllmManagerTarget:
         self.setup = setup
         self.calls = calls
         utils = modules["vllm.v1.core.kv_cache_utils"]
-        hashing = modules["vllm.utils.hashing"]
-        hash_fn = hashing.get_hash_fn_by_name(HASH_ALGORITHM)
+        hash_fn = hash_function(modules)
         utils.init_none_hash(hash_fn)
         self.hasher: Callable[[Any], list[Any]] = utils.get_request_block_hasher(
             setup.pool.hash_block_size, hash_fn
@@ -251,8 +257,10 @@ class VllmManagerTarget:
             self.manager.remove_skipped_blocks(
                 request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
             )
-        else:
+        elif self.calls.skipped_on_manager:
             self.manager.remove_skipped_blocks(request_id, request.num_computed_tokens)
+        else:  # the call allocate_slots makes at the request's next step
+            self.manager.coordinator.remove_skipped_blocks(request_id, request.num_computed_tokens)
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def preempt(self, request_id: str) -> None:
@@ -314,8 +322,11 @@ def manager_factory(
 ) -> Callable[[RequestSetup, Profile], ManagerTarget]:
     """The factory of manager targets for ``--manager vllm`` over a release's modules."""
 
-    def factory(setup: RequestSetup, profile: Profile) -> ManagerTarget:
-        return VllmManagerTarget(modules, api, calls, fit_setup(setup), profile, name)
+    def fit(setup: RequestSetup) -> RequestSetup:
+        return fit_setup(setup, calls)
 
-    factory.fit_setup = fit_setup  # type: ignore[attr-defined]
+    def factory(setup: RequestSetup, profile: Profile) -> ManagerTarget:
+        return VllmManagerTarget(modules, api, calls, fit(setup), profile, name)
+
+    factory.fit_setup = fit  # type: ignore[attr-defined]
     return factory
