@@ -142,8 +142,8 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     default="auto",
     show_default=True,
     help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
-    "impl's KVCacheManager), 'none', or 'module:factory' building a manager target "
-    "from (setup, profile).",
+    "impl's KVCacheManager), 'none', 'vllm' (the KVCacheManager of the vLLM release "
+    "--target names), or 'module:factory' building a manager target from (setup, profile).",
 )
 @click.option(
     "--max-examples",
