@@ -1,10 +1,12 @@
 """vLLM 0.33.0's own KV cache manager under the request machine (``--manager vllm``).
 
 The release's manager conforms at a small size; each one-line fault planted in a copy of
-it (``manager_faults``) is caught on the seeds of ``KVPOOL_MANAGER_FAULT_SEEDS`` (``1`` by
-default; the campaign of the docs runs ``1,2,3,4,5``) at ``kvpool conform``'s default
-examples, steps and blocks, by the property or comparison the fault breaks; a finding
-replays and renders; a tree without a drivable manager is refused with exit 2.
+it (``manager_faults``) is caught at ``kvpool conform --machine requests``'s default
+examples, steps and blocks, by the property or comparison the fault breaks: on the first of
+seeds 1, 2, 3 that catches it (one seed catches most faults at once), or, with
+``KVPOOL_MANAGER_FAULT_SEEDS=1,2,3,4,5``, on every one of those seeds (the campaign of the
+docs, where the spread is recorded); a finding replays and renders; a tree without a
+drivable manager is refused with exit 2.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
+from kvpool.conformance.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.manager.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
@@ -24,9 +27,10 @@ from kvpool.spec.profile import get_profile
 from manager_faults import CORE, FAULTS, planted_manager_tree  # on sys.path via pytest
 
 PROFILE = get_profile("vllm-0.33")
-SEEDS = tuple(int(s) for s in os.environ.get("KVPOOL_MANAGER_FAULT_SEEDS", "1").split(","))
-#: ``kvpool conform``'s defaults.
-DEFAULTS = {"max_examples": 150, "steps": 40, "max_blocks": 8}
+CAMPAIGN = os.environ.get("KVPOOL_MANAGER_FAULT_SEEDS")
+SEEDS = tuple(int(s) for s in (CAMPAIGN or "1,2,3").split(","))
+#: ``kvpool conform --machine requests``'s defaults (its pools have up to 12 blocks).
+DEFAULTS = {"max_examples": 150, "steps": 40, "max_blocks": REQUEST_MIN_BLOCKS}
 
 
 @pytest.fixture(scope="module")
@@ -68,19 +72,25 @@ def planted(release: Path, tmp_path: Path, request: pytest.FixtureRequest) -> It
     yield planted_manager_tree(release, tmp_path, FAULTS[request.param])
 
 
-@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("planted", sorted(FAULTS), indirect=True)
-def test_each_planted_fault_is_caught(
-    planted: Path, seed: int, request: pytest.FixtureRequest
-) -> None:
+def test_each_planted_fault_is_caught(planted: Path, request: pytest.FixtureRequest) -> None:
     fault = FAULTS[request.node.callspec.params["planted"]]
-    result = run_requests(
-        manager_builder(_manager(planted), PROFILE), ON_MANAGER, seed=seed, max_findings=1,
-        shrink_seconds=1.0, **DEFAULTS,
-    )  # fmt: skip
-    assert result.failure is not None, f"not caught on seed {seed}: {fault.effect}"
-    message = result.failure.message
-    assert any(text in message for text in fault.caught_by), message
+    factory = _manager(planted)
+    missed = []
+    for seed in SEEDS:
+        result = run_requests(
+            manager_builder(factory, PROFILE), ON_MANAGER, seed=seed, max_findings=1,
+            shrink_seconds=1.0, **DEFAULTS,
+        )  # fmt: skip
+        if result.failure is None:
+            missed.append(seed)
+            continue
+        message = result.failure.message
+        assert any(text in message for text in fault.caught_by), message
+        if not CAMPAIGN:
+            break
+    assert not CAMPAIGN or not missed, f"not caught on seeds {missed}: {fault.effect}"
+    assert len(missed) < len(SEEDS), f"caught on none of seeds {list(SEEDS)}: {fault.effect}"
 
 
 def test_every_fault_edits_one_line_of_the_manager(release: Path) -> None:
