@@ -11,22 +11,31 @@ from pathlib import Path
 from typing import NoReturn
 
 import click
-from kvpool.spec import PROFILES, PoolConfig, get_profile
+from kvpool.spec import CONSUMER_MODELS, PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import KVGroup, ManagerConfig
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
+from .contracts import checking_contracts
+from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .lockstep import Nonconformance, RunRecord
 from .manager.machine import RequestRun, RunBuilder
-from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
+from .manager.runner import (
+    ON_MANAGER,
+    ON_POOL,
+    events_on_pool,
+    manager_builder,
+    pool_builder,
+    run_requests,
+)
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
 from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
 from .runner import LevelResult, run_level
 from .target import EVICT_FIRST
+from .targets.engines import is_manager_target
 from .targets.loading import (
     BUILT_IN,
     BUILT_IN_MANAGERS,
@@ -50,6 +59,8 @@ LAZY_COMMANDS = {
     "diff": ".diff.command:diff",
     "docs": ".reference.command:docs",
     "fuzz": ".fuzz.command:fuzz",
+    "publish": ".stream.publish_command:publish",
+    "monitor": ".stream.monitor_command:monitor",
 }
 
 
@@ -121,11 +132,22 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     "--level",
     "-l",
     "levels",
-    default="safety,order,robustness",
-    show_default=True,
+    default=None,
     help="Comma-separated levels: safety (set semantics, any eviction order), order "
     "(the profile's exact eviction order), robustness (out-of-contract input "
-    "refused, pool unchanged).",
+    "refused, pool unchanged), events (the target's KV events fed to a consumer model "
+    "after every step; see --consumer; named here, it also judges the request machine's "
+    "pool calls). [default: safety,order,robustness, and events on the pool machine when "
+    "the target publishes KV events]",
+)
+@click.option(
+    "--consumer",
+    type=click.Choice(CONSUMER_MODELS),
+    default=None,
+    help="The consumer model the events level judges the stream by: count (residency "
+    "counted per medium, group and hash; every copy stored and removed: vLLM's documented "
+    "contract) or set (the hashes present per group, as some routers keep them). "
+    "[default: the one the profile's release promises; count where it promises none]",
 )
 @click.option(
     "--machine",
@@ -215,10 +237,19 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     show_default=True,
     help="Print which actions and situations the run reached.",
 )
+@click.option(
+    "--check-contracts",
+    is_flag=True,
+    help="Debug the spec itself: on every step, check the pre: and post: lines of the "
+    "transition it takes (PEP 316 docstring contracts) on the run's real states. A "
+    "condition that fails is a bug of the spec, reported with the transition, the "
+    "condition and the action; the run is slower.",
+)
 def conform(
     target: str,
     profile: str | None,
-    levels: str,
+    levels: str | None,
+    consumer: str | None,
     machines: str,
     manager: str,
     max_examples: int,
@@ -230,6 +261,7 @@ def conform(
     min_valid: float,
     trace_dir: str,
     coverage: bool,
+    check_contracts: bool,
 ) -> None:
     """Run the lockstep conformance suite: the spec and TARGET, step by step.
 
@@ -246,11 +278,17 @@ def conform(
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
         console.width = max(console.width, 110)
     try:
-        level_names = _choices(levels, LEVELS, "level")
+        level_names = _choices(levels or "safety,order,robustness", LEVELS, "level")
         machine_names = _choices(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
-        factory, name = load_target(target)
+        manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
+        if manager_only:
+            machine_names = _manager_only_machines(console, target, machine_names, manager)
+        else:
+            factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
+        if manager_only:
+            factory, name = load_target("spec")[0], getattr(manager_factory, "name", target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
@@ -258,6 +296,18 @@ def conform(
         probe = factory(PoolConfig(2), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool
         fail_usage(console, f"target {name!r} could not build a pool: {type(exc).__name__}: {exc}")
+    emits = "take_events" in probe.operations and chosen_profile.offers("take_events")
+    if levels is None and emits:
+        level_names.append("events")
+    if "events" in level_names and not emits:
+        fail_usage(
+            console,
+            f"target {name!r} publishes no KV events (its pool has no take_events), so the "
+            "events level cannot run; leave it out of --level",
+        )
+    if consumer is not None and "events" not in level_names:
+        fail_usage(console, "--consumer judges the events level, which this run leaves out")
+    consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
         try:
             manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
@@ -272,9 +322,22 @@ def conform(
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
+    if "events" in level_names:
+        promised = chosen_profile.consumer_contract
+        console.print(
+            f"events judged by the {consumer_model} consumer; profile {chosen_profile.name} "
+            f"promises {promised or 'no consumer contract'}",
+            highlight=False,
+        )
     request_runs: list[tuple[Level, RunBuilder]] = []
     if "requests" in machine_names:
-        request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+        if not manager_only:
+            request_runs.append((ON_POOL, pool_builder(factory, chosen_profile)))
+            if levels is not None and "events" in level_names:
+                # asked for: the spec's manager's pool calls judged by the consumer too (not
+                # in a default run, which judges the stream on the pool machine only)
+                judged = pool_builder(factory, chosen_profile, consumer_model)
+                request_runs.append((events_on_pool(consumer_model), judged))
         if manager_factory is not None:
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
     fail_fast = fail_fast or max_findings == 1
@@ -286,14 +349,17 @@ def conform(
     def stopped(done: list[LevelResult]) -> bool:
         return fail_fast and any(r.failures for r in done)
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with (
+        checking_contracts(check_contracts),
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
 
         def ticker(label: str) -> Callable[[RunRecord], None]:
             task = progress.add_task(f"{label:<20}", total=max_examples, examples=0, steps=0)
@@ -318,7 +384,7 @@ def conform(
                 hunt_level(
                     factory,
                     chosen_profile,
-                    LEVELS[level_name],
+                    level_for(level_name, consumer_model),
                     max_examples=max_examples,
                     steps=steps,
                     seed=run_seed,
@@ -334,7 +400,7 @@ def conform(
                 run_level(
                     factory,
                     chosen_profile,
-                    LEVELS[level_name],
+                    level_for(level_name, consumer_model),
                     max_examples=max_examples,
                     steps=steps,
                     seed=run_seed,
@@ -387,6 +453,7 @@ def conform(
                 profile=chosen_profile.name,
                 machine=result.machine,
                 level=result.level.name,
+                consumer=result.level.consumer,
                 config=failure.config,
                 seed=run_seed,
                 manager=manager_name if result.machine == "requests" else None,
@@ -408,6 +475,9 @@ def conform(
             if first.machine == "pool"
             else f"--machine requests --manager {manager}"
         )
+        if first.level.consumer is not None:
+            events = " --level events" if first.machine == "requests" else ""
+            which += f"{events} --consumer {first.level.consumer}"
         if fail_fast:  # the same passes, in the same order
             which += " --fail-fast"
         console.print(
@@ -436,6 +506,9 @@ def targets(extra: tuple[str, ...]) -> None:
     profiles. vLLM releases already in the cache are described too."""
     from kvpool.spec import ALL_ACTIONS
 
+    from .targets.engines import ENGINE_SPECS
+    from .targets.engines import LISTED as ENGINE_LISTED
+    from .targets.engines import MANAGERS as ENGINE_MANAGERS
     from .targets.vllm.wheel import cache_root, valid_cache
 
     console = Console()
@@ -446,6 +519,8 @@ def targets(extra: tuple[str, ...]) -> None:
         forms.add_row(name, description)
     for form, description in VLLM_SPECS.items():
         forms.add_row(form, description)
+    for form, description in ENGINE_SPECS.items():
+        forms.add_row(form, description)
     forms.add_row("module:factory", "your own pool (see kvpool conform --help)")
     console.print(forms)
     cached = sorted(
@@ -453,7 +528,7 @@ def targets(extra: tuple[str, ...]) -> None:
         key=_version_key,
     )
     described: list[tuple[str, str, str, frozenset[str] | str]] = []
-    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *extra]:
+    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *ENGINE_LISTED, *extra]:
         described.append(_describe_target(name))
     matrix = Table(title="actions each target takes (profile: the default --profile)")
     matrix.add_column("action", no_wrap=True)
@@ -479,6 +554,8 @@ def targets(extra: tuple[str, ...]) -> None:
     from .targets.vllm.manager_loading import DESCRIPTION, manager_offer
 
     managers.add_row("vllm", DESCRIPTION)
+    for name in ENGINE_MANAGERS:
+        managers.add_row(name, _describe_manager(name))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
     offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
@@ -493,6 +570,32 @@ def targets(extra: tuple[str, ...]) -> None:
     for known in PROFILES.values():
         profiles.add_row(known.name, known.description)
     console.print(profiles)
+
+
+def _manager_only_machines(
+    console: Console, target: str, machines: list[str], manager: str
+) -> list[str]:
+    """A manager-only target (nano-vllm's) runs the requests machine's manager run only."""
+    if manager not in ("auto", target):
+        raise click.BadParameter(f"{target} is itself the manager: leave --manager out")
+    if "requests" not in machines:
+        raise click.BadParameter(
+            f"{target} is a KV cache manager with no pool API of its own: use --machine requests"
+        )
+    if "pool" in machines:
+        console.print(f"{target} has no pool API of its own: the pool machine is not run")
+    return ["requests"]
+
+
+def _describe_manager(name: str) -> str:
+    """A manager-only target's description: what it loads (its version), or why not."""
+    from .targets.engines import ENGINE_SPECS
+
+    try:
+        factory, _ = load_manager(name, name)
+    except TargetLoadError as exc:
+        return f"{ENGINE_SPECS[name]}; unavailable: {str(exc).splitlines()[0]}"
+    return f"{getattr(factory, 'name', name)}: {ENGINE_SPECS[name]}"
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -723,7 +826,8 @@ def _span(value: str, option: str) -> tuple[int, int]:
 @main.command()
 def rules() -> None:
     """Explain every rule, invariant and property the suite checks, by the id it reports."""
-    from kvpool.spec import INVARIANTS, RULES
+    from kvpool.spec import EVENT_PROPERTIES, INVARIANTS, RULES
+    from kvpool.spec.consumer import MODEL_DESCRIPTIONS
     from kvpool.spec.manager import PROPERTIES
 
     console = Console()
@@ -731,6 +835,8 @@ def rules() -> None:
         ("caller's contract (refused with ContractViolation, rule id)", RULES),
         ("pool invariants (hold after every action)", _first_lines(INVARIANTS)),
         ("request-level properties (checked after every request action)", PROPERTIES),
+        ("KV event properties (checked at the events level after every step)", EVENT_PROPERTIES),
+        ("consumer models (kvpool conform --level events --consumer MODEL)", MODEL_DESCRIPTIONS),
     ]
     for title, entries in sections:
         table = Table(title=title, show_lines=False)
@@ -742,7 +848,7 @@ def rules() -> None:
 
 
 def _first_lines(predicates: Mapping[str, Callable[..., bool]]) -> dict[str, str]:
-    """Each predicate's docstring summary, without its SEMANTICS.md number."""
+    """Each predicate's docstring summary, without its number in the contract."""
     texts = {}
     for name, predicate in predicates.items():
         summary = (predicate.__doc__ or name).strip().splitlines()[0]

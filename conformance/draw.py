@@ -221,7 +221,10 @@ def draw_duplicate(data: Choices, state: PoolState, ctx: Context) -> Action | No
 
 
 def draw_cache_full_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
-    duplicate = draw_duplicate(data, state, ctx) if data.integer(0, 2, "duplicate") == 0 else None
+    odds = 1 if ctx.for_events else 2  # one in two draws, or one in three
+    duplicate = (
+        draw_duplicate(data, state, ctx) if data.integer(0, odds, "duplicate") == 0 else None
+    )
     if duplicate is not None:
         return duplicate
     hbs = state.config.hash_block_size
@@ -262,7 +265,7 @@ def draw_cache_partial_block(data: Choices, state: PoolState, ctx: Context) -> A
         block,
         hbs * data.integer(1, num_hashes, "num hash blocks"),
         data.choice(GROUPS, "group"),
-        hbs * data.choice([1, 2], "block size x"),
+        hbs * data.choice([1, 2, 4] if ctx.for_events else [1, 2], "block size x"),
         data.integer(0, 3, "replace") == 0,
     )
 
@@ -421,9 +424,14 @@ class Context:
     """What drawing remembers across steps of one test case: recent request hashes and the
     keys that recently lost a block (for lookups), and what the target can take."""
 
-    def __init__(self, evict_first: bool, peer: bool) -> None:
+    def __init__(self, evict_first: bool, peer: bool, for_events: bool = False) -> None:
         self.evict_first = evict_first
         self.peer = peer
+        #: Drawing for the events level: partial entries also in blocks of four hash
+        #: blocks (several fine boundaries inside one block, where partial events chain),
+        #: and duplicate copies of a cached key twice as often (their removals one at a
+        #: time are where consumers differ).
+        self.for_events = for_events
         self.hashes: list[bytes] = []
         self.requests: list[tuple[bytes, ...]] = []
         #: Keys a block left (evicted, reset, moved away, one of its duplicates dropped),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -13,6 +13,9 @@ class Level:
     exact_order: bool
     #: Also draw out-of-contract actions, which the target must refuse unchanged.
     out_of_contract: bool
+    #: The events level: the consumer model (``count`` or ``set``, see
+    #: :mod:`kvpool.spec.consumer`) fed the target's KV events after every step.
+    consumer: str | None = None
 
 
 SAFETY = Level(
@@ -33,7 +36,26 @@ ROBUSTNESS = Level(
     out_of_contract=True,
 )
 
-LEVELS: dict[str, Level] = {lv.name: lv for lv in (SAFETY, ORDER, ROBUSTNESS)}
+EVENTS = Level(
+    "events",
+    "the target's KV events, taken after every step, fed to a consumer model (count or "
+    "set): what it rebuilds must match the pool's keys, every parent and removal placeable",
+    exact_order=False,
+    out_of_contract=False,
+    consumer="count",
+)
+
+LEVELS: dict[str, Level] = {lv.name: lv for lv in (SAFETY, ORDER, ROBUSTNESS, EVENTS)}
+
+
+def level_for(name: str, consumer: str | None = None) -> Level:
+    """The level called ``name``; for ``events``, judged by the ``consumer`` model (the
+    level's default, ``count``, when none is given)."""
+    level = LEVELS[name]
+    if level.consumer is None or consumer is None:
+        return level
+    return replace(level, consumer=consumer)
+
 
 #: The machines: ``pool`` (pool actions, at each level) and ``requests`` (request actions
 #: through a KV cache manager, on the pool and on the target's own manager).

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvpool.spec import (
     Action,
+    AllBlocksCleared,
     ContractViolation,
     GetNewBlocks,
     Observation,
@@ -21,18 +22,21 @@ from kvpool.spec import (
     PoolConfig,
     PoolState,
     Profile,
+    TakeEvents,
     adopt_allocation,
     broken_invariants,
     initial_state,
-    step,
     violation,
 )
 
 from .compare import compare_observation, compare_views, view_changes
+from .contracts import spec_step
 from .coverage import situations
+from .events.caller import manager_could_call
+from .events.check import EventsCheck, describe, taken_events, target_residency
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
-from .target import EVICT_FIRST, Target, TargetFactory
+from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 
 class Nonconformance(AssertionError):
@@ -112,6 +116,8 @@ class LockstepRun:
         record: RunRecord | None = None,
     ) -> None:
         self.level = level
+        if level.consumer is not None and not config.enable_kv_cache_events:
+            config = replace(config, enable_kv_cache_events=True)  # the events level: on
         self.record = record if record is not None else RunRecord()
         self.record.trace = []
         self.record.config = config
@@ -122,6 +128,12 @@ class LockstepRun:
         self.peer = "peer_get_new_blocks" in self.operations
         self.record.drawable = Drawable(profile, self.operations, self.evict_first)
         self.last = Outcomes(None, None)
+        #: The events level's consumer of the target's stream (``None`` at other levels).
+        self.events: EventsCheck | None = None
+        if level.consumer is not None:
+            if "take_events" not in self.operations:
+                raise ValueError(f"target {self.target.name!r} publishes no KV events")
+            self.events = EventsCheck(level.consumer)
         self.check_view("after construction")
 
     def can_apply(self, action: Action) -> bool:
@@ -130,7 +142,10 @@ class LockstepRun:
             return False
         evict_first = getattr(action, "evict_first", False)
         foreign = getattr(action, "foreign", ())
-        return (self.evict_first or not evict_first) and (self.peer or not foreign)
+        if not ((self.evict_first or not evict_first) and (self.peer or not foreign)):
+            return False
+        takes = getattr(self.target, TAKES, None)
+        return takes is None or bool(takes(action))
 
     def apply(self, action: Action) -> Observation | None:
         """Apply ``action`` to both; raise :class:`Nonconformance` on any difference.
@@ -155,10 +170,11 @@ class LockstepRun:
                 f"{action.operation} was accepted although it breaks the "
                 f"contract: {expected_violation}"
             )
+        taken = self.judge_events(action, actual)
         if not self.level.exact_order:
             self.adopt(action, actual.result)
         before_state = self.state
-        self.state, expected = step(self.state, action)
+        self.state, expected = spec_step(self.state, action)
         self.last = Outcomes(expected, actual)
         problems = compare_observation(action, expected, actual, self.target.observes)
         if problems:
@@ -167,9 +183,44 @@ class LockstepRun:
         self.check_structure(action)
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+        if taken is not None:
+            self.settle_events(action, taken)
         self.record.situations.update(situations(before_state, action, self.state, expected))
         self.record.cells.update(cells(before_state, action, expected))
         return expected
+
+    def judge_events(self, action: Action, actual: Observation) -> tuple[Observation, bool] | None:
+        """The events level: take the target's events (the action's own, when it took
+        them), feed them to the consumer and judge them against the target's keys, before
+        anything else of the step is compared. Returns what was taken (``None`` at other
+        levels) and whether the target's keys were known."""
+        if self.events is None:
+            return None
+        taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
+        residency = target_residency(self.target.view())
+        events = taken_events(taken.result)
+        found = self.events.feed(events, residency)
+        if found:
+            raise Nonconformance(describe(found[0], self.events.model, action.operation, events))
+        return taken, residency is not None
+
+    def settle_events(self, action: Action, taken: tuple[Observation, bool]) -> None:
+        """The spec takes its events too, and they must be the target's; without the
+        target's keys the consumer is compared with the spec's pool."""
+        assert self.events is not None
+        observed, keys_known = taken
+        events = taken_events(observed.result)
+        if not isinstance(action, TakeEvents):
+            self.state, expected = spec_step(self.state, TakeEvents())
+            problems = compare_observation(TakeEvents(), expected, observed, self.target.observes)
+            if problems:
+                raise Nonconformance(f"after {action.operation}: " + "; ".join(problems))
+        if not keys_known:
+            cleared = any(isinstance(e, AllBlocksCleared) for e in events)
+            found = self.events.against_spec(self.state, cleared)
+            if found:
+                message = describe(found[0], self.events.model, action.operation, events)
+                raise Nonconformance(message)
 
     def refused(
         self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception
@@ -243,6 +294,7 @@ def replay(
         return skip_out_of_contract and (
             not run.can_apply(action)
             or (not level.out_of_contract and violation(run.state, action) is not None)
+            or (level.consumer is not None and not manager_could_call(run.state, action))
         )
 
     return replay_actions(run.apply, actions, skip)

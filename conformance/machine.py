@@ -30,6 +30,7 @@ from kvpool.spec import (
 
 from . import draw
 from .choices import Choices, HypothesisChoices
+from .events.caller import manager_could_call
 from .levels import Level
 from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
 from .target import TargetFactory
@@ -150,6 +151,8 @@ def next_action(
             # release's cache_full_blocks taking no null block, say): such an action is
             # not drawn at the levels that stay inside the contract.
             return None
+        if level.consumer is not None and not manager_could_call(state, drawn):
+            return None  # the events level: caching calls as a manager makes them
         return drawn
     drawers = [d for op, ds in draw.BAD_DRAWERS.items() if op in operations for d in ds]
     action = choices.choice(drawers, "broken rule")(choices, state, ctx)
@@ -212,7 +215,11 @@ def lockstep_machine(
         @initialize(config=draw.configs(max_blocks, level.out_of_contract))
         def build(self, config: PoolConfig) -> None:
             self.run = LockstepRun(factory, profile, level, config, record)
-            self.ctx = draw.Context(evict_first=self.run.evict_first, peer=self.run.peer)
+            self.ctx = draw.Context(
+                evict_first=self.run.evict_first,
+                peer=self.run.peer,
+                for_events=self.run.events is not None,
+            )
 
         @property
         def state(self) -> PoolState:
@@ -227,11 +234,12 @@ def lockstep_machine(
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
             """Draw the next action (see :func:`next_action`) and run it in lockstep; a draw
-            that gives no action is counted as skipped."""
+            that gives no action, or one whose arguments the target does not take, is
+            counted as skipped."""
             action = next_action(
                 HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
             )
-            if action is None:
+            if action is None or not self.run.can_apply(action):
                 record.skipped += 1
             else:
                 self.apply(action)

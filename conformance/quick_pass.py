@@ -61,10 +61,12 @@ def hunt(
         config = random_pool(choices, max_blocks, level.out_of_contract)
         try:
             run = LockstepRun(factory, profile, level, config, record)
-            ctx = draw.Context(evict_first=run.evict_first, peer=run.peer)
+            ctx = draw.Context(
+                evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
+            )
             for _ in range(choices.integer(1, steps, "steps")):
                 action = next_action(choices, run.state, ctx, run.operations, level)
-                if action is None:
+                if action is None or not run.can_apply(action):
                     record.skipped += 1
                 else:
                     run.apply(action)

@@ -83,9 +83,12 @@ class LevelResult:
 
     @property
     def label(self) -> str:
-        """``pool/safety``, ``requests/manager``, ``pool/order (random)``: the run's name
+        """``pool/safety``, ``requests/manager``, ``pool/order (random)``, ``pool/events
+        (set)``: the run's name
         in tables."""
         name = f"{self.machine}/{self.level.name}"
+        if self.level.consumer is not None:
+            name += f" ({self.level.consumer})"
         return name if self.driver == "hypothesis" else f"{name} ({self.driver})"
 
     @property

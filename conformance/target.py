@@ -85,5 +85,12 @@ class Target(Protocol):
         ...
 
 
+#: A target may also define ``takes(action) -> bool``: whether its pool's calls take this
+#: action's optional arguments (``block_mask``, ``replace_existing_hashes``, ...). Actions
+#: it does not take are never drawn for it, so a pool is judged on what it offers, as
+#: :data:`EVICT_FIRST` does for ``free_blocks``.
+TAKES = "takes"
+
+
 #: Builds a fresh target for one test case.
 TargetFactory = Callable[[PoolConfig, Profile], Target]

@@ -2,15 +2,17 @@
 
     python findings/collect.py
 
-Each target runs ``kvpool conform`` (pool levels and the requests machine on its pool; for
-a vLLM release whose KV cache manager can be driven, also its own manager with ``--manager
-vllm``) with seed 1 and up to 12 distinct findings per run; every shrunk trace is kept under
-``findings/TARGET/MACHINE-LEVEL-KIND.itf.json``. ``tests/test_findings.py`` replays them all,
-and ``docs/findings.md`` reads each one.
+Each target runs ``kvpool conform`` (pool levels and the requests machine on its pool) with
+seed 1 and up to 12 distinct findings per run, then the ``events`` level under each consumer
+model (``--consumer count`` and ``--consumer set``) where it publishes KV events; every
+shrunk trace is kept under ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json`` (events traces:
+``pool-events-CONSUMER-KIND``). For a vLLM release whose KV cache manager can be driven,
+the requests machine also runs its own manager (``--manager vllm``).
+``tests/test_findings.py`` replays them all, and ``docs/findings.md`` reads each one.
 
     python findings/collect.py --manager-only
 
-re-runs only the manager runs (``--machine requests --manager vllm``) and replaces only
+re-runs only the vLLM manager runs (``--machine requests --manager vllm``) and replaces only
 their traces.
 """
 
@@ -22,20 +24,54 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
     "vllm==0.33.0": "vllm-0.33.0",
+    "vllm==0.30.0": "vllm-0.30.0",
     "vllm==0.24.0": "vllm-0.24.0",
     "vllm==0.10.2": "vllm-0.10.2",
     "vllm-mlx": "vllm-mlx-0.6.0",
+    "lmdeploy==0.18.0": "lmdeploy-0.18.0",
+    "nanovllm": "nanovllm-npu-0.0.2",
+    "nanovllm-fork": "nanovllm-fork-20260210",
+    "sglang==0.4.6.post5": "sglang-0.4.6.post5",
 }
-
-
-#: The targets whose own KV cache manager runs too (``--manager vllm``).
+#: vLLM releases whose own KV cache manager runs beside the spec's (``--manager vllm``).
 MANAGERS = {"vllm-0.33.0", "vllm-0.24.0", "vllm-0.10.2"}
-#: Why the others have no manager run.
-NO_MANAGER = {"vllm-mlx-0.6.0": "no KV cache manager of vLLM's kind"}
+#: Managers with no pool API of their own: only their requests/manager run.
+MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
+#: Targets checked at the events level only (their pool levels are those of a neighbour).
+EVENTS_ONLY = frozenset({"vllm==0.30.0"})
+#: The consumer models the events level runs under, each one a column of the page.
+CONSUMERS = ("count", "set")
+#: What the events level of a target that publishes no events says (exit status 2).
+NO_EVENTS = "no events"
+
+
+def conform(target: str, options: list[str], trace_dir: str) -> int:
+    """``kvpool conform --target TARGET OPTIONS`` at seed 1, up to 12 findings; its status."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from kvpool.conformance.cli import main; main()",
+            "conform",
+            "--target",
+            target,
+            *options,
+            "--seed",
+            "1",
+            "--max-findings",
+            "12",
+            "--no-coverage",
+            "--trace-dir",
+            trace_dir,
+        ],
+        check=False,
+        capture_output=True,
+    ).returncode
 
 
 def main() -> None:
@@ -44,59 +80,135 @@ def main() -> None:
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
-    manager_only = "--manager-only" in sys.argv[1:]
-    for target, folder in TARGETS.items():
-        if manager_only and folder not in MANAGERS:
+    manager_runs_only = "--manager-only" in sys.argv[1:]
+    chosen = [a for a in sys.argv[1:] if a != "--manager-only"] or list(TARGETS)
+    for target, folder in TARGETS.items():  # e.g. python findings/collect.py lmdeploy==0.18.0
+        if target not in chosen or (manager_runs_only and folder not in MANAGERS):
             continue
-        machines = "requests" if manager_only else "pool,requests"
         manager = "vllm" if folder in MANAGERS else "none"
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "from kvpool.conformance.cli import main; main()",
-                    "conform",
-                    "--target",
-                    target,
-                    "--machine",
-                    machines,
-                    "--manager",
-                    manager,
-                    "--seed",
-                    "1",
-                    "--max-findings",
-                    "12",
-                    "--no-coverage",
-                    "--trace-dir",
-                    tmp,
-                ],
-                check=False,
-                capture_output=True,
-            )
-            if manager_only:
+            if manager_runs_only:
+                conform(target, ["--machine", "requests", "--manager", "vllm"], tmp)
                 for old in (out / folder).glob("requests-manager-*.itf.json"):
                     old.unlink()
+                keep_traces(tmp, out / folder, signature, read_trace)
+                continue
+            if target in MANAGER_ONLY:
+                status = conform(target, ["--machine", "requests"], tmp)
+            elif target not in EVENTS_ONLY:
+                pools = ["--machine", "pool,requests", "--manager", manager]
+                status = conform(target, [*pools, "--level", "safety,order,robustness"], tmp)
             else:
-                shutil.rmtree(out / folder, ignore_errors=True)
-            (out / folder).mkdir(parents=True, exist_ok=True)
-            for path in sorted(Path(tmp).glob("*.itf.json")):
-                if manager_only and "-requests-manager-" not in path.name:
-                    continue
-                trace = read_trace(path)
-                kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
-                name = f"{trace.meta.machine}-{trace.meta.level}-{kind}.itf.json"
-                shutil.copy(path, out / folder / name)
-                print(f"{folder}/{name}")
+                status = 0
+            if status not in (0, 1):  # the target could not run: keep what we had
+                print(f"{target}: not collected (exit {status})", file=sys.stderr)
+                continue
+            for consumer in CONSUMERS if target not in MANAGER_ONLY else ():
+                events = ["--machine", "pool", "--level", "events", "--consumer", consumer]
+                if conform(target, events, tmp) == 2:
+                    print(f"{folder}: {NO_EVENTS} (the events level does not run)")
+            shutil.rmtree(out / folder, ignore_errors=True)
+            keep_traces(tmp, out / folder, signature, read_trace)
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
+
+
+def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None:
+    """Copy the traces a run wrote into ``folder``, named by run and kind of finding."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted(Path(tmp).glob("*.itf.json")):
+        trace = read_trace(path)
+        events_run = trace.meta.consumer is not None
+        if events_run and "property 'events-" not in trace.meta.message:
+            # the events level runs in lockstep too: a pool-level finding it ran into is the
+            # pool levels' to report
+            print(f"{folder.name}: events run also met: {trace.meta.message[:100]}")
+            continue
+        kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
+        name = f"{run_of(trace)}-{kind}.itf.json"
+        shutil.copy(path, folder / name)
+        print(f"{folder.name}/{name}")
+
+
+def run_of(trace: Any) -> str:
+    """The run a trace came from, as the page's columns name it: ``pool-safety``,
+    ``requests-pool``, ``pool-events-set``."""
+    run = f"{trace.meta.machine}-{trace.meta.level}"
+    return run if trace.meta.consumer is None else f"{run}-{trace.meta.consumer}"
 
 
 #: What each target is, and the levels it passed, for the page's header rows.
 ABOUT = {
     "vllm-0.33.0": "vLLM 0.33.0's BlockPool, isolated from its wheel (profile vllm-0.33)",
+    "vllm-0.30.0": "vLLM 0.30.0's BlockPool, isolated from its wheel (profile vllm-0.30); "
+    "checked at the events level only",
     "vllm-0.24.0": "vLLM 0.24.0's BlockPool, isolated from its wheel (profile vllm-0.24)",
     "vllm-0.10.2": "vLLM 0.10.2's BlockPool, isolated from its wheel (profile vllm-0.10)",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
+    "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
+    "(upstream's, unchanged but for the package name), a manager judged by the request-level "
+    "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
+    "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
+    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
+    "(page size 1), a token-granular manager judged by the request-level properties as "
+    "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
+    "request's computed duplicate of a cached prefix is swapped for the tree's slots "
+    "(`append-only` lets exactly that pass), and decoded tokens are cached when the request "
+    "finishes (`hit-keys` reads up to its locked prefix). SGLang #35270 (evictable size "
+    "double-counting "
+    "shared pages) was looked for and not found: it concerns paged caches (page size > 1, "
+    "whose allocator is a triton kernel, not run on CPU); here `idle-pool-free` counts free "
+    "tokens as SGLang's own idle check does (available + evictable) and the structure "
+    "checks hold `evictable_size()` to the tree",
+    "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
+    "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
+    "LMDeploy's logical block b - 1",
+}
+_NANO_NOTES = {
+    "computes-last-token": "Upstream issue "
+    "[#144](https://github.com/GeeeekExplorer/nano-vllm/issues/144): a prompt whose blocks "
+    "are all cached (its "
+    "length a multiple of the block size) is scheduled with every token cached, so the "
+    "engine has no token to compute and no logits to sample from.",
+    "own-contents": "nano-vllm keys a block when it schedules it, before its KV is written; "
+    "a second request admitted before the first is computed hits the unwritten block. Its "
+    "own scheduler computes both in the same forward pass (each layer stores before it "
+    "attends), so this holds only as long as every hit is computed in the pass that "
+    "writes it. (The same step usually also breaks `computes-last-token`, #144.)",
+    "resume-finds-prefix": "The fork's patch for #163 drops a block's `hash_to_block_id` "
+    "entry when the block is freed, but the block keeps its hash: a preempted request, "
+    "resumed, no longer finds the prefix its freed blocks still hold (every freed block "
+    "is lost to the prefix cache).",
+    "invariant": "Upstream issue "
+    "[#163](https://github.com/GeeeekExplorer/nano-vllm/issues/163): `deallocate` leaves a "
+    "freed block's "
+    "`hash_to_block_id` entry in place; when the block is reused the entry names a block "
+    "that no longer carries that hash. The token comparison on lookup masks it unless the "
+    "block holds the same tokens under another prefix.",
+}
+#: Notes for one target's findings, read before :data:`NOTES`.
+TARGET_NOTES = {
+    "nanovllm-npu-0.0.2": _NANO_NOTES,
+    "nanovllm-fork-20260210": _NANO_NOTES,
+    "lmdeploy-0.18.0": {
+        "free-count": "`free([b, b])` on a block held twice (in the contract): both holds "
+        "drop to 0 and `b` is written into the free list twice, so the free count grows by "
+        "two and `b` is later handed out twice.",
+        "refused-although-it-is-allowed-valueerror": "The same call when the used region is "
+        "shorter than the list: the ref count is already 0 when writing both copies into "
+        "the free list raises `ValueError`, so the block is leaked (count 0, not free).",
+        "free-held-a-free-block": "A double free is not refused: the logical ref count goes "
+        "to -1 and nothing else changes (the next allocation of the block sets it back to "
+        "1, hiding the error).",
+        "free-held-more-often-than-held": "A block listed more often than it is held is not "
+        "refused: its count goes below 0 (-1 for a block held once and listed twice) and it "
+        "stays out of the free list, leaked.",
+        "get-new-blocks-count": "`allocate(-1)` is not refused: it returns no blocks and both "
+        "free counts grow by one.",
+        "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
+        "its count becomes 1 while it stays in the free list, so it can be handed out while "
+        "held.",
+    },
 }
 #: What a kind of finding means, by the end of its file name.
 NOTES = {
@@ -105,8 +217,8 @@ NOTES = {
     "free-held-a-free-block": "A double free is not refused: the block's `ref_cnt` goes to "
     "-1 (vllm-mlx raises `KeyError`, but only after the count went to -1).",
     "free-held-more-often-than-held": "The same block listed twice in one `free_blocks` call "
-    "(upstream issue 42571) is not refused: the block is queued with `ref_cnt` -1 and a later "
-    "allocation fails.",
+    "([upstream issue #42571](https://github.com/vllm-project/vllm/issues/42571)) is not "
+    "refused: the block is queued with `ref_cnt` -1 and a later allocation fails.",
     "caching-enabled": "With prefix caching off, `cache_full_blocks` still registers keys.",
     "cache-held": "A block nobody holds can be cached.",
     "null-block-was-cached-invariant": "`cache_full_blocks` caches the null block when it "
@@ -130,11 +242,14 @@ NOTES = {
     "cache-fresh": "A block that already has a key can be cached again; the old key stays.",
 }
 RUNS = ("pool-safety", "pool-order", "pool-robustness", "requests-pool", "requests-manager")
+#: The events runs, one per consumer model.
+EVENT_RUNS = tuple(f"pool-events-{c}" for c in CONSUMERS)
 
 
 def page() -> str:
     """``docs/findings.md``, written from the trace files alone."""
     sys.path.insert(0, str(ROOT))
+    from kvpool.conformance.events.upstream import UPSTREAM, report_link, upstream_report
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
     from kvpool.conformance.trace.trust import replay_command
@@ -150,39 +265,60 @@ def page() -> str:
         "Nothing is tuned away: a profile only states what a release does by design, and",
         "anything outside the caller's contract is checked at the `robustness` level.",
         "",
-        "| target | " + " | ".join(RUNS) + " |",
-        "|---|" + "---|" * len(RUNS),
+        "| target | " + " | ".join((*RUNS, *EVENT_RUNS)) + " |",
+        "|---|" + "---|" * (len(RUNS) + len(EVENT_RUNS)),
     ]
     traces = {
         folder: [read_trace(p) for p in sorted((out / folder).glob("*.itf.json"))]
         for folder in TARGETS.values()
     }
+    from kvpool.conformance.targets.loading import default_profile
+    from kvpool.spec import get_profile
+
+    by_folder = {folder: target for target, folder in TARGETS.items()}
     for folder, found in traces.items():
+        target = by_folder[folder]
+        manager_only = target in MANAGER_ONLY
+        emits = not manager_only and get_profile(default_profile(target) or "seed").offers(
+            "take_events"
+        )
         cells = []
-        for run in RUNS:
-            n = sum(1 for t in found if f"{t.meta.machine}-{t.meta.level}" == run)
-            if run == "requests-manager" and folder not in MANAGERS:
-                cells.append("-")
+        for run in (*RUNS, *EVENT_RUNS):
+            n = sum(1 for t in found if run_of(t) == run)
+            if run in EVENT_RUNS and not emits:
+                cells.append(NO_EVENTS)
+            elif run == "requests-manager" and not (manager_only or folder in MANAGERS):
+                cells.append("-")  # no manager of its own is run for this pool
+            elif run != "requests-manager" and manager_only:
+                cells.append("-")  # a manager with no pool API: only its manager run
+            elif run in RUNS and target in EVENTS_ONLY:
+                cells.append("not run")
             else:
                 cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
         lines.append(f"| {folder} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "`requests-manager` is the release's own `KVCacheManager` beside the spec's manager",
-        "(`--machine requests --manager vllm`); `-`: "
-        + "; ".join(f"{folder}: {why}" for folder, why in NO_MANAGER.items())
-        + ".",
+        "`requests-manager` is a target's own manager beside the spec's: vLLM's",
+        "`KVCacheManager` (`--machine requests --manager vllm`) for the vLLM releases, the",
+        "engine's own for nano-vllm and SGLang; `-`: no such manager is run (vllm-mlx has",
+        "none of vLLM's kind; vLLM 0.30.0 is checked at the events level only).",
+        "",
+        "The events columns feed each release's KV events, taken after every step, to a",
+        "consumer model ([The KV events contract](guide/kv-events-contract.md)): `count`,",
+        "the contract vLLM documents, and `set`, as some routers keep the stream. Each",
+        "events finding below names the consumer it breaks and the upstream report it",
+        "matches.",
     ]
     lines += [
         "",
         "## Where releases differ by design (profiles)",
         "",
         "These are not findings: each release is checked against its own profile, picked",
-        "from its version (`kvpool targets` lists them). Measured against the design notes'",
-        "version table, three corrections: `hash_block_size` arrived in 0.12 and",
-        "`evict_blocks` in 0.13 (not both in 0.14); 0.27.0 also sends caching-off frees to",
-        "the back (not 0.27.1 alone); 0.12-0.23 key a block spanning several hash blocks by",
-        "their hashes concatenated.",
+        "from its version (`kvpool targets` lists them). Running every release corrected",
+        "three dates of the first version table, written from reading: `hash_block_size`",
+        "arrived in 0.12 and `evict_blocks` in 0.13 (not both in 0.14); 0.27.0 also sends",
+        "caching-off frees to the back (not 0.27.1 alone); 0.12-0.23 key a block spanning",
+        "several hash blocks by their hashes concatenated.",
         "",
         "| profile | what it captures |",
         "|---|---|",
@@ -196,9 +332,19 @@ def page() -> str:
             lines.append("No findings.")
         for path, trace in zip(sorted((out / folder).glob("*.itf.json")), found, strict=True):
             stem = path.name.removesuffix(".itf.json")
-            note = next((text for end, text in NOTES.items() if stem.endswith(end)), "")
+            notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
+            note = next((text for end, text in notes if stem.endswith(end)), "")
+            run = f"{trace.meta.machine}/{trace.meta.level}"
+            if trace.meta.consumer is not None:
+                run += f" ({trace.meta.consumer} consumer)"
+                number = upstream_report(trace.meta)
+                note = f"Breaks the {trace.meta.consumer} consumer; " + (
+                    "no upstream report matches."
+                    if number is None
+                    else f"matches upstream {report_link(number)}: {UPSTREAM[number][0]}."
+                )
             lines += [
-                f"### {trace.meta.machine}/{trace.meta.level}: {trace.meta.message.split(': ')[0]}",
+                f"### {run}: {title(trace.meta.message, note)}",
                 "",
                 *([note, ""] if note else []),
                 f"> {trace.meta.message}",
@@ -213,6 +359,32 @@ def page() -> str:
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def title(message: str, note: str = "") -> str:
+    """A finding's heading: what broke, by its rule, invariant or property id, and the
+    upstream reports its note links (a page of findings must not read 31 times alike)."""
+    operation = re.match(r"(?:after )?(\w+)", message)
+    op = f"`{operation.group(1)}`" if operation else "a call"
+    named = re.search(r"(rule|invariant|property) '([^']+)'", message)
+    if "was accepted although it breaks the contract" in message and named:
+        detail = message[named.end() :].removeprefix(": ").split(";")[0]
+        what = f"{op} accepts what rule `{named.group(2)}` forbids ({detail})"
+    elif "but the pool changed" in message and named:
+        what = f"{op} refuses (rule `{named.group(2)}`) but changes the pool"
+    elif "was refused although it is allowed" in message:
+        error = re.search(r"allowed: (\w+)", message)
+        what = f"{op} refuses an allowed call" + (f" ({error.group(1)})" if error else "")
+    elif named:
+        what = f"{named.group(1)} `{named.group(2)}` broken"
+        what += f" after {op}" if message.startswith("after ") else ""
+    else:
+        observed = message.split(": ")[1] if ": " in message else message
+        what = f"after {op}: {observed} differs"
+    reports = dict.fromkeys(re.findall(r"\[[^\]]*?#(\d+)\]\((https://[^)]+)\)", note))
+    if reports:
+        what += " · upstream " + ", ".join(f"[#{n}]({url})" for n, url in reports)
+    return what
 
 
 if __name__ == "__main__":

@@ -523,12 +523,15 @@ class BlockPool:
             self._insert_key(block, block_hash, group, num_tokens)
         if self.enable_kv_cache_events and not already:
             lora = request.lora_request
+            # the event covers the entry's block from its start: its parent, the block
+            # before, is a hash subscribers were told of
+            start = (num_tokens - 1) // block_size * block_size
             self.kv_event_queue.append(
                 BlockStored(
                     block_hashes=[block_hash],
-                    parent_block_hash=hashes[nhb - 2] if nhb > 1 else None,
-                    token_ids=list(request.all_token_ids[(nhb - 1) * hbs : num_tokens]),
-                    block_size=hbs,
+                    parent_block_hash=hashes[start // hbs - 1] if start > 0 else None,
+                    token_ids=list(request.all_token_ids[start:num_tokens]),
+                    block_size=num_tokens - start,
                     lora_id=None if lora is None else lora.adapter_id,
                     medium=_MEDIUM,
                     lora_name=None if lora is None else lora.name,

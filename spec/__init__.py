@@ -27,6 +27,19 @@ from .actions import (
     UnpinBlocks,
 )
 from .config import PoolConfig
+from .consumer import (
+    CONSUMER_MODELS,
+    EVENT_PROPERTIES,
+    ConsumerState,
+    EventViolation,
+    apply_event,
+    apply_events,
+    consumer_violations,
+    new_consumer,
+    pool_residency,
+    pool_violations,
+    residency_of_keys,
+)
 from .errors import ContractViolation
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, canonical_events
 from .invariants import INVARIANTS, broken_invariants, invariants_hold
@@ -39,6 +52,8 @@ from .step import adopt_allocation, run, step, violation
 __all__ = [
     "ACTIONS_BY_OPERATION",
     "ALL_ACTIONS",
+    "CONSUMER_MODELS",
+    "EVENT_PROPERTIES",
     "INVARIANTS",
     "NULL_BLOCK",
     "PROFILES",
@@ -50,8 +65,10 @@ __all__ = [
     "BlockStored",
     "CacheFullBlocks",
     "CachePartialBlock",
+    "ConsumerState",
     "ContractViolation",
     "Event",
+    "EventViolation",
     "EvictBlocks",
     "FreeBlocks",
     "GetCachedBlock",
@@ -72,11 +89,18 @@ __all__ = [
     "Touch",
     "UnpinBlocks",
     "adopt_allocation",
+    "apply_event",
+    "apply_events",
     "broken_invariants",
     "canonical_events",
+    "consumer_violations",
     "get_profile",
     "initial_state",
     "invariants_hold",
+    "new_consumer",
+    "pool_residency",
+    "pool_violations",
+    "residency_of_keys",
     "run",
     "step",
     "violation",

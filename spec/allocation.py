@@ -14,7 +14,6 @@ from .actions import FreeBlocks, GetNewBlocks, PeerGetNewBlocks, Touch, UnpinBlo
 from .errors import ContractViolation
 from .events import BlockRemoved
 from .flat import (
-    free_goes_to_front,
     free_into_queue,
     take_from_front,
     touch_counts,
@@ -147,38 +146,26 @@ def free_blocks_violation(state: PoolState, action: FreeBlocks) -> ContractViola
     )
 
 
-def goes_to_front(state: PoolState, block: int, evict_first: bool) -> bool:
-    """Whether a block reaching ref_cnt 0 is queued at the front (reused first).
-
-    Blocks with no identity are reused first (LIFO, good for locality), as are cached blocks
-    whose contents another tier holds (``evict_first``); cached blocks go to the back so that
-    the least recently freed prefix is evicted first (LRU). ``evict_first`` sends every
-    freed block to the front, whatever the profile does with the others.
-    """
-    return free_goes_to_front(
-        state.primary[block] is not None,
-        state.config.enable_caching,
-        evict_first,
-        state.profile.unkeyed_free_to_front,
-        state.profile.caching_off_free_to_front,
-    )
-
-
 def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> PoolState:
     """Drop one reference per listed block; blocks reaching 0 join the queue.
 
-    The blocks for the front keep their order and go ahead of the old front; the blocks for
-    the back keep their order and go behind the old back.
+    The free rule (``flat.free_goes_to_front``): a block with no key is reused first (to
+    the front: LIFO, good for locality), and so is every block when caching is off; a
+    block with a key goes to the back, so that the least recently freed prefix is evicted
+    first (LRU); ``evict_first`` sends every freed block to the front (its contents live
+    in another tier). Releases fall back to the back where the profile says so (vLLM before
+    0.24). The blocks for the front keep their order and go ahead of the old front; the
+    blocks for the back keep their order and go behind the old back.
     """
     ref_cnt, queue = free_into_queue(
-        state.free_queue,
-        state.ref_cnt,
-        tuple(p is not None for p in state.primary),
-        blocks,
-        state.config.enable_caching,
-        evict_first,
-        state.profile.unkeyed_free_to_front,
-        state.profile.caching_off_free_to_front,
+        queue=state.free_queue,
+        ref_cnt=state.ref_cnt,
+        keyed=tuple(p is not None for p in state.primary),
+        blocks=blocks,
+        caching=state.config.enable_caching,
+        evict_first=evict_first,
+        unkeyed_to_front=state.profile.unkeyed_free_to_front,
+        caching_off_to_front=state.profile.caching_off_free_to_front,
     )
     return replace(state, ref_cnt=ref_cnt, free_queue=queue)
 

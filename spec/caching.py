@@ -296,17 +296,28 @@ def cache_partial_block(
         state = strip_keys(state, b)
     state = insert_key(state, b, key, action.num_tokens)
     if not already:
+        start = partial_event_start(state, action)
         state = emit(
             state,
             BlockStored(
                 block_hashes=(block_hash,),
-                parent_block_hash=action.block_hashes[num_hashes - 2] if num_hashes > 1 else None,
+                parent_block_hash=action.block_hashes[start // hbs - 1] if start > 0 else None,
                 group_id=action.group_id,
-                block_size=hbs,
-                num_tokens=hbs,
+                block_size=action.num_tokens - start,
+                num_tokens=action.num_tokens - start,
             ),
         )
     return state, Observation(key)
+
+
+def partial_event_start(state: PoolState, action: CachePartialBlock) -> int:
+    """Where the tokens a partial entry's ``BlockStored`` describes begin: at the start of
+    the entry's block, so that its parent is the block before (a hash a subscriber was
+    told of), or, for profiles with ``partial_parent_fine_hash``, one hash block before
+    ``num_tokens`` (its parent the fine hash there, stored or not: upstream issue 58119)."""
+    if state.profile.partial_parent_fine_hash:
+        return action.num_tokens - state.config.hash_block_size
+    return (action.num_tokens - 1) // action.block_size * action.block_size
 
 
 # --- get_cached_block -------------------------------------------------------------------

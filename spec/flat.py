@@ -7,9 +7,10 @@ as PEP 316 conditions (``pre:`` / ``post:`` lines) that CrossHair reads: over fl
 these, ``kvpool crosshair`` searches them for counterexamples in seconds. A search that finds
 nothing is evidence, not proof; the Z3 proofs (``kvpool prove``) are the proofs.
 
-Preconditions keep the inputs small (a handful of blocks) so that the search covers the
-interesting shapes, and spell out ``0 <= b`` for every block id: Python reads a negative
-index from the end, which would let a wrong id pass unnoticed.
+Preconditions spell out ``0 <= b`` for every block id: Python reads a negative index from
+the end, which would let a wrong id pass unnoticed. The lines that keep the inputs small (a
+handful of blocks, so that the search covers the interesting shapes) are search bounds,
+not contract: each calls a ``search_...`` predicate of :mod:`.bounds`.
 
 Conventions: ``ref_cnt`` is one count per block, block 0 (the null block) included, whose
 count is not maintained; ``queue`` is the free queue, front first.
@@ -17,19 +18,18 @@ count is not maintained; ``queue`` is the free queue, front first.
 
 from __future__ import annotations
 
+# the contracts' search bounds, read by CrossHair from the pre: lines
+from .bounds import search_blocks, search_chain, search_usage  # noqa: F401
+
 #: Block 0: never free, never cached, never handed out, never written.
 NULL = 0
-
-#: The largest pool the contracts let CrossHair build (block ids 0 .. SMALL - 1).
-SMALL = 6
-
 
 # --- shape predicates, used by the contracts ---------------------------------------------
 
 
-def small_counts(ref_cnt: tuple[int, ...]) -> bool:
-    """A small pool's ref counts: at least the null block, none negative."""
-    return 1 <= len(ref_cnt) <= SMALL and all(c >= 0 for c in ref_cnt)
+def counts(ref_cnt: tuple[int, ...]) -> bool:
+    """A pool's ref counts: at least the null block, none negative."""
+    return len(ref_cnt) >= 1 and all(c >= 0 for c in ref_cnt)
 
 
 def ids_in_range(blocks: tuple[int, ...], num_blocks: int) -> bool:
@@ -150,7 +150,7 @@ def requeue(
     """``queue`` with ``front`` ahead of its old front and ``back`` behind its old back,
     each kept in the given order.
 
-    pre: len(queue) + len(front) + len(back) <= SMALL
+    pre: search_blocks(queue + front + back)
     post: __return__[: len(front)] == front
     post: __return__[len(front) : len(front) + len(queue)] == queue
     post: __return__[len(front) + len(queue) :] == back
@@ -168,8 +168,9 @@ def release_counts(
 
     Returns the new counts and the blocks that reached 0, in the order they did.
 
-    pre: small_counts(ref_cnt)
-    pre: len(blocks) <= SMALL
+    pre: counts(ref_cnt)
+    pre: search_blocks(ref_cnt)
+    pre: search_blocks(blocks)
     pre: ids_in_range(blocks, len(ref_cnt))
     pre: within_holds(ref_cnt, blocks)
     post: len(__return__[0]) == len(ref_cnt)
@@ -206,9 +207,10 @@ def free_into_queue(
     Blocks reaching 0 that go to the front keep the given order ahead of the old front; the
     others keep the given order behind the old back.
 
-    pre: small_counts(ref_cnt)
+    pre: counts(ref_cnt)
+    pre: search_blocks(ref_cnt)
     pre: len(keyed) == len(ref_cnt)
-    pre: len(blocks) <= SMALL
+    pre: search_blocks(blocks)
     pre: free_iff_zero(queue, ref_cnt)
     pre: ids_in_range(blocks, len(ref_cnt))
     pre: within_holds(ref_cnt, blocks)
@@ -237,8 +239,9 @@ def unpin_into_queue(
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``unpin_blocks`` over flat data: blocks reaching 0 go to the back whatever their key.
 
-    pre: small_counts(ref_cnt)
-    pre: len(blocks) <= SMALL
+    pre: counts(ref_cnt)
+    pre: search_blocks(ref_cnt)
+    pre: search_blocks(blocks)
     pre: free_iff_zero(queue, ref_cnt)
     pre: ids_in_range(blocks, len(ref_cnt))
     pre: NULL not in blocks
@@ -257,7 +260,8 @@ def take_from_front(
     """``get_new_blocks(n)`` over flat data: the blocks handed out, the new counts, the new
     queue. Each block handed out is held once.
 
-    pre: small_counts(ref_cnt)
+    pre: counts(ref_cnt)
+    pre: search_blocks(ref_cnt)
     pre: free_iff_zero(queue, ref_cnt)
     pre: 0 <= n <= len(queue)
     post: __return__[0] == queue[:n]
@@ -279,8 +283,9 @@ def touch_counts(
     """``touch`` over flat data: one more reference per listed real block; touched free
     blocks leave the queue, which otherwise keeps its order.
 
-    pre: small_counts(ref_cnt)
-    pre: len(blocks) <= SMALL
+    pre: counts(ref_cnt)
+    pre: search_blocks(ref_cnt)
+    pre: search_blocks(blocks)
     pre: free_iff_zero(queue, ref_cnt)
     pre: ids_in_range(blocks, len(ref_cnt))
     post: all(__return__[0][b] == ref_cnt[b] + blocks.count(b) for b in range(1, len(ref_cnt)))
@@ -315,7 +320,8 @@ def usage_fraction(num_free: int, num_blocks: int) -> float:
     """The fraction of real blocks out of the free queue; 0.0 for a pool of only the null
     block. Cached blocks in the queue count as free.
 
-    pre: 1 <= num_blocks <= 1024
+    pre: 1 <= num_blocks
+    pre: search_usage(num_blocks)
     pre: 0 <= num_free <= num_blocks - 1
     post: 0.0 <= __return__ <= 1.0
     post: (__return__ == 0.0) == (num_free == num_blocks - 1)
@@ -334,10 +340,10 @@ def fine_hash_index(hash_block_size: int, block_size: int, index: int) -> int:
     """Which of a request's fine hashes (one per ``hash_block_size`` tokens) names its block
     ``index`` viewed at ``block_size``: the last one inside that block.
 
-    pre: 1 <= hash_block_size <= 64
-    pre: 1 <= block_size <= 256
+    pre: 1 <= hash_block_size and 1 <= block_size
     pre: block_size % hash_block_size == 0
-    pre: 0 <= index <= 64
+    pre: 0 <= index
+    pre: search_chain(hash_block_size, block_size, index)
     post: __return__ >= 0
     post: (__return__ + 1) * hash_block_size == (index + 1) * block_size
     post: __return__ * hash_block_size >= index * block_size
@@ -349,10 +355,10 @@ def fine_hash_index(hash_block_size: int, block_size: int, index: int) -> int:
 def coarse_blocks(num_hashes: int, hash_block_size: int, block_size: int) -> int:
     """How many blocks of ``block_size`` tokens ``num_hashes`` fine hashes cover.
 
-    pre: 0 <= num_hashes <= 256
-    pre: 1 <= hash_block_size <= 64
-    pre: 1 <= block_size <= 256
+    pre: 0 <= num_hashes
+    pre: 1 <= hash_block_size and 1 <= block_size
     pre: block_size % hash_block_size == 0
+    pre: search_chain(hash_block_size, block_size, num_hashes)
     post: __return__ >= 0
     post: __return__ * block_size <= num_hashes * hash_block_size
     post: num_hashes * hash_block_size < (__return__ + 1) * block_size
@@ -370,7 +376,7 @@ def cache_positions(
     """``(index, block)`` of the blocks ``cache_full_blocks`` registers: the new full ones,
     ``blocks[num_cached:num_full]``, less the null block and the masked-out ones.
 
-    pre: len(blocks) <= SMALL
+    pre: search_blocks(blocks)
     pre: all(0 <= b for b in blocks)
     pre: 0 <= num_cached <= num_full <= len(blocks)
     pre: mask is None or len(mask) == num_full - num_cached

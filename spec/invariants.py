@@ -1,4 +1,5 @@
-"""The invariants of SEMANTICS.md, one named predicate each.
+"""The pool's invariants, one named predicate each (numbered as the docs' "The contract in
+plain words" numbers them).
 
 Each holds after every action. ``broken_invariants`` names the ones that do not, so a
 failure says which rule broke rather than only that something did.

@@ -1,6 +1,7 @@
 """Profiles: the policy knobs that real pools disagree on.
 
-The contract of SEMANTICS.md is the ``seed`` profile (upstream vLLM at the seed's commit).
+The contract (the docs' "The contract in plain words") is the ``seed`` profile (upstream
+vLLM at the seed's commit).
 Released pools differ in a few places (where a freed block goes, which API exists, which
 inputs a caching call accepts); each such difference is one field here, so a profile is a
 readable list of choices. The ``vllm-*`` profiles were measured by running each released
@@ -58,6 +59,20 @@ class Profile:
     #: reads that count, so where it moves it is not compared; where it does not (the
     #: seed, 0.33) it must stay 0 and is compared like every other block's.
     null_ref_cnt_moves: bool = False
+    #: A partial entry's ``BlockStored`` describes only the last hash block before
+    #: ``num_tokens``, its parent the fine hash before it, which no event may have named
+    #: (vLLM 0.24 on); else it describes the entry's block from its start, its parent the
+    #: block before.
+    partial_parent_fine_hash: bool = False
+    #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
+    #: promises its KV event subscribers, ``None`` where it promises none in writing. What
+    #: it promises, not what it emits: the events level measures one against the other.
+    consumer_contract: str | None = "count"
+    #: Where that promise is written (or why there is none).
+    consumer_contract_source: str = (
+        "kvpool's own contract (docs: The KV events contract): every copy of a hash is "
+        "stored and removed, the counting consumer vLLM documents"
+    )
 
     def offers(self, operation: str) -> bool:
         """Whether this profile's pool has ``operation``."""
@@ -67,7 +82,16 @@ class Profile:
 SEED = Profile(
     name="seed",
     description="upstream vLLM at the seed's commit (ef9339e): evict_first, unpin_blocks, "
-    "weak pool references; unkeyed frees to the front, keyed frees to the back",
+    "weak pool references; unkeyed frees to the front, keyed frees to the back; a partial "
+    "entry's BlockStored describes its block from the start, after the block before "
+    "(upstream names the fine hash before num_tokens as parent: issue 58119)",
+)
+
+#: What a release before the written contract promised its subscribers.
+_UNWRITTEN = (
+    "none in writing: the release's kv_events.py and block_pool.py state no consumer "
+    "contract; its pool keeps one block per copy of a hash ('we don't de-duplicate the "
+    "blocks in the cache') and publishes each copy's store and removal"
 )
 
 _EVERY = SEED.operations
@@ -101,6 +125,8 @@ VLLM_0_10 = Profile(
     partial_at_boundary=False,
     has_replace_existing_hashes=False,
     null_ref_cnt_moves=True,
+    consumer_contract=None,
+    consumer_contract_source=_UNWRITTEN,
 )
 VLLM_0_12 = replace(
     VLLM_0_10,
@@ -151,6 +177,7 @@ VLLM_0_24 = replace(
     operations=VLLM_0_22.operations | {"cache_partial_block"},
     cache_promotes_partial=True,
     coarse_hash_concatenates=False,
+    partial_parent_fine_hash=True,
 )
 VLLM_0_26 = replace(
     VLLM_0_24,
@@ -180,6 +207,10 @@ VLLM_0_30 = replace(
     "strictly inside a block unless replacing",
     operations=VLLM_0_29.operations | {"unpin_blocks", "peer_get_new_blocks"},
     has_replace_existing_hashes=True,
+    consumer_contract_source="not established: upstream's tests/v1/core/"
+    "test_kv_events_contract.py (each copy of a hash stored and removed) freezes exactly the "
+    "event fields of 0.30-0.32, but the wheels ship no tests, so whether this release "
+    "carries it is unknown; the release's own code states no consumer contract",
 )
 VLLM_0_32 = replace(
     VLLM_0_30,
@@ -194,6 +225,12 @@ VLLM_0_33 = replace(
     description="vLLM 0.33: as 0.32, and the null block is skipped before its ref_cnt "
     "changes; the seed's contract except that free_blocks has no evict_first",
     null_ref_cnt_moves=False,
+    consumer_contract="count",
+    consumer_contract_source="count: upstream's tests/v1/core/test_kv_events_contract.py "
+    "pins 'each copy of a hash is stored and removed' (and docs/features/kv_events.md "
+    "describes a recorder counting residency per medium, group and hash). The test freezes "
+    "the event fields of 0.30-0.32 exactly (0.33 adds lookahead_token_ids), so it was in "
+    "the tree 0.33 was cut from; the wheels ship no tests to tell whether 0.30-0.32 had it",
 )
 
 #: vllm-mlx 0.6.0's ``PagedCacheManager`` (a re-implementation for Apple silicon).
@@ -220,6 +257,21 @@ VLLM_MLX = Profile(
     has_block_mask=False,
     cache_promotes_partial=False,
     null_ref_cnt_moves=True,
+    consumer_contract=None,
+    consumer_contract_source="none: its pool publishes no KV events",
+)
+
+#: LMDeploy's ``LogicalAllocator`` (PyTorch engine, 0.18.0): a pool without a prefix cache.
+#: Each field was measured on the real allocator (tests/conformance/test_lmdeploy_target.py).
+LMDEPLOY = Profile(
+    name="lmdeploy",
+    description="LMDeploy's LogicalAllocator (0.18.0): allocation, ref counts and free only "
+    "(its prefix cache is the BlockTrie above it); a freed block is reused first, the "
+    "blocks of one free in the order given (a stack); no evict_first; no null block (the "
+    "adapter leaves the spec's out)",
+    has_evict_first=False,
+    operations=frozenset({"get_new_blocks", "free_blocks", "touch", "get_num_free_blocks"}),
+    has_block_mask=False,
 )
 
 PROFILES: dict[str, Profile] = {
@@ -240,6 +292,7 @@ PROFILES: dict[str, Profile] = {
         VLLM_0_32,
         VLLM_0_33,
         VLLM_MLX,
+        LMDEPLOY,
     )
 }
 

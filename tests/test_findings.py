@@ -15,6 +15,12 @@ from kvpool.conformance.trace.replay import replay_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 FINDINGS = sorted((ROOT / "findings").rglob("*.itf.json"))
+#: Targets whose pool needs an optional extra: the module it needs, and the extra.
+EXTRAS = {
+    "lmdeploy": ("numpy", "lmdeploy"),
+    "nanovllm": ("xxhash", "nanovllm"),
+    "sglang": ("torch", "sglang"),
+}
 
 
 def collect() -> ModuleType:
@@ -27,8 +33,12 @@ def collect() -> ModuleType:
 
 @pytest.mark.parametrize("path", FINDINGS, ids=[f"{p.parent.name}/{p.name}" for p in FINDINGS])
 def test_the_finding_still_reproduces(path: Path) -> None:
+    needs = EXTRAS.get(path.parent.name.split("-")[0])
+    if needs is not None and importlib.util.find_spec(needs[0]) is None:
+        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install 'kvpool-spec[{needs[1]}]'")
     trace = read_trace(path)
-    verdict = replay_trace(trace, trace.meta.target)  # a file's pool is loaded when we say so
+    # a file's pool and manager are loaded when we say so
+    verdict = replay_trace(trace, trace.meta.target, trace.meta.manager)
     assert not verdict.conforms, f"{path.name} no longer diverges: {verdict.describe()}"
     assert verdict.message is not None
     assert signature(verdict.message) == signature(trace.meta.message), verdict.message
@@ -50,9 +60,9 @@ def test_vllm_0_33_robustness_findings_include_the_known_bugs() -> None:
 def test_every_target_has_a_row_and_the_page_is_current() -> None:
     module = collect()
     folders = {p.parent.name for p in FINDINGS}
-    assert folders == set(module.TARGETS.values())
+    assert folders <= set(module.TARGETS.values())  # a target that passes has no traces
     page = module.page()
-    for folder in folders:
+    for folder in module.TARGETS.values():
         assert f"| {folder} |" in page
     committed = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
     assert committed == page, "regenerate with: python findings/collect.py"

@@ -61,6 +61,17 @@ class RequestChecks:
         self.requests: dict[str, Tracked] = {}
         #: The engine's KV data per block (the pool run reads the spec manager's instead).
         self.contents: dict[int, BlockData] = {}
+        #: The manager keys a block when it schedules it, before the engine writes it: a
+        #: write needs the block held once, its key does not forbid the write.
+        self.registers_when_scheduled = False
+        #: The manager may replace a computed table entry with the cached block of the same
+        #: prefix (SGLang's ``cache_unfinished_req`` frees its duplicate and points the
+        #: request at the tree's slot): ``append-only`` then lets exactly that change pass.
+        self.swaps_in_cached = False
+        #: For a manager that keys a request's decoded tokens only when it finishes
+        #: (SGLang): how many leading tokens of a request it has keyed; ``hit-keys`` holds
+        #: the table to its key up to there (the hit and every prefill it cached).
+        self.keyed_tokens: Callable[[str], int] | None = None
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -88,9 +99,8 @@ class RequestChecks:
         self._count("write-guard")
         broken: list[Broken] = []
         if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
-            broken = props.write_guard(
-                request_id, block, view.ref_cnt[block], view.keys[block], what
-            )
+            keys = frozenset() if self.registers_when_scheduled else view.keys[block]
+            broken = props.write_guard(request_id, block, view.ref_cnt[block], keys, what)
         if not broken and not says_writable:
             broken = [
                 Broken(
@@ -150,6 +160,24 @@ class RequestChecks:
                 return length
         return 0
 
+    def _swapped(self, r: Tracked, result: Scheduled, view: PoolView) -> Tables:
+        """``r``'s tables with each computed entry that ``result`` replaced by a block
+        carrying the request's key for that entry taken as already replaced."""
+        keys_of = self._keys_of(view)
+        if keys_of is None:
+            return r.tables
+        hashes = r.hashes(self.hbs)
+        computed = result.num_computed_tokens // self.bs
+        tables = []
+        for g, (old, new) in enumerate(zip(r.tables, result.tables, strict=False)):
+            entries = list(old)
+            for i in range(min(len(old), len(new), computed)):
+                key = props.expected_key(hashes, self.hbs, self.bs, i, g)
+                if old[i] != new[i] and key in keys_of(new[i]):
+                    entries[i] = new[i]
+            tables.append(tuple(entries))
+        return (*tables, *r.tables[len(tables) :])
+
     def scheduled(
         self,
         request_id: str,
@@ -167,15 +195,19 @@ class RequestChecks:
             self._count("append-only")
             if any(g.is_sliding for g in groups):
                 self._count("append-only-up-to-null")
-            broken += props.table_growth(request_id, groups, r.tables, result.tables)
+            before = self._swapped(r, result, view) if self.swaps_in_cached else r.tables
+            broken += props.table_growth(request_id, groups, before, result.tables)
         r.tables, r.num_computed_tokens, r.running = result.tables, result.num_computed_tokens, True
         keys_of = self._keys_of(view)
         if self.caching and keys_of is not None:
             self._count("hit-keys")
+            keyed = r.num_computed_tokens
+            if self.keyed_tokens is not None:
+                keyed = min(keyed, self.keyed_tokens(request_id))
             broken += props.hit_keys(
                 request_id,
                 r.tables,
-                r.num_computed_tokens,
+                keyed,
                 r.hashes(self.hbs),
                 self.hbs,
                 self.bs,
@@ -191,6 +223,9 @@ class RequestChecks:
             self.bs,
             self.contents if contents is None else contents,
         )
+        if fresh:
+            self._count("computes-last-token")
+            broken += props.computes_last_token(request_id, r.num_computed_tokens, len(r.tokens))
         if kept is not None:
             self._count("resume-finds-prefix")
             broken += props.resume_prefix(

@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import request_violation
 
-from ..levels import Level
+from ..levels import Level, level_for
 from ..lockstep import RunRecord, replay_actions
 from ..runner import Failure, LevelResult, find_all
 from ..shrink import Replay, shrink_sequence
@@ -128,11 +128,28 @@ def run_requests(
 
 def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
     from .manager_run import ManagerRun
+    from .property_run import PropertyRun, checked_by_properties
 
-    return lambda setup, record: ManagerRun(factory, profile, setup, record)
+    run = PropertyRun if checked_by_properties(factory) else ManagerRun
+    return lambda setup, record: run(factory, profile, setup, record)
 
 
-def pool_builder(factory: Any, profile: Profile) -> RunBuilder:
+def pool_builder(factory: Any, profile: Profile, consumer: str | None = None) -> RunBuilder:
+    """Runs of the spec's manager on pools from ``factory``; with ``consumer``, each pool
+    call is also judged at the events level by that consumer model."""
     from .pool_run import PoolRequestRun
 
-    return lambda setup, record: PoolRequestRun(factory, profile, setup, record)
+    if consumer is None:
+        return lambda setup, record: PoolRequestRun(factory, profile, setup, record)
+    level = level_for("events", consumer)
+
+    def judged(setup: RequestSetup, record: RunRecord) -> PoolRequestRun:
+        pool = replace(setup.pool, enable_kv_cache_events=True)  # events on, as traced
+        return PoolRequestRun(factory, profile, replace(setup, pool=pool), record, level)
+
+    return judged
+
+
+def events_on_pool(consumer: str) -> Level:
+    """The request machine's run on the pool, its pool calls judged by ``consumer`` too."""
+    return replace(ON_POOL, consumer=consumer)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    #: The bug, in the words of SEMANTICS.md's "Real bugs of this family" where it is one.
+    #: The bug, in the words of a real bug of this family where it is one.
     bug: str
     #: The impl file patched (in ``impl/``).
     file: str

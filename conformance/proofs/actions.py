@@ -273,7 +273,7 @@ def _queue_ranks(
 def goes_to_front(
     s: State, b: Expr, evict_first: bool, unkeyed_front: bool, caching_off_front: bool
 ) -> Expr:
-    """The profile's rule for a block reaching ref_cnt 0 (``allocation.goes_to_front``)."""
+    """The profile's rule for a block reaching ref_cnt 0 (``flat.free_goes_to_front``)."""
     if evict_first:
         return TRUE
     return z3.If(

@@ -1,19 +1,23 @@
-"""The pool operation pages: ``reference/actions/index.md`` and one page per operation, with
-its arguments, effect, contract (pre- and postconditions), errors, events, the profile
-fields that change it and the flat rules it is built from."""
+"""The pool operation pages: ``reference/actions/index.md`` and one page per operation, in
+reading order: what it does, the call a pool implements (every argument, what the suite
+passes, what it reads back), the spec's action, its effect and contract, the transition's
+own source, the rules a refusal names, the events, what differs per vLLM release, and the
+flat rules it is built from (with their source)."""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 import types
 
-from kvpool.spec.profile import PROFILES, SEED, Profile
+from kvpool.spec.profile import PROFILES, SEED, VLLM_RELEASES, Profile
 from kvpool.spec.rules import RULES
 
 from .action_facts import PoolActionFacts
 from .code_facts import docstring_conditions, field_comments
-from .markdown import GENERATED, bullets, code, paragraphs, prose, summary, table
+from .markdown import GENERATED, bullets, code, fence, paragraphs, prose, summary, table
+from .pool_calls import CONSTRUCTOR, POOL_CALLS, READ_BACK, signature
 
 
 def page_path(operation: str) -> str:
@@ -29,11 +33,15 @@ def _arguments(facts: PoolActionFacts) -> str:
     fields = dataclasses.fields(facts.action)
     if not fields:
         return "It takes no arguments.\n"
+    docs = field_comments(facts.action)
     rows = []
     for f in fields:
         default = code(repr(f.default)) if f.default is not dataclasses.MISSING else "required"
-        rows.append((code(f.name), code(str(f.type)), default))
-    return table(("argument", "type", "default"), rows)
+        rows.append((code(f.name), code(str(f.type)), default, prose(docs.get(f.name, ""))))
+    return (
+        "The spec's value for this call, as traces and vectors record it (blocks by id, "
+        "a request by its hashes):\n\n" + table(("field", "type", "default", "what it is"), rows)
+    )
 
 
 def _conditions(label: str, lines: list[str]) -> str:
@@ -43,6 +51,9 @@ def _conditions(label: str, lines: list[str]) -> str:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: A ``pre:`` line that is a search bound of :mod:`kvpool.spec.bounds`, not contract.
+SEARCH_BOUND = re.compile(r"search_\w+\(")
 
 
 #: Where a term of the conditions is explained at length.
@@ -138,13 +149,21 @@ def _flat(facts: PoolActionFacts) -> str:
     ]
     for function in facts.flat_functions:
         text, pre, post = docstring_conditions(function)
+        bounds = [line for line in pre if SEARCH_BOUND.match(line)]
+        pre = [line for line in pre if line not in bounds]
         out.append(f"### {code(function.__name__)}\n")
         out.append(paragraphs(prose(text)))
         if pre:
             out.append(_conditions("Preconditions", pre))
+        if bounds:
+            out.append(
+                "Search bounds (how far `kvpool crosshair` searches; not part of the contract, "
+                "see `kvpool.spec.bounds`):\n\n" + bullets(code(line) for line in bounds)
+            )
         if post:
             out.append(_conditions("Postconditions", post))
         out.append(_terms(function, pre + post))
+        out.append(_source(function))
     return "\n".join(out)
 
 
@@ -159,6 +178,97 @@ def _offered(facts: PoolActionFacts) -> str:
     )
 
 
+def _source(function: types.FunctionType) -> str:
+    """``function``'s own source, read from the spec when the site is built."""
+    where = code(_qualified(function))
+    return f"Source of {where}:\n\n" + fence(inspect.getsource(function), "python")
+
+
+def _transition(facts: PoolActionFacts) -> str:
+    """The caller's contract (when the operation has one) and the transition, as source."""
+    if facts.check.__name__ == "_no_check":
+        return (
+            "It has no caller's contract beyond the profile offering it. The transition, as "
+            "the spec states it:\n\n" + _source(facts.transition)
+        )
+    return (
+        "The caller's contract, then the transition itself, as the spec states them:\n\n"
+        + _source(facts.check)
+        + "\n"
+        + _source(facts.transition)
+        + "".join("\n" + _source(helper) for helper in _helpers(facts))
+    )
+
+
+def _helpers(facts: PoolActionFacts) -> list[types.FunctionType]:
+    """The functions of the transition's own module that it calls (``release`` for
+    ``free_blocks``), so that the page shows every step between it and the flat rules."""
+    module = facts.transition.__module__
+    found: dict[str, types.FunctionType] = {}
+    for name in _NAME.findall(inspect.getsource(facts.transition)):
+        value = facts.transition.__globals__.get(name)
+        if (
+            isinstance(value, types.FunctionType)
+            and value.__module__ == module
+            and value not in (facts.transition, facts.check)
+            and not name.endswith("_violation")
+            and name != "refuse"  # raises the refusal the check returned: on every page
+        ):
+            found.setdefault(name, value)
+    return list(found.values())
+
+
+def _pool_call(facts: PoolActionFacts) -> str:
+    """The call a pool implements for this operation, with every argument explained."""
+    call = POOL_CALLS[facts.operation]
+    text = (
+        f"The suite calls this on {call.on}, with vLLM's `BlockPool` signature (a pool "
+        f"built as {code(CONSTRUCTOR)}):\n\n" + fence(signature(facts.operation), "python")
+    )
+    if call.arguments:
+        rows = [(code(name), prose(what)) for name, what in call.arguments.items()]
+        text += "\n" + table(("argument", "what the suite passes"), rows)
+    text += f"\nIt returns {call.returns}. "
+    text += "What the suite reads back between calls is listed on [Pool operations](index.md).\n"
+    return text
+
+
+def _release_span(i: int) -> str:
+    first = ".".join(map(str, VLLM_RELEASES[i][0]))
+    if i + 1 == len(VLLM_RELEASES):
+        return f"{first} and newer"
+    last = VLLM_RELEASES[i + 1][0]
+    return f"{first} up to {'.'.join(map(str, last))} (not included)"
+
+
+def _source_link(version: tuple[int, int, int]) -> str:
+    tag = "v" + ".".join(map(str, version))
+    return f"[{tag}](https://github.com/vllm-project/vllm/blob/{tag}/vllm/v1/core/block_pool.py)"
+
+
+def _per_release(facts: PoolActionFacts) -> str:
+    """How each vLLM release differs from the seed for this operation, oldest first; runs
+    of releases that agree are one line."""
+    lines: list[str] = []
+    for i, (first, profile) in enumerate(VLLM_RELEASES):
+        if facts.operation not in profile.operations:
+            what = "not offered (refused with `unsupported-action`)"
+        else:
+            changed = [
+                f"{code(f)} = {code(repr(getattr(profile, f)))}"
+                for f in facts.profile_fields
+                if getattr(profile, f) != getattr(SEED, f)
+            ]
+            what = ", ".join(changed) if changed else "as the seed"
+        line = f"{what} (profile {code(profile.name)}; source {_source_link(first)})"
+        lines.append(f"vLLM {_release_span(i)}: {line}")
+    return (
+        "What the releases do by design, against the `seed` profile this page describes "
+        "(each release is checked against its own profile; see "
+        "[profiles](../profiles.md)):\n\n" + bullets(lines)
+    )
+
+
 def operation_page(facts: PoolActionFacts) -> str:
     """The whole page of one pool operation."""
     effect, _, _ = docstring_conditions(facts.transition)
@@ -167,16 +277,22 @@ def operation_page(facts: PoolActionFacts) -> str:
         f"# {facts.operation}\n",
         paragraphs(prose(summary(facts.action))),
         f"The action is {code('kvpool.spec.' + facts.action.__name__)}. " + _offered(facts),
-        "## Arguments\n",
+        "## The call a pool implements\n",
+        _pool_call(facts),
+        "## The spec's action\n",
         _arguments(facts),
         "## Effect\n",
         paragraphs(prose(effect)) if effect else "See the postconditions.\n",
         "## Contract\n",
         _contract(facts),
+        "## The transition\n",
+        _transition(facts),
         "## Errors\n",
         _errors(facts),
         "## Events\n",
         _events(facts),
+        "## Per release\n",
+        _per_release(facts),
         "## Profiles\n",
         _profile_fields(facts),
         _flat(facts),
@@ -202,5 +318,12 @@ def operations_index(all_facts: list[PoolActionFacts]) -> str:
         "operation's arguments, its effect, its pre- and postconditions, the rules a "
         "refusal names, the events it publishes and the profile fields that change it. "
         "Every operation can also be refused with `unsupported-action` by a profile that "
-        "lacks it.\n\n" + table(("operation", "what it does", "rules it checks", "events"), rows)
+        "lacks it.\n\n"
+        + table(("operation", "what it does", "rules it checks", "events"), rows)
+        + "\n## What the suite reads from a pool\n\n"
+        + "A pool is built as "
+        + code(CONSTRUCTOR)
+        + " (or by a factory taking those keywords). Between calls the suite reads what "
+        "the pool shows of its state; only the free count is required, and everything "
+        "present is compared after every step:\n\n" + table(("what", "what it is"), READ_BACK)
     )

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from kvpool.conformance.levels import LEVELS
 
+from .events_matrix import events_matrix
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
 from .mutmut_score import load, score_table, survivors_table
-from .profiles_page import version_table
+from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -64,6 +65,15 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         lambda link, docs_dir: version_table(link=False),
     ),
     "levels-table": ("the conformance levels (kvpool.conformance.levels)", levels_table),
+    "events-matrix": (
+        "target x consumer model at the events level, read from the committed findings "
+        "(findings/*/pool-events-*.itf.json)",
+        lambda link, docs_dir: events_matrix(docs_dir.parent / "findings"),
+    ),
+    "consumer-contracts": (
+        "the consumer model each profile promises, and where it is written",
+        lambda link, docs_dir: consumer_table(),
+    ),
     "mutmut-score": (
         "the mutmut score of the unit tests, computed from docs/data/mutmut.json",
         lambda link, docs_dir: score_table(load(docs_dir)),

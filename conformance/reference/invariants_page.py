@@ -11,7 +11,7 @@ from .markdown import GENERATED, code, fence, paragraphs, prose
 
 
 def _statement(doc: str) -> tuple[str, str]:
-    """The docstring's first line without its SEMANTICS.md number, and that number."""
+    """The docstring's first line without its number in the contract, and that number."""
     first = " ".join(inspect.cleandoc(doc).split())
     number, dot, rest = first.partition(". ")
     if dot and number.isdigit():
@@ -34,7 +34,11 @@ def invariants_page() -> str:
         out.append(f"## {name}\n")
         out.append(paragraphs(prose(statement)))
         where = f"`{predicate.__module__}.{predicate.__name__}`"
-        numbered = f" (invariant {number} of the design notes)" if number else ""
+        numbered = (
+            f" (invariant {number} of [the contract](../guide/semantics.md#the-invariants))"
+            if number
+            else ""
+        )
         out.append(f"The predicate {where}{numbered}:\n")
         out.append(fence(inspect.getsource(predicate), "python"))
     out.append(

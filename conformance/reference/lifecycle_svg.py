@@ -5,7 +5,9 @@ few edges cross as possible (every placement is tried). Each observed ``(source,
 pair is one curved arrow labelled with its operations; arrows bend to their left, so the
 two directions of a pair never overlap; labels are placed clear of nodes and of each other.
 Colours follow the page (``currentColor`` and Material's CSS
-variables), so the diagram reads in light and dark mode.
+variables): the text is filled with the page's text colour, never SVG's default black, so
+the diagram reads in light and dark mode (``tests/docs/test_diagram_themes.py`` measures
+the contrast in headless Chromium in both colour schemes).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def _node(state: LifecycleState, centre: Point) -> str:
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W:.0f}" height="{NODE_H:.0f}" rx="8" '
         'style="fill:var(--md-accent-fg-color--transparent,#e8eaf6);stroke:currentColor"/>'
         f'<text x="{centre[0]:.1f}" y="{first_y:.1f}" text-anchor="middle" '
-        f'font-weight="bold">{lines}</text></g>'
+        f'fill="currentColor" font-weight="bold">{lines}</text></g>'
     )
 
 
@@ -210,7 +212,7 @@ def _label(operations: Sequence[str], at: Point, box: Box) -> str:
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" rx="3" '
         'style="fill:var(--md-default-bg-color,#fff);opacity:0.9"/>'
         f'<text x="{at[0]:.1f}" y="{y + LINE - 2:.1f}" text-anchor="middle" '
-        f'font-family="monospace" font-size="{LABEL_FONT}">{lines}</text>'
+        f'fill="currentColor" font-family="monospace" font-size="{LABEL_FONT}">{lines}</text>'
     )
 
 

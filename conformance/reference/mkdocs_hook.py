@@ -15,37 +15,48 @@ from kvpool.conformance.reference.pages import (
     operation_nav,
     reference_builders,
 )
+from kvpool.conformance.reference.releases_page import RELEASES_INDEX, releases_nav
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 
-def expand_operations(nav: list[Any]) -> bool:
-    """Replace the nav entry of :data:`OPERATIONS_INDEX` (``- Title: path`` or a bare
-    path) by a section holding it and one entry per operation. Whether it was found."""
+def expand_section(nav: list[Any], index: str, title: str, section: list[Any]) -> bool:
+    """Replace the nav entry of ``index`` (``- Title: path`` or a bare path) by ``section``
+    (the index, then one entry per generated page). Whether it was found."""
     for i, item in enumerate(nav):
-        if item == OPERATIONS_INDEX:
-            nav[i] = {"Pool operations": operation_nav()}
+        if item == index:
+            nav[i] = {title: section}
             return True
         if isinstance(item, dict):
-            for title, value in item.items():
-                if value == OPERATIONS_INDEX:
-                    item[title] = operation_nav()
+            for key, value in item.items():
+                if value == index:
+                    item[key] = section
                     return True
-                if isinstance(value, list) and expand_operations(value):
+                if isinstance(value, list) and expand_section(value, index, title, section):
                     return True
     return False
 
 
+def expand_operations(nav: list[Any]) -> bool:
+    """Expand :data:`OPERATIONS_INDEX` into every operation's page."""
+    return expand_section(nav, OPERATIONS_INDEX, "Pool operations", operation_nav())
+
+
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Expand the operations entry of the nav; fail the build when it is missing."""
+    """Expand the operations and releases entries of the nav; fail the build when one is
+    missing."""
     nav = config.nav
-    if nav is None or not expand_operations(nav):
-        raise PluginError(
-            f"mkdocs.yml: the nav must list {OPERATIONS_INDEX}; the kvpool hook puts every "
-            "operation's page under it"
-        )
+    for index, title, section, what in (
+        (OPERATIONS_INDEX, "Pool operations", operation_nav(), "operation"),
+        (RELEASES_INDEX, "vLLM releases", releases_nav(), "release generation"),
+    ):
+        if nav is None or not expand_section(nav, index, title, section):
+            raise PluginError(
+                f"mkdocs.yml: the nav must list {index}; the kvpool hook puts every {what}'s "
+                "page under it"
+            )
     return config
 
 

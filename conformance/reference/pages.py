@@ -8,6 +8,7 @@ from collections.abc import Callable
 from functools import partial
 
 from kvpool.spec.actions import ALL_ACTIONS
+from kvpool.spec.consumer import EVENT_PROPERTIES
 from kvpool.spec.invariants import INVARIANTS
 from kvpool.spec.manager.actions import REQUEST_ACTIONS
 from kvpool.spec.manager.properties import PROPERTIES
@@ -17,14 +18,17 @@ from kvpool.spec.rules import RULES
 from .action_facts import all_pool_action_facts, all_request_action_facts
 from .action_pages import operation_page, operations_index, page_path
 from .cli_page import cli_page
+from .event_properties_page import event_properties_page
 from .invariants_page import invariants_page
 from .markdown import GENERATED, table
 from .mutants_page import mutants_page
 from .profiles_page import profiles_page
 from .proofs_page import proofs_page
 from .properties_page import properties_page
+from .releases_page import release_builders
 from .request_actions_page import request_actions_page
 from .rules_page import rules_page
+from .spec_document import spec_document
 
 #: The nav entry in mkdocs.yml that the hook expands into every operation's page.
 OPERATIONS_INDEX = "reference/actions/index.md"
@@ -43,6 +47,10 @@ def index_page() -> str:
             f"{len(REQUEST_ACTIONS)} request actions "
             "of the KV cache manager and the pool operations each calls",
         ),
+        (
+            "[The spec in one document](spec.md)",
+            "every module of the spec in reading order, with its code",
+        ),
         ("[Rules](rules.md)", f"{len(RULES)} rules of the caller's contract, by id"),
         ("[Invariants](invariants.md)", f"{len(INVARIANTS)} invariants and their predicates"),
         (
@@ -50,8 +58,16 @@ def index_page() -> str:
             f"{len(PROPERTIES)} properties the request machine checks",
         ),
         (
+            "[KV event properties](event-properties.md)",
+            f"{len(EVENT_PROPERTIES)} properties of a KV event stream the events level checks",
+        ),
+        (
             "[Profiles and vLLM versions](profiles.md)",
             f"{len(PROFILES)} profiles, their settings, and the vLLM release table",
+        ),
+        (
+            "[vLLM releases](releases/index.md)",
+            "each release generation as the one before plus its changes",
         ),
         ("[Proofs](proofs.md)", "the obligations `kvpool prove` proves, run at build time"),
         ("[Mutants](mutants.md)", "the planted bugs `kvpool mutants` scores the suite with"),
@@ -78,13 +94,16 @@ def reference_builders() -> dict[str, Callable[[], str]]:
         "reference/rules.md": lambda: rules_page(pool, requests),
         "reference/invariants.md": invariants_page,
         "reference/properties.md": properties_page,
+        "reference/event-properties.md": event_properties_page,
         "reference/profiles.md": profiles_page,
         "reference/proofs.md": proofs_page,
         "reference/mutants.md": mutants_page,
         "reference/cli.md": cli_page,
+        "reference/spec.md": spec_document,
     }
     for facts in pool:
         builders[page_path(facts.operation)] = partial(operation_page, facts)
+    builders.update(release_builders())
     return builders
 
 

@@ -52,6 +52,15 @@ def settings_table() -> str:
     return table(("field", "what it chooses", "True in", "False in"), rows)
 
 
+def consumer_table() -> str:
+    """One row per profile: the consumer model it promises, and where that is written."""
+    rows = [
+        (p.name, code(p.consumer_contract or "none"), p.consumer_contract_source)
+        for p in PROFILES.values()
+    ]
+    return table(("profile", "promises", "where it is written"), rows)
+
+
 def operations_table() -> str:
     """One row per operation: the profiles whose pool lacks it."""
     rows = []
@@ -104,6 +113,13 @@ def profiles_page() -> str:
             settings_table(),
             "## Operations\n",
             operations_table(),
+            "## Consumer contracts\n",
+            "What each release promises the subscribers of its KV events (the consumer "
+            "model of [KV event properties](event-properties.md)), kept apart from what it "
+            "emits: `kvpool conform --level events` judges the stream by the promise unless "
+            "`--consumer` names another model, and by `count` where a release promises "
+            "none.\n",
+            consumer_table(),
             *(_profile_section(p) for p in PROFILES.values()),
         ]
     )

@@ -2,7 +2,8 @@
 
 Every generation of vLLM's pool keeps it as ``cached_block_hash_to_block``: a plain dict of
 key -> {block id: block} (0.10), then a ``BlockHashToBlockMap`` whose ``_cache`` holds a
-block, or a dict of blocks once a key has duplicates. Ours keeps one table per group
+block, or a dict of blocks once a key has duplicates; a pool of its own may hold a list of
+blocks per key. Ours keeps one table per group
 (``by_group``: group -> block hash -> entry). A key is the block hash followed by the
 group id in 4 big-endian bytes, the layout the spec uses, so keys are compared as they are.
 """
@@ -18,9 +19,13 @@ from ..target import Index
 
 
 def _blocks_of(entry: Any) -> tuple[int, ...]:
-    """The block ids of one entry, in the order a lookup sees them (the first one wins)."""
+    """The block ids of one entry, in the order a lookup sees them (the first one wins):
+    one block, a dict of blocks (vLLM), or a list or tuple of blocks (a pool written from
+    the docs)."""
     if isinstance(entry, Mapping):
         return tuple(int(block.block_id) for block in entry.values())
+    if isinstance(entry, list | tuple):
+        return tuple(int(block.block_id) for block in entry)
     return (int(entry.block_id),)
 
 

@@ -27,6 +27,15 @@ from kvpool.spec import PoolConfig, Profile
 
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..target import Target, TargetFactory
+from .engines import (
+    ENGINE_SPECS,
+    EngineLoadError,
+    engine_profile,
+    is_engine_spec,
+    is_manager_target,
+    load_engine_manager,
+    load_engine_target,
+)
 from .spec_target import SpecTarget
 from .vllm_api import VllmApiTarget
 
@@ -87,9 +96,14 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
     if value == "none":
         return None, "none"
     if value == "auto":
-        value = target if target in BUILT_IN_MANAGERS else "none"
+        value = target if target in BUILT_IN_MANAGERS or is_manager_target(target) else "none"
         if value == "none":
             return None, "none"
+    if is_manager_target(value):
+        try:
+            return load_engine_manager(value)
+        except EngineLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if value in BUILT_IN_MANAGERS:
         return BUILT_IN_MANAGERS[value][0], value
     if value == "vllm":
@@ -160,6 +174,16 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
     """The factory and display name for a ``--target`` value."""
     if spec in BUILT_IN:
         return BUILT_IN[spec][0], spec
+    if is_manager_target(spec):
+        raise TargetLoadError(
+            f"{spec} is a KV cache manager with no pool API of its own: check it with "
+            f"--machine requests (its manager run), or --manager {spec} beside a pool"
+        )
+    if is_engine_spec(spec):
+        try:
+            return load_engine_target(spec)
+        except EngineLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if is_vllm_spec(spec):
         release = load_vllm(spec)
         name = vllm_target_name(spec, release)
@@ -171,7 +195,7 @@ def load_target(spec: str) -> tuple[TargetFactory, str]:
                 f"built: {type(exc).__name__}: {exc}"
             ) from exc
     if ":" not in spec:
-        known = ", ".join([*BUILT_IN, *VLLM_SPECS])
+        known = ", ".join([*BUILT_IN, *VLLM_SPECS, *ENGINE_SPECS])
         raise TargetLoadError(
             f"unknown target {spec!r}: use one of {known}, or module:factory for your own pool"
         )
@@ -242,6 +266,8 @@ def default_profile(target_spec: str) -> str | None:
 
     if target_spec in BUILT_IN_PROFILES:
         return BUILT_IN_PROFILES[target_spec]
+    if is_engine_spec(target_spec):
+        return engine_profile(target_spec)
     version = vllm_version(target_spec)
     if version is None:
         return None

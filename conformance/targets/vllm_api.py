@@ -288,6 +288,16 @@ class VllmApiTarget:
 
     # --- what this pool offers ----------------------------------------------------------
 
+    def takes(self, action: Action) -> bool:
+        """Whether the pool's call takes this action's optional arguments: a
+        ``block_mask`` or ``replace_existing_hashes`` it has no parameter for is never
+        drawn (the pool is judged on what it offers)."""
+        if isinstance(action, CacheFullBlocks) and action.block_mask is not None:
+            return self.api.block_mask
+        if isinstance(action, CachePartialBlock) and action.replace_existing_hashes:
+            return self.api.replace_existing_hashes
+        return True
+
     def _detect_operations(self) -> frozenset[str]:
         ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
         if "free_blocks" in ops and self.api.evict_first_arg is not None:

@@ -49,6 +49,8 @@ def _meta_json(meta: TraceMeta) -> Json:
         document["versus"] = meta.versus
         document["versus_profile"] = meta.versus_profile or meta.profile
         document["versus_version"] = encode(meta.versus_version, str | None)
+    if meta.consumer is not None:  # an events trace; other traces keep their exact bytes
+        document["consumer"] = meta.consumer
     return document
 
 
@@ -144,6 +146,7 @@ def parse_trace(data: Json, name: str = "trace") -> Trace:
             versus_version=decode(
                 kv.get("versus_version", {"tag": "None", "value": {"#tup": []}}), str | None
             ),
+            consumer=kv.get("consumer"),
         )
         states = data["states"]
         steps = []
@@ -183,12 +186,20 @@ def _check_machine(meta: TraceMeta, actions: list[Any], name: str) -> None:
         raise TraceFileError(
             f"{name}: action {wrong[0].operation!r} does not belong in a {meta.machine} trace"
         )
-    levels = ("safety", "order", "robustness") if pool else ("pool", "manager")
+    levels = ("safety", "order", "robustness", "events") if pool else ("pool", "manager")
     if meta.level not in levels:
         raise TraceFileError(
             f"{name}: level {meta.level!r} is not one of the {meta.machine} machine's"
         )
-    if meta.versus is not None and (not pool or meta.level == "robustness"):
+    judged = meta.level == "events" or (not pool and meta.level == "pool")
+    if (meta.level == "events" and meta.consumer is None) or (
+        meta.consumer is not None and not judged
+    ):
+        raise TraceFileError(
+            f"{name}: an events trace names its consumer model, and only an events trace "
+            "(or a requests trace on a pool) does"
+        )
+    if meta.versus is not None and (not pool or meta.level in ("robustness", "events")):
         raise TraceFileError(
             f"{name}: a diff trace runs the pool machine at safety or order, "
             f"not {meta.machine}/{meta.level}"

@@ -21,7 +21,7 @@ FORMAT_VERSION = 1
 @dataclass(frozen=True)
 class TraceMeta:
     """Where a trace came from, enough to replay it: ``machine`` is ``pool`` (at
-    ``level`` safety/order/robustness) or ``requests`` (``level`` pool or manager).
+    ``level`` safety/order/robustness/events) or ``requests`` (``level`` pool or manager).
 
     A diff trace (``kvpool diff``) runs ``target`` (pool A) against ``versus`` (pool B)
     instead of against the spec; its ``expected`` outcomes are A's, its ``actual`` B's.
@@ -41,6 +41,8 @@ class TraceMeta:
     versus: str | None = None
     versus_profile: str | None = None
     versus_version: str | None = None
+    #: The consumer model of an ``events`` trace (``count`` or ``set``; ``None`` otherwise).
+    consumer: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ from kvpool.spec import (
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, Scheduled, manager_step
 
-from ..levels import LEVELS
+from ..levels import level_for
 from ..lockstep import LockstepRun, Nonconformance, RunRecord
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
+from ..manager.property_run import PropertyRun
 from ..manager.runner import manager_builder, pool_builder
 from ..manager.target import RequestSetup
 from ..targets.loading import load_manager, load_target
@@ -118,7 +119,8 @@ def _record_pool(trace: Trace, target: str) -> Trace:
     factory, _ = load_target(target)
     config = meta.config
     assert not isinstance(config, RequestSetup)
-    run = LockstepRun(factory, get_profile(meta.profile), LEVELS[meta.level], config, RunRecord())
+    level = level_for(meta.level, meta.consumer)
+    run = LockstepRun(factory, get_profile(meta.profile), level, config, RunRecord())
     initial = state_json(run.state)
     steps = []
     for action in trace.actions:
@@ -148,7 +150,7 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
         run: ManagerRun | PoolRequestRun = manager_builder(factory, profile)(setup, RunRecord())
     else:
         pool_factory, _ = load_target(target)
-        run = pool_builder(pool_factory, profile)(setup, RunRecord())
+        run = pool_builder(pool_factory, profile, meta.consumer)(setup, RunRecord())
     initial = state_json(_pool_of(run), run.state)
     steps = []
     for action in trace.actions:
@@ -161,7 +163,9 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
                 expected = outcome_json(action, run.last[0])
         except Exception as exc:  # a difference, or the target failed
             verdict = _verdict(exc)
-            expected = outcome_json(action, _spec_result(before, action))
+            # a manager judged by the properties alone has no spec result to show
+            spec = None if isinstance(run, PropertyRun) else _spec_result(before, action)
+            expected = outcome_json(action, spec)
             actual = outcome_json(action, _actual_of(run, exc))
         steps.append(
             TraceStep(action, expected, actual, verdict, state_json(_pool_of(run), run.state))

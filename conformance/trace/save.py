@@ -36,7 +36,8 @@ def save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1)
         console.print(f"  (no trace written: replaying for the record failed: {exc})")
         return None
     suffix = f"-{number}" if number > 1 else ""
-    name = f"{slug(meta.target)}-{meta.machine}-{meta.level}-{meta.seed}{suffix}.itf.json"
+    level = meta.level if meta.consumer is None else f"{meta.level}-{meta.consumer}"
+    name = f"{slug(meta.target)}-{meta.machine}-{level}-{meta.seed}{suffix}.itf.json"
     path = write_trace(recorded, trace_dir / name)
     test = write_pytest(path, recorded)
     _line = console.print

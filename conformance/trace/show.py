@@ -188,6 +188,7 @@ def header_lines(trace: Trace) -> list[str]:
         return [printable(line) for line in lines]
     lines = [
         f"target {meta.target}{version}, profile {meta.profile}, run {meta.machine}/{meta.level}"
+        + (f" ({meta.consumer} consumer)" if meta.consumer else "")
         + seed,
         f"built as {config_line(meta.config)}",
     ]

@@ -8,9 +8,11 @@ oracle's own code. A search that finds nothing is evidence, not proof.
 
 from __future__ import annotations
 
-from ..flat import NULL, SMALL
+# the contracts' search bounds, read by CrossHair from the pre: lines
+from ..bounds import search_blocks, search_count, search_request  # noqa: F401
+from ..flat import NULL
 
-__all__ = ["SMALL", "growth_break", "resume_promise", "slide_table", "written_entries"]
+__all__ = ["growth_break", "resume_promise", "slide_table", "written_entries"]
 
 
 def starts_with(table: tuple[int, ...], prefix: tuple[int, ...]) -> bool:
@@ -30,7 +32,7 @@ def growth_break(before: tuple[int, ...], after: tuple[int, ...], sliding: bool)
     A full-attention table is append-only (``before`` is a prefix of ``after``); a
     sliding-window table is append-only up to null (old entries may become the null block).
 
-    pre: len(before) <= SMALL and len(after) <= SMALL
+    pre: search_blocks(before, after)
     pre: all(0 <= b for b in before + after)
     post: __return__ is not None or len(after) >= len(before)
     post: __return__ is not None or sliding or starts_with(after, before)
@@ -55,11 +57,12 @@ def slide_table(
     blocks that left it, tail first (the order they are freed in). ``window == 0`` is a
     full-attention group: nothing changes.
 
-    pre: len(table) <= SMALL
+    pre: search_blocks(table)
     pre: current <= len(table)
     pre: all(0 <= b for b in table)
     pre: len(set(b for b in table if b)) == len([b for b in table if b])
-    pre: 0 <= window <= SMALL and 0 <= current <= SMALL
+    pre: 0 <= window and 0 <= current
+    pre: search_count(window, current)
     post: growth_break(table, __return__[0], True) is None
     post: len(__return__[0]) == len(table)
     post: window != 0 or __return__ == (table, ())
@@ -88,9 +91,10 @@ def written_entries(
     """``(group, index)`` of every table entry that receives one of the pending tokens
     ``num_computed .. num_tokens - 1``.
 
-    pre: 0 <= num_computed <= num_tokens <= 64
-    pre: 1 <= num_groups <= 3
-    pre: 1 <= block_size <= 16
+    pre: 0 <= num_computed <= num_tokens
+    pre: 1 <= num_groups
+    pre: 1 <= block_size
+    pre: search_request(num_tokens, num_groups, block_size)
     post: all(i * block_size < num_tokens for _, i in __return__)
     post: all((i + 1) * block_size > num_computed for _, i in __return__)
     post: len(__return__) == len(set(__return__))
@@ -108,9 +112,10 @@ def resume_promise(kept_blocks: int, num_tokens: int, block_size: int) -> int:
     blocks of its prefix are still cached: whole blocks only, and never the last token (a
     hit is capped so that at least one token is computed).
 
-    pre: 0 <= kept_blocks <= 16
-    pre: 1 <= num_tokens <= 256
-    pre: 1 <= block_size <= 16
+    pre: 0 <= kept_blocks
+    pre: 1 <= num_tokens
+    pre: 1 <= block_size
+    pre: search_request(num_tokens, 1, block_size, kept_blocks)
     post: __return__ >= 0
     post: __return__ % block_size == 0
     post: __return__ <= kept_blocks * block_size

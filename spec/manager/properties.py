@@ -26,7 +26,8 @@ PROPERTIES: dict[str, str] = {
     "append-only-up-to-null": "a sliding-window group's table only grows, except that "
     "entries that left the window may become the null block",
     "write-guard": "KV is written or copied only into a writable block: not null, held "
-    "once (by the writer), with no key",
+    "once (by the writer), with no key (for a manager that keys a block when it schedules "
+    "it, before the write: not null, held once)",
     "hit-keys": "every cached block in a request's table (a hit, or registered by it) "
     "carries the key of the request's own prefix hash there, salt included; a different "
     "salt never hits",
@@ -39,6 +40,9 @@ PROPERTIES: dict[str, str] = {
     "the blocks it left cached can serve (in every group), if none of them lost its key",
     "tail-first-free": "a request's blocks are freed tail first: within a group, a later "
     "block is evicted before an earlier one",
+    "computes-last-token": "a request scheduled from its cached prefix (admitted or "
+    "resumed) has at least its last token left to compute: the engine samples the next "
+    "token from that token's logits, so a hit never covers the whole prompt",
 }
 
 
@@ -241,3 +245,17 @@ def tail_first(
                 )
                 break
     return broken
+
+
+def computes_last_token(request_id: str, num_computed_tokens: int, num_tokens: int) -> list[Broken]:
+    """``computes-last-token``: a (re)scheduled request has a token left to compute."""
+    if num_computed_tokens < num_tokens:
+        return []
+    return [
+        Broken(
+            "computes-last-token",
+            f"scheduled with all {num_tokens} tokens cached: nothing left to compute, so no "
+            "logits to sample from",
+            request_id,
+        )
+    ]

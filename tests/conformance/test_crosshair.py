@@ -25,7 +25,8 @@ def planted_copy(tmp_path: Path, function: object, wrong: str, right: str) -> Pa
     module = tmp_path / "planted_spec.py"
     module.write_text(
         "from kvpool.spec.flat import *  # noqa: F403\n"
-        "from kvpool.spec.flat import NULL, SMALL  # noqa: F401\n\n" + source.replace(right, wrong)
+        "from kvpool.spec.flat import NULL  # noqa: F401\n"
+        "from kvpool.spec.bounds import *  # noqa: F403\n\n" + source.replace(right, wrong)
     )
     return module
 

@@ -171,6 +171,18 @@ class Chromium:
                 rendered.unreachable.append((ours[params["requestId"]], reason))
         return rendered
 
+    def evaluate(self, expression: str, timeout: float = 30.0) -> Any:
+        """The value of a JavaScript expression in the page last rendered."""
+        answer = self.call(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True},
+            self._session,
+            timeout,
+        )
+        if "exceptionDetails" in answer:
+            raise RuntimeError(f"{expression!r} threw: {answer['exceptionDetails']}")
+        return answer["result"].get("value")
+
     def close(self) -> None:
         """Close the browser and wait for it."""
         with contextlib.suppress(RuntimeError, TimeoutError, OSError):

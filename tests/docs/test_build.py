@@ -15,9 +15,14 @@ import pytest
 from docs_build import build
 from kvpool.conformance.reference.action_facts import all_pool_action_facts
 from kvpool.conformance.reference.cli_page import kvpool_group, walk
+from kvpool.conformance.reference.code_facts import field_comments
+from kvpool.conformance.reference.pool_calls import POOL_CALLS, unexplained
+from kvpool.conformance.reference.spec_document import PARTS as SPEC_PARTS
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
 from kvpool.spec import profile as profile_module
 from kvpool.spec.manager import PROPERTIES, REQUEST_ACTIONS
+from kvpool.spec.profile import VLLM_RELEASES
+from kvpool.spec.step import TRANSITIONS
 
 
 def page(site: Path, path: str) -> str:
@@ -132,3 +137,93 @@ def test_changing_the_spec_changes_the_built_page(
     assert planted in page(site, "reference/rules")
     assert planted in page(site, "reference/actions/free_blocks")
     assert "planted profile text" in page(site, "reference/profiles")
+
+
+#: Documents the project keeps outside the site; a page that points at one leaves the
+#: reader with nothing to follow.
+OUTSIDE_THE_SITE = ("SEMANTICS.md", "ARCHITECTURE.md", "STYLE.md", "design notes")
+
+
+def outside_mentions(site: Path) -> list[str]:
+    """``page: phrase`` for every built page that mentions a document outside the site."""
+    found = []
+    for built in sorted(site.rglob("index.html")):
+        text = html.unescape(built.read_text(encoding="utf-8"))
+        found += [f"{built.relative_to(site)}: {p}" for p in OUTSIDE_THE_SITE if p in text]
+    return found
+
+
+def test_no_page_points_outside_the_site(built_site: Path, tmp_path: Path) -> None:
+    assert not outside_mentions(built_site)
+    assert "the contract" in page(built_site, "reference/invariants")
+    planted = tmp_path / "guide" / "x" / "index.html"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("<p>See SEMANTICS.md of the design notes.</p>")
+    assert outside_mentions(tmp_path) == [
+        "guide/x/index.html: SEMANTICS.md",
+        "guide/x/index.html: design notes",
+    ]
+
+
+def test_every_pool_call_argument_is_explained() -> None:
+    assert not unexplained()
+    assert set(POOL_CALLS) == {a.operation for a in ALL_ACTIONS}
+
+
+def test_each_operation_page_shows_its_call_its_source_and_each_release(
+    built_site: Path,
+) -> None:
+    for f in all_pool_action_facts():
+        raw = page(built_site, f"reference/actions/{f.operation}")
+        text = re.sub(r"<[^>]+>", "", raw)  # code is highlighted: read it without its spans
+        assert f"def {f.transition.__name__}(" in text, f"{f.operation}: no transition source"
+        assert POOL_CALLS[f.operation].method + "(" in text, f"{f.operation}: no pool call"
+        for name in POOL_CALLS[f.operation].arguments:
+            assert name in text, f"{f.operation}'s page does not explain {name}"
+        for first, _ in VLLM_RELEASES:
+            tag = "v" + ".".join(map(str, first))
+            assert f"/blob/{tag}/vllm/v1/core/block_pool.py" in raw, f"{f.operation}: {tag}"
+    free = re.sub(r"<[^>]+>", "", page(built_site, "reference/actions/free_blocks"))
+    assert "evict_first" in free and "def free_goes_to_front(" in free
+
+
+def test_every_field_of_every_spec_action_is_explained() -> None:
+    for action in ALL_ACTIONS:
+        docs = field_comments(action)
+        for f in dataclasses.fields(action):
+            assert docs.get(f.name), f"{action.__name__}.{f.name} has no #: comment"
+
+
+def test_each_release_generation_has_a_page_listing_its_changes(built_site: Path) -> None:
+    index = page(built_site, "reference/releases")
+    for i, (first, profile) in enumerate(VLLM_RELEASES):
+        name = f"vllm-{first[0]}.{first[1]}"
+        assert f'href="{name}/"' in index, f"the releases index misses {name}"
+        text = page(built_site, f"reference/releases/{name}")
+        assert profile.name in text and "Against the seed" in text
+        if i:
+            before = VLLM_RELEASES[i - 1][1]
+            for field in ("unkeyed_free_to_front", "has_evict_first", "has_block_mask"):
+                if getattr(before, field) != getattr(profile, field):
+                    assert field in text.split('id="against-the-seed"')[0], f"{name}: {field}"
+            for op in profile.operations - before.operations:
+                assert f"actions/{op}/" in text, f"{name} does not say it adds {op}"
+
+
+def test_the_spec_document_holds_every_module_and_every_transition(built_site: Path) -> None:
+    spec_root = Path(__file__).resolve().parents[2] / "spec"
+    on_disk = {
+        ".".join(p.relative_to(spec_root).with_suffix("").parts)
+        for p in spec_root.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    listed = {name for _, modules in SPEC_PARTS for name in modules}
+    assert listed == on_disk, f"modules missing from the spec document: {on_disk - listed}"
+    text = page(built_site, "reference/spec")
+    plain = re.sub(r"<[^>]+>", "", text)
+    for _, transition in TRANSITIONS.values():
+        module = transition.__module__.removeprefix("kvpool.spec.")
+        assert f'id="{module}-{transition.__name__}"' in text, transition.__name__
+        assert f"def {transition.__name__}(" in plain
+    for name, predicate in INVARIANTS.items():
+        assert f"def {predicate.__name__}(" in plain, name

@@ -170,12 +170,14 @@ def test_cache_partial_block_sets_primary_and_emits_stored(check: Check) -> None
     k = pool.cache_partial_block(req, a, 4, 2, 8)
     assert k == key(req.block_hashes[1], 2)
     assert a.block_hash == k and a.block_hash_num_tokens == 4
+    # the event covers the entry's block from its start: the request's first block, so
+    # no parent (the fine hash before, never stored, is what upstream names: issue 58119)
     assert pool.take_events() == [
         BlockStored(
             block_hashes=[req.block_hashes[1]],
-            parent_block_hash=req.block_hashes[0],
-            token_ids=[2, 3],
-            block_size=2,
+            parent_block_hash=None,
+            token_ids=[0, 1, 2, 3],
+            block_size=4,
             lora_id=None,
             medium="GPU",
             lora_name=None,
@@ -183,6 +185,17 @@ def test_cache_partial_block_sets_primary_and_emits_stored(check: Check) -> None
         )
     ]
     check(pool)
+
+
+def test_a_partial_entry_in_a_later_block_follows_the_block_before() -> None:
+    pool = pool_with(hbs=2)
+    req = Request.from_tokens("r", list(range(12)), 2)
+    (a,) = pool.get_new_blocks(1)
+    pool.cache_partial_block(req, a, 10, 0, 8)  # block 1 of 8 tokens, entry at 10 tokens
+    (ev,) = pool.take_events()
+    assert isinstance(ev, BlockStored)
+    assert ev.parent_block_hash == req.block_hashes[3]  # the prefix of block 0, 8 tokens
+    assert ev.token_ids == [8, 9] and ev.block_size == 2
 
 
 def test_cache_partial_block_first_hash_has_no_parent() -> None:

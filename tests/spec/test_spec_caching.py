@@ -22,6 +22,7 @@ from kvpool.spec import (
     PrimaryKey,
     ResetPrefixCache,
     UnpinBlocks,
+    get_profile,
     initial_state,
     run,
     step,
@@ -134,7 +135,23 @@ def test_cache_partial_block_sets_primary_and_returns_the_key() -> None:
     assert obs.result == key
     assert state.primary[1] == PrimaryKey(key, 3)
     assert state.cache[key] == (1,)
+    # the event covers the entry's block from its start: in a request's first block, no
+    # parent (a subscriber could not place the fine hash H1[1]: upstream issue 58119)
+    assert state.events == (BlockStored((H1[2],), None, 5, 3, 3),)
+
+
+def test_partial_events_of_releases_name_the_fine_hash_before() -> None:
+    """vLLM 0.24 on publish the last hash block only, after the fine hash before it."""
+    config = PoolConfig(num_gpu_blocks=4)
+    state = initial_state(config, get_profile("vllm-0.33"))
+    state, _ = step(state, GetNewBlocks(2))
+    state, _ = step(state, CachePartialBlock(H1, 1, 3, 5, 4))
     assert state.events == (BlockStored((H1[2],), H1[1], 5, 1, 1),)
+    # in a later block the seed names the block before as parent
+    state = initial_state(config)
+    state, _ = step(state, GetNewBlocks(2))
+    state, _ = step(state, CachePartialBlock(H1, 2, 6, 0, 4))  # block 1 of 4 tokens
+    assert state.events == (BlockStored((H1[5],), H1[3], 0, 2, 2),)
 
 
 def test_cache_partial_block_on_a_keyed_block_adds_an_extra_key() -> None:

@@ -19,6 +19,7 @@ module too (the manager never computes a page size, the one place a dtype is rea
 from __future__ import annotations
 
 import _imp
+import dataclasses
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -180,10 +181,17 @@ def ceiling_division(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def config_class(cls: type) -> type:
+    """What ``vllm.config.utils.config`` does to a configuration class, without pydantic:
+    a dataclass (keyword construction, defaults, ``__post_init__``, ``asdict``)."""
+    return dataclasses.dataclass(cls)
+
+
 #: Attributes a placeholder module must really provide.
 SPECIAL: dict[str, dict[str, object]] = {
     "vllm.logger": {"init_logger": init_logger},
     "vllm.utils": {"cdiv": ceiling_division},
+    "vllm.config.utils": {"config": config_class},
 }
 
 
@@ -289,14 +297,17 @@ class Release:
         return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
 
 
-def load_release(root: Path, version: str, manager: bool = False) -> Release:
+def load_release(
+    root: Path, version: str, extra: dict[str, str] | None = None, manager: bool = False
+) -> Release:
     """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``),
-    and with ``manager`` its KV cache manager's too (``torch`` then a placeholder).
+    the ``extra`` modules (module -> path) found there, and with ``manager`` its KV cache
+    manager's too (``torch`` then a placeholder).
 
     Raises :class:`~.releases.ReleaseError` if ``root`` lacks a required file and
     :class:`IsolationError` if a file fails to run (naming the file and the error).
     """
-    files = modules_in_tree(root)
+    files = modules_in_tree(root, extra)
     if manager:
         files.update(manager_modules_in_tree(root))
     log = PlaceholderLog()
@@ -350,7 +361,7 @@ def _is_vllm(name: str) -> bool:
 def _failing_file(exc: BaseException, files: Mapping[str, Path]) -> str:
     """The release file nearest to where ``exc`` was raised (its path inside the release)."""
     every = {**MODULES, **MANAGER_MODULES}
-    paths = {str(p): every[name] for name, p in files.items()}
+    paths = {str(p): every.get(name, name) for name, p in files.items()}
     tb = exc.__traceback__
     where = "the block pool"
     while tb is not None:

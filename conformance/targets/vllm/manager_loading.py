@@ -26,13 +26,14 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     from .isolation import IsolationError, load_release
     from .releases import (
         MANAGER_MODULES,
+        MANAGER_WHEEL_MEMBERS,
         MODULES,
         ReleaseError,
         check_supported,
         version_in_tree,
     )
     from .target import describe
-    from .wheel import cached_release, seed_cache
+    from .wheel import MANAGER_CACHE, cached_release, seed_cache
 
     if not is_vllm_spec(target):
         raise TargetLoadError(
@@ -48,12 +49,16 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
             if target.startswith("vllm=="):
                 version = target.removeprefix("vllm==")
                 check_supported(version)
-                root = cached_release(version, manager=True)
+                root = cached_release(version, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
             else:
                 path = Path(target.removeprefix("vllm@")).expanduser()
                 if not path.exists():
                     raise TargetLoadError(f"{target}: {path} does not exist")
-                root = seed_cache(path, manager=True) if path.is_file() else path
+                root = (
+                    seed_cache(path, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
+                    if path.is_file()
+                    else path
+                )
                 version = root.name if path.is_file() else version_in_tree(root)
             release = load_release(root, version, manager=True)
             modules, origin = release.modules, f"isolated from {root}"
@@ -106,11 +111,13 @@ def manager_offer(version: str) -> str:
     """Whether release ``version`` offers ``--manager vllm``, from the cache alone (nothing
     is downloaded): ``yes``, ``no: why``, or that its manager files are not cached yet."""
     from .isolation import IsolationError, load_release
-    from .releases import ReleaseError
-    from .wheel import WheelError, cached_release
+    from .releases import MANAGER_WHEEL_MEMBERS, ReleaseError
+    from .wheel import MANAGER_CACHE, WheelError, cached_release
 
     try:
-        root = cached_release(version, download=False, manager=True)
+        root = cached_release(
+            version, download=False, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS
+        )
     except WheelError:
         return "not cached yet (the first --manager vllm run fetches and checks it)"
     except ReleaseError as exc:

@@ -68,6 +68,10 @@ WHEEL_MEMBERS = frozenset([*MODULES.values(), VERSION_FILE])
 
 #: Every wheel member the manager's cache (a folder of its own) may hold.
 MANAGER_WHEEL_MEMBERS = WHEEL_MEMBERS | frozenset(MANAGER_MODULES.values())
+#: What vLLM's event publisher (``kvpool publish``) reads beyond the pool's files: its
+#: configuration class. Optional: a release without the file gets a placeholder.
+PUBLISHER_MODULES: dict[str, str] = {"vllm.config.kv_events": "vllm/config/kv_events.py"}
+PUBLISHER_MEMBERS = WHEEL_MEMBERS | frozenset(PUBLISHER_MODULES.values())
 
 #: The oldest release whose pool speaks the API the suite drives: from 0.10.1 on, block
 #: hashes are bytes carried by the request; before, they were named tuples computed inside
@@ -122,9 +126,11 @@ def version_in_tree(root: Path) -> str:
     return "unknown"
 
 
-def modules_in_tree(root: Path) -> dict[str, Path]:
-    """The release's module files found under ``root`` (required ones checked)."""
-    found = {name: root / rel for name, rel in MODULES.items() if (root / rel).is_file()}
+def modules_in_tree(root: Path, extra: dict[str, str] | None = None) -> dict[str, Path]:
+    """The release's module files found under ``root`` (required ones checked), with the
+    ``extra`` ones (module -> path) that are there."""
+    wanted = {**MODULES, **(extra or {})}
+    found = {name: root / rel for name, rel in wanted.items() if (root / rel).is_file()}
     missing = sorted(REQUIRED - set(found))
     if missing:
         paths = ", ".join(MODULES[name] for name in missing)

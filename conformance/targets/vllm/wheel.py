@@ -8,9 +8,7 @@ them records the version, the wheel's name and SHA-256, and each file's SHA-256,
 checked on every load.
 
 Layout: ``$KVPOOL_CACHE_DIR`` (else ``$XDG_CACHE_HOME/kvpool``, else ``~/.cache/kvpool``)
-``/vllm/X.Y.Z/{manifest.json, vllm/...}``. ``--manager vllm`` keeps the pool's files and
-the KV cache manager's (:data:`~.releases.MANAGER_WHEEL_MEMBERS`) in a folder of their
-own, ``/vllm-manager/X.Y.Z/``, checked the same way.
+``/vllm/X.Y.Z/{manifest.json, vllm/...}``.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ import zipfile
 from pathlib import Path
 
 from .releases import (
-    MANAGER_WHEEL_MEMBERS,
     MODULES,
     REQUIRED,
     WHEEL_MEMBERS,
@@ -78,13 +75,14 @@ def cache_root() -> Path:
     return base / "kvpool"
 
 
-def release_dir(version: str, manager: bool = False) -> Path:
-    """Where release ``version``'s files are kept (with its manager's: ``manager``)."""
-    return cache_root() / ("vllm-manager" if manager else "vllm") / version
+#: The cache of the pool's files, the publisher's (``kvpool publish``) and the KV cache
+#: manager's (``--manager vllm``): kept apart so that none changes what another's manifest
+#: lists.
+POOL_CACHE, PUBLISHER_CACHE, MANAGER_CACHE = "vllm", "vllm-publisher", "vllm-manager"
 
 
-def _members(manager: bool) -> frozenset[str]:
-    return MANAGER_WHEEL_MEMBERS if manager else WHEEL_MEMBERS
+def release_dir(version: str, folder: str = POOL_CACHE) -> Path:
+    return cache_root() / folder / version
 
 
 def pip_download_command(version: str, dest: str = "DIR") -> str:
@@ -92,25 +90,29 @@ def pip_download_command(version: str, dest: str = "DIR") -> str:
     return f"pip download --no-deps --only-binary=:all: vllm=={version} -d {dest}"
 
 
-def cached_release(version: str, download: bool = True, manager: bool = False) -> Path:
-    """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded
-    (with its KV cache manager's files too: ``manager``).
+def cached_release(
+    version: str,
+    download: bool = True,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+) -> Path:
+    """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded.
 
     Raises :class:`~.releases.ReleaseError` for a bad version string and
     :class:`WheelError` when the release is not cached and cannot be downloaded.
     """
     check_supported(version)
-    where = release_dir(version, manager)
-    if valid_cache(where, version, manager):
+    where = release_dir(version, folder)
+    if valid_cache(where, version, members):
         return where
     if not download:
         raise WheelError(f"vLLM {version} is not in the cache ({where})")
     with tempfile.TemporaryDirectory(prefix="kvpool-vllm-") as tmp:
         wheel = _pip_download(version, Path(tmp))
-        return seed_cache(wheel, expected_version=version, manager=manager)
+        return seed_cache(wheel, expected_version=version, folder=folder, members=members)
 
 
-def valid_cache(where: Path, version: str, manager: bool = False) -> bool:
+def valid_cache(where: Path, version: str, members: frozenset[str] = WHEEL_MEMBERS) -> bool:
     """Whether ``where`` holds a complete, unaltered extraction of ``version``."""
     try:
         manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
@@ -123,7 +125,7 @@ def valid_cache(where: Path, version: str, manager: bool = False) -> bool:
         return False
     for name, digest in files.items():
         path = where / name
-        if name not in _members(manager) or path.is_symlink() or not path.is_file():
+        if name not in members or path.is_symlink() or not path.is_file():
             return False
         if _sha256(path.read_bytes()) != digest:
             return False
@@ -139,9 +141,13 @@ def wheel_version(wheel: Path) -> str:
     return match.group(1)
 
 
-def seed_cache(wheel: Path, expected_version: str | None = None, manager: bool = False) -> Path:
-    """Extract the block-pool files of ``wheel`` (and its KV cache manager's: ``manager``)
-    into the cache; the release's folder.
+def seed_cache(
+    wheel: Path,
+    expected_version: str | None = None,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+) -> Path:
+    """Extract the block-pool files of ``wheel`` into the cache; the release's folder.
 
     The wheel itself is left where it is (callers that downloaded it delete it).
     """
@@ -152,8 +158,8 @@ def seed_cache(wheel: Path, expected_version: str | None = None, manager: bool =
     size = wheel.stat().st_size
     if size > MAX_WHEEL_BYTES:
         raise WheelError(f"{wheel.name} is {size} bytes, more than a vLLM wheel can be")
-    contents = extract_members(wheel, _members(manager))
-    final = release_dir(version, manager)
+    contents = extract_members(wheel, members)
+    final = release_dir(version, folder)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
     try:
@@ -168,13 +174,14 @@ def seed_cache(wheel: Path, expected_version: str | None = None, manager: bool =
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
         }
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if final.exists() and not valid_cache(final, version, manager):
+        if final.exists() and not valid_cache(final, version, members):
             shutil.rmtree(final)
         if not final.exists():
             try:
                 os.replace(staging, final)
             except OSError:
-                if not valid_cache(final, version, manager):  # another process was faster
+                # another process was not faster: retry
+                if not valid_cache(final, version, members):
                     raise
     finally:
         if staging.exists():
@@ -185,10 +192,9 @@ def seed_cache(wheel: Path, expected_version: str | None = None, manager: bool =
 def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
     """The allowed members of ``wheel``, read in memory after checking each one.
 
-    Only exact names of ``members`` (:data:`~.releases.WHEEL_MEMBERS` unless the manager's
-    are wanted too) are read; a member listed twice,
-    a symlink or anything but a regular file, or one over :data:`MAX_MEMBER_BYTES` makes
-    the whole wheel unacceptable. Nothing is written here.
+    Only exact names of ``members`` (default :data:`~.releases.WHEEL_MEMBERS`) are read; a
+    member listed twice, a symlink or anything but a regular file, or one over
+    :data:`MAX_MEMBER_BYTES` makes the whole wheel unacceptable. Nothing is written here.
     """
     try:
         archive = zipfile.ZipFile(wheel)

@@ -1,0 +1,1 @@
+"""The events level: a target's KV event stream judged by a consumer model."""

@@ -1,0 +1,116 @@
+"""Feeding a target's events to a consumer model, step by step.
+
+At the ``events`` level a :class:`~kvpool.conformance.lockstep.LockstepRun` takes the
+target's events after every action (the action's own ``take_events``, or one more call),
+applies them to a consumer (:mod:`kvpool.spec.consumer`) and compares what the consumer
+holds with the keys the target shows: its index if it shows one, else its blocks' keys,
+else the spec's. The stream is judged before the lockstep compares anything else of the
+step, so a finding here is about the stream itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from kvpool.spec import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    ConsumerState,
+    Event,
+    EventViolation,
+    PoolState,
+    apply_events,
+    new_consumer,
+    pool_residency,
+    pool_violations,
+)
+from kvpool.spec.consumer import residency_of_keys, short_hash
+
+from ..target import PoolView
+
+Residency = Mapping[tuple[int, bytes], int]
+
+
+def target_residency(view: PoolView) -> Residency | None:
+    """``{(group, hash): copies}`` of what the target shows: its index (blocks per key),
+    else its blocks' keys; ``None`` when it shows neither."""
+    if view.index is not None:
+        return residency_of_keys(k for k, blocks in view.index for _ in blocks)
+    if view.keys is not None:
+        return residency_of_keys(k for keys in view.keys for k in keys)
+    return None
+
+
+def taken_events(result: object) -> tuple[Event, ...]:
+    """What a ``take_events`` returned, as events; ``TypeError`` for anything else."""
+    if result is None:
+        return ()
+    if not isinstance(result, tuple):
+        raise TypeError(f"take_events returned {result!r}, not a tuple of KV events")
+    events: list[Event] = []
+    for item in result:
+        if not isinstance(item, BlockStored | BlockRemoved | AllBlocksCleared):
+            raise TypeError(f"take_events returned {item!r} among its events")
+        events.append(item)
+    return tuple(events)
+
+
+def event_line(event: Event) -> str:
+    """One event, short: ``BlockStored([h1, h2] after p, group 0)``, hashes as in messages."""
+    if isinstance(event, BlockStored):
+        hashes = ", ".join(short_hash(h) for h in event.block_hashes)
+        parent = short_hash(event.parent_block_hash)
+        return f"BlockStored([{hashes}] after {parent}, group {event.group_id})"
+    if isinstance(event, BlockRemoved):
+        return f"BlockRemoved({short_hash(event.block_hash)}, group {event.group_id})"
+    return "AllBlocksCleared()"
+
+
+def describe(
+    violation: EventViolation, model: str, operation: str, events: tuple[Event, ...] = ()
+) -> str:
+    """A finding's message: the step, the property (quoted as the lockstep's findings quote
+    theirs, so one property is one finding), the consumer model it breaks and the events
+    the step published."""
+    published = "; ".join(event_line(e) for e in events) or "nothing"
+    return (
+        f"after {operation}: property '{violation.property}' broken for the {model} "
+        f"consumer: {violation.message} (this step published: {published})"
+    )
+
+
+class EventsCheck:
+    """One consumer of one target's stream, and the last violations it saw."""
+
+    def __init__(self, model: str) -> None:
+        self.consumer: ConsumerState = new_consumer(model)
+        #: Every event taken so far, in order (for messages and tests).
+        self.stream: list[Event] = []
+        self.checked: Counter[str] = Counter()
+
+    @property
+    def model(self) -> str:
+        return self.consumer.model
+
+    def feed(
+        self, events: tuple[Event, ...], residency: Residency | None
+    ) -> tuple[EventViolation, ...]:
+        """Apply ``events``; the violations of the stream properties, then (when the pool's
+        keys are known) of the comparison with them."""
+        self.stream.extend(events)
+        self.consumer, found = apply_events(self.consumer, events)
+        self.checked.update(("events-parent-known", "events-removed-known"))
+        if residency is None:
+            return found
+        cleared = any(isinstance(e, AllBlocksCleared) for e in events)
+        self.checked.update(("events-replay-index",))
+        if cleared:
+            self.checked.update(("events-cleared-empty",))
+        return found + pool_violations(self.consumer, residency, cleared=cleared)
+
+    def against_spec(self, state: PoolState, cleared: bool) -> tuple[EventViolation, ...]:
+        """The consumer compared with the spec's pool (for a target that shows no keys)."""
+        self.checked.update(("events-replay-index",))
+        return pool_violations(self.consumer, pool_residency(state), cleared=cleared)

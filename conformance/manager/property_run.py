@@ -1,0 +1,151 @@
+"""A request-level run of a manager whose policy the spec's manager does not model.
+
+Some managers make other by-design choices than the spec's (a hit covering the whole
+prompt, keys registered when a block is scheduled, no null block): beside the spec's
+manager every step would differ. Such a manager target says ``checked_by_properties``;
+its run drives it with the same request actions, the engine's copies and writes made and
+guarded in between, and judges it by the request-level properties alone (the contract a
+scheduler depends on) plus its own structure checks. The requests it has (and whether each
+runs) are tracked from its answers, so drawing follows the manager under test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from kvpool.spec import PoolState, Profile, initial_state
+from kvpool.spec.manager import (
+    Admit,
+    Append,
+    Compute,
+    Finish,
+    ManagerResult,
+    Preempt,
+    RequestAction,
+    RequestState,
+    Resume,
+    Scheduled,
+    request_violation,
+)
+from kvpool.spec.state import PrimaryKey
+
+from ..lockstep import Nonconformance, RunRecord
+from ..target import PoolView
+from .manager_run import ManagerRun
+from .target import ManagerTargetFactory, RequestSetup
+
+
+def checked_by_properties(factory: Any) -> bool:
+    """Whether managers from ``factory`` are judged by the properties alone."""
+    return bool(getattr(factory, "checked_by_properties", False))
+
+
+class PropertyRun(ManagerRun):
+    """A manager under test, judged by the request-level properties (no spec manager)."""
+
+    def __init__(
+        self,
+        factory: ManagerTargetFactory,
+        profile: Profile,
+        setup: RequestSetup,
+        record: RunRecord | None = None,
+    ) -> None:
+        narrow = getattr(factory, "supported_setup", None)
+        super().__init__(factory, profile, narrow(setup) if narrow else setup, record)
+        self.checks.registers_when_scheduled = bool(
+            getattr(self.target, "registers_when_scheduled", False)
+        )
+        self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
+        self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
+
+    def allows(self, action: RequestAction) -> bool:
+        allows = getattr(self.target, "allows", None)
+        return True if allows is None else bool(allows(action))
+
+    def apply(self, action: RequestAction) -> ManagerResult:
+        self.record.trace.append(action)
+        self.record.steps += 1
+        self.record.operations[action.operation] += 1
+        problem = request_violation(self.state, action)
+        if problem is not None:
+            raise ValueError(f"the suite drew an action outside the contract: {problem}")
+        self.last = (None, None)
+        try:
+            actual = self.drive(action)
+        except Exception as exc:
+            self.last = (None, exc)
+            raise
+        self.last = (None, actual)
+        self.follow(action, actual)
+        view = self.check_pool(f"after {action.operation}")
+        self.checks.step_done(view, actual if isinstance(actual, bool) else None)
+        return actual
+
+    def follow(self, action: RequestAction, result: ManagerResult) -> None:
+        """Track the requests as the manager under test answered."""
+        requests = dict(self.state.requests)
+        rid = action.request_id
+        scheduled = result if isinstance(result, Scheduled) else None
+        match action:
+            case Admit(tokens=tokens, salt=salt) if scheduled is not None:
+                groups = len(scheduled.tables)
+                requests[rid] = RequestState(
+                    rid,
+                    tokens,
+                    salt,
+                    True,
+                    scheduled.tables,
+                    scheduled.num_computed_tokens,
+                    (0,) * groups,
+                )
+            case Resume() | Compute() if scheduled is not None:
+                requests[rid] = replace(
+                    requests[rid],
+                    running=True,
+                    tables=scheduled.tables,
+                    num_computed_tokens=scheduled.num_computed_tokens,
+                )
+            case Append(tokens=tokens) if scheduled is not None:
+                request = requests[rid]
+                requests[rid] = replace(
+                    request, tokens=request.tokens + tokens, tables=scheduled.tables
+                )
+            case Preempt():
+                request = requests[rid]
+                requests[rid] = replace(
+                    request,
+                    running=False,
+                    tables=((),) * len(request.tables),
+                    num_computed_tokens=0,
+                )
+            case Finish():
+                del requests[rid]
+        self.state = replace(self.state, requests=requests)
+
+    def check_pool(self, where: str) -> PoolView:
+        view = self.target.view()
+        self.pool_state = self.mirror(view)
+        problems = self.target.structure_problems()
+        if problems:
+            raise Nonconformance(f"{where}: " + "; ".join(problems))
+        return view
+
+    def mirror(self, view: PoolView) -> PoolState:
+        """The target's pool as a spec state (for traces: there is no spec pool here):
+        its free queue, ref counts and keys, as far as it shows them."""
+        state = initial_state(self.setup.pool, self.pool_state.profile)
+        n = state.num_blocks
+        keys = view.keys or ()
+        primary = tuple(
+            PrimaryKey(min(k), self.setup.manager.block_size)
+            if b < len(keys) and (k := keys[b])
+            else None
+            for b in range(n)
+        )
+        return replace(
+            state,
+            free_queue=view.free_queue if view.free_queue is not None else state.free_queue,
+            ref_cnt=view.ref_cnt if view.ref_cnt is not None else state.ref_cnt,
+            primary=primary,
+        )

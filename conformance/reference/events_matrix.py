@@ -1,0 +1,41 @@
+"""The target x consumer-model matrix of the events level, read from the committed
+findings (``findings/TARGET/pool-events-CONSUMER-*.itf.json``, written by
+``python findings/collect.py``): a docs fragment, so the table is what the runs found."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvpool.spec import CONSUMER_MODELS, get_profile
+
+from ..events.upstream import broken_property, report_link, upstream_report
+from ..trace.files import read_trace
+from .markdown import code, table
+
+
+def events_matrix(findings: Path) -> str:
+    """One row per findings folder: per consumer model, pass or the properties broken (each
+    with the upstream report it matches); ``no events`` for a pool that publishes none."""
+    rows = []
+    for folder in sorted(p for p in findings.iterdir() if p.is_dir()):
+        traces = [read_trace(p) for p in sorted(folder.glob("*.itf.json"))]
+        if not traces:
+            continue
+        profile = get_profile(traces[0].meta.profile)
+        cells = []
+        for model in CONSUMER_MODELS:
+            if not profile.offers("take_events"):
+                cells.append("no events")
+                continue
+            broken = []
+            for trace in traces:
+                if trace.meta.consumer != model:
+                    continue
+                name = code(broken_property(trace.meta.message) or "?")
+                number = upstream_report(trace.meta)
+                broken.append(f"{name} ({report_link(number)})" if number else name)
+            cells.append("fails: " + ", ".join(broken) if broken else "passes")
+        promised = profile.consumer_contract or "none"
+        rows.append((folder.name, f"{profile.name} ({promised})", *cells))
+    headers = ("target", "profile (promises)", *(f"{m} consumer" for m in CONSUMER_MODELS))
+    return table(headers, rows)

@@ -1,0 +1,109 @@
+"""The saved-stream format: JSON lines, one received message per line.
+
+The first line is a header::
+
+    {"format": "kvpool-kv-events", "version": 1, "sources": ["tcp://127.0.0.1:5557"],
+     "started": 1764561600.25}
+
+and every further line one message exactly as it came off the socket::
+
+    {"t": 0.0132, "via": "live", "frames": ["", "AAAAAAAAAAA=", "k8tB2..."]}
+
+``t`` is seconds since the header's ``started``; ``via`` is ``live``, ``replay`` (fetched
+from the replay socket to fill a gap) or ``snapshot``; ``frames`` are the message's frames
+in base64 (topic, sequence, payload for live and replayed messages, malformed ones as they
+were). Reading a file back feeds the same frames through the same decoder: a file is data,
+its frames are decoded and checked, nothing in it is run.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+FORMAT = "kvpool-kv-events"
+VERSION = 1
+
+
+class RecordingError(ValueError):
+    """A file that is not a saved stream; the message names the line."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    t: float
+    via: str
+    frames: list[bytes]
+
+
+class Recorder:
+    """Writes a saved stream as messages arrive (flushed per line, so a killed monitor
+    leaves a readable file)."""
+
+    def __init__(self, path: Path, sources: list[str]) -> None:
+        self.started = time.time()
+        self.file: IO[str] = path.open("w", encoding="utf-8")
+        header = {"format": FORMAT, "version": VERSION, "sources": sources}
+        self._write({**header, "started": self.started})
+
+    def record(self, frames: list[bytes], via: str) -> None:
+        encoded = [base64.b64encode(f).decode("ascii") for f in frames]
+        self._write({"t": round(time.time() - self.started, 6), "via": via, "frames": encoded})
+
+    def _write(self, line: dict[str, object]) -> None:
+        self.file.write(json.dumps(line) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def read_recording(path: Path) -> Iterator[Recorded]:
+    """The messages of a saved stream, in order; :class:`RecordingError` on a bad line."""
+    try:
+        lines = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
+    with lines:
+        header = _line(lines.readline(), path, 1)
+        if header.get("format") != FORMAT or header.get("version") != VERSION:
+            raise RecordingError(
+                f"{path} line 1: not a saved KV-event stream (expected a header with "
+                f'"format": "{FORMAT}", "version": {VERSION})'
+            )
+        for number, text in enumerate(lines, start=2):
+            if not text.strip():
+                continue
+            entry = _line(text, path, number)
+            frames = entry.get("frames")
+            t, via = entry.get("t", 0.0), entry.get("via", "live")
+            if (
+                not isinstance(frames, list)
+                or not all(isinstance(f, str) for f in frames)
+                or not isinstance(t, int | float)
+                or not isinstance(via, str)
+            ):
+                raise RecordingError(
+                    f"{path} line {number}: expected {{'t': seconds, 'via': str, "
+                    "'frames': [base64, ...]}"
+                )
+            try:
+                decoded = [base64.b64decode(f, validate=True) for f in frames]
+            except ValueError:
+                raise RecordingError(f"{path} line {number}: a frame is not base64") from None
+            yield Recorded(float(t), via, decoded)
+
+
+def _line(text: str, path: Path, number: int) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise RecordingError(f"{path} line {number}: not JSON") from None
+    if not isinstance(value, dict):
+        raise RecordingError(f"{path} line {number}: not a JSON object")
+    return value

@@ -1,0 +1,401 @@
+"""Watching a KV-event stream: messages in, consumer state kept, findings out.
+
+One :class:`StreamWatch` follows every data-parallel rank it hears from (each rank is its
+own publisher, with its own sequence and its own consumer state). For each message it
+checks the sequence first:
+
+- the next number: the batch is applied;
+- a number already seen: a duplicate (a replay overlapping live data), skipped;
+- a jump forward: a **gap**. The caller's ``fill_gap`` (the replay socket) is asked for
+  the missing batches; those it returns in order are applied first. What stays missing is
+  reported as a gap, never as a violation: from then on the consumer may lack hashes
+  stored in the gap, so the stream-only properties are not judged on that rank (counted
+  as *unjudged*) until the history is known again (an ``AllBlocksCleared``, or a restart);
+- a number lower than the last one, or a new publisher identity: a **restart**. The
+  engine came back with an empty cache: the rank's consumer starts over.
+
+A rank first heard at a sequence above 0 (a monitor started late) is likewise unjudged
+until its history is known; ``fill_gap`` is asked for the batches from 0 first.
+
+Each event is fed to the consumer model of :mod:`kvpool.spec.consumer` (``count`` or
+``set``). A ``set`` consumer runs beside a ``count`` consumer, the contract vLLM documents,
+so that a hash the set consumer loses while copies remain is reported
+(``events-replay-index``) when it happens. Every violation carries the window of events
+that led to it: the last events of its rank and every event that named its hash.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvpool.spec import events as spec_events
+from kvpool.spec.consumer import (
+    ConsumerState,
+    EventViolation,
+    apply_event,
+    consumer_violations,
+    new_consumer,
+)
+
+from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
+
+#: How many of a rank's last events a violation shows, and how many per hash.
+WINDOW = 8
+HASH_HISTORY = 6
+#: How many applied batches a rank remembers to recognise a duplicate.
+RECENT = 1024
+#: The medium an ``AllBlocksCleared`` resets (the GPU block pool's), and the unnamed one.
+CLEARED_MEDIA = ("GPU", None)
+
+#: Fetches batches ``first`` .. ``last`` (inclusive) of a rank; those it could get.
+GapFiller = Callable[[int, int, int], list[WireMessage]]
+#: Fetches a rank's snapshot: ``(sequence, publisher identity, batches)``, or ``None``.
+SnapshotTaker = Callable[[int], tuple[int, bytes, list[WireBatch]] | None]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One event as the window shows it."""
+
+    rank: int
+    sequence: int
+    index: int
+    text: str
+
+    def line(self) -> str:
+        return f"rank {self.rank} seq {self.sequence} #{self.index}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the monitor reports: a violation (with its window), a gap, a restart or a
+    malformed frame."""
+
+    kind: str  # "violation", "gap", "restart", "malformed"
+    rank: int | None
+    sequence: int | None
+    message: str
+    property: str | None = None
+    window: tuple[Seen, ...] = ()
+    #: The event that showed the violation (in ``window``).
+    at: Seen | None = None
+
+
+@dataclass
+class RankState:
+    """One publisher (one data-parallel rank) as the monitor follows it."""
+
+    rank: int
+    model: str
+    consumer: ConsumerState
+    truth: ConsumerState | None
+    publisher: bytes | None = None
+    next_sequence: int | None = None
+    #: Whether every event since the last empty state was seen (violations are judged).
+    complete: bool = True
+    window: deque[Seen] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    history: dict[tuple[int, bytes], deque[Seen]] = field(default_factory=dict)
+    #: Differences with the count consumer already reported (not repeated while they last).
+    open_differences: set[tuple[str, int | None, bytes | None]] = field(default_factory=set)
+    #: The last batches applied, by sequence (to tell a duplicate from a restart).
+    recent: dict[int, WireBatch] = field(default_factory=dict)
+
+
+def _fresh(
+    rank: int, model: str, publisher: bytes | None, complete: bool, window: int = WINDOW
+) -> RankState:
+    return RankState(
+        window=deque(maxlen=window),
+        rank=rank,
+        model=model,
+        consumer=new_consumer(model),
+        truth=new_consumer("count") if model != "count" else None,
+        publisher=publisher,
+        complete=complete,
+    )
+
+
+def spec_events_of(event: WireEvent) -> list[spec_events.Event]:
+    """A wire event in the spec's vocabulary (a removal of k hashes becomes k events)."""
+    group = event.group_idx or 0
+    if event.kind == "BlockStored":
+        return [
+            spec_events.BlockStored(
+                event.block_hashes,
+                event.parent_block_hash,
+                group,
+                event.block_size,
+                len(event.token_ids),
+            )
+        ]
+    if event.kind == "BlockRemoved":
+        return [spec_events.BlockRemoved(h, group) for h in event.block_hashes]
+    return [spec_events.AllBlocksCleared()]
+
+
+@dataclass
+class Totals:
+    events: int = 0
+    batches: int = 0
+    heartbeats: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    gaps: int = 0
+    missing_batches: int = 0
+    replayed: int = 0
+    restarts: int = 0
+    snapshots: int = 0
+    violations: int = 0
+    #: Violations not judged because the rank's history was incomplete (by property).
+    unjudged: Counter[str] = field(default_factory=Counter)
+    properties: Counter[str] = field(default_factory=Counter)
+
+
+class StreamWatch:
+    """The monitor's state over every rank; :meth:`feed` one message at a time."""
+
+    def __init__(
+        self,
+        model: str,
+        report: Callable[[Finding], None],
+        fill_gap: GapFiller | None = None,
+        take_snapshot: SnapshotTaker | None = None,
+        window: int = WINDOW,
+    ) -> None:
+        new_consumer(model)  # ValueError for an unknown model, before anything runs
+        self.model = model
+        self.report = report
+        self.fill_gap = fill_gap
+        self.take_snapshot = take_snapshot
+        self.window = window
+        self.ranks: dict[int, RankState] = {}
+        self.totals = Totals()
+
+    # --- what the status line shows ----------------------------------------------------
+
+    def keys_held(self) -> int:
+        return sum(len(r.consumer.held) for r in self.ranks.values())
+
+    # --- input -------------------------------------------------------------------------
+
+    def feed_frames(self, frames: list[bytes], via: str = "live") -> None:
+        """One received multipart message; a malformed one is counted and reported."""
+        try:
+            message = decode_message(frames)
+        except MalformedFrame as exc:
+            self.malformed(str(exc), via)
+            return
+        self.feed(message)
+
+    def malformed(self, reason: str, via: str = "live") -> None:
+        self.totals.malformed += 1
+        self.report(Finding("malformed", None, None, f"malformed {via} message: {reason}"))
+
+    def feed(self, message: WireMessage) -> None:
+        rank = message.batch.data_parallel_rank or 0
+        seq = message.sequence
+        state = self.ranks.get(rank)
+        if state is None:
+            state = self._first(rank, message)
+        if state.publisher is not None and message.publisher != state.publisher:
+            state = self._restart(state, message, "a new publisher identity")
+            if state.next_sequence is not None and seq < state.next_sequence:
+                return  # the new lifetime's snapshot holds it already
+        elif state.next_sequence is not None and seq < state.next_sequence:
+            same_lifetime = message.publisher is not None  # (and the same identity)
+            if same_lifetime or state.recent.get(seq) == message.batch:
+                self.totals.duplicates += 1  # seen already: live after a replay or snapshot
+                return
+            state = self._restart(state, message, f"sequence back to {seq}")
+        elif state.next_sequence is not None and seq > state.next_sequence:
+            self._gap(state, state.next_sequence, seq - 1)
+        self._apply(state, message)
+
+    def _first(self, rank: int, message: WireMessage) -> RankState:
+        """A rank's state when it is first heard: from its snapshot if it offers one, else
+        from its replayed history (see :meth:`_late_start`)."""
+        snapshot = self.take_snapshot(rank) if self.take_snapshot is not None else None
+        if snapshot is not None:
+            self.install_snapshot(rank, *snapshot)
+            return self.ranks[rank]
+        state = self.ranks[rank] = _fresh(rank, self.model, message.publisher, True, self.window)
+        if message.sequence > 0:
+            self._late_start(state, message.sequence)
+        return state
+
+    def install_snapshot(
+        self, rank: int, sequence: int, publisher: bytes, batches: list[WireBatch]
+    ) -> None:
+        """Start ``rank`` over from a snapshot: its batches rebuild the cache (they are
+        not judged: a snapshot may store evicted ancestors and then remove them), and the
+        live stream continues after ``sequence``."""
+        state = _fresh(rank, self.model, publisher, False, self.window)
+        self.ranks[rank] = state
+        for batch in batches:
+            self._apply_batch(state, WireMessage(b"", max(sequence, 0), publisher, batch))
+        state.window.clear()
+        state.history.clear()
+        state.open_differences = {
+            (v.property, v.group_id, v.block_hash)
+            for v in (consumer_violations(state.consumer, state.truth) if state.truth else ())
+        }
+        state.complete = True
+        state.next_sequence = sequence + 1
+        state.publisher = publisher
+        self.totals.snapshots += 1
+
+    # --- sequence events ----------------------------------------------------------------
+
+    def _late_start(self, state: RankState, seq: int) -> None:
+        """A rank first heard at ``seq`` > 0 (after a restart, or a monitor started late):
+        batches 0 .. seq-1 are asked for; the rank is judged only if all of them come."""
+        got = self._fetch(state.rank, 0, seq - 1)
+        have = 0
+        if got and got[0].sequence == 0:
+            for m in got:
+                if m.sequence != have:
+                    break
+                self._apply(state, m)
+                have += 1
+        if have == seq:
+            return
+        state.complete = False
+        state.next_sequence = seq
+        self.totals.gaps += 1
+        self.totals.missing_batches += seq - have
+        self.report(
+            Finding(
+                "gap",
+                state.rank,
+                seq,
+                f"rank {state.rank}: first heard at sequence {seq}; batches {have}..{seq - 1} "
+                "could not be replayed: its earlier stores are unknown, so the stream "
+                "properties are not judged on this rank until its cache is cleared",
+            )
+        )
+
+    def _gap(self, state: RankState, first: int, last: int) -> None:
+        got = self._fetch(state.rank, first, last)
+        for m in got:
+            if m.sequence != state.next_sequence:
+                break
+            self._apply(state, m)
+        assert state.next_sequence is not None
+        if state.next_sequence > last:
+            return
+        missing = last - state.next_sequence + 1
+        self.totals.gaps += 1
+        self.totals.missing_batches += missing
+        state.complete = False
+        self.report(
+            Finding(
+                "gap",
+                state.rank,
+                state.next_sequence,
+                f"rank {state.rank}: {missing} batch(es) lost (sequence "
+                f"{state.next_sequence}..{last}); the stream properties are not judged on "
+                "this rank until its cache is cleared",
+            )
+        )
+        state.next_sequence = last + 1
+
+    def _fetch(self, rank: int, first: int, last: int) -> list[WireMessage]:
+        if self.fill_gap is None or last < first:
+            return []
+        got = [m for m in self.fill_gap(rank, first, last) if first <= m.sequence <= last]
+        self.totals.replayed += len(got)
+        return sorted(got, key=lambda m: m.sequence)
+
+    def _restart(self, state: RankState, message: WireMessage, why: str) -> RankState:
+        self.totals.restarts += 1
+        self.report(
+            Finding(
+                "restart",
+                state.rank,
+                message.sequence,
+                f"rank {state.rank}: publisher restarted ({why}); its consumer starts over "
+                f"from an empty cache ({len(state.consumer.held)} keys dropped)",
+            )
+        )
+        del self.ranks[state.rank]
+        return self._first(state.rank, message)
+
+    # --- events -------------------------------------------------------------------------
+
+    def _apply(self, state: RankState, message: WireMessage) -> None:
+        state.next_sequence = message.sequence + 1
+        state.publisher = message.publisher
+        state.recent[message.sequence] = message.batch
+        if len(state.recent) > RECENT:
+            del state.recent[next(iter(state.recent))]  # the oldest
+        self.totals.batches += 1
+        if message.batch.heartbeat:
+            self.totals.heartbeats += 1
+        self._apply_batch(state, message)
+
+    def _apply_batch(self, state: RankState, message: WireMessage) -> None:
+        for index, event in enumerate(message.batch.events):
+            self.totals.events += 1
+            seen = Seen(state.rank, message.sequence, index, event.describe())
+            state.window.append(seen)
+            group = event.group_idx or 0
+            for h in {*event.block_hashes, *filter(None, [event.parent_block_hash])}:
+                state.history.setdefault((group, h), deque(maxlen=HASH_HISTORY)).append(seen)
+            for spec_event in spec_events_of(event):
+                self._apply_one(state, spec_event, event.medium, seen)
+
+    def _apply_one(
+        self, state: RankState, event: spec_events.Event, medium: str | None, seen: Seen
+    ) -> None:
+        found: list[EventViolation] = []
+        if isinstance(event, spec_events.AllBlocksCleared):
+            for m in CLEARED_MEDIA:
+                state.consumer, _ = apply_event(state.consumer, event, m)
+                if state.truth is not None:
+                    state.truth, _ = apply_event(state.truth, event, m)
+            state.history.clear()
+            state.open_differences.clear()
+            state.complete = True  # an empty cache: the history is known again
+            return
+        state.consumer, found_here = apply_event(state.consumer, event, medium)
+        found.extend(found_here)
+        if state.truth is not None:
+            state.truth, _ = apply_event(state.truth, event, medium)
+            if isinstance(event, spec_events.BlockRemoved):
+                found.extend(self._new_differences(state))
+        for violation in found:
+            if not state.complete:
+                self.totals.unjudged[violation.property] += 1
+                continue
+            self._violation(state, violation, seen)
+
+    def _new_differences(self, state: RankState) -> list[EventViolation]:
+        assert state.truth is not None
+        now = consumer_violations(state.consumer, state.truth)
+        keys = {(v.property, v.group_id, v.block_hash) for v in now}
+        fresh = [
+            v for v in now if (v.property, v.group_id, v.block_hash) not in state.open_differences
+        ]
+        state.open_differences = keys
+        return fresh
+
+    def _violation(self, state: RankState, violation: EventViolation, seen: Seen) -> None:
+        self.totals.violations += 1
+        self.totals.properties[violation.property] += 1
+        window = list(state.window)
+        if violation.block_hash is not None and violation.group_id is not None:
+            named = state.history.get((violation.group_id, violation.block_hash), ())
+            window = sorted({*window, *named}, key=lambda s: (s.sequence, s.index))
+        self.report(
+            Finding(
+                "violation",
+                state.rank,
+                seen.sequence,
+                f"rank {state.rank} seq {seen.sequence}: {violation}",
+                violation.property,
+                tuple(window),
+                seen,
+            )
+        )

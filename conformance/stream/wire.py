@@ -1,0 +1,227 @@
+"""vLLM's KV-event wire format, decoded without vLLM.
+
+A publisher sends one ZMQ multipart message per batch of events:
+
+``topic``
+    the configured topic (bytes, often empty);
+``sequence``
+    8 bytes, an unsigned big-endian batch number counting from 0 for one publisher
+    lifetime; or 24 bytes when the publisher offers snapshots (newer vLLM): the same 8
+    bytes followed by a 16-byte identity of this publisher lifetime;
+``payload``
+    a msgpack ``KVEventBatch``: an array ``[ts, events, data_parallel_rank]`` (the rank is
+    left out when unset). Each event is a tagged struct: a map with ``"type"`` naming the
+    class (vLLM 0.33) or an array whose first item is the class name (the array-like
+    encoding of other releases). Fields are ``BlockStored(block_hashes, parent_block_hash,
+    token_ids, block_size, lora_id, medium, lora_name, extra_keys, group_idx, ...)``,
+    ``BlockRemoved(block_hashes, medium, group_idx, ...)`` and ``AllBlocksCleared()``;
+    fields a decoder does not know are ignored. A hash is bytes, or an integer (vLLM's
+    default publishes the low 64 bits of the hash as an int).
+
+An empty batch is a heartbeat (newer vLLM sends one every second while idle). Anything
+else is malformed: :func:`decode_message` raises :class:`MalformedFrame` saying what was
+wrong, never another exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+#: Sequence frames: the plain one, and the one carrying a publisher identity.
+SEQUENCE_BYTES = 8
+IDENTITY_BYTES = 16
+#: vLLM's replay end marker: a signed -1 in the sequence frame, empty topic and payload.
+END_OF_REPLAY = (-1).to_bytes(SEQUENCE_BYTES, "big", signed=True)
+
+EventKind = Literal["BlockStored", "BlockRemoved", "AllBlocksCleared"]
+KINDS: tuple[EventKind, ...] = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
+
+
+class MalformedFrame(ValueError):
+    """A message that is not a vLLM KV-event batch; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class WireEvent:
+    """One event as published; hashes normalized to bytes (see :func:`hash_bytes`)."""
+
+    kind: EventKind
+    block_hashes: tuple[bytes, ...] = ()
+    parent_block_hash: bytes | None = None
+    token_ids: tuple[int, ...] = ()
+    block_size: int = 0
+    medium: str | None = None
+    group_idx: int | None = None
+
+    def describe(self) -> str:
+        """One line, hashes by their first 8 bytes in hex."""
+        group = "" if self.group_idx is None else f" group {self.group_idx}"
+        medium = "" if self.medium is None else f" {self.medium}"
+        hashes = ", ".join(short(h) for h in self.block_hashes)
+        if self.kind == "BlockStored":
+            parent = short(self.parent_block_hash) if self.parent_block_hash else "none"
+            return (
+                f"BlockStored [{hashes}] parent {parent}{group}{medium} "
+                f"({len(self.token_ids)} tokens)"
+            )
+        if self.kind == "BlockRemoved":
+            return f"BlockRemoved [{hashes}]{group}{medium}"
+        return "AllBlocksCleared"
+
+
+@dataclass(frozen=True)
+class WireBatch:
+    ts: float
+    events: tuple[WireEvent, ...]
+    data_parallel_rank: int | None
+
+    @property
+    def heartbeat(self) -> bool:
+        return not self.events
+
+
+@dataclass(frozen=True)
+class WireMessage:
+    """One decoded live or replayed message."""
+
+    topic: bytes
+    sequence: int
+    #: The 16-byte publisher identity of a 24-byte sequence frame, else ``None``.
+    publisher: bytes | None
+    batch: WireBatch
+
+
+def short(block_hash: bytes | None) -> str:
+    if block_hash is None:
+        return "none"
+    return block_hash[:8].hex() + ("..." if len(block_hash) > 8 else "")
+
+
+def hash_bytes(value: object, what: str) -> bytes:
+    """A published hash as bytes: bytes as they are, an integer as 8 big-endian bytes."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -(1 << 63) <= value < (1 << 64):
+            raise MalformedFrame(f"{what} {value} does not fit in 64 bits")
+        return value.to_bytes(SEQUENCE_BYTES, "big", signed=value < 0)
+    raise MalformedFrame(f"{what} is {type(value).__name__}, not bytes or an integer")
+
+
+def parse_sequence(frame: bytes) -> tuple[int, bytes | None]:
+    """The batch number and publisher identity of a sequence frame."""
+    if len(frame) == SEQUENCE_BYTES:
+        return int.from_bytes(frame, "big"), None
+    if len(frame) == SEQUENCE_BYTES + IDENTITY_BYTES:
+        return int.from_bytes(frame[:SEQUENCE_BYTES], "big"), bytes(frame[SEQUENCE_BYTES:])
+    raise MalformedFrame(
+        f"sequence frame of {len(frame)} bytes (expected {SEQUENCE_BYTES}, or "
+        f"{SEQUENCE_BYTES + IDENTITY_BYTES} with a publisher identity)"
+    )
+
+
+def decode_message(frames: list[bytes]) -> WireMessage:
+    """``[topic, sequence, payload]`` decoded; :class:`MalformedFrame` if it is not one."""
+    if len(frames) != 3:
+        raise MalformedFrame(f"{len(frames)} frames (expected topic, sequence, payload)")
+    topic, sequence_frame, payload = frames
+    sequence, publisher = parse_sequence(sequence_frame)
+    return WireMessage(bytes(topic), sequence, publisher, decode_batch(payload))
+
+
+_DECODER = msgspec.msgpack.Decoder()
+
+
+def decode_batch(payload: bytes) -> WireBatch:
+    """A msgpack ``KVEventBatch``; :class:`MalformedFrame` names the first problem."""
+    try:
+        raw = _DECODER.decode(payload)
+    except msgspec.DecodeError as exc:
+        raise MalformedFrame(f"payload is not msgpack ({len(payload)} bytes): {exc}") from None
+    if not isinstance(raw, list) or not 2 <= len(raw) <= 3:
+        raise MalformedFrame("payload is not a batch array [ts, events, data_parallel_rank]")
+    ts, events = raw[0], raw[1]
+    rank = raw[2] if len(raw) == 3 else None
+    if not isinstance(ts, int | float) or isinstance(ts, bool):
+        raise MalformedFrame(f"batch timestamp is {type(ts).__name__}, not a number")
+    if not isinstance(events, list):
+        raise MalformedFrame(f"batch events are {type(events).__name__}, not an array")
+    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
+        raise MalformedFrame(f"data_parallel_rank {rank!r} is not a rank")
+    decoded = tuple(_event(e, i) for i, e in enumerate(events))
+    return WireBatch(float(ts), decoded, rank)
+
+
+#: Field order of the array-like encoding, per class (only the fields read here).
+_ARRAY_FIELDS: dict[str, tuple[str, ...]] = {
+    "BlockStored": (
+        "block_hashes",
+        "parent_block_hash",
+        "token_ids",
+        "block_size",
+        "lora_id",
+        "medium",
+        "lora_name",
+        "extra_keys",
+        "group_idx",
+    ),
+    "BlockRemoved": ("block_hashes", "medium", "group_idx"),
+    "AllBlocksCleared": (),
+}
+
+
+def _event(raw: Any, index: int) -> WireEvent:
+    where = f"event {index}"
+    if isinstance(raw, dict):
+        kind = raw.get("type")
+        fields = raw
+    elif isinstance(raw, list) and raw:
+        kind = raw[0]
+        names = _ARRAY_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
+        fields = dict(zip(names, raw[1:], strict=False))
+    else:
+        raise MalformedFrame(f"{where} is {type(raw).__name__}, not a tagged struct")
+    if kind not in KINDS:
+        raise MalformedFrame(f"{where} has unknown type {kind!r}")
+    where = f"{where} ({kind})"
+    if kind == "AllBlocksCleared":
+        return WireEvent("AllBlocksCleared")
+    hashes = fields.get("block_hashes")
+    if not isinstance(hashes, list):
+        raise MalformedFrame(f"{where}: block_hashes is missing or not an array")
+    block_hashes = tuple(hash_bytes(h, f"{where}: block hash") for h in hashes)
+    medium = _optional(fields.get("medium"), str, f"{where}: medium")
+    group = _optional(fields.get("group_idx"), int, f"{where}: group_idx")
+    if kind == "BlockRemoved":
+        return WireEvent("BlockRemoved", block_hashes, medium=medium, group_idx=group)
+    if "parent_block_hash" not in fields or "block_size" not in fields:
+        raise MalformedFrame(f"{where}: parent_block_hash or block_size is missing")
+    parent = fields["parent_block_hash"]
+    tokens = fields.get("token_ids")
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        raise MalformedFrame(f"{where}: token_ids is missing or not an array of integers")
+    size = fields["block_size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise MalformedFrame(f"{where}: block_size {size!r} is not a size")
+    return WireEvent(
+        "BlockStored",
+        block_hashes,
+        None if parent is None else hash_bytes(parent, f"{where}: parent_block_hash"),
+        tuple(tokens),
+        size,
+        medium,
+        group,
+    )
+
+
+def _optional(value: object, kind: type, what: str) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise MalformedFrame(f"{what} is {type(value).__name__}, not {kind.__name__}")
+    return value

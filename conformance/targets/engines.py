@@ -1,0 +1,145 @@
+"""``--target`` forms of the engines other than vLLM: which code each one loads.
+
+- ``lmdeploy`` / ``lmdeploy==X.Y.Z`` — LMDeploy's ``LogicalAllocator`` (0.18.0 when no
+  version is named), downloaded once into the cache; ``lmdeploy@PATH`` — an LMDeploy
+  checkout or unpacked wheel (PATH holds ``lmdeploy/pytorch/paging/...``).
+
+Each form is the only way these files are run: a trace or a findings file never names
+code, the command line does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kvpool.spec import PoolConfig, Profile
+
+from ..target import Target, TargetFactory
+
+#: The forms, for messages and ``kvpool targets``.
+ENGINE_SPECS: dict[str, str] = {
+    "lmdeploy==X.Y.Z": "LMDeploy's LogicalAllocator (PyTorch engine) as a pool without a "
+    "prefix cache; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
+    "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH",
+    "nanovllm": "nano-vllm's BlockManager, a manager (--machine requests only): upstream's "
+    "as nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
+    "nanovllm-fork": "the same from nano-vllm-fork 20260210 (drops a freed block's hash entry)",
+    "nanovllm@PATH": "a nano-vllm checkout or unpacked distribution at PATH",
+    "sglang": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a "
+    "token-granular manager (--machine requests only; needs the sglang extra: torch)",
+    "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel)",
+    "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
+}
+#: The engine targets ``kvpool targets`` describes by default.
+LISTED = ("lmdeploy==0.18.0",)
+#: The manager-only targets ``kvpool targets`` lists among the managers.
+MANAGERS = ("nanovllm", "nanovllm-fork", "sglang")
+
+
+class EngineLoadError(Exception):
+    """The engine's files cannot be loaded; the message says what to install or fix."""
+
+
+def is_engine_spec(spec: str) -> bool:
+    return spec == "lmdeploy" or spec.startswith(("lmdeploy==", "lmdeploy@"))
+
+
+def is_manager_target(spec: str) -> bool:
+    """Whether ``spec`` names a manager with no pool API of its own (nano-vllm's): only
+    the request machine's manager run can check it."""
+    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+        return True
+    return spec in ("nanovllm", "nanovllm-fork") or spec.startswith("nanovllm@")
+
+
+def load_engine_manager(spec: str) -> tuple[Any, str]:
+    """The manager factory and display name of a manager-only target."""
+    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+        return load_sglang_manager(spec)
+    from .nanovllm.manager import NanoVllmManagerFactory
+    from .nanovllm.release import (
+        NanoVllmUnavailable,
+        load_distribution,
+        load_tree,
+        version_label,
+    )
+
+    try:
+        if spec.startswith("nanovllm@"):
+            root = Path(spec.removeprefix("nanovllm@")).expanduser()
+            if not root.is_dir():
+                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            release = load_tree(root, version_label(root))
+        else:
+            release = load_distribution(spec)
+    except NanoVllmUnavailable as exc:
+        raise EngineLoadError(f"{spec}: {exc}") from exc
+    return NanoVllmManagerFactory(release, f"{spec} ({release.label})"), spec
+
+
+def load_sglang_manager(spec: str) -> tuple[Any, str]:
+    """SGLang's radix cache and allocator, from a release or a tree."""
+    from .sglang.manager import SglangManagerFactory
+    from .sglang.release import (
+        DEFAULT_VERSION,
+        SglangUnavailable,
+        load_release,
+        load_tree,
+        version_label,
+    )
+
+    try:
+        if spec.startswith("sglang@"):
+            root = Path(spec.removeprefix("sglang@")).expanduser()
+            if not root.is_dir():
+                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            release = load_tree(root, version_label(root))
+            name = spec
+        else:
+            version = spec.removeprefix("sglang==") if "==" in spec else DEFAULT_VERSION
+            release = load_release(version)
+            name = f"sglang=={version}"
+    except SglangUnavailable as exc:
+        raise EngineLoadError(f"{spec}: {exc}") from exc
+    return SglangManagerFactory(release, f"{name} ({release.label})"), name
+
+
+def engine_profile(spec: str) -> str | None:
+    """The profile an engine target is checked with by default."""
+    if spec == "lmdeploy" or spec.startswith(("lmdeploy==", "lmdeploy@")):
+        return "lmdeploy"
+    return None
+
+
+def load_engine_target(spec: str) -> tuple[TargetFactory, str]:
+    """The pool factory and display name of an engine form."""
+    from .lmdeploy.allocator import lmdeploy_allocator_target
+    from .lmdeploy.release import (
+        DEFAULT_VERSION,
+        LmdeployUnavailable,
+        load_release,
+        load_tree,
+        version_in_tree,
+    )
+
+    try:
+        if spec.startswith("lmdeploy@"):
+            root = Path(spec.removeprefix("lmdeploy@")).expanduser()
+            if not root.is_dir():
+                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            release = load_tree(root, version_in_tree(root))
+            name = f"{spec} ({release.version})"
+        else:
+            version = spec.removeprefix("lmdeploy==") if "==" in spec else DEFAULT_VERSION
+            release = load_release(version)
+            name = f"lmdeploy=={version}"
+    except LmdeployUnavailable as exc:
+        raise EngineLoadError(f"{spec}: {exc}") from exc
+
+    def factory(config: PoolConfig, profile: Profile) -> Target:
+        return lmdeploy_allocator_target(release, config, profile)
+
+    built: Callable[[PoolConfig, Profile], Target] = factory
+    return built, name

@@ -1,0 +1,1 @@
+"""LMDeploy's PyTorch engine as a target: its block allocator, checked as a pool."""

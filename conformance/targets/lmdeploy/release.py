@@ -1,0 +1,103 @@
+"""Which file of an LMDeploy release the suite runs, and how it gets it.
+
+Only ``lmdeploy/pytorch/paging/block_manager/base_block_manager.py`` is run: the logical
+and physical block allocators. It imports numpy (the ``lmdeploy`` extra) and, for an
+annotation, ``SchedulerSequence`` from ``lmdeploy.pytorch.messages`` (which imports torch):
+that one name is a stand-in class, and nothing else of LMDeploy is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
+from ..isolated_files import IsolatedLoadError, load_isolated
+
+#: The release checked when ``--target lmdeploy`` names none (the latest on the index).
+DEFAULT_VERSION = "0.18.0"
+#: What to run when numpy is missing.
+INSTALL_LINE = "pip install 'kvpool-spec[lmdeploy]'"
+
+MODULE = "lmdeploy.pytorch.paging.block_manager.base_block_manager"
+FILE = "lmdeploy/pytorch/paging/block_manager/base_block_manager.py"
+VERSION_FILE = "lmdeploy/version.py"
+FILES = EngineFiles("lmdeploy", "lmdeploy", frozenset({FILE, VERSION_FILE}))
+
+
+class LmdeployUnavailable(Exception):
+    """The allocator cannot be loaded; the message says what to install or fix."""
+
+
+class SchedulerSequence:
+    """Stand-in for ``lmdeploy.pytorch.messages.SchedulerSequence`` (only named in the
+    allocator file's annotations; the allocators never touch one)."""
+
+
+@dataclass(frozen=True)
+class LmdeployRelease:
+    version: str
+    #: Where the files came from (the cache folder or the user's tree).
+    origin: Path
+    module: ModuleType
+
+    @property
+    def LogicalAllocator(self) -> type:
+        found: type = self.module.LogicalAllocator
+        return found
+
+
+def check_version(version: str) -> str:
+    if re.fullmatch(r"\d+\.\d+\.\d+(?:\.post\d+)?", version) is None:
+        raise LmdeployUnavailable(f"{version!r} is not an LMDeploy release number (like 0.18.0)")
+    return version
+
+
+def version_in_tree(root: Path) -> str:
+    """The release a tree holds, from ``lmdeploy/version.py`` (``"unknown"`` if it does not
+    say)."""
+    path = root / VERSION_FILE
+    if path.is_file():
+        found = re.search(
+            r"""^__version__\s*=\s*['"]([^'"]+)['"]""", path.read_text(errors="replace"), re.M
+        )
+        if found:
+            return found.group(1)
+    return "unknown"
+
+
+def load_tree(root: Path, version: str) -> LmdeployRelease:
+    """The allocator file under ``root`` (which holds ``lmdeploy/``), loaded in isolation."""
+    try:
+        import numpy  # noqa: F401  (the allocator's one dependency)
+    except ImportError:
+        raise LmdeployUnavailable(
+            f"LMDeploy's allocator needs numpy, which is not installed: {INSTALL_LINE}"
+        ) from None
+    path = root / FILE
+    if not path.is_file():
+        raise LmdeployUnavailable(f"{root} holds no {FILE}: not an LMDeploy tree or wheel")
+    try:
+        modules = load_isolated(
+            "lmdeploy",
+            {MODULE: path},
+            {"lmdeploy.pytorch.messages": {"SchedulerSequence": SchedulerSequence}},
+        )
+    except IsolatedLoadError as exc:
+        raise LmdeployUnavailable(f"LMDeploy {version}: {exc}") from exc
+    return LmdeployRelease(version, root, modules[MODULE])
+
+
+def load_release(version: str) -> LmdeployRelease:
+    """Release ``version``'s allocator, from the cache or downloaded into it once."""
+    check_version(version)
+    try:
+        root = cached_files(FILES, version)
+    except EngineWheelError as exc:
+        raise LmdeployUnavailable(str(exc)) from exc
+    found = version_in_tree(root)
+    if found != version:
+        raise LmdeployUnavailable(f"the wheel of LMDeploy {version} says it is {found}")
+    return load_tree(root, version)

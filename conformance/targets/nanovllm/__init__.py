@@ -1,0 +1,1 @@
+"""nano-vllm's block manager as a manager target."""

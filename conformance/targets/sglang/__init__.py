@@ -1,0 +1,1 @@
+"""SGLang as a target: its RadixCache over its TokenToKVPoolAllocator."""
