@@ -72,7 +72,7 @@ FAULTS: dict[str, ManagerFault] = {
         "            max_cache_hit_length = request.num_tokens\n"
         "        computed_blocks, num_new_computed_tokens, num_uncached = (",
         "a fully cached prompt computes nothing, so there are no logits to sample from",
-        ("admit(", "resume("),
+        ("property 'computes-last-token'", "admit(", "resume("),
     ),
     "sliding window hit too short": ManagerFault(
         "single_type_kv_cache_manager.py",

@@ -22,7 +22,8 @@ from kvpool.conformance.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.manager.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
-from kvpool.conformance.targets.vllm.wheel import cached_release
+from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.targets.vllm.wheel import MANAGER_CACHE, cached_release
 from kvpool.spec.profile import get_profile
 from manager_faults import CORE, FAULTS, planted_manager_tree  # on sys.path via pytest
 
@@ -36,7 +37,7 @@ DEFAULTS = {"max_examples": 150, "steps": 40, "max_blocks": REQUEST_MIN_BLOCKS}
 @pytest.fixture(scope="module")
 def release() -> Path:
     """vLLM 0.33.0's pool and manager files (downloaded once into the cache)."""
-    return cached_release("0.33.0", manager=True)
+    return cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
 
 
 def _manager(tree: Path) -> ManagerTargetFactory:
@@ -112,7 +113,9 @@ def test_a_finding_replays_and_shows_both_tables(
         main, ["conform", *args, "--seed", "1", "--max-examples", "30", "--fail-fast"]
     )
     assert conform.exit_code == 1, conform.output
-    assert "tokens computed" in conform.output
+    # caught by the property the fault breaks (or, where it runs first, by the admission
+    # result that differs from the spec's)
+    assert "computes-last-token" in conform.output or "tokens computed" in conform.output
     (trace,) = (tmp_path / "kvpool-traces").glob("*requests-manager*.itf.json")
     replay = CliRunner().invoke(
         main, ["replay", str(trace), "--target", target, "--manager", "vllm"]
