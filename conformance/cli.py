@@ -164,8 +164,8 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     default="auto",
     show_default=True,
     help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
-    "impl's KVCacheManager), 'none', or 'module:factory' building a manager target "
-    "from (setup, profile).",
+    "impl's KVCacheManager), 'none', 'vllm' (the KVCacheManager of the vLLM release "
+    "--target names), or 'module:factory' building a manager target from (setup, profile).",
 )
 @click.option(
     "--max-examples",
@@ -551,10 +551,19 @@ def targets(extra: tuple[str, ...]) -> None:
     managers.add_column("what it is")
     for name, (_, description) in BUILT_IN_MANAGERS.items():
         managers.add_row(name, description)
+    from .targets.vllm.manager_loading import DESCRIPTION, manager_offer
+
+    managers.add_row("vllm", DESCRIPTION)
     for name in ENGINE_MANAGERS:
         managers.add_row(name, _describe_manager(name))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
+    offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
+    offers.add_column("release", no_wrap=True)
+    offers.add_column("offers it")
+    for version in cached:
+        offers.add_row(f"vllm=={version}", manager_offer(version))
+    console.print(offers)
     profiles = Table(title="profiles (--profile)", show_header=False)
     profiles.add_column("profile", no_wrap=True)
     profiles.add_column("what it captures")

@@ -6,8 +6,14 @@ Each target runs ``kvpool conform`` (pool levels and the requests machine on its
 seed 1 and up to 12 distinct findings per run, then the ``events`` level under each consumer
 model (``--consumer count`` and ``--consumer set``) where it publishes KV events; every
 shrunk trace is kept under ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json`` (events traces:
-``pool-events-CONSUMER-KIND``). ``tests/test_findings.py`` replays them all, and
-``docs/findings.md`` reads each one.
+``pool-events-CONSUMER-KIND``). For a vLLM release whose KV cache manager can be driven,
+the requests machine also runs its own manager (``--manager vllm``).
+``tests/test_findings.py`` replays them all, and ``docs/findings.md`` reads each one.
+
+    python findings/collect.py --manager-only
+
+re-runs only the vLLM manager runs (``--machine requests --manager vllm``) and replaces only
+their traces.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ TARGETS = {
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
 }
+#: vLLM releases whose own KV cache manager runs beside the spec's (``--manager vllm``).
+MANAGERS = {"vllm-0.33.0", "vllm-0.24.0", "vllm-0.10.2"}
 #: Managers with no pool API of their own: only their requests/manager run.
 MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
@@ -72,15 +80,23 @@ def main() -> None:
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
-    chosen = sys.argv[1:] or list(TARGETS)  # e.g. python findings/collect.py lmdeploy==0.18.0
-    for target, folder in TARGETS.items():
-        if target not in chosen:
+    manager_runs_only = "--manager-only" in sys.argv[1:]
+    chosen = [a for a in sys.argv[1:] if a != "--manager-only"] or list(TARGETS)
+    for target, folder in TARGETS.items():  # e.g. python findings/collect.py lmdeploy==0.18.0
+        if target not in chosen or (manager_runs_only and folder not in MANAGERS):
             continue
+        manager = "vllm" if folder in MANAGERS else "none"
         with tempfile.TemporaryDirectory() as tmp:
+            if manager_runs_only:
+                conform(target, ["--machine", "requests", "--manager", "vllm"], tmp)
+                for old in (out / folder).glob("requests-manager-*.itf.json"):
+                    old.unlink()
+                keep_traces(tmp, out / folder, signature, read_trace)
+                continue
             if target in MANAGER_ONLY:
                 status = conform(target, ["--machine", "requests"], tmp)
             elif target not in EVENTS_ONLY:
-                pools = ["--machine", "pool,requests", "--manager", "none"]
+                pools = ["--machine", "pool,requests", "--manager", manager]
                 status = conform(target, [*pools, "--level", "safety,order,robustness"], tmp)
             else:
                 status = 0
@@ -92,20 +108,25 @@ def main() -> None:
                 if conform(target, events, tmp) == 2:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             shutil.rmtree(out / folder, ignore_errors=True)
-            (out / folder).mkdir(parents=True)
-            for path in sorted(Path(tmp).glob("*.itf.json")):
-                trace = read_trace(path)
-                events_run = trace.meta.consumer is not None
-                if events_run and "property 'events-" not in trace.meta.message:
-                    # the events level runs in lockstep too: a pool-level finding it ran into
-                    # is the pool levels' to report
-                    print(f"{folder}: events run also met: {trace.meta.message[:100]}")
-                    continue
-                kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
-                name = f"{run_of(trace)}-{kind}.itf.json"
-                shutil.copy(path, out / folder / name)
-                print(f"{folder}/{name}")
+            keep_traces(tmp, out / folder, signature, read_trace)
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
+
+
+def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None:
+    """Copy the traces a run wrote into ``folder``, named by run and kind of finding."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted(Path(tmp).glob("*.itf.json")):
+        trace = read_trace(path)
+        events_run = trace.meta.consumer is not None
+        if events_run and "property 'events-" not in trace.meta.message:
+            # the events level runs in lockstep too: a pool-level finding it ran into is the
+            # pool levels' to report
+            print(f"{folder.name}: events run also met: {trace.meta.message[:100]}")
+            continue
+        kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
+        name = f"{run_of(trace)}-{kind}.itf.json"
+        shutil.copy(path, folder / name)
+        print(f"{folder.name}/{name}")
 
 
 def run_of(trace: Any) -> str:
@@ -266,14 +287,21 @@ def page() -> str:
             n = sum(1 for t in found if run_of(t) == run)
             if run in EVENT_RUNS and not emits:
                 cells.append(NO_EVENTS)
-            elif (run == "requests-manager") != manager_only:
-                cells.append("-")  # a pool has no manager run here; a manager no pool runs
+            elif run == "requests-manager" and not (manager_only or folder in MANAGERS):
+                cells.append("-")  # no manager of its own is run for this pool
+            elif run != "requests-manager" and manager_only:
+                cells.append("-")  # a manager with no pool API: only its manager run
             elif run in RUNS and target in EVENTS_ONLY:
                 cells.append("not run")
             else:
                 cells.append("pass" if n == 0 else f"{n} finding{'s' * (n > 1)}")
         lines.append(f"| {folder} | " + " | ".join(cells) + " |")
     lines += [
+        "",
+        "`requests-manager` is a target's own manager beside the spec's: vLLM's",
+        "`KVCacheManager` (`--machine requests --manager vllm`) for the vLLM releases, the",
+        "engine's own for nano-vllm and SGLang; `-`: no such manager is run (vllm-mlx has",
+        "none of vLLM's kind; vLLM 0.30.0 is checked at the events level only).",
         "",
         "The events columns feed each release's KV events, taken after every step, to a",
         "consumer model ([The KV events contract](guide/kv-events-contract.md)): `count`,",

@@ -40,6 +40,8 @@ RULES: dict[str, str] = {
     "request-known": "only a live request can be finished",
     "partial-full-attention": "partial entries are registered only when every KV-cache group "
     "uses full attention",
+    "evict-unheld": "only cached blocks no request holds are evicted from the prefix cache "
+    "(real block ids, never the null block)",
 }
 
 
@@ -52,6 +54,7 @@ REQUEST_RULES = frozenset(
         "request-preempted",
         "request-known",
         "partial-full-attention",
+        "evict-unheld",
     }
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvpool.spec.manager import (
     Admit,
     Compute,
+    EvictCached,
     ManagerResult,
     ManagerState,
     RequestAction,
@@ -23,6 +24,7 @@ REQUEST_SITUATIONS = (
     "resumed from its cached prefix",
     "reset refused while held",
     "reset cleared the cache",
+    "cached blocks evicted",
 )
 
 
@@ -34,6 +36,8 @@ def request_situations(
         seen.append("admission refused: no room")
     if isinstance(action, ResetCache):
         seen.append("reset cleared the cache" if result else "reset refused while held")
+    if isinstance(action, EvictCached) and action.block_ids:
+        seen.append("cached blocks evicted")
     if isinstance(action, Admit) and action.salt is not None and result is not None:
         seen.append("salted request admitted")
     if isinstance(result, Scheduled):

@@ -9,7 +9,7 @@ scheduler's contract.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
 from kvpool.spec import PoolConfig
@@ -18,6 +18,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     KVGroup,
     ManagerConfig,
@@ -60,14 +61,23 @@ def setups(draw: st.DrawFn, max_blocks: int) -> RequestSetup:
 
 @dataclass
 class RequestContext:
-    """What the drawing remembers beyond the spec state: the next request id."""
+    """What the drawing remembers beyond the spec state: the next request id, and the
+    blocks that were the first of some request's table (to evict a prefix's head)."""
 
     next_id: int = 1
+    #: Request id -> the first block of each of its tables, when it last had tables.
+    heads: dict[str, set[int]] = field(default_factory=dict)
 
     def new_id(self) -> str:
         rid = f"r{self.next_id}"
         self.next_id += 1
         return rid
+
+    def remember(self, state: ManagerState) -> None:
+        """Note the first block of every running request's tables."""
+        for rid, r in state.requests.items():
+            if r.running:
+                self.heads[rid] = {t[0] for t in r.tables if t and t[0]}
 
 
 def running(state: ManagerState) -> list[str]:
@@ -121,6 +131,31 @@ def draw_reset(data: st.DataObject, state: ManagerState, ctx: RequestContext) ->
     return ResetCache()
 
 
+def evictable(state: ManagerState) -> list[int]:
+    """Blocks no request holds that were written (so likely still cached): a prefix's head
+    among them leaves its later blocks cached behind a miss."""
+    return sorted(set(state.contents) - state.held_blocks() - {0})
+
+
+def draw_evict(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    """Half the time a block that was the head of a request's table, a preempted request's
+    first (its resume looks the prefix up again), else the lowest (a fresh pool hands
+    blocks out in id order): its loss must end every hit on that prefix there, although
+    the prefix's later blocks stay cached."""
+    candidates = evictable(state)
+    if data.draw(st.booleans(), label="a head"):
+        waiting = {b for rid in preempted(state) for b in ctx.heads.get(rid, ())}
+        known = {b for blocks in ctx.heads.values() for b in blocks}
+        heads = [b for b in candidates if b in waiting] or [b for b in candidates if b in known]
+        heads = heads or candidates[:1]
+        return EvictCached(block_ids=(data.draw(st.sampled_from(heads), label="head"),))
+    blocks = data.draw(
+        st.lists(st.sampled_from(candidates), min_size=1, max_size=2, unique=True),
+        label="blocks",
+    )
+    return EvictCached(block_ids=tuple(blocks))
+
+
 def busy(state: ManagerState) -> bool:
     """Enough requests live that admitting more mostly meets a full pool."""
     return len(state.requests) >= 3
@@ -135,4 +170,5 @@ DRAWERS: dict[str, tuple[Callable[[ManagerState], int], Drawer]] = {
     "resume": (lambda s: 2 if preempted(s) else 0, draw_resume),
     "finish": (lambda s: (4 if busy(s) else 2) if s.requests else 0, draw_finish),
     "reset_cache": (lambda s: 1, draw_reset),
+    "evict_cached": (lambda s: 3 if evictable(s) else 0, draw_evict),
 }

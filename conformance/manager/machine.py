@@ -54,6 +54,7 @@ def request_machine(
         def act(self, data: st.DataObject) -> None:
             """Draw the next kind of request action (weighted), then the action, and run it."""
             state = self.run.state
+            self.ctx.remember(state)
             kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
             kind = data.draw(st.sampled_from(kinds), label="request operation")
             _, drawer = draw.DRAWERS[kind]

@@ -8,11 +8,12 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
-from kvpool.spec import PoolState, Profile, initial_state
+from kvpool.spec import Action, ContractViolation, Observation, PoolState, Profile, initial_state
 from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     ManagerResult,
     ManagerState,
@@ -21,8 +22,9 @@ from kvpool.spec.manager import (
     ResetCache,
     Resume,
     Scheduled,
+    SpecPool,
+    apply_request,
     initial_manager_state,
-    manager_step,
     request_violation,
 )
 
@@ -31,6 +33,7 @@ from ..lockstep import Nonconformance, RunRecord
 from ..target import PoolView
 from .checks import RequestChecks
 from .coverage import request_situations
+from .pool_run import ANSWERS, QUERIES
 from .target import ManagerTarget, ManagerTargetFactory, RequestSetup
 
 
@@ -40,6 +43,21 @@ def show(result: ManagerResult) -> str:
         tables = " | ".join(str(list(t)) for t in result.tables)
         return f"{result.num_computed_tokens} tokens computed, tables {tables}{copies}"
     return repr(result)
+
+
+class AnsweringSpecPool(SpecPool):
+    """The spec's pool under the target's profile, answering the questions the spec's
+    manager asks (``is_block_writable``, ...) when that profile's API lacks them: a
+    release's manager never asks them, but the spec's manager is the same program for
+    every release."""
+
+    def __call__(self, action: Action) -> Observation:
+        try:
+            return super().__call__(action)
+        except ContractViolation as exc:
+            if exc.rule != "unsupported-action" or not isinstance(action, QUERIES):
+                raise
+            return ANSWERS[type(action)](self.state, action)[1]
 
 
 class ManagerRun:
@@ -52,6 +70,8 @@ class ManagerRun:
         setup: RequestSetup,
         record: RunRecord | None = None,
     ) -> None:
+        # a manager that can only be built for some setups says how it builds the others
+        setup = getattr(factory, "fit_setup", lambda drawn: drawn)(setup)
         self.record = record if record is not None else RunRecord()
         self.record.trace = []
         self.record.config = setup
@@ -65,8 +85,10 @@ class ManagerRun:
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
-        """A manager target takes every request action."""
-        return True
+        """Whether the manager under test takes ``action`` (every one, unless its
+        ``allows`` says otherwise: an older API without ``evict_blocks``, say)."""
+        allows = getattr(self.target, "allows", None)
+        return True if allows is None else bool(allows(action))
 
     def apply(self, action: RequestAction) -> ManagerResult:
         """Run ``action`` on both; raise :class:`Nonconformance` on any difference.
@@ -86,7 +108,9 @@ class ManagerRun:
             raise
         self.last = (None, actual)
         before = self.state
-        self.pool_state, self.state, expected = manager_step(self.pool_state, self.state, action)
+        pool = AnsweringSpecPool(self.pool_state)
+        self.state, expected = apply_request(pool, self.state, action)
+        self.pool_state = pool.state
         self.record.situations.update(request_situations(before, action, self.state, expected))
         self.last = (expected, actual)
         if actual != expected:
@@ -141,6 +165,9 @@ class ManagerRun:
                 return None
             case ResetCache():
                 return t.reset_prefix_cache()
+            case EvictCached(block_ids=block_ids):
+                t.evict_cached(block_ids)
+                return None
         raise TypeError(f"not a request action: {action!r}")
 
     def make_copies(self, rid: str, copies: tuple[tuple[int, int], ...]) -> None:

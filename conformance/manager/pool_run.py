@@ -27,6 +27,7 @@ from kvpool.spec.manager import (
     Append,
     Broken,
     Compute,
+    EvictCached,
     Finish,
     ManagerResult,
     ManagerState,
@@ -107,6 +108,8 @@ class PoolRequestRun:
             return ops >= PARTIAL
         if isinstance(action, ResetCache):
             return "reset_prefix_cache" in ops
+        if isinstance(action, EvictCached):
+            return "evict_blocks" in ops
         return True
 
     def call(self, action: Action) -> Observation:

@@ -60,6 +60,10 @@ class ManagerTarget(Protocol):
 
     def reset_prefix_cache(self) -> bool: ...
 
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        """Evict these cached blocks, which no request holds, from the prefix cache."""
+        ...
+
     def is_block_writable(self, block: int) -> bool: ...
 
     def view(self) -> PoolView:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvpool.spec import Profile
+from kvpool.spec import EvictBlocks, Profile
 from kvpool.spec.manager import Scheduled
 
 from ..manager.target import RequestSetup
@@ -61,6 +61,9 @@ class ManagerApiTarget:
 
     def reset_prefix_cache(self) -> bool:
         return bool(self.manager.reset_prefix_cache())
+
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        self.pool.apply(EvictBlocks(block_ids))
 
     def is_block_writable(self, block: int) -> bool:
         return bool(self.manager.is_block_writable(block))

@@ -90,8 +90,9 @@ BUILT_IN_MANAGERS: dict[str, tuple[ManagerTargetFactory, str]] = {
 
 def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, str]:
     """The manager factory for ``--manager``: ``auto`` (the target's own manager, if it
-    ships one), ``none``, a built-in name, or ``module:factory`` called as
-    ``factory(setup, profile)`` and returning a manager target."""
+    ships one), ``none``, a built-in name, ``vllm`` (the ``KVCacheManager`` of the vLLM
+    release ``target`` names), or ``module:factory`` called as ``factory(setup, profile)``
+    and returning a manager target."""
     if value == "none":
         return None, "none"
     if value == "auto":
@@ -105,8 +106,12 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
             raise TargetLoadError(str(exc)) from exc
     if value in BUILT_IN_MANAGERS:
         return BUILT_IN_MANAGERS[value][0], value
+    if value == "vllm":
+        from .vllm.manager_loading import load_vllm_manager
+
+        return load_vllm_manager(target)
     if ":" not in value:
-        known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS])
+        known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS, "vllm"])
         raise TargetLoadError(
             f"unknown manager {value!r}: use one of {known}, or module:factory for your own"
         )

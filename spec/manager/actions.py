@@ -77,6 +77,18 @@ class ResetCache(RequestAction):
     request_id: str = ""
 
 
+@dataclass(frozen=True)
+class EvictCached(RequestAction):
+    """Cached blocks no request holds leave the prefix cache (``evict_blocks``: a KV
+    connector found their data invalid, or an operator drops them); nothing is freed. A
+    later block of the same prefix may stay cached: a lookup must stop at the first miss.
+    ``request_id`` is unused (``""``)."""
+
+    operation: ClassVar[str] = "evict_cached"
+    block_ids: tuple[int, ...] = ()
+    request_id: str = ""
+
+
 REQUEST_ACTIONS: tuple[type[RequestAction], ...] = (
     Admit,
     Append,
@@ -85,6 +97,7 @@ REQUEST_ACTIONS: tuple[type[RequestAction], ...] = (
     Resume,
     Finish,
     ResetCache,
+    EvictCached,
 )
 
 REQUEST_ACTIONS_BY_OPERATION: dict[str, type[RequestAction]] = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..actions import FreeBlocks, ResetPrefixCache
+from ..actions import EvictBlocks, FreeBlocks, ResetPrefixCache
 from ..state import NULL_BLOCK
 from .pool import PoolCall
 from .state import ManagerState, RequestState
@@ -50,3 +50,8 @@ def reset_cache(pool: PoolCall, state: ManagerState) -> bool:
     result = pool(ResetPrefixCache()).result
     assert isinstance(result, bool)
     return result
+
+
+def evict_cached(pool: PoolCall, block_ids: tuple[int, ...]) -> None:
+    """``evict_blocks``: the blocks lose their keys; none is held, so no table changes."""
+    pool(EvictBlocks(block_ids))

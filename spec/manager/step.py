@@ -13,7 +13,17 @@ from ..errors import ContractViolation
 from ..invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
 from ..state import PoolState
 from . import admission, compute, release
-from .actions import Admit, Append, Compute, Finish, Preempt, RequestAction, ResetCache, Resume
+from .actions import (
+    Admit,
+    Append,
+    Compute,
+    EvictCached,
+    Finish,
+    Preempt,
+    RequestAction,
+    ResetCache,
+    Resume,
+)
 from .pool import PoolCall, SpecPool
 from .state import ManagerState, Scheduled
 
@@ -55,6 +65,11 @@ def request_violation(state: ManagerState, action: RequestAction) -> ContractVio
         case Finish():
             if request is None:
                 return broken("request-known", "unknown")
+        case EvictCached(block_ids=block_ids):
+            held = state.held_blocks()
+            top = state.pool_config.num_gpu_blocks
+            if any(not 0 < b < top or b in held for b in block_ids):
+                return broken("evict-unheld", f"blocks {list(block_ids)}")
     return None
 
 
@@ -77,6 +92,9 @@ def apply_request(
             return release.finish(pool, state, rid), None
         case ResetCache():
             return state, release.reset_cache(pool, state)
+        case EvictCached(block_ids=block_ids):
+            release.evict_cached(pool, block_ids)
+            return state, None
     raise TypeError(f"not a request action: {action!r}")
 
 

@@ -45,6 +45,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     KVGroup,
     ManagerConfig,
@@ -186,6 +187,7 @@ def test_request_actions_call_the_pool_operations_derived_for_them() -> None:
                     Resume(rid),
                     Finish(rid),
                     ResetCache(),
+                    EvictCached(block_ids=(rng.randrange(0, 12),)),
                 ]
             )
             refused = request_violation(state, action)

@@ -11,6 +11,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     KVGroup,
     ManagerConfig,
@@ -192,6 +193,9 @@ OUT_OF_CONTRACT = [
     pytest.param([Admit("a", (1,)), Preempt("a"), Compute("a")], "request-running"),
     pytest.param([Admit("a", (1,)), Resume("a")], "request-preempted"),
     pytest.param([Finish("ghost")], "request-known"),
+    pytest.param([Admit("a", (1, 2)), EvictCached(block_ids=(1,))], "evict-unheld"),
+    pytest.param([EvictCached(block_ids=(0,))], "evict-unheld"),
+    pytest.param([EvictCached(block_ids=(6,))], "evict-unheld"),
 ]
 
 
@@ -212,6 +216,17 @@ def test_out_of_contract_request_actions_name_their_rule(
 def test_every_request_rule_has_a_case() -> None:
     cased = {"partial-full-attention"} | {str(p.values[1]) for p in OUT_OF_CONTRACT}
     assert cased == REQUEST_RULES
+
+
+def test_evicting_the_head_of_a_cached_prompt_ends_every_hit_there() -> None:
+    system = System(8)
+    system.served("a", (1, 2, 3, 4, 5, 6, 7))
+    system(Finish("a"))
+    queue = system.pool.free_queue
+    system(EvictCached(block_ids=(1,)))
+    assert not system.pool.keys_of(1) and system.pool.keys_of(2)  # block 2 stays cached
+    assert system.pool.free_queue == queue  # nothing moved, nothing freed
+    assert system.scheduled(Admit("b", (1, 2, 3, 4, 5, 6, 7))).num_computed_tokens == 0
 
 
 def test_partial_entries_need_full_attention_everywhere() -> None:

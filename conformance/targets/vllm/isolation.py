@@ -10,7 +10,10 @@ before (a real installed vLLM, say) is put back, so the rest of the process neve
 loaded files and two releases can live side by side.
 
 Third-party packages the files import (msgspec, pyzmq, cbor2, xxhash if present) are
-imported normally. torch is never imported: if a file needs it, loading fails and says so.
+imported normally. torch is never imported: if a pool file needs it, loading fails and says
+so. The KV cache manager's files (loaded for ``--manager vllm`` only) import torch for the
+``dtype`` annotations of ``kv_cache_interface.py``; there ``torch`` is an inert placeholder
+module too (the manager never computes a page size, the one place a dtype is read).
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .releases import MODULES, ReleaseError, modules_in_tree
+from .releases import (
+    MANAGER_MODULES,
+    MODULES,
+    ReleaseError,
+    manager_modules_in_tree,
+    modules_in_tree,
+)
 
 #: The logger every ``init_logger`` of a loaded release hands out children of. It has a
 #: NullHandler so that a release's warnings (a refused reset, say) never reach the
@@ -165,6 +174,13 @@ def init_logger(name: str) -> VllmLogger:
     return VllmLogger(name)
 
 
+def ceiling_division(a: int, b: int) -> int:
+    """What ``vllm.utils.cdiv`` computes: ``a / b`` rounded up. Releases before 0.11 import
+    it from ``vllm/utils/__init__.py``, which pulls in most of vLLM and is never loaded;
+    their KV cache managers call it on every allocation."""
+    return -(-a // b)
+
+
 def config_class(cls: type) -> type:
     """What ``vllm.config.utils.config`` does to a configuration class, without pydantic:
     a dataclass (keyword construction, defaults, ``__post_init__``, ``asdict``)."""
@@ -174,6 +190,7 @@ def config_class(cls: type) -> type:
 #: Attributes a placeholder module must really provide.
 SPECIAL: dict[str, dict[str, object]] = {
     "vllm.logger": {"init_logger": init_logger},
+    "vllm.utils": {"cdiv": ceiling_division},
     "vllm.config.utils": {"config": config_class},
 }
 
@@ -216,15 +233,20 @@ class _PlaceholderLoader(importlib.abc.Loader):
 class _ReleaseFinder(importlib.abc.MetaPathFinder):
     """Resolves ``vllm`` and ``vllm.*`` while one release is being loaded."""
 
-    def __init__(self, files: Mapping[str, Path], log: PlaceholderLog) -> None:
+    def __init__(
+        self, files: Mapping[str, Path], log: PlaceholderLog, torch_placeholder: bool = False
+    ) -> None:
         self.files = dict(files)
         self.log = log
         self.placeholders = _PlaceholderLoader(log, frozenset(files))
+        self.torch_placeholder = torch_placeholder
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname.split(".")[0] in FORBIDDEN:
+            if self.torch_placeholder:
+                return importlib.machinery.ModuleSpec(fullname, self.placeholders, is_package=True)
             raise IsolationError(
                 f"a vLLM block-pool file imports {fullname}; the suite never imports it"
             )
@@ -266,20 +288,30 @@ class Release:
         pool: type = self.block_pool.BlockPool
         return pool
 
+    @property
+    def has_manager(self) -> bool:
+        """Whether the KV cache manager's files were loaded too (``manager=True``)."""
+        return "vllm.v1.core.kv_cache_manager" in self.real
+
     def placeholder_modules(self) -> list[str]:
         return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
 
 
-def load_release(root: Path, version: str, extra: dict[str, str] | None = None) -> Release:
+def load_release(
+    root: Path, version: str, extra: dict[str, str] | None = None, manager: bool = False
+) -> Release:
     """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``),
-    and the ``extra`` modules (module -> path) found there.
+    the ``extra`` modules (module -> path) found there, and with ``manager`` its KV cache
+    manager's too (``torch`` then a placeholder).
 
     Raises :class:`~.releases.ReleaseError` if ``root`` lacks a required file and
     :class:`IsolationError` if a file fails to run (naming the file and the error).
     """
     files = modules_in_tree(root, extra)
+    if manager:
+        files.update(manager_modules_in_tree(root))
     log = PlaceholderLog()
-    finder = _ReleaseFinder(files, log)
+    finder = _ReleaseFinder(files, log, torch_placeholder=manager)
     start = time.perf_counter()
     _imp.acquire_lock()  # no other thread may import while vllm* names are ours
     saved = {name: m for name, m in sys.modules.items() if _is_vllm(name)}
@@ -321,12 +353,15 @@ def load_release(root: Path, version: str, extra: dict[str, str] | None = None) 
 
 
 def _is_vllm(name: str) -> bool:
-    return name == "vllm" or name.startswith("vllm.")
+    """A module name the loading owns: ``vllm*``, and ``torch*`` (only ever a placeholder
+    here, and hidden from the loaded files if the process has imported the real one)."""
+    return any(name == top or name.startswith(f"{top}.") for top in ("vllm", *FORBIDDEN))
 
 
 def _failing_file(exc: BaseException, files: Mapping[str, Path]) -> str:
     """The release file nearest to where ``exc`` was raised (its path inside the release)."""
-    paths = {str(p): MODULES.get(name, name) for name, p in files.items()}
+    every = {**MODULES, **MANAGER_MODULES}
+    paths = {str(p): every.get(name, name) for name, p in files.items()}
     tb = exc.__traceback__
     where = "the block pool"
     while tb is not None:

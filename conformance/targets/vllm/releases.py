@@ -37,12 +37,37 @@ REQUIRED = frozenset(
     }
 )
 
+#: The KV cache manager above the pool (``--manager vllm``), loaded only when asked for:
+#: the manager, its coordinator and single-type managers, the ``KVCacheConfig`` classes
+#: and the little they import at module level. A release may lack the optional ones.
+MANAGER_MODULES: dict[str, str] = {
+    "vllm.v1.core.kv_cache_manager": "vllm/v1/core/kv_cache_manager.py",
+    "vllm.v1.core.kv_cache_coordinator": "vllm/v1/core/kv_cache_coordinator.py",
+    "vllm.v1.core.single_type_kv_cache_manager": "vllm/v1/core/single_type_kv_cache_manager.py",
+    "vllm.v1.kv_cache_interface": "vllm/v1/kv_cache_interface.py",
+    "vllm.v1.kv_cache_spec_registry": "vllm/v1/kv_cache_spec_registry.py",
+    "vllm.v1.kv_cache_layout": "vllm/v1/kv_cache_layout.py",
+    "vllm.utils.math_utils": "vllm/utils/math_utils.py",
+}
+
+#: Without these there is no manager to drive.
+MANAGER_REQUIRED = frozenset(
+    {
+        "vllm.v1.core.kv_cache_manager",
+        "vllm.v1.core.kv_cache_coordinator",
+        "vllm.v1.core.single_type_kv_cache_manager",
+        "vllm.v1.kv_cache_interface",
+    }
+)
+
 #: Read for the version only, never run.
 VERSION_FILE = "vllm/_version.py"
 
-#: Every wheel member the cache may hold.
+#: Every wheel member the pool's cache may hold.
 WHEEL_MEMBERS = frozenset([*MODULES.values(), VERSION_FILE])
 
+#: Every wheel member the manager's cache (a folder of its own) may hold.
+MANAGER_WHEEL_MEMBERS = WHEEL_MEMBERS | frozenset(MANAGER_MODULES.values())
 #: What vLLM's event publisher (``kvpool publish``) reads beyond the pool's files: its
 #: configuration class. Optional: a release without the file gets a placeholder.
 PUBLISHER_MODULES: dict[str, str] = {"vllm.config.kv_events": "vllm/config/kv_events.py"}
@@ -110,4 +135,15 @@ def modules_in_tree(root: Path, extra: dict[str, str] | None = None) -> dict[str
     if missing:
         paths = ", ".join(MODULES[name] for name in missing)
         raise ReleaseError(f"{root} is not a vLLM source tree or unpacked wheel: missing {paths}")
+    return found
+
+
+def manager_modules_in_tree(root: Path) -> dict[str, Path]:
+    """The release's KV cache manager files under ``root``; :class:`ReleaseError` names
+    the missing ones when the manager cannot be loaded from there."""
+    found = {name: root / rel for name, rel in MANAGER_MODULES.items() if (root / rel).is_file()}
+    missing = sorted(MANAGER_REQUIRED - set(found))
+    if missing:
+        paths = ", ".join(MANAGER_MODULES[name] for name in missing)
+        raise ReleaseError(f"{root} has no KV cache manager to drive: missing {paths}")
     return found

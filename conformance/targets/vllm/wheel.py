@@ -75,9 +75,10 @@ def cache_root() -> Path:
     return base / "kvpool"
 
 
-#: The cache of the pool's files, and the one of the publisher's (``kvpool publish``): kept
-#: apart so that neither changes what the other's manifest lists.
-POOL_CACHE, PUBLISHER_CACHE = "vllm", "vllm-publisher"
+#: The cache of the pool's files, the publisher's (``kvpool publish``) and the KV cache
+#: manager's (``--manager vllm``): kept apart so that none changes what another's manifest
+#: lists.
+POOL_CACHE, PUBLISHER_CACHE, MANAGER_CACHE = "vllm", "vllm-publisher", "vllm-manager"
 
 
 def release_dir(version: str, folder: str = POOL_CACHE) -> Path:

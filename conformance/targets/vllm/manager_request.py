@@ -1,0 +1,89 @@
+"""A request as vLLM's scheduler hands it to its KV cache manager, without vLLM's ``Request``.
+
+vLLM's ``Request`` class pulls in torch, sampling parameters and the engine; the manager
+only reads a few of its fields. :class:`ManagerRequest` carries exactly those (its slots
+are the fields; reading any other one fails loudly instead of inventing a value), and
+computes its block hashes the way vLLM's request does: with the release's own
+``get_request_block_hasher`` over its ``sha256`` and the ``NONE_HASH`` its
+``init_none_hash`` set, called again every time tokens are appended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: What the scheduler's requests say about their state; the manager compares
+#: ``request.status`` with the placeholder ``RequestStatus`` (only for its watermark, which
+#: the suite leaves at 0), so any value serves.
+RUNNING = "RUNNING"
+WAITING = "WAITING"
+PREEMPTED = "PREEMPTED"
+
+
+class ManagerRequest:
+    """One request: its tokens, salt, block hashes and counters, as the manager reads them."""
+
+    __slots__ = (
+        "_hasher",
+        "_prompt_embeds_per_block_hashes",
+        "all_token_ids",
+        "block_hashes",
+        "cache_salt",
+        "lora_request",
+        "mm_features",
+        "mm_hashes",
+        "mm_positions",
+        "num_computed_tokens",
+        "num_in_flight_tokens",
+        "num_preemptions",
+        "num_prompt_tokens",
+        "prompt_embeds",
+        "request_id",
+        "sampling_params",
+        "session_id",
+        "shared_prefix_boundary",
+        "skip_reading_prefix_cache",
+        "status",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        hasher: Callable[[Any], list[Any]],
+    ) -> None:
+        self.request_id = request_id
+        self.all_token_ids: list[int] = list(tokens)
+        self.num_prompt_tokens = len(tokens)
+        self.cache_salt = salt
+        self.lora_request = None
+        self.mm_features: list[Any] = []
+        self.mm_hashes: list[Any] = []  # the multimodal fields before 0.11
+        self.mm_positions: list[Any] = []
+        self.sampling_params = None  # no prompt logprobs: the cache is read
+        self.prompt_embeds = None
+        self._prompt_embeds_per_block_hashes: dict[Any, Any] = {}
+        self.session_id = None
+        self.num_computed_tokens = 0
+        self.num_in_flight_tokens = 0
+        self.num_preemptions = 0
+        self.shared_prefix_boundary = 0
+        self.skip_reading_prefix_cache = False
+        self.status = WAITING
+        self._hasher = hasher
+        self.block_hashes: list[Any] = []
+        self.block_hashes.extend(hasher(self))
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    def append(self, tokens: tuple[int, ...]) -> None:
+        """Output tokens arrive: the token list grows and new full blocks get hashes."""
+        self.all_token_ids.extend(tokens)
+        self.block_hashes.extend(self._hasher(self))
+
+    def __repr__(self) -> str:
+        return f"ManagerRequest({self.request_id!r}, {self.num_tokens} tokens)"

@@ -1,0 +1,332 @@
+"""vLLM's own ``KVCacheManager`` as a manager target (``--manager vllm``).
+
+The release's manager, coordinator and single-type managers run as they are, over the
+release's ``BlockPool``, built from a ``KVCacheConfig`` the suite writes for the drawn
+setup: one ``FullAttentionSpec`` group per full-attention group, one
+``SlidingWindowSpec`` per sliding-window group. The request actions become the calls
+vLLM's scheduler makes:
+
+- admit / resume: ``get_computed_blocks`` then ``allocate_slots`` for every token not hit
+  (``delay_cache_blocks=True``: the blocks are registered once the tokens are computed,
+  see ``commit``), then ``take_kv_cache_block_copies`` for the copy-on-write of a partial
+  hit; ``copies_done`` frees the blocks those copies retained, as the scheduler does once
+  the step that ran them is over;
+- append: the request's tokens grow (its block hashes with them) and ``allocate_slots``
+  covers the new ones;
+- commit (after the forward pass): ``cache_blocks`` up to every token, then
+  ``remove_skipped_blocks`` (the sliding windows' frees, which vLLM makes at the request's
+  next ``allocate_slots``);
+- preempt: ``free`` (the request then waits with no computed tokens); finish: ``free``;
+  reset: ``reset_prefix_cache``.
+
+Sizes: a spec sliding window of ``w`` blocks is vLLM's ``sliding_window = w * block_size +
+1`` tokens (then both null the same table entries and need the same blocks for a hit).
+The manager is built with ``hash_block_size == block_size``: vLLM's single-group
+coordinator requires it, and a hybrid with a finer hash registers every prompt's tail as a
+partial entry, a policy the spec's manager has only on request (``cache_partial``).
+
+Keys: the release hashes with its own ``sha256`` and ``NONE_HASH``, so its block hashes
+are not the spec's. Each request's hashes are paired with the spec's for the same tokens
+and salt, and what the pool shows (keys, index, lookups) is read back through that
+pairing, so the pools are compared key for key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import ModuleType
+from typing import Any
+
+from kvpool.spec import Profile
+from kvpool.spec.hashing import request_block_hashes
+from kvpool.spec.keys import group_of, hash_of, make_key
+from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
+from kvpool.spec.manager.state import extra_keys
+
+from ...manager.target import ManagerTarget, RequestSetup
+from ...target import PoolView
+from ..vllm_api import VllmApiTarget
+from .manager_api import ManagerApi, hash_function
+from .manager_request import PREEMPTED, RUNNING, ManagerRequest
+
+#: The longest request the manager is told to expect (far beyond what the suite draws).
+MAX_MODEL_LEN = 1 << 16
+#: The layer shape written into every group's spec (never used: no KV memory is sized).
+NUM_KV_HEADS = HEAD_SIZE = 1
+#: Stands in for a ``torch.dtype``: the manager only compares dtypes, never sizes them.
+DTYPE = "float16"
+
+
+def fit_setup(setup: RequestSetup, calls: ManagerApi) -> RequestSetup:
+    """``setup`` as vLLM's manager can be built for it: ``hash_block_size`` equal to the
+    block size (see the module docstring), and one full-attention group only where the
+    release's coordinator cannot take two."""
+    bs = setup.manager.block_size
+    if setup.pool.hash_block_size != bs:
+        setup = replace(setup, pool=replace(setup.pool, hash_block_size=bs))
+    groups = setup.manager.groups
+    full = [i for i, g in enumerate(groups) if not g.is_sliding]
+    if not calls.two_full_groups and len(full) > 1:
+        kept = tuple(g for i, g in enumerate(groups) if g.is_sliding or i == full[0])
+        setup = replace(setup, manager=replace(setup.manager, groups=kept))
+    return setup
+
+
+def sliding_window_tokens(window_blocks: int, block_size: int) -> int:
+    """vLLM's ``sliding_window`` (tokens) for a spec window of ``window_blocks`` blocks."""
+    return window_blocks * block_size + 1
+
+
+#: A release's modules by name (isolated or installed).
+Modules = Mapping[str, ModuleType]
+
+
+def kv_cache_config(modules: Modules, setup: RequestSetup, distinct_heads: bool) -> Any:
+    """The release's ``KVCacheConfig`` for ``setup``: one group per spec group (each with
+    a head size of its own when ``distinct_heads``)."""
+    interface = modules["vllm.v1.kv_cache_interface"]
+    bs = setup.manager.block_size
+    groups = []
+    for g, group in enumerate(setup.manager.groups):
+        head = HEAD_SIZE + g if distinct_heads else HEAD_SIZE
+        shape: dict[str, Any] = {"block_size": bs, "num_kv_heads": NUM_KV_HEADS, "head_size": head}
+        if "use_mla" in {f.name for f in dataclasses.fields(interface.AttentionSpec)}:
+            shape["use_mla"] = False  # a field without a default before 0.11
+        if group.is_sliding:
+            window = sliding_window_tokens(group.sliding_window_blocks, bs)
+            spec = interface.SlidingWindowSpec(**shape, dtype=DTYPE, sliding_window=window)
+        else:
+            spec = interface.FullAttentionSpec(**shape, dtype=DTYPE)
+        groups.append(interface.KVCacheGroupSpec(layer_names=[f"layer.{g}"], kv_cache_spec=spec))
+    return interface.KVCacheConfig(
+        num_blocks=setup.pool.num_gpu_blocks, kv_cache_tensors=[], kv_cache_groups=groups
+    )
+
+
+def register_managers(modules: Modules) -> None:
+    """Tell the release's spec registry which single-type manager serves each spec the
+    suite writes (vLLM registers every spec at startup, through its platform plugin, which
+    is not loaded)."""
+    registry = modules.get("vllm.v1.kv_cache_spec_registry")
+    if registry is None:
+        return
+    interface = modules["vllm.v1.kv_cache_interface"]
+    managers = modules["vllm.v1.core.single_type_kv_cache_manager"]
+    for spec, manager in (
+        (interface.FullAttentionSpec, managers.FullAttentionManager),
+        (interface.SlidingWindowSpec, managers.SlidingWindowManager),
+    ):
+        registry.KVCacheSpecRegistry.register(spec, manager, uniform_type_base_spec=spec)
+
+
+def build_manager(modules: Modules, setup: RequestSetup, distinct_heads: bool) -> Any:
+    """The release's ``KVCacheManager`` for ``setup`` (``hash_block_size`` already fitted)."""
+    register_managers(modules)
+    module = modules["vllm.v1.core.kv_cache_manager"]
+    bs = setup.manager.block_size
+    arguments: dict[str, Any] = {
+        "max_model_len": MAX_MODEL_LEN,
+        "enable_caching": setup.pool.enable_caching,
+        "enable_kv_cache_events": setup.pool.enable_kv_cache_events,
+    }
+    taken = inspect.signature(module.KVCacheManager).parameters
+    if "scheduler_block_size" in taken:
+        arguments["scheduler_block_size"] = bs
+    if "hash_block_size" in taken:
+        arguments["hash_block_size"] = setup.pool.hash_block_size
+    config = kv_cache_config(modules, setup, distinct_heads)
+    return module.KVCacheManager(config, **arguments)
+
+
+class VllmManagerTarget:
+    """A release's ``KVCacheManager``, driven as vLLM's scheduler drives it."""
+
+    def __init__(
+        self,
+        modules: Modules,
+        api: Any,
+        calls: ManagerApi,
+        setup: RequestSetup,
+        profile: Profile,
+        name: str,
+    ) -> None:
+        self.name = name
+        self.setup = setup
+        self.calls = calls
+        utils = modules["vllm.v1.core.kv_cache_utils"]
+        hash_fn = hash_function(modules)
+        utils.init_none_hash(hash_fn)
+        self.hasher: Callable[[Any], list[Any]] = utils.get_request_block_hasher(
+            setup.pool.hash_block_size, hash_fn
+        )
+        self.manager = build_manager(modules, setup, not calls.identical_groups)
+        pool = self.manager.block_pool
+        self.pool = VllmApiTarget(lambda **_: pool, setup.pool, profile, name, api=api)
+        self.observes = self.pool.observes
+        self.requests: dict[str, ManagerRequest] = {}
+        #: Blocks a copy-on-write retained until its copy is made, per request.
+        self.retained: dict[str, list[Any]] = {}
+        #: The release's block hash -> the spec's, for the same tokens and salt.
+        self.spec_hashes: dict[bytes, bytes] = {}
+
+    # --- keys ---------------------------------------------------------------------------
+
+    def _pair_hashes(self, request: ManagerRequest) -> None:
+        ours = request_block_hashes(
+            request.all_token_ids, self.setup.pool.hash_block_size, extra_keys(request.cache_salt)
+        )
+        for theirs, mine in zip(request.block_hashes, ours, strict=True):
+            self.spec_hashes[bytes(theirs)] = mine
+
+    def _spec_key(self, key: bytes) -> bytes:
+        mine = self.spec_hashes.get(hash_of(key))
+        return key if mine is None else make_key(mine, group_of(key))
+
+    # --- scheduling ---------------------------------------------------------------------
+
+    def _tables(self, request_id: str) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(ids) for ids in self.manager.get_block_ids(request_id))
+
+    def _schedule(self, request: ManagerRequest) -> Scheduled | None:
+        """A waiting request: its cached prefix, then slots for every other token."""
+        found = self.manager.get_computed_blocks(request)
+        blocks, num_hit = found[0], found[1]
+        request.shared_prefix_boundary = found[2] if len(found) > 2 else 0
+        new = self.manager.allocate_slots(
+            request,
+            request.num_tokens - num_hit,
+            num_new_computed_tokens=num_hit,
+            new_computed_blocks=blocks,
+            delay_cache_blocks=True,
+        )
+        if new is None:
+            return None
+        request.num_computed_tokens = num_hit
+        request.status = RUNNING
+        pairs: tuple[tuple[int, int], ...] = ()
+        if self.calls.copies:
+            copies, retained = self.manager.take_kv_cache_block_copies()
+            self.retained[request.request_id] = list(retained)
+            pairs = tuple((int(c.src_block_id), int(c.dst_block_id)) for c in copies)
+        return Scheduled(num_hit, self._tables(request.request_id), pairs)
+
+    def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
+        request = ManagerRequest(request_id, tokens, salt, self.hasher)
+        self._pair_hashes(request)
+        result = self._schedule(request)
+        if result is not None:
+            self.requests[request_id] = request
+        return result
+
+    def resume(self, request_id: str) -> Scheduled | None:
+        return self._schedule(self.requests[request_id])
+
+    def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
+        request = self.requests[request_id]
+        grown = len(tokens)
+        request.append(tokens)
+        self._pair_hashes(request)
+        new = self.manager.allocate_slots(
+            request, request.num_tokens - request.num_computed_tokens, delay_cache_blocks=True
+        )
+        if new is None:
+            del request.all_token_ids[-grown:]  # the scheduler keeps them for a later step
+            del request.block_hashes[
+                len(request.all_token_ids) // self.setup.pool.hash_block_size :
+            ]
+            return None
+        return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def prepare_write(self, request_id: str) -> Scheduled | None:
+        request = self.requests[request_id]
+        return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def copies_done(self, request_id: str) -> None:
+        retained = self.retained.pop(request_id, [])
+        if retained:
+            self.manager.block_pool.free_blocks(retained)
+
+    def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
+        request = self.requests[request_id]
+        request.num_computed_tokens = request.num_tokens
+        self.manager.cache_blocks(request, request.num_computed_tokens)
+        if self.calls.skipped_take_prompt:
+            self.manager.remove_skipped_blocks(
+                request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
+            )
+        elif self.calls.skipped_on_manager:
+            self.manager.remove_skipped_blocks(request_id, request.num_computed_tokens)
+        else:  # the call allocate_slots makes at the request's next step
+            self.manager.coordinator.remove_skipped_blocks(request_id, request.num_computed_tokens)
+        return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def preempt(self, request_id: str) -> None:
+        request = self.requests[request_id]
+        self.copies_done(request_id)
+        self.manager.free(request)
+        request.status = PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+
+    def finish(self, request_id: str) -> None:
+        request = self.requests.pop(request_id)
+        self.copies_done(request_id)
+        self.manager.free(request)
+
+    def reset_prefix_cache(self) -> bool:
+        return bool(self.manager.reset_prefix_cache())
+
+    def allows(self, action: RequestAction) -> bool:
+        """A release without ``evict_blocks`` cannot be asked to evict."""
+        return self.calls.evicts or not isinstance(action, EvictCached)
+
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        self.manager.evict_blocks(set(block_ids))
+
+    def is_block_writable(self, block: int) -> bool:
+        """The pool's answer; a release without ``is_block_writable`` (before 0.30) is
+        taken to allow a write into a block held once with no key, which the write-guard
+        property checks on the pool's own counts and keys anyway."""
+        pool = self.manager.block_pool
+        it = pool.blocks[block]
+        if callable(getattr(pool, "is_block_writable", None)):
+            return bool(pool.is_block_writable(it))
+        return bool(it.ref_cnt == 1 and it.block_hash is None)
+
+    # --- looking inside -----------------------------------------------------------------
+
+    def view(self) -> PoolView:
+        view = self.pool.view()
+        key = self._spec_key
+        keys = None if view.keys is None else tuple(frozenset(map(key, k)) for k in view.keys)
+        primary = None
+        if view.primary is not None:
+            primary = tuple(None if p is None else key(p) for p in view.primary)
+        index = None
+        if view.index is not None:
+            index = tuple(sorted((key(k), blocks) for k, blocks in view.index))
+        lookups = None
+        if view.lookups is not None:
+            lookups = tuple(sorted((key(k), b) for k, b in view.lookups))
+        return replace(view, keys=keys, primary=primary, index=index, lookups=lookups)
+
+    def structure_problems(self) -> list[str]:
+        return self.pool.structure_problems()
+
+
+def manager_factory(
+    modules: Modules, api: Any, calls: ManagerApi, name: str
+) -> Callable[[RequestSetup, Profile], ManagerTarget]:
+    """The factory of manager targets for ``--manager vllm`` over a release's modules."""
+
+    def fit(setup: RequestSetup) -> RequestSetup:
+        return fit_setup(setup, calls)
+
+    def factory(setup: RequestSetup, profile: Profile) -> ManagerTarget:
+        return VllmManagerTarget(modules, api, calls, fit(setup), profile, name)
+
+    factory.fit_setup = fit  # type: ignore[attr-defined]
+    return factory
