@@ -103,7 +103,7 @@ def test_without_a_target_the_plugin_adds_no_tests(project: pytest.Pytester) -> 
         (["--kvpool-target=mypool:missing"], "*module 'mypool' has no attribute 'missing'*"),
         (
             ["--kvpool-target=mypool:ReversedFree", "--kvpool-level=safety,speed"],
-            "kvpool: --kvpool-level: unknown speed; choose from safety, order, robustness",
+            "kvpool: --kvpool-level: unknown speed; choose from safety, order, robustness, events",
         ),
         (
             ["--kvpool-target=mypool:make_pool", "--kvpool-profile=vllm-9"],
