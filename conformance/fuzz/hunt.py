@@ -10,6 +10,8 @@ unshrunk failing example is what the database keeps; it replays just as well.
 
 from __future__ import annotations
 
+from unittest import SkipTest
+
 from hypothesis import Phase
 from hypothesis import seed as use_seed
 from hypothesis.database import ExampleDatabase
@@ -48,6 +50,13 @@ def hunt(
         test()
     except Unsatisfiable:
         return None  # every test case ran into a failure already known: nothing new
+    except SkipTest as exc:
+        if replay:
+            # nothing left to replay: another worker replayed the stored examples first and,
+            # as they no longer fail, the database dropped them (Hypothesis then refuses to
+            # run a reuse-only test with no examples)
+            return None
+        return failure_from(exc, record)
     except Exception as exc:
         return failure_from(exc, record)
     return None

@@ -86,6 +86,14 @@ def test_a_failure_is_stored_under_the_jobs_key_and_replays_first() -> None:
     assert fresh.record.examples <= 3, "the stored example is the first one run"
 
 
+def test_a_replay_round_with_nothing_left_to_replay_is_not_a_failure() -> None:
+    # two workers replay the same stored example; once it stopped failing, the first one's
+    # replay drops it, and the second one's round finds the database empty for the job
+    job = safety_job()
+    assert run(job, InMemoryExampleDatabase(), replay=True) is None
+    assert job.record.examples == 0, "nothing was run: nothing to replay"
+
+
 def test_a_worker_that_knows_the_failure_keeps_it_for_the_others() -> None:
     job = safety_job()
     backend = InMemoryExampleDatabase()
