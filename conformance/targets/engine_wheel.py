@@ -14,15 +14,13 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
-import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .vllm.wheel import cache_root, pip_download_argv
+from .vllm.wheel import cache_root, pip_download_argv, read_members
 
 MANIFEST = "manifest.json"
 #: Largest file taken from a wheel (the pool files are tens of kB).
@@ -120,27 +118,7 @@ def extract(wheel: Path, members: Iterable[str]) -> dict[str, bytes]:
     wanted = frozenset(members)
     if wheel.stat().st_size > MAX_WHEEL_BYTES:
         raise EngineWheelError(f"{wheel.name} is larger than any engine wheel should be")
-    try:
-        archive = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise EngineWheelError(f"{wheel.name} is not a readable wheel: {exc}") from exc
-    contents: dict[str, bytes] = {}
-    with archive:
-        for info in archive.infolist():
-            if info.filename not in wanted:
-                continue
-            if info.filename in contents:
-                raise EngineWheelError(f"{wheel.name}: {info.filename} appears twice")
-            mode = info.external_attr >> 16
-            if info.is_dir() or (mode and not stat.S_ISREG(mode)):
-                raise EngineWheelError(f"{wheel.name}: {info.filename} is not a regular file")
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise EngineWheelError(f"{wheel.name}: {info.filename} is over the size limit")
-            with archive.open(info) as member:
-                data = member.read(MAX_MEMBER_BYTES + 1)
-            if len(data) > MAX_MEMBER_BYTES:
-                raise EngineWheelError(f"{wheel.name}: {info.filename} unpacks over the limit")
-            contents[info.filename] = data
+    contents = read_members(wheel, wanted, EngineWheelError, MAX_MEMBER_BYTES)
     missing = sorted(wanted - set(contents))
     if missing:
         raise EngineWheelError(f"{wheel.name} lacks {', '.join(missing)}")

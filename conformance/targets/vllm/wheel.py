@@ -189,17 +189,20 @@ def seed_cache(
     return final
 
 
-def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
-    """The allowed members of ``wheel``, read in memory after checking each one.
-
-    Only exact names of ``members`` (default :data:`~.releases.WHEEL_MEMBERS`) are read; a
-    member listed twice, a symlink or anything but a regular file, or one over
-    :data:`MAX_MEMBER_BYTES` makes the whole wheel unacceptable. Nothing is written here.
-    """
+def read_members(
+    wheel: Path,
+    members: frozenset[str],
+    error: type[Exception],
+    limit: int = MAX_MEMBER_BYTES,
+) -> dict[str, bytes]:
+    """The members of ``wheel`` named in ``members``, read in memory after checking each
+    one: a member listed twice, a symlink or anything but a regular file, or one over
+    ``limit`` bytes makes the whole wheel unacceptable (``error`` says why). Nothing is
+    written here; a member that is absent is simply not returned."""
     try:
         archive = zipfile.ZipFile(wheel)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise WheelError(f"{wheel.name} is not a readable wheel: {exc}") from exc
+        raise error(f"{wheel.name} is not a readable wheel: {exc}") from exc
     contents: dict[str, bytes] = {}
     with archive:
         for info in archive.infolist():
@@ -207,17 +210,24 @@ def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dic
             if name not in members:
                 continue
             if name in contents:
-                raise WheelError(f"{wheel.name}: {name} appears twice in the wheel")
+                raise error(f"{wheel.name}: {name} appears twice in the wheel")
             mode = info.external_attr >> 16
             if info.is_dir() or (mode and not stat.S_ISREG(mode)):
-                raise WheelError(f"{wheel.name}: {name} is not a regular file (mode {mode:o})")
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise WheelError(f"{wheel.name}: {name} is {info.file_size} bytes, over the limit")
+                raise error(f"{wheel.name}: {name} is not a regular file (mode {mode:o})")
+            if info.file_size > limit:
+                raise error(f"{wheel.name}: {name} is {info.file_size} bytes, over the limit")
             with archive.open(info) as member:
-                data = member.read(MAX_MEMBER_BYTES + 1)
-            if len(data) > MAX_MEMBER_BYTES:
-                raise WheelError(f"{wheel.name}: {name} unpacks to more than the limit")
+                data = member.read(limit + 1)
+            if len(data) > limit:
+                raise error(f"{wheel.name}: {name} unpacks to more than the limit")
             contents[name] = data
+    return contents
+
+
+def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
+    """The allowed members of ``wheel`` (default :data:`~.releases.WHEEL_MEMBERS`), each
+    checked by :func:`read_members`; the release's required files must be among them."""
+    contents = read_members(wheel, members, WheelError)
     missing = sorted(MODULES[m] for m in REQUIRED if MODULES[m] not in contents)
     if missing:
         raise WheelError(
