@@ -94,19 +94,7 @@ class ManagerRun:
         """Run ``action`` on both; raise :class:`Nonconformance` on any difference.
 
         Returns the result both gave."""
-        self.record.trace.append(action)
-        self.record.steps += 1
-        self.record.operations[action.operation] += 1
-        problem = request_violation(self.state, action)
-        if problem is not None:
-            raise ValueError(f"the suite drew an action outside the contract: {problem}")
-        self.last = (None, None)
-        try:
-            actual = self.drive(action)
-        except Exception as exc:
-            self.last = (None, exc)
-            raise
-        self.last = (None, actual)
+        actual = self.run_on_target(action)
         before = self.state
         pool = AnsweringSpecPool(self.pool_state)
         self.state, expected = apply_request(pool, self.state, action)
@@ -120,6 +108,24 @@ class ManagerRun:
             )
         view = self.check_pool(f"after {action.operation}")
         self.checks.step_done(view, actual if isinstance(actual, bool) else None)
+        return actual
+
+    def run_on_target(self, action: RequestAction) -> ManagerResult:
+        """Record ``action`` and drive the target with it (the draw must be inside the
+        contract); what the target answered, also kept in ``last``."""
+        self.record.trace.append(action)
+        self.record.steps += 1
+        self.record.operations[action.operation] += 1
+        problem = request_violation(self.state, action)
+        if problem is not None:
+            raise ValueError(f"the suite drew an action outside the contract: {problem}")
+        self.last = (None, None)
+        try:
+            actual = self.drive(action)
+        except Exception as exc:
+            self.last = (None, exc)
+            raise
+        self.last = (None, actual)
         return actual
 
     def check_pool(self, where: str) -> PoolView:

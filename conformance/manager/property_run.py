@@ -26,7 +26,6 @@ from kvpool.spec.manager import (
     RequestState,
     Resume,
     Scheduled,
-    request_violation,
 )
 from kvpool.spec.state import PrimaryKey
 
@@ -59,24 +58,8 @@ class PropertyRun(ManagerRun):
         self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
         self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
 
-    def allows(self, action: RequestAction) -> bool:
-        allows = getattr(self.target, "allows", None)
-        return True if allows is None else bool(allows(action))
-
     def apply(self, action: RequestAction) -> ManagerResult:
-        self.record.trace.append(action)
-        self.record.steps += 1
-        self.record.operations[action.operation] += 1
-        problem = request_violation(self.state, action)
-        if problem is not None:
-            raise ValueError(f"the suite drew an action outside the contract: {problem}")
-        self.last = (None, None)
-        try:
-            actual = self.drive(action)
-        except Exception as exc:
-            self.last = (None, exc)
-            raise
-        self.last = (None, actual)
+        actual = self.run_on_target(action)
         self.follow(action, actual)
         view = self.check_pool(f"after {action.operation}")
         self.checks.step_done(view, actual if isinstance(actual, bool) else None)
