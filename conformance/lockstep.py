@@ -93,6 +93,9 @@ class RunRecord:
     #: :mod:`.state_coverage`; ``drawable`` says which cells the run could reach.
     cells: Counter[Cell] = field(default_factory=Counter)
     drawable: Drawable | None = None
+    #: Test cases that ran a cell's witness at the end of the run (:mod:`.sweep`), for the
+    #: reachable cells the drawn ones missed.
+    swept: int = 0
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,11 @@ def state_matrix(result: LevelResult) -> Table:
         "pool-wide calls count every state some block is in; — unreachable by the contract",
         STATE_LEGEND,
     ]
+    if result.record.swept:
+        notes.append(
+            f"{result.record.swept} cell(s) the drawn test cases missed were reached by "
+            "the end-of-run sweep (each its shortest witness, run in lockstep on a new pool)"
+        )
     if gaps:
         notes.append("MISSED: " + ", ".join(f"{row} on {state}" for row, state in gaps))
     if unexplored:

@@ -18,6 +18,8 @@ from .levels import Level
 from .lockstep import Nonconformance, RunRecord, signature
 from .machine import lockstep_machine
 from .shrink import shrink
+from .source_constants import without_source_constants
+from .sweep import sweep
 from .target import TargetFactory
 
 
@@ -148,8 +150,29 @@ def run_level(
         max_findings=max_findings,
         budget_seconds=findings_seconds,
     )
+    if len(failures) < max_findings:
+        found = swept(factory, profile, level, record)
+        if found is not None and signature(found.message) not in {
+            signature(f.message) for f in failures
+        }:
+            failures += (shrunk(found),)
     seconds = time.perf_counter() - start
     return LevelResult(level, record, seconds, failures, min_valid=min_valid)
+
+
+def swept(
+    factory: TargetFactory, profile: Profile, level: Level, record: RunRecord
+) -> Failure | None:
+    """The end of a run: the reachable cells its test cases missed, reached on purpose
+    (:mod:`.sweep`); what that found, unshrunk, or ``None``."""
+    started = time.perf_counter()
+    try:
+        sweep(factory, profile, level, record)
+    except Exception as exc:
+        return failure_from(exc, record)
+    finally:
+        record.exploring_seconds += time.perf_counter() - started
+    return None
 
 
 def find_all(
@@ -244,7 +267,8 @@ def explore(
         max_examples=max_examples, steps=steps, phases=[Phase.explicit, Phase.generate]
     )
     try:
-        run_state_machine_as_test(machine, settings=run_settings)
+        with without_source_constants():
+            run_state_machine_as_test(machine, settings=run_settings)
     except Exception as exc:
         return failure_from(exc, record)
     return None

@@ -136,32 +136,46 @@ EXPLORED_CONFIGS = (
 EXPLORED_DEPTH = 4
 
 
+@dataclass(frozen=True)
+class Witness:
+    """The shortest way the exploration found to a cell: a new pool of ``config`` and the
+    ``actions`` to run on it, the last of which reaches the cell."""
+
+    config: PoolConfig
+    actions: tuple[Action, ...]
+
+
 def reachable_cells(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> frozenset[Cell]:
     """Every cell some action the contract allows reaches, in every state the explored
     pools reach in up to ``depth`` steps from new."""
-    return _reachable(drawable, depth)
+    return frozenset(witnesses(drawable, depth))
 
 
 @lru_cache(maxsize=16)
-def _reachable(drawable: Drawable, depth: int) -> frozenset[Cell]:
-    found: set[Cell] = set()
+def witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[Cell, Witness]:
+    """Each reachable cell with the shortest action sequence found reaching it (explored
+    breadth first, so no shorter one exists within the explored pools)."""
+    found: dict[Cell, Witness] = {}
     for config in EXPLORED_CONFIGS:
         start = initial_state(config, drawable.profile)
         seen = {_fingerprint(start)}
-        frontier: deque[tuple[PoolState, int]] = deque([(start, 0)])
+        frontier: deque[tuple[PoolState, tuple[Action, ...]]] = deque([(start, ())])
         while frontier:
-            state, steps = frontier.popleft()
+            state, path = frontier.popleft()
             for action in alphabet(state, drawable):
                 try:
                     after, observation = step(state, action)
                 except ContractViolation:
                     continue
-                found |= cells(state, action, observation)
+                for cell in cells(state, action, observation):
+                    known = found.get(cell)
+                    if known is None or len(known.actions) > len(path) + 1:
+                        found[cell] = Witness(config, (*path, action))
                 key = _fingerprint(after)
-                if steps < depth and key not in seen:
+                if len(path) < depth and key not in seen:
                     seen.add(key)
-                    frontier.append((after, steps + 1))
-    return frozenset(found)
+                    frontier.append((after, (*path, action)))
+    return found
 
 
 def alphabet(state: PoolState, drawable: Drawable) -> list[Action]:

@@ -20,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
 from ..lockstep import RunRecord
 from ..runner import Failure, failure_from, lockstep_settings
+from ..source_constants import without_source_constants
 
 
 def hunt(
@@ -47,7 +48,8 @@ def hunt(
     # tests/fuzz checks that the examples land under this key.
     test._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     try:
-        test()
+        with without_source_constants():
+            test()
     except Unsatisfiable:
         return None  # every test case ran into a failure already known: nothing new
     except SkipTest as exc:

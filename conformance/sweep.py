@@ -1,0 +1,47 @@
+"""The end of a pool run: every reachable cell the drawn test cases missed, reached on purpose.
+
+Drawing reaches most cells of the operation x block state matrix (:mod:`.state_coverage`)
+by weight, but the rare states (a held block whose watcher waits, a shared block with a
+key, an unpinned one with a key) last a step or two, and on some seeds no test case draws
+every call while a block is in one. So a run does not leave it to luck: once its drawn test
+cases are done, each reachable cell they missed is reached by the shortest action sequence
+the exploration of the spec found for it (:func:`~.state_coverage.witnesses`), run in
+lockstep on a new pool like any test case, compared after every step. A target that
+differs there has a finding like any other, shrunk and traced.
+"""
+
+from __future__ import annotations
+
+from kvpool.spec import Profile
+
+from .levels import Level
+from .lockstep import LockstepRun, RunRecord
+from .state_coverage import missed, witnesses
+from .target import TargetFactory
+
+
+def sweep(factory: TargetFactory, profile: Profile, level: Level, record: RunRecord) -> None:
+    """Run the witness of every reachable cell ``record`` has not reached, each on a new
+    target; the first failure (a nonconformance, a crash) is raised with ``record.trace``
+    holding its actions. Each witness counts as a test case (``record.swept`` counts them);
+    one the target cannot take (an operation or an argument it does not offer) stops where
+    it cannot go on, counted as skipped."""
+    drawable = record.drawable
+    if drawable is None or level.consumer is not None:
+        return  # nothing ran, or the events level (it steers its own draws; no matrix)
+    known = witnesses(drawable)
+    for cell in missed(record.cells, drawable):
+        if record.cells.get(cell, 0):
+            continue  # an earlier witness reached it on its way
+        witness = known[cell]
+        record.examples += 1
+        before = record.steps
+        run = LockstepRun(factory, profile, level, witness.config, record)
+        for action in witness.actions:
+            if not run.can_apply(action):
+                record.skipped += 1
+                break
+            run.apply(action)
+        record.swept += 1
+        if record.steps > before:
+            record.valid += 1
