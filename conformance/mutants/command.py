@@ -22,7 +22,8 @@ from .run import MutantResult, clean_run, kill
     default=60.0,
     show_default=True,
     type=click.FloatRange(1.0),
-    help="Seconds a mutant may survive before it counts as survived.",
+    help="CPU seconds (of the process checking it) a mutant may survive before it counts "
+    "as survived; a busy machine slows the wall clock, not this.",
 )
 @click.option(
     "--jobs",
