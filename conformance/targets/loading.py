@@ -99,7 +99,9 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
     if value == "none":
         return None, "none"
     if value == "auto":
-        owns = target in BUILT_IN_MANAGERS or is_manager_target(target) or is_engine_spec(target)
+        if is_engine_spec(target):
+            return _lmdeploy_manager_if_any(target)
+        owns = target in BUILT_IN_MANAGERS or is_manager_target(target)
         value = target if owns else "none"
         if value == "none":
             return None, "none"
@@ -128,6 +130,16 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
         )
     factory = _import_attribute(value)
     return factory, value
+
+
+def _lmdeploy_manager_if_any(target: str) -> tuple[ManagerTargetFactory | None, str]:
+    """``--manager auto`` on an LMDeploy target: its block manager with the prefix trie, or
+    none when the release or tree lacks the files of that layout (an older one: its pool
+    is still checked), the reason in the name."""
+    try:
+        return load_lmdeploy_manager(target)
+    except EngineLoadError as exc:
+        return None, f"none ({str(exc).splitlines()[0]})"
 
 
 def _import_attribute(spec: str) -> Any:

@@ -117,10 +117,13 @@ def test_manager_forms_load_the_same_files(lmdeploy: LmdeployManagerFactory) -> 
     assert run(tree, Admit("a", (1, 2, 3), None), Compute("a"), Finish("a")) is None
 
 
-def test_a_tree_without_the_trie_is_refused(tmp_path: Path) -> None:
+def test_a_tree_without_the_trie_is_refused_or_left_out(tmp_path: Path) -> None:
     (tmp_path / "lmdeploy").mkdir()
     with pytest.raises(TargetLoadError, match=r"lacks lmdeploy/pytorch/block\.py"):
         load_manager(f"lmdeploy@{tmp_path}", "impl")
+    # --manager auto on an older tree: no manager run, and the reason in its name
+    factory, name = load_manager("auto", f"lmdeploy@{tmp_path}")
+    assert factory is None and name.startswith("none (") and "lacks" in name
 
 
 def test_setups_keep_one_full_attention_group(lmdeploy: LmdeployManagerFactory) -> None:
@@ -419,3 +422,17 @@ def test_the_request_machine_catches_eviction_of_a_held_block(
     )
     messages = [f.message for f in result.failures]
     assert any("property 'hit-keys'" in m for m in messages), messages
+
+
+def test_conform_runs_both_request_runs_on_an_lmdeploy_target(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", f"lmdeploy=={VERSION}", "--machine", "requests"]
+    args += ["-n", "10", "--steps", "10", "--seed", "1", "--no-coverage"]
+    result = CliRunner().invoke(main, [*args, "--trace-dir", str(tmp_path)])
+    assert result.exit_code in (0, 1), result.output
+    assert f"manager lmdeploy=={VERSION}" in result.output
+    assert "requests/pool" in result.output and "requests/manager" in result.output
+    none = CliRunner().invoke(main, [*args, "--manager", "none", "--trace-dir", str(tmp_path)])
+    assert none.exit_code == 0 and "requests/manager" not in none.output, none.output
