@@ -23,9 +23,9 @@ from ..target import Target, TargetFactory
 #: The forms, for messages and ``kvpool targets``.
 ENGINE_SPECS: dict[str, str] = {
     "lmdeploy==X.Y.Z": "LMDeploy's LogicalAllocator (PyTorch engine) as a pool without a "
-    "prefix cache; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
-    "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH (both also bring the "
-    "release's block manager and prefix trie as the requests machine's manager)",
+    "prefix cache, and its block manager with the prefix trie as the requests machine's "
+    "manager; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
+    "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH",
     "nanovllm": "nano-vllm's BlockManager, a manager (--machine requests only): upstream's "
     "as nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
     "nanovllm-fork": "the same from nano-vllm-fork 20260210 (drops a freed block's hash entry)",
