@@ -164,8 +164,10 @@ def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
     default="auto",
     show_default=True,
     help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
-    "impl's KVCacheManager), 'none', 'vllm' (the KVCacheManager of the vLLM release "
-    "--target names), or 'module:factory' building a manager target from (setup, profile).",
+    "impl's KVCacheManager, or an LMDeploy release's block manager with its prefix trie), "
+    "'none', 'vllm' (the KVCacheManager of the vLLM release --target names), 'lmdeploy' "
+    "(the same for an LMDeploy release), or 'module:factory' building a manager target from "
+    "(setup, profile).",
 )
 @click.option(
     "--max-examples",
@@ -554,6 +556,11 @@ def targets(extra: tuple[str, ...]) -> None:
     from .targets.vllm.manager_loading import DESCRIPTION, manager_offer
 
     managers.add_row("vllm", DESCRIPTION)
+    managers.add_row(
+        "lmdeploy",
+        "the DefaultBlockManager with its BlockTrie of the LMDeploy release --target names "
+        "(what --manager auto runs on an LMDeploy target; needs the lmdeploy extra: numpy)",
+    )
     for name in ENGINE_MANAGERS:
         managers.add_row(name, _describe_manager(name))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")

@@ -7,13 +7,14 @@ seed 1 and up to 12 distinct findings per run, then the ``events`` level under e
 model (``--consumer count`` and ``--consumer set``) where it publishes KV events; every
 shrunk trace is kept under ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json`` (events traces:
 ``pool-events-CONSUMER-KIND``). For a vLLM release whose KV cache manager can be driven,
-the requests machine also runs its own manager (``--manager vllm``).
+the requests machine also runs its own manager (``--manager vllm``); for LMDeploy, its block
+manager with the prefix trie (``--manager lmdeploy``).
 ``tests/test_findings.py`` replays them all, and ``docs/findings.md`` reads each one.
 
     python findings/collect.py --manager-only
 
-re-runs only the vLLM manager runs (``--machine requests --manager vllm``) and replaces only
-their traces.
+re-runs only the manager runs (``--machine requests --manager vllm``, or ``lmdeploy``) and
+replaces only their traces.
 """
 
 from __future__ import annotations
@@ -38,8 +39,14 @@ TARGETS = {
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
 }
-#: vLLM releases whose own KV cache manager runs beside the spec's (``--manager vllm``).
-MANAGERS = {"vllm-0.33.0", "vllm-0.24.0", "vllm-0.10.2"}
+#: Pools whose release's own KV cache manager runs beside the spec's, with the ``--manager``
+#: that names it: vLLM's ``KVCacheManager``, LMDeploy's block manager with its prefix trie.
+MANAGERS = {
+    "vllm-0.33.0": "vllm",
+    "vllm-0.24.0": "vllm",
+    "vllm-0.10.2": "vllm",
+    "lmdeploy-0.18.0": "lmdeploy",
+}
 #: Managers with no pool API of their own: only their requests/manager run.
 MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
@@ -85,10 +92,10 @@ def main() -> None:
     for target, folder in TARGETS.items():  # e.g. python findings/collect.py lmdeploy==0.18.0
         if target not in chosen or (manager_runs_only and folder not in MANAGERS):
             continue
-        manager = "vllm" if folder in MANAGERS else "none"
+        manager = MANAGERS.get(folder, "none")
         with tempfile.TemporaryDirectory() as tmp:
             if manager_runs_only:
-                conform(target, ["--machine", "requests", "--manager", "vllm"], tmp)
+                conform(target, ["--machine", "requests", "--manager", manager], tmp)
                 for old in (out / folder).glob("requests-manager-*.itf.json"):
                     old.unlink()
                 keep_traces(tmp, out / folder, signature, read_trace)
@@ -162,7 +169,12 @@ ABOUT = {
     "checks hold `evictable_size()` to the tree",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
-    "LMDeploy's logical block b - 1",
+    "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
+    "prefix trie (BlockTrie), driven as its scheduler drives them and judged by the "
+    "request-level properties (`--machine requests --manager lmdeploy`): by design it keys "
+    "a block when it schedules it, swaps a fresh block for the trie's block of the same "
+    "tokens (`append-only` lets that pass), and keys decoded blocks when the sequence next "
+    "needs a block (`hit-keys` reads up to the deepest trie node it reached)",
 }
 _NANO_NOTES = {
     "computes-last-token": "Upstream issue "
@@ -208,6 +220,18 @@ TARGET_NOTES = {
         "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
         "its count becomes 1 while it stays in the free list, so it can be handed out while "
         "held.",
+        "own-contents": "`BlockTrie.allocate` attaches a full block to the trie when the "
+        "sequence is scheduled, before its KV is written: a request admitted before that "
+        "forward pass (or a sequence preempted before it and resumed) hits the unwritten "
+        "block. The engine is safe only while every hit is computed in the same forward "
+        "pass as the write (each layer stores before it attends); a preempted sequence's "
+        "never-written blocks stay cached.",
+        "write-guard": "A block-aligned prompt whose last block is cached is not served "
+        "from it (a hit leaves a token to compute), but `BlockTrie.allocate` then swaps the "
+        "sequence's fresh last block for the trie's block of the same tokens, which another "
+        "request holds: the engine writes the whole block again into a shared block. The "
+        "values are the same tokens' KV, so the damage is limited to kernels whose results "
+        "depend on the batch.",
     },
 }
 #: What a kind of finding means, by the end of its file name.
@@ -299,9 +323,10 @@ def page() -> str:
     lines += [
         "",
         "`requests-manager` is a target's own manager beside the spec's: vLLM's",
-        "`KVCacheManager` (`--machine requests --manager vllm`) for the vLLM releases, the",
-        "engine's own for nano-vllm and SGLang; `-`: no such manager is run (vllm-mlx has",
-        "none of vLLM's kind; vLLM 0.30.0 is checked at the events level only).",
+        "`KVCacheManager` (`--machine requests --manager vllm`) for the vLLM releases,",
+        "LMDeploy's block manager with its prefix trie (`--manager lmdeploy`), the engine's",
+        "own for nano-vllm and SGLang; `-`: no such manager is run (vllm-mlx has none of",
+        "vLLM's kind; vLLM 0.30.0 is checked at the events level only).",
         "",
         "The events columns feed each release's KV events, taken after every step, to a",
         "consumer model ([The KV events contract](guide/kv-events-contract.md)): `count`,",

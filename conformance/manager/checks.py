@@ -64,9 +64,12 @@ class RequestChecks:
         #: The manager keys a block when it schedules it, before the engine writes it: a
         #: write needs the block held once, its key does not forbid the write.
         self.registers_when_scheduled = False
-        #: The manager may replace a computed table entry with the cached block of the same
-        #: prefix (SGLang's ``cache_unfinished_req`` frees its duplicate and points the
-        #: request at the tree's slot): ``append-only`` then lets exactly that change pass.
+        #: The manager may replace a full table entry (one the request's tokens fill) with
+        #: the cached block of the same prefix (SGLang's ``cache_unfinished_req`` frees its
+        #: computed duplicate and points the request at the tree's slot; LMDeploy's
+        #: ``BlockTrie.allocate`` does so when it schedules the block, computed or not):
+        #: ``append-only`` then lets exactly that change pass; what the request then reads
+        #: and writes there is still judged (``own-contents``, ``write-guard``).
         self.swaps_in_cached = False
         #: For a manager that keys a request's decoded tokens only when it finishes
         #: (SGLang): how many leading tokens of a request it has keyed; ``hit-keys`` holds
@@ -161,17 +164,17 @@ class RequestChecks:
         return 0
 
     def _swapped(self, r: Tracked, result: Scheduled, view: PoolView) -> Tables:
-        """``r``'s tables with each computed entry that ``result`` replaced by a block
-        carrying the request's key for that entry taken as already replaced."""
+        """``r``'s tables with each full entry that ``result`` replaced by a block carrying
+        the request's key for that entry taken as already replaced."""
         keys_of = self._keys_of(view)
         if keys_of is None:
             return r.tables
         hashes = r.hashes(self.hbs)
-        computed = result.num_computed_tokens // self.bs
+        full = len(r.tokens) // self.bs
         tables = []
         for g, (old, new) in enumerate(zip(r.tables, result.tables, strict=False)):
             entries = list(old)
-            for i in range(min(len(old), len(new), computed)):
+            for i in range(min(len(old), len(new), full)):
                 key = props.expected_key(hashes, self.hbs, self.bs, i, g)
                 if old[i] != new[i] and key in keys_of(new[i]):
                     entries[i] = new[i]

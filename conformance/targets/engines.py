@@ -2,7 +2,9 @@
 
 - ``lmdeploy`` / ``lmdeploy==X.Y.Z`` — LMDeploy's ``LogicalAllocator`` (0.18.0 when no
   version is named), downloaded once into the cache; ``lmdeploy@PATH`` — an LMDeploy
-  checkout or unpacked wheel (PATH holds ``lmdeploy/pytorch/paging/...``).
+  checkout or unpacked wheel (PATH holds ``lmdeploy/pytorch/paging/...``). The same forms
+  name the release's block manager with its prefix trie as the requests machine's manager
+  (``--manager auto`` on an LMDeploy target, or ``--manager lmdeploy``).
 
 Each form is the only way these files are run: a trace or a findings file never names
 code, the command line does.
@@ -21,7 +23,8 @@ from ..target import Target, TargetFactory
 #: The forms, for messages and ``kvpool targets``.
 ENGINE_SPECS: dict[str, str] = {
     "lmdeploy==X.Y.Z": "LMDeploy's LogicalAllocator (PyTorch engine) as a pool without a "
-    "prefix cache; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
+    "prefix cache, and its block manager with the prefix trie as the requests machine's "
+    "manager; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
     "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH",
     "nanovllm": "nano-vllm's BlockManager, a manager (--machine requests only): upstream's "
     "as nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
@@ -52,6 +55,28 @@ def is_manager_target(spec: str) -> bool:
     if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
         return True
     return spec in ("nanovllm", "nanovllm-fork") or spec.startswith("nanovllm@")
+
+
+def load_lmdeploy_manager(spec: str) -> tuple[Any, str]:
+    """LMDeploy's block manager with its prefix trie, from a release or a tree."""
+    from .lmdeploy.manager import LmdeployManagerFactory
+    from .lmdeploy.manager_release import load_manager_release, load_manager_tree
+    from .lmdeploy.release import DEFAULT_VERSION, LmdeployUnavailable, version_in_tree
+
+    try:
+        if spec.startswith("lmdeploy@"):
+            root = Path(spec.removeprefix("lmdeploy@")).expanduser()
+            if not root.is_dir():
+                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            release = load_manager_tree(root, version_in_tree(root))
+            name = spec
+        else:
+            version = spec.removeprefix("lmdeploy==") if "==" in spec else DEFAULT_VERSION
+            release = load_manager_release(version)
+            name = f"lmdeploy=={version}"
+    except LmdeployUnavailable as exc:
+        raise EngineLoadError(f"{spec}: {exc}") from exc
+    return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
 
 
 def load_engine_manager(spec: str) -> tuple[Any, str]:

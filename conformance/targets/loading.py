@@ -35,6 +35,7 @@ from .engines import (
     is_manager_target,
     load_engine_manager,
     load_engine_target,
+    load_lmdeploy_manager,
 )
 from .spec_target import SpecTarget
 from .vllm_api import VllmApiTarget
@@ -90,15 +91,27 @@ BUILT_IN_MANAGERS: dict[str, tuple[ManagerTargetFactory, str]] = {
 
 def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, str]:
     """The manager factory for ``--manager``: ``auto`` (the target's own manager, if it
-    ships one), ``none``, a built-in name, ``vllm`` (the ``KVCacheManager`` of the vLLM
-    release ``target`` names), or ``module:factory`` called as ``factory(setup, profile)``
-    and returning a manager target."""
+    ships one: an LMDeploy release's is its block manager with the prefix trie), ``none``,
+    a built-in name, ``vllm`` (the ``KVCacheManager`` of the vLLM release ``target``
+    names), ``lmdeploy`` (the same for an LMDeploy target) or an LMDeploy form
+    (``lmdeploy==X.Y.Z``, ``lmdeploy@PATH``), or ``module:factory`` called as
+    ``factory(setup, profile)`` and returning a manager target."""
     if value == "none":
         return None, "none"
     if value == "auto":
-        value = target if target in BUILT_IN_MANAGERS or is_manager_target(target) else "none"
+        if is_engine_spec(target):
+            return _lmdeploy_manager_if_any(target)
+        owns = target in BUILT_IN_MANAGERS or is_manager_target(target)
+        value = target if owns else "none"
         if value == "none":
             return None, "none"
+    if value == "lmdeploy" and is_engine_spec(target):
+        value = target  # the block manager of the LMDeploy release --target names
+    if is_engine_spec(value):
+        try:
+            return load_lmdeploy_manager(value)
+        except EngineLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if is_manager_target(value):
         try:
             return load_engine_manager(value)
@@ -111,12 +124,22 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
 
         return load_vllm_manager(target)
     if ":" not in value:
-        known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS, "vllm"])
+        known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS, "vllm", "lmdeploy"])
         raise TargetLoadError(
             f"unknown manager {value!r}: use one of {known}, or module:factory for your own"
         )
     factory = _import_attribute(value)
     return factory, value
+
+
+def _lmdeploy_manager_if_any(target: str) -> tuple[ManagerTargetFactory | None, str]:
+    """``--manager auto`` on an LMDeploy target: its block manager with the prefix trie, or
+    none when the release or tree lacks the files of that layout (an older one: its pool
+    is still checked), the reason in the name."""
+    try:
+        return load_lmdeploy_manager(target)
+    except EngineLoadError as exc:
+        return None, f"none ({str(exc).splitlines()[0]})"
 
 
 def _import_attribute(spec: str) -> Any:

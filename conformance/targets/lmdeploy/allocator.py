@@ -128,41 +128,45 @@ class LmdeployAllocatorTarget:
         )
 
     def structure_problems(self) -> list[str]:
-        allocator, n = self.allocator, self.num_blocks
-        count = int(allocator._free_count)
-        if not 0 <= count <= n:
-            return [f"the free count is {count}, outside 0..{n}"]
-        problems: list[str] = []
-        free = self._free_list() or []
-        counts = [int(c) for c in allocator._log_mem.ref_count]
-        for b in sorted({b for b in free if free.count(b) > 1}):
-            problems.append(f"block {spec_id(b)} is in the free list {free.count(b)} times")
-        for b in sorted(set(free)):
-            if counts[b] != 0:
-                problems.append(
-                    f"block {spec_id(b)} is in the free list with ref count {counts[b]}"
-                )
-        for b, c in enumerate(counts):
-            if c < 0:
-                problems.append(f"block {spec_id(b)} has ref count {c}")
-        gpu = allocator.get_phy_allocator("gpu")
-        if int(gpu.get_num_free_blocks()) != count:
+        return allocator_problems(self.allocator, self.num_blocks)
+
+
+def allocator_problems(allocator: Any, n: int) -> list[str]:
+    """The structure of a ``LogicalAllocator`` over ``n`` GPU blocks (no CPU blocks): the
+    free count in range, no block listed twice, listed blocks at count 0, no count below
+    0, and the physical allocator in step."""
+    count = int(allocator._free_count)
+    if not 0 <= count <= n:
+        return [f"the free count is {count}, outside 0..{n}"]
+    problems: list[str] = []
+    free = [int(b) for b in allocator._free_blocks[n - count :]]
+    counts = [int(c) for c in allocator._log_mem.ref_count]
+    for b in sorted({b for b in free if free.count(b) > 1}):
+        problems.append(f"block {spec_id(b)} is in the free list {free.count(b)} times")
+    for b in sorted(set(free)):
+        if counts[b] != 0:
+            problems.append(f"block {spec_id(b)} is in the free list with ref count {counts[b]}")
+    for b, c in enumerate(counts):
+        if c < 0:
+            problems.append(f"block {spec_id(b)} has ref count {c}")
+    gpu = allocator.get_phy_allocator("gpu")
+    if int(gpu.get_num_free_blocks()) != count:
+        problems.append(
+            f"{int(gpu.get_num_free_blocks())} physical blocks free but {count} logical ones"
+        )
+    phy_free = {int(p) for p in gpu._free_blocks[n - int(gpu._free_count) :]}
+    held = [b for b, c in enumerate(counts) if c > 0]
+    owner: dict[int, int] = {}
+    for b in held:
+        p = int(allocator._log_mem.phy_map[b])
+        if p in owner:
             problems.append(
-                f"{int(gpu.get_num_free_blocks())} physical blocks free but {count} logical ones"
+                f"blocks {spec_id(owner[p])} and {spec_id(b)} are both on physical block {p}"
             )
-        phy_free = {int(p) for p in gpu._free_blocks[n - int(gpu._free_count) :]}
-        held = [b for b, c in enumerate(counts) if c > 0]
-        owner: dict[int, int] = {}
-        for b in held:
-            p = int(allocator._log_mem.phy_map[b])
-            if p in owner:
-                problems.append(
-                    f"blocks {spec_id(owner[p])} and {spec_id(b)} are both on physical block {p}"
-                )
-            owner[p] = b
-            if p in phy_free:
-                problems.append(f"block {spec_id(b)} is held on physical block {p}, which is free")
-        return problems
+        owner[p] = b
+        if p in phy_free:
+            problems.append(f"block {spec_id(b)} is held on physical block {p}, which is free")
+    return problems
 
 
 def lmdeploy_allocator_target(

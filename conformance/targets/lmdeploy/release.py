@@ -1,9 +1,12 @@
-"""Which file of an LMDeploy release the suite runs, and how it gets it.
+"""Which files of an LMDeploy release the suite runs, and how it gets them.
 
-Only ``lmdeploy/pytorch/paging/block_manager/base_block_manager.py`` is run: the logical
-and physical block allocators. It imports numpy (the ``lmdeploy`` extra) and, for an
-annotation, ``SchedulerSequence`` from ``lmdeploy.pytorch.messages`` (which imports torch):
-that one name is a stand-in class, and nothing else of LMDeploy is loaded.
+The pool target runs ``lmdeploy/pytorch/paging/block_manager/base_block_manager.py`` only:
+the logical and physical block allocators. It imports numpy (the ``lmdeploy`` extra) and,
+for an annotation, ``SchedulerSequence`` from ``lmdeploy.pytorch.messages`` (which imports
+torch): that one name is a stand-in class, and nothing else of LMDeploy is loaded.
+
+The manager target (:mod:`.manager_release`) runs the block manager with its prefix trie
+and the sequence model they work on; it is fetched into a cache folder of its own.
 """
 
 from __future__ import annotations

@@ -1,0 +1,445 @@
+"""LMDeploy's block manager with its prefix trie, driven as a KV cache manager.
+
+LMDeploy's PyTorch engine keeps a ``DefaultBlockManager`` (a ``LogicalAllocator`` with ref
+counts) and a ``BlockTrie`` over it: a trie of full blocks per adapter, each node keyed by
+its block's tokens (a Python ``hash`` confirmed by comparing the tokens) and holding one
+reference on its block. The adapter makes the calls LMDeploy's scheduler makes (the
+scheduler itself is not loaded), on the release's own ``SchedulerSequenceDefault``:
+
+=======================  ================================================================
+protocol call            LMDeploy
+=======================  ================================================================
+``admit`` / ``resume``   the prefill admission: ``BlockTrie.match`` (shared blocks
+                         appended, ``set_step`` to the hit), ``try_make_capacity_for``
+                         (``BlockTrie.evict`` of the shortfall); short: the tentative
+                         match rolled back (``release_paging_resources``), ``None``;
+                         else ``allocate(seq, prealloc)``, ``BlockTrie.allocate`` (the
+                         new full blocks attached: keyed when scheduled) and
+                         ``finalize_match``; the sequence made ``RUNNING``
+``append(tokens)``       ``update_token_ids(tokens)`` as a decode step, with
+                         ``schedule_running``'s rule: when the sequence needs a block
+                         for one more token, room made first (``None``, nothing
+                         appended, when short), then ``allocate`` and
+                         ``BlockTrie.allocate``
+``commit``               the forward pass done: ``update_token_ids`` of no new token
+                         moves the pending tokens into the history (the sampled token
+                         is the protocol's next ``append``)
+``preempt``              ``preempt_seqs`` (to ``WAITING``) and the recompute eviction's
+                         reclaim: ``release_paging_resources`` (its blocks freed)
+``finish``               ``finish`` (or ``stop``) and ``end_sequence``: its blocks freed
+``reset_prefix_cache``   not drawn: the trie has no flush
+=======================  ================================================================
+
+**Salts.** The trie keeps one root per LoRA adapter ("caches with different adapter should
+not be shared"): a salted request runs under the adapter named by its salt.
+
+**Ids.** No null block: built with ``num_gpu_blocks - 1`` blocks; its block ``b`` is the
+suite's ``b + 1``.
+
+**What it shows.** Per block the ref count less the trie's own reference (what the
+requests' tables hold); the key of each attached node's block (the spec's key of the path
+from its root: the tokens and the adapter as salt) and the trie as the index; the free
+count as what the pool could hand out, the free blocks plus what ``BlockTrie.evict`` frees
+on a copy of the trie. The free list's order is not shown (``tail-first-free`` is vLLM's
+reuse order; LMDeploy's free list is a stack and the trie evicts least recently used
+leaves). Structure: the allocator's (as the pool target checks it), every node's block
+held and in one node only, node depths, and every block the trie alone holds freed by
+``BlockTrie.evict`` (``cached-blocks-evictable``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvpool.spec import Profile
+from kvpool.spec.hashing import request_block_hashes
+from kvpool.spec.manager import (
+    FULL_ATTENTION,
+    EvictCached,
+    ManagerConfig,
+    RequestAction,
+    ResetCache,
+    Scheduled,
+)
+from kvpool.spec.manager.properties import expected_key
+from kvpool.spec.manager.state import extra_keys
+
+from ...manager.target import RequestSetup
+from ...target import PoolView
+from .allocator import allocator_problems, spec_id
+from .manager_release import LmdeployManagerRelease
+
+OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
+#: Tokens reserved beyond a sequence when it is scheduled (see :class:`LmdeployManagerFactory`).
+PREALLOC_TOKENS = 1
+
+
+def supported_setup(setup: RequestSetup) -> RequestSetup:
+    """``setup`` narrowed to one full-attention group (the default block manager; the
+    window block manager is another class)."""
+    return replace(setup, manager=ManagerConfig(setup.manager.block_size, (FULL_ATTENTION,)))
+
+
+@dataclass
+class _Request:
+    seq: Any
+    running: bool = True
+
+
+@dataclass(frozen=True)
+class _Grown:
+    """A sequence as it will be with ``extra`` more tokens: what ``num_required_blocks``
+    reads of it, to ask LMDeploy's rule before the tokens are appended."""
+
+    seq: Any
+    extra: int
+
+    @property
+    def num_all_ids(self) -> int:
+        return int(self.seq.num_all_ids) + self.extra
+
+    @property
+    def kv_token_limit(self) -> int | None:
+        limit: int | None = self.seq.kv_token_limit
+        return limit
+
+    @property
+    def block_size(self) -> int:
+        return int(self.seq.block_size)
+
+    @property
+    def logical_blocks(self) -> Any:
+        return self.seq.logical_blocks
+
+
+class LmdeployManagerTarget:
+    """One ``DefaultBlockManager`` and ``BlockTrie`` behind the manager-target protocol."""
+
+    #: Judged by the request-level properties alone: its policy (keys when scheduled,
+    #: preallocation, a hit's duplicate swapped in) is not the spec manager's.
+    checked_by_properties = True
+    observes = OBSERVES
+    #: ``BlockTrie.allocate`` attaches a full block when the sequence is scheduled.
+    registers_when_scheduled = True
+    #: ``BlockTrie.allocate`` swaps a sequence's fresh block for the trie's block of the same
+    #: tokens and frees its own.
+    swaps_in_cached = True
+
+    def __init__(
+        self, release: LmdeployManagerRelease, setup: RequestSetup, name: str, prealloc: int
+    ) -> None:
+        import numpy as np
+
+        self.np = np
+        self.name = name
+        self.version = release.version
+        self.setup = setup
+        self.bs = setup.manager.block_size
+        self.hbs = setup.pool.hash_block_size
+        self.caching = setup.pool.enable_caching
+        self.prealloc = prealloc
+        self.num_blocks = setup.pool.num_gpu_blocks - 1
+        m = release.module
+        messages = m("pytorch.messages")
+        self.messages = messages
+        self.block_manager: Any = m(
+            "pytorch.paging.block_manager.default_block_manager"
+        ).DefaultBlockManager(self.num_blocks, 0)
+        self.trie: Any = m("pytorch.paging.block_trie.trie").BlockTrie(
+            allocator=self.block_manager.allocator, block_size=self.bs, enabled=self.caching
+        )
+        self.strategy = m("pytorch.strategies.ar.sequence").ARSequenceStrategy()
+        seq_meta = messages.SequenceMeta(
+            self.bs, strategy=self.strategy, enable_prefix_caching=self.caching
+        )
+        state_manager = m("pytorch.paging.state_manager").StateManager(num_states=None)
+        self.lifecycle: Any = m("pytorch.paging.seq_states.states").SequenceLifecycle(
+            seq_manager=messages.SequenceManager(seq_meta),
+            block_manager=self.block_manager,
+            state_manager=state_manager,
+            state_checkpoints=self.trie.state_checkpoints,
+            prefix_cache_enabled=self.caching,
+            is_ssm=False,
+            connector=None,
+        )
+        self.session: Any = messages.SchedulerSession(0, seq_meta, self.lifecycle)
+        self.eviction: Any = m(
+            "pytorch.paging.eviction_helper.recompute_eviction_helper"
+        ).RecomputeEvictionHelper(
+            block_manager=self.block_manager,
+            block_trie=self.trie,
+            state_manager=state_manager,
+            load_coordinator=None,  # only asked about queued sequences; none is passed
+            is_ssm=False,
+        )
+        self.requests: dict[str, _Request] = {}
+        self._keys: dict[tuple[str | None, tuple[int, ...]], bytes] = {}
+
+    # --- LMDeploy's calls -----------------------------------------------------------------
+
+    def _tokens(self, tokens: tuple[int, ...]) -> Any:
+        return self.np.array(tokens, dtype=self.np.int64)
+
+    def _schedule(self, seq: Any) -> Scheduled | None:
+        """The prefill admission of ``_PrefillAdmissionAttempt`` (no external KV, no
+        long-context chunking, no queued sequence to reclaim)."""
+        if self.caching:
+            self.trie.match(seq)
+        if not self.eviction.try_make_capacity_for(seq, [], self.prealloc):
+            self._roll_back_match(seq)
+            return None
+        self.block_manager.allocate(seq, self.prealloc)
+        if self.caching:
+            self.trie.allocate(seq)
+            self.trie.finalize_match(seq)
+        seq.state.activate()  # WAITING -> READY
+        seq.state.activate()  # READY -> RUNNING
+        return self._scheduled(seq)
+
+    def _roll_back_match(self, seq: Any) -> None:
+        """``_TentativePrefixMatch._reset_to_unmatched``."""
+        if seq.num_blocks > 0:
+            seq.state.release_paging_resources()
+        elif seq.num_history_ids > 0:
+            seq.set_step(0)
+        seq.kv_token_limit = None
+        prefix_cache = seq.prefix_cache
+        prefix_cache.trie_cursor = None
+        prefix_cache.restore.clear()
+        prefix_cache.match_start_step = -1
+        prefix_cache.recompute_overlap.clear_tracking()
+        seq.cached_tokens = 0
+
+    def _scheduled(self, seq: Any) -> Scheduled:
+        table = tuple(spec_id(b) for b in seq.logical_blocks.get_real_blocks())
+        return Scheduled(int(seq.num_history_ids), (table,))
+
+    # --- the protocol ---------------------------------------------------------------------
+
+    def allows(self, action: RequestAction) -> bool:
+        """The trie has no flush and no way to evict a chosen block: neither is drawn."""
+        return not isinstance(action, ResetCache | EvictCached)
+
+    def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
+        messages = self.messages
+        seq = self.strategy.make_sequence(
+            seq_id=self.lifecycle.new_sequence_id(),
+            session=self.session,
+            sampling_param=messages.SamplingParam(),
+            adapter_name=salt,
+        )
+        seq.update_token_ids(self._tokens(tokens), mode=messages.UpdateTokenMode.INPUTS)
+        self.lifecycle.add_sequence(seq, messages.MessageStatus.WAITING)
+        result = self._schedule(seq)
+        if result is None:
+            self.lifecycle.remove_sequence(seq)
+            return None
+        self.requests[request_id] = _Request(seq)
+        return result
+
+    def resume(self, request_id: str) -> Scheduled | None:
+        request = self.requests[request_id]
+        result = self._schedule(request.seq)
+        request.running = result is not None
+        return result
+
+    def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
+        """A decode step's tokens, with ``schedule_running``'s rule for room."""
+        seq = self.requests[request_id].seq
+        grown = _Grown(seq, len(tokens))
+        needs_block = self.block_manager.num_required_blocks(grown, 1) > 0
+        if needs_block and not self.eviction.try_make_capacity_for(grown, [], self.prealloc):
+            return None
+        mode = self.messages.UpdateTokenMode
+        # after a forward pass nothing is pending: the engine's decode update; before one,
+        # tokens join the pending ones as a new turn's input does
+        pending = int(seq.num_token_ids) > 0
+        seq.update_token_ids(self._tokens(tokens), mode=mode.INPUTS if pending else mode.DECODE)
+        if needs_block:
+            self.block_manager.allocate(seq, self.prealloc)
+            if self.caching:
+                self.trie.allocate(seq)
+        return self._scheduled(seq)
+
+    def prepare_write(self, request_id: str) -> Scheduled | None:
+        return self._scheduled(self.requests[request_id].seq)
+
+    def copies_done(self, request_id: str) -> None:
+        return None
+
+    def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
+        seq = self.requests[request_id].seq
+        empty = self.np.empty((0,), dtype=self.np.int64)
+        seq.update_token_ids(empty, mode=self.messages.UpdateTokenMode.DECODE)
+        return self._scheduled(seq)
+
+    def preempt(self, request_id: str) -> None:
+        """``preempt_seqs``, then the reclaim that frees a waiting sequence's blocks."""
+        request = self.requests[request_id]
+        seq = request.seq
+        seq.state.deactivate()  # RUNNING -> READY
+        seq.state.evict()  # READY -> WAITING
+        if self.caching:
+            seq.prefix_cache.suppress_match_stats = True
+        seq.state.release_paging_resources()
+        request.running = False
+
+    def finish(self, request_id: str) -> None:
+        request = self.requests.pop(request_id)
+        if request.running:
+            request.seq.state.finish()  # RUNNING -> STOPPED
+        else:
+            request.seq.state.stop()
+        self.session.end_sequence(request.seq)
+
+    def reset_prefix_cache(self) -> bool:
+        raise NotImplementedError("LMDeploy's BlockTrie has no flush")
+
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        raise NotImplementedError("LMDeploy's BlockTrie evicts by LRU only")
+
+    def keyed_tokens(self, request_id: str) -> int:
+        """The tokens up to the deepest trie node the sequence reached: its decoded blocks
+        are attached when it next needs a block, not when they are computed."""
+        cursor = self.requests[request_id].seq.prefix_cache.trie_cursor
+        return 0 if cursor is None else int(cursor.prefix_len)
+
+    def is_block_writable(self, block: int) -> bool:
+        """Held by exactly one table (LMDeploy has no such query: its engine writes every
+        block of the table past the history)."""
+        if block < 1 or block > self.num_blocks:
+            return False
+        return self._table_refs()[block] == 1
+
+    # --- looking inside -------------------------------------------------------------------
+
+    def _nodes(self, trie: Any) -> list[tuple[Any, str | None, tuple[int, ...]]]:
+        """Every attached node but the roots, with its adapter and its path's tokens."""
+        found: list[tuple[Any, str | None, tuple[int, ...]]] = []
+        for adapter, root in trie._roots.items():
+            stack: list[tuple[Any, tuple[int, ...]]] = [(root, ())]
+            while stack:
+                node, path = stack.pop()
+                for child in node.children.values():
+                    child_path = path + tuple(int(t) for t in child.token_ids)
+                    found.append((child, adapter, child_path))
+                    stack.append((child, child_path))
+        return found
+
+    def _key(self, adapter: str | None, path: tuple[int, ...]) -> bytes:
+        key = self._keys.get((adapter, path))
+        if key is None:
+            hashes = request_block_hashes(path, self.hbs, extra_keys(adapter))
+            key = expected_key(hashes, self.hbs, self.bs, len(path) // self.bs - 1, 0)
+            self._keys[(adapter, path)] = key
+        return key
+
+    def _counts(self) -> list[int]:
+        return [int(c) for c in self.block_manager.allocator._log_mem.ref_count]
+
+    def _table_refs(self) -> tuple[int, ...]:
+        """Per suite block: the ref count less the trie's own reference."""
+        counts = self._counts()
+        for node, _, _ in self._nodes(self.trie):
+            if 0 <= node.block_id < len(counts):
+                counts[node.block_id] -= 1
+        return (0, *counts)
+
+    def _all_evicted(self) -> Any:
+        """A copy of the trie (with its allocator) after ``evict`` of every block."""
+        trie = copy.deepcopy(self.trie)
+        trie.evict(self.num_blocks)
+        return trie
+
+    def view(self) -> PoolView:
+        keys: list[frozenset[bytes]] = [frozenset()] * (self.num_blocks + 1)
+        primary: list[bytes | None] = [None] * (self.num_blocks + 1)
+        index = []
+        for node, adapter, path in self._nodes(self.trie):
+            key = self._key(adapter, path)
+            block = spec_id(node.block_id)
+            if 0 < block <= self.num_blocks:
+                keys[block] = keys[block] | {key}
+                primary[block] = key
+            index.append((key, (block,)))
+        allocator = self._all_evicted().allocator if self.caching else self.block_manager.allocator
+        return PoolView(
+            free_count=int(allocator.get_num_free_blocks()),
+            ref_cnt=self._table_refs(),
+            keys=tuple(keys),
+            primary=tuple(primary),
+            index=tuple(sorted(index)),
+        )
+
+    def structure_problems(self) -> list[str]:
+        problems = allocator_problems(self.block_manager.allocator, self.num_blocks)
+        counts = self._counts()
+        owners: dict[int, int] = {}
+        for node, _, path in self._nodes(self.trie):
+            b = int(node.block_id)
+            if not 0 <= b < self.num_blocks:
+                problems.append(f"a trie node holds block id {b}, outside the pool")
+                continue
+            owners[b] = owners.get(b, 0) + 1
+            if counts[b] < 1:
+                problems.append(
+                    f"invariant 'trie-block-held': block {spec_id(b)} is in the trie with "
+                    f"ref count {counts[b]}"
+                )
+            if int(node.prefix_len) != len(path) or len(node.token_ids) != self.bs:
+                problems.append(
+                    f"invariant 'trie-node-depth': block {spec_id(b)}'s node ends at "
+                    f"{node.prefix_len} but its path has {len(path)} tokens"
+                )
+        for b, n in sorted(owners.items()):
+            if n > 1:
+                problems.append(
+                    f"invariant 'trie-block-once': block {spec_id(b)} is in {n} trie nodes"
+                )
+        if self.caching and not problems:
+            problems += self._evictable_problems()
+        return problems
+
+    def _evictable_problems(self) -> list[str]:
+        """``cached-blocks-evictable``: after ``evict`` of everything, every block still
+        in the trie is held by a request (its own or a descendant's)."""
+        trie = self._all_evicted()
+        counts = [int(c) for c in trie.allocator._log_mem.ref_count]
+        stuck = sorted(
+            spec_id(node.block_id)
+            for node, _, _ in self._nodes(trie)
+            if not node.children and counts[node.block_id] == 1
+        )
+        if not stuck:
+            return []
+        return [
+            f"invariant 'cached-blocks-evictable': blocks {stuck} are held by the trie alone "
+            "and BlockTrie.evict does not free them"
+        ]
+
+
+class LmdeployManagerFactory:
+    """Builds a :class:`LmdeployManagerTarget` per test case from one loaded release.
+
+    ``prealloc`` is the tokens reserved beyond a sequence when it is scheduled (LMDeploy's
+    ``prefill_interval``, 16 by default; 0 on a disaggregated prefill engine). The suite's
+    pools have a handful of blocks of 2 to 6 tokens, where 16 would refuse every request:
+    it runs with 1, the rule kept at the smallest size that still reserves."""
+
+    checked_by_properties = True
+
+    def __init__(
+        self, release: LmdeployManagerRelease, name: str, prealloc: int = PREALLOC_TOKENS
+    ) -> None:
+        self.release = release
+        self.name = name
+        self.prealloc = prealloc
+
+    @staticmethod
+    def supported_setup(setup: RequestSetup) -> RequestSetup:
+        return supported_setup(setup)
+
+    def __call__(self, setup: RequestSetup, profile: Profile) -> LmdeployManagerTarget:
+        return LmdeployManagerTarget(self.release, supported_setup(setup), self.name, self.prealloc)

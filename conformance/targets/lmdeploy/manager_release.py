@@ -1,0 +1,179 @@
+"""Which files of an LMDeploy release the manager target runs, and the stand-ins they need.
+
+LMDeploy's scheduler admits a sequence through its prefix trie (``BlockTrie.match``), makes
+room (``RecomputeEvictionHelper``: ``BlockTrie.evict`` of the shortfall), allocates through
+the block manager (``DefaultBlockManager``) and attaches the new full blocks to the trie
+(``BlockTrie.allocate``); a sequence's blocks go back through its lifecycle
+(``SequenceLifecycle.release_paging_resources``). Those files run as the release ships
+them, with the sequence model they act on:
+
+- ``pytorch/paging/block_manager/{base,default}_block_manager.py``;
+- ``pytorch/paging/block_trie/{node,checkpoint,checkpoint_lifecycle,kv_lifecycle,trie}.py``;
+- ``pytorch/paging/{state_manager,seq_states/states,eviction_helper/recompute_eviction_helper}.py``;
+- ``pytorch/{messages,block,prefix_cache_state}.py`` and
+  ``pytorch/strategies/{base,ar}/sequence.py`` (``SchedulerSequenceDefault``: the real
+  ``set_step`` and ``update_token_ids``).
+
+They need numpy (the ``lmdeploy`` extra). ``messages.py`` imports torch for ``Tensor``,
+which it names in annotations and ``isinstance`` checks of inputs the suite always gives as
+numpy arrays, and uses only for logits (never asked for): torch is a stand-in module whose
+``Tensor`` is a class nothing is an instance of. The other stand-ins are classes named in
+annotations or defaults and never built (generation config, migration request, multimodal
+inputs, model inputs, the cache config, the event types) and ``get_logger`` (Python's
+logging). Nothing else of LMDeploy is loaded.
+
+**The clock.** The allocator stamps blocks with ``time.perf_counter()`` into an ``int64``
+array (whole seconds), and the trie evicts the leaf with the oldest stamp, ties by the
+node's ``id()``. Within one second every stamp ties, so eviction would follow memory
+addresses and no run would replay. The loaded allocator module is given a clock that
+advances one second per reading: every stamp is distinct and increasing, the order is
+LMDeploy's LRU as it is when calls are a second apart, and a run replays exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
+from ..isolated_files import IsolatedLoadError, load_isolated
+from .release import INSTALL_LINE, LmdeployUnavailable, check_version, version_in_tree
+
+#: Module names (under ``lmdeploy.``) in load order.
+MODULES = (
+    "pytorch.block",
+    "pytorch.prefix_cache_state",
+    "pytorch.messages",
+    "pytorch.strategies.base.sequence",
+    "pytorch.strategies.ar.sequence",
+    "pytorch.paging.block_manager.base_block_manager",
+    "pytorch.paging.block_manager.default_block_manager",
+    "pytorch.paging.state_manager",
+    "pytorch.paging.block_trie.node",
+    "pytorch.paging.block_trie.checkpoint",
+    "pytorch.paging.block_trie.checkpoint_lifecycle",
+    "pytorch.paging.block_trie.kv_lifecycle",
+    "pytorch.paging.block_trie.trie",
+    "pytorch.paging.seq_states.states",
+    "pytorch.paging.eviction_helper.recompute_eviction_helper",
+)
+VERSION_FILE = "lmdeploy/version.py"
+
+
+def file_of(module: str) -> str:
+    return "lmdeploy/" + module.replace(".", "/") + ".py"
+
+
+FILES = EngineFiles(
+    "lmdeploy-manager", "lmdeploy", frozenset({VERSION_FILE, *(file_of(m) for m in MODULES)})
+)
+
+
+class _NeverBuilt:
+    """A class a file names (annotations, defaults) but the manager never builds."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("a stand-in of kvpool's LMDeploy loader was called")
+
+
+class Tensor:
+    """Stand-in for ``torch.Tensor``: the suite passes numpy arrays, never one of these."""
+
+
+def _get_logger(name: str | None = None, **_: object) -> logging.Logger:
+    return logging.getLogger("kvpool.lmdeploy")
+
+
+class SecondsClock:
+    """``time`` for the allocator module: each reading one second after the last."""
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def perf_counter(self) -> float:
+        self.now += 1
+        return float(self.now)
+
+
+def _stand_ins() -> dict[str, dict[str, object]]:
+    return {
+        "lmdeploy.messages": {
+            "EngineEvent": _NeverBuilt,
+            "EventType": _NeverBuilt,
+            "GenerationConfig": _NeverBuilt,
+            "LogitsProcessor": _NeverBuilt,
+        },
+        "lmdeploy.pytorch.disagg.conn.protocol": {"MigrationRequest": _NeverBuilt},
+        "lmdeploy.pytorch.multimodal.data_type": {
+            "MultiModalInputs": _NeverBuilt,
+            "make_multimodal_content_hash": _NeverBuilt,
+        },
+        "lmdeploy.utils": {"get_logger": _get_logger},
+        "lmdeploy.vl.constants": {"Modality": _NeverBuilt},
+        "lmdeploy.pytorch.config": {"CacheConfig": _NeverBuilt},
+        "lmdeploy.pytorch.engine.model_agent": {"BatchedOutputs": _NeverBuilt},
+        "lmdeploy.pytorch.model_inputs": {
+            "ModelInputs": _NeverBuilt,
+            "ModelInputsDelta": _NeverBuilt,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class LmdeployManagerRelease:
+    version: str
+    #: Where the files came from (the cache folder or the user's tree).
+    origin: Path
+    #: The loaded modules by their name under ``lmdeploy.`` (``pytorch.messages``, ...).
+    modules: dict[str, ModuleType]
+    clock: SecondsClock
+
+    def module(self, name: str) -> ModuleType:
+        return self.modules[name]
+
+
+def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
+    """The block manager, trie and sequence files under ``root`` (which holds
+    ``lmdeploy/``), loaded in isolation."""
+    try:
+        import numpy  # noqa: F401  (the files' one dependency)
+    except ImportError:
+        raise LmdeployUnavailable(
+            f"LMDeploy's block manager needs numpy, which is not installed: {INSTALL_LINE}"
+        ) from None
+    files = {f"lmdeploy.{m}": root / file_of(m) for m in MODULES}
+    absent = [file_of(m) for m in MODULES if not (root / file_of(m)).is_file()]
+    if absent:
+        raise LmdeployUnavailable(
+            f"{root} lacks {', '.join(absent)}: not an LMDeploy tree with the prefix trie of "
+            "0.18.x (the manager target knows that layout)"
+        )
+    try:
+        loaded = load_isolated(
+            "lmdeploy",
+            files,
+            _stand_ins(),
+            outside={"torch": {"Tensor": Tensor}},
+            allow=frozenset({"torch"}),
+        )
+    except IsolatedLoadError as exc:
+        raise LmdeployUnavailable(f"LMDeploy {version}: {exc}") from exc
+    modules = {m: loaded[f"lmdeploy.{m}"] for m in MODULES}
+    clock = SecondsClock()
+    modules["pytorch.paging.block_manager.base_block_manager"].time = clock  # type: ignore[attr-defined]
+    return LmdeployManagerRelease(version, root, modules, clock)
+
+
+def load_manager_release(version: str) -> LmdeployManagerRelease:
+    """Release ``version``'s manager files, from the cache or downloaded into it once."""
+    check_version(version)
+    try:
+        root = cached_files(FILES, version)
+    except EngineWheelError as exc:
+        raise LmdeployUnavailable(str(exc)) from exc
+    found = version_in_tree(root)
+    if found != version:
+        raise LmdeployUnavailable(f"the wheel of LMDeploy {version} says it is {found}")
+    return load_manager_tree(root, version)
