@@ -151,21 +151,41 @@ def reachable_cells(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> frozense
     return frozenset(witnesses(drawable, depth))
 
 
+def unrefused(refusals: Mapping[str, int], drawable: Drawable) -> list[str]:
+    """The rules some call can break in the explored pools that a run never saw refused."""
+    return sorted(r for r in refusal_witnesses(drawable) if not refusals.get(r, 0))
+
+
 @lru_cache(maxsize=16)
 def witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[Cell, Witness]:
     """Each reachable cell with the shortest action sequence found reaching it (explored
     breadth first, so no shorter one exists within the explored pools)."""
+    return _explore(drawable, depth)[0]
+
+
+@lru_cache(maxsize=16)
+def refusal_witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[str, Witness]:
+    """Each rule a call can break in the explored pools, with the shortest sequence found
+    that ends with a call breaking it (the calls before it inside the contract)."""
+    return _explore(drawable, depth)[1]
+
+
+@lru_cache(maxsize=16)
+def _explore(drawable: Drawable, depth: int) -> tuple[dict[Cell, Witness], dict[str, Witness]]:
     found: dict[Cell, Witness] = {}
+    refusals: dict[str, Witness] = {}
     for config in EXPLORED_CONFIGS:
         start = initial_state(config, drawable.profile)
         seen = {_fingerprint(start)}
         frontier: deque[tuple[PoolState, tuple[Action, ...]]] = deque([(start, ())])
         while frontier:
             state, path = frontier.popleft()
-            for action in alphabet(state, drawable):
+            for action in alphabet(state, drawable) + out_of_contract(state, drawable):
                 try:
                     after, observation = step(state, action)
-                except ContractViolation:
+                except ContractViolation as broken:
+                    if broken.rule not in refusals:  # breadth first: the first is shortest
+                        refusals[broken.rule] = Witness(config, (*path, action))
                     continue
                 for cell in cells(state, action, observation):
                     known = found.get(cell)
@@ -175,7 +195,28 @@ def witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[Cell, 
                 if len(path) < depth and key not in seen:
                     seen.add(key)
                     frontier.append((after, (*path, action)))
-    return found
+    return found, refusals
+
+
+def out_of_contract(state: PoolState, drawable: Drawable) -> list[Action]:
+    """Calls that break a rule :func:`alphabet`'s calls cannot: too many or negative blocks
+    asked for, a block released once more than it is held, an id past the pool, a partial
+    entry of no tokens, a block size that is no multiple of the hash block size."""
+    n = state.num_blocks
+    request = (b"\x00\x01", b"\x00\x02")
+    actions: list[Action] = [
+        GetNewBlocks(len(state.free_queue) + 1),
+        GetNewBlocks(-1),
+        EvictBlocks((n,)),
+        IsBlockWritable(n),
+    ]
+    for b in range(n):
+        actions += [
+            FreeBlocks((b,) * (state.ref_cnt[b] + 1)),
+            CachePartialBlock(request, b, 0, 0, 2),
+            CacheFullBlocks(request, (b,), 0, 1, 3),
+        ]
+    return [a for a in actions if a.operation in drawable.operations]
 
 
 def alphabet(state: PoolState, drawable: Drawable) -> list[Action]:

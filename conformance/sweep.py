@@ -6,8 +6,11 @@ key, an unpinned one with a key) last a step or two, and on some seeds no test c
 every call while a block is in one. So a run does not leave it to luck: once its drawn test
 cases are done, each reachable cell they missed is reached by the shortest action sequence
 the exploration of the spec found for it (:func:`~.state_coverage.witnesses`), run in
-lockstep on a new pool like any test case, compared after every step. A target that
-differs there has a finding like any other, shrunk and traced.
+lockstep on a new pool like any test case, compared after every step. At the robustness
+level the same holds for the rules: each rule a call can break in the explored pools that
+no drawn test case broke is broken once by its shortest witness, and the target must
+refuse it with its state unchanged. A target that differs there has a finding like any
+other, shrunk and traced.
 """
 
 from __future__ import annotations
@@ -16,32 +19,43 @@ from kvpool.spec import Profile
 
 from .levels import Level
 from .lockstep import LockstepRun, RunRecord
-from .state_coverage import missed, witnesses
+from .state_coverage import Witness, missed, refusal_witnesses, unrefused, witnesses
 from .target import TargetFactory
 
 
 def sweep(factory: TargetFactory, profile: Profile, level: Level, record: RunRecord) -> None:
-    """Run the witness of every reachable cell ``record`` has not reached, each on a new
-    target; the first failure (a nonconformance, a crash) is raised with ``record.trace``
-    holding its actions. Each witness counts as a test case (``record.swept`` counts them);
-    one the target cannot take (an operation or an argument it does not offer) stops where
-    it cannot go on, counted as skipped."""
+    """Run the witness of every reachable cell ``record`` has not reached and, at a level
+    that draws calls outside the contract, of every rule it never saw refused; each on a
+    new target. The first failure (a nonconformance, a crash) is raised with
+    ``record.trace`` holding its actions. Each witness counts as a test case
+    (``record.swept`` counts them)."""
     drawable = record.drawable
     if drawable is None or level.consumer is not None:
         return  # nothing ran, or the events level (it steers its own draws; no matrix)
-    known = witnesses(drawable)
+    cells = witnesses(drawable)
     for cell in missed(record.cells, drawable):
-        if record.cells.get(cell, 0):
-            continue  # an earlier witness reached it on its way
-        witness = known[cell]
-        record.examples += 1
-        before = record.steps
-        run = LockstepRun(factory, profile, level, witness.config, record)
-        for action in witness.actions:
-            if not run.can_apply(action):
-                record.skipped += 1
-                break
-            run.apply(action)
-        record.swept += 1
-        if record.steps > before:
-            record.valid += 1
+        if not record.cells.get(cell, 0):  # an earlier witness may have reached it
+            run_witness(factory, profile, level, record, cells[cell])
+    if level.out_of_contract:
+        rules = refusal_witnesses(drawable)
+        for rule in unrefused(record.refusals, drawable):
+            if not record.refusals.get(rule, 0):
+                run_witness(factory, profile, level, record, rules[rule])
+
+
+def run_witness(
+    factory: TargetFactory, profile: Profile, level: Level, record: RunRecord, witness: Witness
+) -> None:
+    """One witness in lockstep on a new target, as a test case; one the target cannot
+    take (an operation or an argument it does not offer) stops there, counted as skipped."""
+    record.examples += 1
+    before = record.steps
+    run = LockstepRun(factory, profile, level, witness.config, record)
+    for action in witness.actions:
+        if not run.can_apply(action):
+            record.skipped += 1
+            break
+        run.apply(action)
+    record.swept += 1
+    if record.steps > before:
+        record.valid += 1
