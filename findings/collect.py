@@ -176,16 +176,17 @@ ABOUT = {
     "consumer loses when one of them goes (the count consumer replays the tree exactly "
     "otherwise: seeds 1-5 at 150 examples of 40 steps, the parent check left out)",
     "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
-    "PagedTokenToKVPoolAllocator, the page size drawn (the drawn block size: 2, 3, 4 or 6 "
-    "tokens; `--target sglang==0.4.6.post5,page=drawn --machine requests`): blocks are "
-    "pages, hits are cut to whole pages, and the triton kernels that allocate an extend "
-    "or a decode step (GPU only) are replaced by the allocator's own `alloc` of the same "
-    "pages. SGLang #35270 (evictable size double-counting shared pages, so the idle leak "
-    "check fires) was looked for here and not found: the structure checks hold "
-    "`evictable_size()` and `protected_size()` to the tree after every step and "
-    "`idle-pool-free` counts free pages as SGLang's own check does (available + "
-    "evictable); in this release a split node's halves keep one lock count and the sizes "
-    "move only in `inc_lock_ref`, `dec_lock_ref`, a new leaf and a deleted leaf",
+    "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
+    "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "
+    "sglang==0.4.6.post5,page=drawn --machine requests`): blocks are pages, hits are cut to whole"
+    " pages, and the triton kernels that allocate an extend or a decode step (GPU only) are "
+    "replaced by the allocator's own `alloc` of the same pages (checked against the kernels in "
+    "triton's interpreter). SGLang #35270 (evictable size double-counting shared pages, so the "
+    "idle leak check fires) was looked for here and not found: the structure checks hold "
+    "`evictable_size()` and `protected_size()` to the tree after every step and `idle-pool-free` "
+    "counts free pages as SGLang's own check does (available + evictable); in this release a "
+    "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
+    "`dec_lock_ref`, a new leaf and a deleted leaf",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1",

@@ -29,8 +29,9 @@ ENGINE_SPECS: dict[str, str] = {
     "nanovllm@PATH": "a nano-vllm checkout or unpacked distribution at PATH",
     "sglang": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a "
     "token-granular manager (--machine requests only; needs the sglang extra: torch)",
-    "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N tokens "
-    "(blocks are pages; hits cut to whole pages); 'page=drawn' takes the drawn block size",
+    "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N tokens, "
+    "a power of two (blocks are pages; hits cut to whole pages); 'page=drawn' takes the "
+    "largest power of two up to the drawn block size",
     "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel; ',page=N' too)",
     "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
 }
@@ -62,12 +63,16 @@ def sglang_page_size(spec: str) -> tuple[str, int | None]:
     name, _, value = option.partition("=")
     if name == "page" and value == "drawn":
         return release, None
-    if name == "page" and value.isdigit() and int(value) >= 1:
+    if name == "page" and value.isdigit() and _power_of_two(int(value)):
         return release, int(value)
     raise EngineLoadError(
-        f"{spec}: after the comma SGLang takes 'page=N' (N >= 1 tokens a page) or "
-        f"'page=drawn', not {option!r}"
+        f"{spec}: after the comma SGLang takes 'page=N' (N tokens a page, a power of two: "
+        f"its paged allocation kernels need one) or 'page=drawn', not {option!r}"
     )
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
 
 
 def is_manager_target(spec: str) -> bool:

@@ -99,7 +99,10 @@ def test_the_release_files_run_and_leave_nothing_behind(sglang: SglangManagerFac
     assert release.radix_cache.RadixCache.__module__ == "sglang.srt.mem_cache.radix_cache"
     allocator = release.memory_pool.TokenToKVPoolAllocator
     assert allocator.__module__ == "sglang.srt.mem_cache.memory_pool"
-    assert not any(n.split(".")[0] in ("sglang", "triton") for n in sys.modules)
+    assert not any(n.split(".")[0] == "sglang" for n in sys.modules)
+    # triton's stand-in is gone too (torch may have imported an installed triton itself)
+    triton = sys.modules.get("triton")
+    assert triton is None or "stand-in" not in (triton.__doc__ or "")
 
 
 def test_a_tree_is_loaded_from_its_path(sglang: SglangManagerFactory) -> None:
@@ -112,7 +115,7 @@ def test_a_tree_is_loaded_from_its_path(sglang: SglangManagerFactory) -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "page"), [("sglang", 1), ("sglang,page=4", 4), ("sglang==0.4.6.post5,page=drawn", 3)]
+    ("spec", "page"), [("sglang", 1), ("sglang,page=4", 4), ("sglang==0.4.6.post5,page=drawn", 2)]
 )
 def test_the_target_names_its_page_size(spec: str, page: int) -> None:
     factory = loaded(spec)
@@ -120,9 +123,9 @@ def test_the_target_names_its_page_size(spec: str, page: int) -> None:
     assert factory.supported_setup(drawn).manager.block_size == page
 
 
-@pytest.mark.parametrize("option", ["page=0", "page=x", "pages=2"])
+@pytest.mark.parametrize("option", ["page=0", "page=3", "page=x", "pages=2"])
 def test_a_page_size_it_cannot_take_is_refused(option: str) -> None:
-    with pytest.raises(TargetLoadError, match=r"'page=N' \(N >= 1 tokens a page\)"):
+    with pytest.raises(TargetLoadError, match=r"'page=N' \(N tokens a page, a power of two"):
         load_manager(f"sglang,{option}", "impl")
 
 
@@ -336,23 +339,6 @@ def test_freed_slots_go_to_the_back_and_freed_pages_to_the_front(
     assert pages._free_pages() == [1, 2, 3, 4, 5, 6, 7, 8]  # reused first
 
 
-@pytest.mark.parametrize("seed", (1, 2, 3))
-def test_the_request_machine_finds_nothing_with_drawn_pages(
-    paged: SglangManagerFactory, seed: int
-) -> None:
-    result = run_requests(
-        manager_builder(paged, SEED),
-        ON_MANAGER,
-        max_examples=12,
-        steps=15,
-        seed=seed,
-        max_blocks=6,
-        shrink_seconds=0.5,
-    )
-    assert not result.failures, [f.message for f in result.failures]
-    assert result.record.properties["hit-keys"] > 0
-
-
 # --- flush: Scheduler.flush_cache ----------------------------------------------------------
 
 
@@ -483,7 +469,7 @@ def test_conform_judges_its_events_when_asked(tmp_path: Path) -> None:
     from kvpool.conformance.cli import main
 
     args = ["conform", "--target", "sglang,page=drawn", "--machine", "requests"]
-    args += ["--level", "events", "--consumer", "set", "-n", "10", "--seed", "1"]
+    args += ["--level", "events", "--consumer", "set", "-n", "5", "--steps", "5", "--seed", "1"]
     result = CliRunner().invoke(main, [*args, "--no-coverage", "--trace-dir", str(tmp_path)])
     assert result.exit_code == 1, result.output
     assert "requests/manager (set)" in result.output
@@ -495,10 +481,13 @@ def test_conform_judges_its_events_when_asked(tmp_path: Path) -> None:
 SEEDS = (1, 2, 3)
 
 
+@pytest.mark.parametrize("pages", ["page=1", "page=drawn"])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_request_machine_finds_nothing(sglang: SglangManagerFactory, seed: int) -> None:
+def test_the_request_machine_finds_nothing(
+    sglang: SglangManagerFactory, paged: SglangManagerFactory, seed: int, pages: str
+) -> None:
     result = run_requests(
-        manager_builder(sglang, SEED),
+        manager_builder(paged if pages == "page=drawn" else sglang, SEED),
         ON_MANAGER,
         max_examples=12,
         steps=15,
@@ -507,6 +496,7 @@ def test_the_request_machine_finds_nothing(sglang: SglangManagerFactory, seed: i
         shrink_seconds=0.5,
     )
     assert not result.failures, [f.message for f in result.failures]
+    assert result.record.properties["hit-keys"] > 0
 
 
 # --- the structure checks catch planted faults -------------------------------------------

@@ -43,7 +43,9 @@ extend, ``P`` for a decode step, when fewer are free.
 **Blocks are pages.** The request machine runs it with ``block_size = hash_block_size =``
 the page size: a page is a block, a request's table is its pages in order, and the key of
 a tree page is the spec's key of the prefix ending at that page. The page size is the
-target's (``,page=N``; 1 by default) or the drawn block size (``,page=drawn``).
+target's (``,page=N``, a power of two; 1 by default) or the largest power of two up to
+the drawn block size (``,page=drawn``). ``tests/conformance/test_sglang_paged_kernels.py``
+runs the kernels in triton's interpreter beside this allocation.
 
 **What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
 (the number of running requests whose matched prefix covers it), 1 for a page out of the
@@ -91,9 +93,11 @@ OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 
 def supported_setup(setup: RequestSetup, page_size: int | None = 1) -> RequestSetup:
     """``setup`` as SGLang's cache can take it: one full-attention group, caching on,
-    blocks of ``page_size`` tokens keyed per page. A fixed page size keeps the capacity in
-    tokens; ``None`` takes the drawn block size as the page size."""
-    page = setup.manager.block_size if page_size is None else page_size
+    blocks of ``page_size`` tokens keyed per page, the capacity kept in tokens. ``None``
+    takes the largest power of two up to the drawn block size (its paged kernels need a
+    power of two)."""
+    drawn = setup.manager.block_size
+    page = 1 << (drawn.bit_length() - 1) if page_size is None else page_size
     tokens = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
     pages = max(1, tokens // page)
     pool = replace(setup.pool, enable_caching=True, hash_block_size=page, num_gpu_blocks=pages + 1)
