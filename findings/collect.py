@@ -173,8 +173,9 @@ ABOUT = {
     "names no parent for a first block), so `events-parent-known` breaks on the first "
     "insert; and a node's hash is that of its own tokens, not of its prefix, so two nodes "
     "holding the same tokens under different prefixes share one hash, which the set "
-    "consumer loses when one of them goes (the count consumer replays the tree exactly "
-    "otherwise: seeds 1-5 at 150 examples of 40 steps, the parent check left out)",
+    "consumer loses when one of them goes (`tests/conformance/test_sglang_target.py` shows "
+    "both on the real code; the first finding ends every test case, so the runs here "
+    "report only the parent)",
     "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
     "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
     "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "

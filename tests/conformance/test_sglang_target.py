@@ -48,6 +48,7 @@ from kvpool.spec.manager import (  # noqa: E402
     Admit,
     Append,
     Compute,
+    EvictCached,
     Finish,
     KVGroup,
     ManagerConfig,
@@ -381,6 +382,7 @@ def test_it_has_no_salt_so_a_salted_request_is_never_drawn(sglang: SglangManager
     t = target(sglang)
     assert not t.allows(Admit("a", (1, 2), "tenant-b"))
     assert t.allows(Admit("a", (1, 2), None)) and t.allows(ResetCache())
+    assert not t.allows(EvictCached(block_ids=(1,)))  # it evicts by LRU only
     with pytest.raises(NotImplementedError, match="no salt"):
         t.admit("a", (1, 2), "tenant-b")
 
@@ -469,7 +471,7 @@ def test_conform_judges_its_events_when_asked(tmp_path: Path) -> None:
     from kvpool.conformance.cli import main
 
     args = ["conform", "--target", "sglang,page=drawn", "--machine", "requests"]
-    args += ["--level", "events", "--consumer", "set", "-n", "5", "--steps", "5", "--seed", "1"]
+    args += ["--level", "events", "--consumer", "set", "-n", "10", "--steps", "10", "--seed", "1"]
     result = CliRunner().invoke(main, [*args, "--no-coverage", "--trace-dir", str(tmp_path)])
     assert result.exit_code == 1, result.output
     assert "requests/manager (set)" in result.output

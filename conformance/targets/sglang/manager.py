@@ -77,6 +77,7 @@ from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
     Admit,
+    EvictCached,
     ManagerConfig,
     RequestAction,
     Scheduled,
@@ -221,8 +222,11 @@ class SglangManagerTarget:
     # --- the protocol ---------------------------------------------------------------------
 
     def allows(self, action: RequestAction) -> bool:
-        """It has no salts (no extra key anywhere in the tree): a salted request is never
-        drawn."""
+        """It has no salts (no extra key anywhere in the tree) and no call that evicts named
+        pages (only ``evict(n)``, by LRU): neither a salted request nor ``evict_cached``
+        is drawn."""
+        if isinstance(action, EvictCached):
+            return False
         return not (isinstance(action, Admit) and action.salt is not None)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
