@@ -24,6 +24,7 @@ from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import (
     ON_MANAGER,
     ON_POOL,
+    events_on_manager,
     events_on_pool,
     manager_builder,
     pool_builder,
@@ -301,7 +302,8 @@ def conform(
     emits = "take_events" in probe.operations and chosen_profile.offers("take_events")
     if levels is None and emits:
         level_names.append("events")
-    if "events" in level_names and not emits:
+    # a manager-only target publishes (or not) its own events: judged on its manager run
+    if "events" in level_names and not emits and not manager_only:
         fail_usage(
             console,
             f"target {name!r} publishes no KV events (its pool has no take_events), so the "
@@ -311,12 +313,20 @@ def conform(
         fail_usage(console, "--consumer judges the events level, which this run leaves out")
     consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
+        events_asked = manager_only and levels is not None and "events" in level_names
+        setup = RequestSetup(ManagerConfig(1), PoolConfig(2, enable_kv_cache_events=events_asked))
         try:
-            manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
+            built = manager_factory(setup, chosen_profile)
         except Exception as exc:  # the user's factory failed to build a manager
             fail_usage(
                 console,
                 f"manager {manager_name!r} could not be built: {type(exc).__name__}: {exc}",
+            )
+        if events_asked and not callable(getattr(built, "take_events", None)):
+            fail_usage(
+                console,
+                f"manager {manager_name!r} publishes no KV events, so the events level cannot "
+                "run; leave it out of --level",
             )
     run_seed = seed if seed is not None else random.randrange(2**32)
     console.print(
@@ -340,8 +350,12 @@ def conform(
                 # in a default run, which judges the stream on the pool machine only)
                 judged = pool_builder(factory, chosen_profile, consumer_model)
                 request_runs.append((events_on_pool(consumer_model), judged))
-        if manager_factory is not None:
+        if manager_factory is not None and not (manager_only and level_names == ["events"]):
             request_runs.append((ON_MANAGER, manager_builder(manager_factory, chosen_profile)))
+        if manager_only and levels is not None and "events" in level_names:
+            # a manager that publishes its own events (SGLang's tree): its stream judged
+            judged = manager_builder(manager_factory, chosen_profile, consumer_model)
+            request_runs.append((events_on_manager(consumer_model), judged))
     fail_fast = fail_fast or max_findings == 1
     per_run = 1 if fail_fast else max_findings
     floor = math.ceil(min_valid * max_examples)

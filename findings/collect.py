@@ -38,6 +38,7 @@ TARGETS = {
     "nanovllm": "nanovllm-npu-0.0.2",
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
+    "sglang==0.4.6.post5,page=drawn": "sglang-0.4.6.post5-paged",
 }
 #: Pools whose release's own KV cache manager runs beside the spec's, with the ``--manager``
 #: that names it: vLLM's ``KVCacheManager``, LMDeploy's block manager with its prefix trie.
@@ -48,7 +49,15 @@ MANAGERS = {
     "lmdeploy-0.18.0": "lmdeploy",
 }
 #: Managers with no pool API of their own: only their requests/manager run.
-MANAGER_ONLY = ("nanovllm", "nanovllm-fork", "sglang==0.4.6.post5")
+MANAGER_ONLY = (
+    "nanovllm",
+    "nanovllm-fork",
+    "sglang==0.4.6.post5",
+    "sglang==0.4.6.post5,page=drawn",
+)
+#: Managers that publish their own KV events: the events level judges their manager run
+#: (``--machine requests --level events``; traces ``requests-manager-CONSUMER-KIND``).
+MANAGER_EVENTS = frozenset({"sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"})
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
 EVENTS_ONLY = frozenset({"vllm==0.30.0"})
 #: The consumer models the events level runs under, each one a column of the page.
@@ -110,8 +119,11 @@ def main() -> None:
             if status not in (0, 1):  # the target could not run: keep what we had
                 print(f"{target}: not collected (exit {status})", file=sys.stderr)
                 continue
-            for consumer in CONSUMERS if target not in MANAGER_ONLY else ():
-                events = ["--machine", "pool", "--level", "events", "--consumer", consumer]
+            for consumer in (
+                CONSUMERS if target not in MANAGER_ONLY or target in MANAGER_EVENTS else ()
+            ):
+                machine = "requests" if target in MANAGER_ONLY else "pool"
+                events = ["--machine", machine, "--level", "events", "--consumer", consumer]
                 if conform(target, events, tmp) == 2:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             shutil.rmtree(out / folder, ignore_errors=True)
@@ -160,13 +172,29 @@ ABOUT = {
     "(page size 1), a token-granular manager judged by the request-level properties as "
     "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
     "request's computed duplicate of a cached prefix is swapped for the tree's slots "
-    "(`append-only` lets exactly that pass), and decoded tokens are cached when the request "
-    "finishes (`hit-keys` reads up to its locked prefix). SGLang #35270 (evictable size "
-    "double-counting "
-    "shared pages) was looked for and not found: it concerns paged caches (page size > 1, "
-    "whose allocator is a triton kernel, not run on CPU); here `idle-pool-free` counts free "
-    "tokens as SGLang's own idle check does (available + evictable) and the structure "
-    "checks hold `evictable_size()` to the tree",
+    "(`append-only` lets exactly that pass), decoded tokens are cached when the request "
+    "finishes (`hit-keys` reads up to its locked prefix) and a flush is refused while any "
+    "request waits. Its KV events (`enable_kv_cache_events`) are judged on the same run "
+    "(`--level events --consumer count|set`): every node the tree stores under the root "
+    "names the root's hash, `hash(())`, as its parent, a hash no event ever stored (vLLM "
+    "names no parent for a first block), so `events-parent-known` breaks on the first "
+    "insert; and a node's hash is that of its own tokens, not of its prefix, so two nodes "
+    "holding the same tokens under different prefixes share one hash, which the set "
+    "consumer loses when one of them goes (`tests/conformance/test_sglang_target.py` shows "
+    "both on the real code; the first finding ends every test case, so the runs here "
+    "report only the parent)",
+    "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
+    "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
+    "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "
+    "sglang==0.4.6.post5,page=drawn --machine requests`): blocks are pages, hits are cut to whole"
+    " pages, and the triton kernels that allocate an extend or a decode step (GPU only) are "
+    "replaced by the allocator's own `alloc` of the same pages (checked against the kernels in "
+    "triton's interpreter). SGLang #35270 (evictable size double-counting shared pages, so the "
+    "idle leak check fires) was looked for here and not found: the structure checks hold "
+    "`evictable_size()` and `protected_size()` to the tree after every step and `idle-pool-free` "
+    "counts free pages as SGLang's own check does (available + evictable); in this release a "
+    "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
+    "`dec_lock_ref`, a new leaf and a deleted leaf",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
@@ -303,17 +331,20 @@ def page() -> str:
     for folder, found in traces.items():
         target = by_folder[folder]
         manager_only = target in MANAGER_ONLY
-        emits = not manager_only and get_profile(default_profile(target) or "seed").offers(
-            "take_events"
+        emits = target in MANAGER_EVENTS or (
+            not manager_only
+            and get_profile(default_profile(target) or "seed").offers("take_events")
         )
         cells = []
         for run in (*RUNS, *EVENT_RUNS):
-            n = sum(1 for t in found if run_of(t) == run)
+            # a manager's own events come from its manager run
+            kind = run.replace("pool-events", "requests-manager") if manager_only else run
+            n = sum(1 for t in found if run_of(t) == kind)
             if run in EVENT_RUNS and not emits:
                 cells.append(NO_EVENTS)
             elif run == "requests-manager" and not (manager_only or folder in MANAGERS):
                 cells.append("-")  # no manager of its own is run for this pool
-            elif run != "requests-manager" and manager_only:
+            elif run != "requests-manager" and run not in EVENT_RUNS and manager_only:
                 cells.append("-")  # a manager with no pool API: only its manager run
             elif run in RUNS and target in EVENTS_ONLY:
                 cells.append("not run")

@@ -75,6 +75,10 @@ class RequestChecks:
         #: (SGLang): how many leading tokens of a request it has keyed; ``hit-keys`` holds
         #: the table to its key up to there (the hit and every prefill it cached).
         self.keyed_tokens: Callable[[str], int] | None = None
+        #: The manager refuses ``reset_prefix_cache`` while any request is live, running
+        #: or preempted (SGLang's ``flush_cache``): ``idle-pool-free`` then asks a reset
+        #: to succeed only once no request is left at all.
+        self.resets_only_without_requests = False
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -269,5 +273,7 @@ class RequestChecks:
             broken += props.refcounts(live, view.ref_cnt)
         if not any(b for tables in live for t in tables for b in t):
             self._count("idle-pool-free")
+            if self.resets_only_without_requests and self.requests:
+                reset_result = None  # a request still waits: its refusal is by design
             broken += props.idle_pool(self.setup.pool.num_gpu_blocks, view.free_count, reset_result)
         self._raise(broken)

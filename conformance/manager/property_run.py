@@ -29,6 +29,7 @@ from kvpool.spec.manager import (
 )
 from kvpool.spec.state import PrimaryKey
 
+from ..events.check import EventsCheck, describe, taken_events
 from ..lockstep import Nonconformance, RunRecord
 from ..target import PoolView
 from .manager_run import ManagerRun
@@ -49,21 +50,48 @@ class PropertyRun(ManagerRun):
         profile: Profile,
         setup: RequestSetup,
         record: RunRecord | None = None,
+        consumer: str | None = None,
     ) -> None:
         narrow = getattr(factory, "supported_setup", None)
         super().__init__(factory, profile, narrow(setup) if narrow else setup, record)
+        #: The consumer model judging the manager's own KV events, if asked for.
+        self.events: EventsCheck | None = None
+        if consumer is not None:
+            if not callable(getattr(self.target, "take_events", None)):
+                raise ValueError(f"manager {self.target.name!r} publishes no KV events")
+            self.events = EventsCheck(consumer)
+            self.judge_events("construction")
         self.checks.registers_when_scheduled = bool(
             getattr(self.target, "registers_when_scheduled", False)
         )
         self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
         self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
+        self.checks.resets_only_without_requests = bool(
+            getattr(self.target, "resets_only_without_requests", False)
+        )
 
     def apply(self, action: RequestAction) -> ManagerResult:
         actual = self.run_on_target(action)
         self.follow(action, actual)
+        if self.events is not None:
+            self.judge_events(action.operation)
         view = self.check_pool(f"after {action.operation}")
         self.checks.step_done(view, actual if isinstance(actual, bool) else None)
         return actual
+
+    def judge_events(self, operation: str) -> None:
+        """The events the manager published since the last step, fed to the consumer and
+        compared with what it holds in the same terms (its ``event_residency``); the stream
+        is judged before anything else of the step."""
+        assert self.events is not None
+        target: Any = self.target
+        events = taken_events(target.take_events())
+        residency = target.event_residency() if hasattr(target, "event_residency") else None
+        found = self.events.feed(events, residency)
+        self.record.properties.update(self.events.checked)
+        self.events.checked.clear()
+        if found:
+            raise Nonconformance(describe(found[0], self.events.model, operation, events))
 
     def follow(self, action: RequestAction, result: ManagerResult) -> None:
         """Track the requests as the manager under test answered."""

@@ -126,10 +126,22 @@ def run_requests(
     return LevelResult(level, record, seconds, failures, "requests", min_valid)
 
 
-def manager_builder(factory: Any, profile: Profile) -> RunBuilder:
+def manager_builder(factory: Any, profile: Profile, consumer: str | None = None) -> RunBuilder:
+    """Runs of managers from ``factory``; with ``consumer``, a manager judged by the
+    properties alone also has its own KV events judged by that consumer model (events on
+    in every setup)."""
     from .manager_run import ManagerRun
     from .property_run import PropertyRun, checked_by_properties
 
+    if consumer is not None:
+        if not checked_by_properties(factory):
+            raise ValueError("only a manager judged by the properties publishes its own events")
+
+        def judged(setup: RequestSetup, record: RunRecord) -> PropertyRun:
+            pool = replace(setup.pool, enable_kv_cache_events=True)  # events on, as traced
+            return PropertyRun(factory, profile, replace(setup, pool=pool), record, consumer)
+
+        return judged
     run = PropertyRun if checked_by_properties(factory) else ManagerRun
     return lambda setup, record: run(factory, profile, setup, record)
 
@@ -153,3 +165,9 @@ def pool_builder(factory: Any, profile: Profile, consumer: str | None = None) ->
 def events_on_pool(consumer: str) -> Level:
     """The request machine's run on the pool, its pool calls judged by ``consumer`` too."""
     return replace(ON_POOL, consumer=consumer)
+
+
+def events_on_manager(consumer: str) -> Level:
+    """The request machine's run of a manager that publishes its own events (SGLang's
+    radix tree), its stream judged by ``consumer`` after every request action."""
+    return replace(ON_MANAGER, consumer=consumer)

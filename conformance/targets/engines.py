@@ -32,7 +32,10 @@ ENGINE_SPECS: dict[str, str] = {
     "nanovllm@PATH": "a nano-vllm checkout or unpacked distribution at PATH",
     "sglang": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a "
     "token-granular manager (--machine requests only; needs the sglang extra: torch)",
-    "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel)",
+    "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N tokens, "
+    "a power of two (blocks are pages; hits cut to whole pages); 'page=drawn' takes the "
+    "largest power of two up to the drawn block size",
+    "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel; ',page=N' too)",
     "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
 }
 #: The engine targets ``kvpool targets`` describes by default.
@@ -49,10 +52,36 @@ def is_engine_spec(spec: str) -> bool:
     return spec == "lmdeploy" or spec.startswith(("lmdeploy==", "lmdeploy@"))
 
 
+def is_sglang(spec: str) -> bool:
+    return spec.split(",")[0] == "sglang" or spec.startswith(("sglang==", "sglang@"))
+
+
+def sglang_page_size(spec: str) -> tuple[str, int | None]:
+    """``sglang...,page=N`` split into the release part and the page size (1 when not
+    named, ``None`` for ``page=drawn``); ``EngineLoadError`` for anything else after the
+    comma."""
+    release, _, option = spec.partition(",")
+    if not option:
+        return release, 1
+    name, _, value = option.partition("=")
+    if name == "page" and value == "drawn":
+        return release, None
+    if name == "page" and value.isdigit() and _power_of_two(int(value)):
+        return release, int(value)
+    raise EngineLoadError(
+        f"{spec}: after the comma SGLang takes 'page=N' (N tokens a page, a power of two: "
+        f"its paged allocation kernels need one) or 'page=drawn', not {option!r}"
+    )
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
 def is_manager_target(spec: str) -> bool:
     """Whether ``spec`` names a manager with no pool API of its own (nano-vllm's): only
     the request machine's manager run can check it."""
-    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+    if is_sglang(spec):
         return True
     return spec in ("nanovllm", "nanovllm-fork") or spec.startswith("nanovllm@")
 
@@ -81,9 +110,9 @@ def load_lmdeploy_manager(spec: str) -> tuple[Any, str]:
 
 def load_engine_manager(spec: str) -> tuple[Any, str]:
     """The manager factory and display name of a manager-only target."""
-    if spec == "sglang" or spec.startswith(("sglang==", "sglang@")):
+    if is_sglang(spec):
         return load_sglang_manager(spec)
-    from .nanovllm.manager import NanoVllmManagerFactory
+    from .nanovllm.manager import nanovllm_managers
     from .nanovllm.release import (
         NanoVllmUnavailable,
         load_distribution,
@@ -101,12 +130,13 @@ def load_engine_manager(spec: str) -> tuple[Any, str]:
             release = load_distribution(spec)
     except NanoVllmUnavailable as exc:
         raise EngineLoadError(f"{spec}: {exc}") from exc
-    return NanoVllmManagerFactory(release, f"{spec} ({release.label})"), spec
+    return nanovllm_managers(release, f"{spec} ({release.label})"), spec
 
 
 def load_sglang_manager(spec: str) -> tuple[Any, str]:
-    """SGLang's radix cache and allocator, from a release or a tree."""
-    from .sglang.manager import SglangManagerFactory
+    """SGLang's radix cache and allocator, from a release or a tree, with the page size
+    ``spec`` names."""
+    from .sglang.manager import sglang_managers
     from .sglang.release import (
         DEFAULT_VERSION,
         SglangUnavailable,
@@ -115,20 +145,22 @@ def load_sglang_manager(spec: str) -> tuple[Any, str]:
         version_label,
     )
 
+    where, page_size = sglang_page_size(spec)
+    pages = "" if page_size == 1 else f",page={page_size or 'drawn'}"
     try:
-        if spec.startswith("sglang@"):
-            root = Path(spec.removeprefix("sglang@")).expanduser()
+        if where.startswith("sglang@"):
+            root = Path(where.removeprefix("sglang@")).expanduser()
             if not root.is_dir():
                 raise EngineLoadError(f"{spec}: {root} is not a folder")
             release = load_tree(root, version_label(root))
             name = spec
         else:
-            version = spec.removeprefix("sglang==") if "==" in spec else DEFAULT_VERSION
+            version = where.removeprefix("sglang==") if "==" in where else DEFAULT_VERSION
             release = load_release(version)
-            name = f"sglang=={version}"
+            name = f"sglang=={version}{pages}"
     except SglangUnavailable as exc:
         raise EngineLoadError(f"{spec}: {exc}") from exc
-    return SglangManagerFactory(release, f"{name} ({release.label})"), name
+    return sglang_managers(release, f"{name} ({release.label})", page_size), name
 
 
 def engine_profile(spec: str) -> str | None:

@@ -191,13 +191,13 @@ def _check_machine(meta: TraceMeta, actions: list[Any], name: str) -> None:
         raise TraceFileError(
             f"{name}: level {meta.level!r} is not one of the {meta.machine} machine's"
         )
-    judged = meta.level == "events" or (not pool and meta.level == "pool")
+    judged = meta.level == "events" or not pool
     if (meta.level == "events" and meta.consumer is None) or (
         meta.consumer is not None and not judged
     ):
         raise TraceFileError(
             f"{name}: an events trace names its consumer model, and only an events trace "
-            "(or a requests trace on a pool) does"
+            "(or a requests trace) does"
         )
     if meta.versus is not None and (not pool or meta.level in ("robustness", "events")):
         raise TraceFileError(

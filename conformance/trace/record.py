@@ -147,7 +147,8 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
         factory, _ = load_manager(manager or "auto", target)
         if factory is None:
             raise ValueError(f"the trace needs a manager, and target {target!r} ships none")
-        run: ManagerRun | PoolRequestRun = manager_builder(factory, profile)(setup, RunRecord())
+        built = manager_builder(factory, profile, meta.consumer)
+        run: ManagerRun | PoolRequestRun = built(setup, RunRecord())
     else:
         pool_factory, _ = load_target(target)
         run = pool_builder(pool_factory, profile, meta.consumer)(setup, RunRecord())

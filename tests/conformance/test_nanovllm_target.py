@@ -26,9 +26,9 @@ for _module in ("xxhash", "numpy"):
         _module, reason=f"nano-vllm needs {_module}: pip install 'kvpool-spec[nanovllm]'"
     )
 
-from kvpool.conformance.lockstep import Nonconformance, RunRecord, signature  # noqa: E402
+from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
+from kvpool.conformance.lockstep import Nonconformance, signature  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
-from kvpool.conformance.manager.property_run import PropertyRun  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
 from kvpool.conformance.target import PoolView  # noqa: E402
@@ -52,27 +52,17 @@ SETUP = RequestSetup(ManagerConfig(2), PoolConfig(6, True, 1))
 
 @pytest.fixture(scope="module")
 def upstream() -> NanoVllmManagerFactory:
-    factory, _ = load_manager("nanovllm", "nanovllm")
-    assert isinstance(factory, NanoVllmManagerFactory)
-    return factory
+    return loaded("nanovllm")
 
 
 @pytest.fixture(scope="module")
 def fork() -> NanoVllmManagerFactory:
-    factory, _ = load_manager("nanovllm-fork", "nanovllm-fork")
-    assert isinstance(factory, NanoVllmManagerFactory)
-    return factory
+    return loaded("nanovllm-fork")
 
 
 def run(factory: NanoVllmManagerFactory, *actions: object) -> str | None:
     """The first difference the property run reports for ``actions`` (``None``: none)."""
-    property_run = PropertyRun(factory, SEED, SETUP, RunRecord())
-    for action in actions:
-        try:
-            property_run.apply(action)  # type: ignore[arg-type]
-        except Nonconformance as exc:
-            return str(exc)
-    return None
+    return first_difference(factory, SETUP, *actions)
 
 
 # --- loading ----------------------------------------------------------------------------
@@ -277,3 +267,13 @@ def test_conform_runs_the_manager_run_only_and_reports_144(
     assert "property 'computes-last-token'" in result.output
     refused = CliRunner().invoke(main, ["conform", "--target", "nanovllm", "--machine", "pool"])
     assert refused.exit_code == 2 and "use --machine requests" in refused.output
+
+
+def test_the_events_level_is_refused_for_it() -> None:
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", "nanovllm", "--machine", "requests", "--level", "events"]
+    refused = CliRunner().invoke(main, args)
+    assert refused.exit_code == 2, refused.output
+    assert "publishes no KV events" in refused.output, refused.output

@@ -46,7 +46,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvpool.spec import Profile
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
@@ -60,6 +59,7 @@ from kvpool.spec.manager.properties import expected_key
 
 from ...manager.target import RequestSetup
 from ...target import PoolView
+from ..manager_factory import ReleaseManagerFactory
 from .release import NanoVllmRelease
 
 OBSERVES = frozenset({"free_queue", "ref_cnt", "keys", "index", "structure"})
@@ -251,18 +251,9 @@ class NanoVllmManagerTarget:
         return problems
 
 
-class NanoVllmManagerFactory:
-    """Builds a :class:`NanoVllmManagerTarget` per test case from one loaded release."""
+NanoVllmManagerFactory = ReleaseManagerFactory[NanoVllmRelease, NanoVllmManagerTarget]
 
-    checked_by_properties = True
 
-    def __init__(self, release: NanoVllmRelease, name: str) -> None:
-        self.release = release
-        self.name = name
-
-    @staticmethod
-    def supported_setup(setup: RequestSetup) -> RequestSetup:
-        return supported_setup(setup)
-
-    def __call__(self, setup: RequestSetup, profile: Profile) -> NanoVllmManagerTarget:
-        return NanoVllmManagerTarget(self.release, supported_setup(setup), self.name)
+def nanovllm_managers(release: NanoVllmRelease, name: str) -> NanoVllmManagerFactory:
+    """Managers from ``release``, every setup narrowed by :func:`supported_setup`."""
+    return ReleaseManagerFactory(release, name, NanoVllmManagerTarget, supported_setup)

@@ -1,75 +1,113 @@
-"""SGLang's ``RadixCache`` over its ``TokenToKVPoolAllocator``, driven as a KV cache manager.
+"""SGLang's ``RadixCache`` over its token allocator, driven as a KV cache manager.
 
-SGLang caches KV per token: the allocator hands out token slots (page size 1, slots
-``1..size`` in a torch tensor, slot 0 kept for padding), and the radix tree maps token
-sequences to the slots holding their KV. Its scheduler (0.4.6) drives the two as below;
-the adapter makes the same calls in the same order (the scheduler itself is not loaded):
+SGLang caches KV per token slot; the allocator hands slots out a page at a time. With page
+size 1 (SGLang's default) it is ``TokenToKVPoolAllocator`` (free slots ``1..size`` in a
+torch tensor, slot 0 kept for padding); with page size ``P > 1`` it is
+``PagedTokenToKVPoolAllocator`` (free pages ``1..size/P``, page ``p`` holding slots
+``p*P .. p*P+P-1``), and the radix tree then matches, splits and inserts whole pages only:
+a hit is cut down to a page boundary. Its scheduler (0.4.6) drives the two as below; the
+adapter makes the same calls in the same order (the scheduler itself is not loaded):
 
 =======================  ================================================================
 protocol call            SGLang
 =======================  ================================================================
 ``admit`` / ``resume``   ``match_prefix`` on all tokens but the last (one is always
-                         computed), ``inc_lock_ref`` on the node reached, the rest
-                         allocated (``evict(n)`` first when the free list is short, as
-                         ``alloc_token_slots`` does); ``None`` (lock dropped) when short
-``append(tokens)``       a slot per token, evicting the same way
+                         computed; the tree cuts the key to whole pages), ``inc_lock_ref``
+                         on the node reached, the rest allocated as a prefill extends
+                         (``evict`` first when the free list is short); ``None`` (lock
+                         dropped) when short
+``append(tokens)``       one token: a decode step's allocation; more: an extend's
 ``commit``               after a prefill (the first forward pass since admission or
                          resumption) ``cache_unfinished_req``: ``insert`` the computed
-                         tokens, free the request's slots the tree already had, re-match
-                         and move the lock; after a decode step (tokens appended since)
-                         nothing: decoded tokens are cached when the request finishes
-``finish``               ``cache_finished_req``: the same insert, then ``dec_lock_ref``;
-                         slots never computed are freed
-``preempt``              ``retract_decode``: the slots past the cached prefix freed,
+                         tokens' whole pages, free the request's pages the tree already
+                         had, re-match and move the lock; after a decode step nothing:
+                         decoded tokens are cached when the request finishes
+``finish``               ``cache_finished_req``: the pages past the last whole one freed,
+                         the rest inserted, duplicates freed, ``dec_lock_ref``
+``preempt``              ``retract_decode``: the pages past the cached prefix freed,
                          ``dec_lock_ref``
-``reset_prefix_cache``   not drawn (SGLang flushes only an idle server)
+``reset_prefix_cache``   ``Scheduler.flush_cache``: refused (``False``) while any request
+                         runs or waits; else ``RadixCache.reset`` and the allocator's
+                         ``clear``
 =======================  ================================================================
 
-**Token-granular, as blocks of one token.** The request machine runs it with
-``block_size = hash_block_size = 1``: a slot is a block, the key of a slot is the spec's
-key of the prefix ending at that token (the tree's path to it). Capacity is kept in
-tokens: ``num_gpu_blocks`` of the drawn setup times its block size.
+**Allocation.** With page size 1 the scheduler calls ``alloc(n)`` (``evict(n)`` first when
+fewer than ``n`` slots are free). With pages it calls ``alloc_extend`` / ``alloc_decode``,
+triton kernels that need a GPU: the adapter makes the kernels' one-request result from
+the allocator's own ``alloc`` instead. A request's next tokens first fill its last page
+(the slots after its last one), then take whole new pages from the head of the free list,
+exactly as many as the kernel counts (``free_pages[:n]``, which ``alloc(n * P)`` takes);
+the eviction before it asks for what the scheduler asks: ``need + P`` tokens for an
+extend, ``P`` for a decode step, when fewer are free.
 
-**What it shows.** Per slot: ``lock_ref`` of the tree node holding it as its ref count (the
-number of running requests whose matched prefix covers it), 1 for a slot out of the free
-list and out of the tree (one request's own), 0 for a free slot; keys of the tree's slots;
-``free_count`` as SGLang's own idle check counts it, ``available_size() +
-evictable_size()``. The free list's order is not shown (``tail-first-free`` is vLLM's
-reuse policy; SGLang's is the tree's LRU over leaves). Structure: ``evictable_size_`` and
-``protected_size_`` against the tree (unlocked / locked node sizes), the free list without
-repeats and apart from the tree, and every slot in exactly one place.
+**Blocks are pages.** The request machine runs it with ``block_size = hash_block_size =``
+the page size: a page is a block, a request's table is its pages in order, and the key of
+a tree page is the spec's key of the prefix ending at that page. The page size is the
+target's (``,page=N``, a power of two; 1 by default) or the largest power of two up to
+the drawn block size (``,page=drawn``). ``tests/conformance/test_sglang_paged_kernels.py``
+runs the kernels in triton's interpreter beside this allocation.
+
+**What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
+(the number of running requests whose matched prefix covers it), 1 for a page out of the
+free list and out of the tree (one request's own), 0 for a free page; keys of the tree's
+pages; ``free_count`` as SGLang's own idle check counts it, ``available_size() +
+evictable_size()``, in pages. The free list's order is not shown (``tail-first-free`` is
+vLLM's reuse policy; SGLang's is the tree's LRU over leaves). Structure:
+``evictable_size_`` and ``protected_size_`` against the tree (unlocked / locked node
+sizes), whole pages in every node, the free list without repeats and apart from the tree,
+and every page in exactly one place.
+
+**Events.** Built with ``enable_kv_cache_events`` when the setup asks for events: the tree
+publishes one ``BlockStored`` per node stored (its hash ``hash(tuple(node.key))``, the
+parent's likewise), a ``BlockRemoved`` per node that leaves (a split removes the node and
+stores its two halves), ``AllBlocksCleared`` on every reset. ``take_events`` gives them as
+the spec's events (hashes as 8-byte signed integers, group 0) and ``event_residency`` what
+the tree holds in the same terms, for the consumer models of the events level.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
-from kvpool.spec import Profile
+from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
     Admit,
+    EvictCached,
     ManagerConfig,
     RequestAction,
-    ResetCache,
     Scheduled,
 )
 from kvpool.spec.manager.properties import expected_key
 
 from ...manager.target import RequestSetup
 from ...target import PoolView
+from ..manager_factory import ReleaseManagerFactory
 from .release import SglangRelease
 
 OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 
 
-def supported_setup(setup: RequestSetup) -> RequestSetup:
-    """``setup`` as a token-granular cache: one full-attention group, blocks of one token,
-    caching on, the same capacity in tokens."""
-    slots = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
-    pool = replace(setup.pool, enable_caching=True, hash_block_size=1, num_gpu_blocks=slots + 1)
-    return RequestSetup(ManagerConfig(1, (FULL_ATTENTION,)), pool)
+def supported_setup(setup: RequestSetup, page_size: int | None = 1) -> RequestSetup:
+    """``setup`` as SGLang's cache can take it: one full-attention group, caching on,
+    blocks of ``page_size`` tokens keyed per page, the capacity kept in tokens. ``None``
+    takes the largest power of two up to the drawn block size (its paged kernels need a
+    power of two)."""
+    drawn = setup.manager.block_size
+    page = 1 << (drawn.bit_length() - 1) if page_size is None else page_size
+    tokens = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
+    pages = max(1, tokens // page)
+    pool = replace(setup.pool, enable_caching=True, hash_block_size=page, num_gpu_blocks=pages + 1)
+    return RequestSetup(ManagerConfig(page, (FULL_ATTENTION,)), pool)
+
+
+def event_hash(value: int) -> bytes:
+    """SGLang's integer hash as the spec's bytes."""
+    return int(value).to_bytes(8, "little", signed=True)
 
 
 @dataclass
@@ -77,8 +115,11 @@ class _Request:
     tokens: list[int]
     #: The request's slots (SGLang's ``req_to_token`` row).
     slots: list[int] = field(default_factory=list)
-    #: ``len(req.prefix_indices)``: the leading slots that belong to the tree.
+    #: ``len(req.prefix_indices)``: with pages, the tree's part and the request's own
+    #: slots of its last, partial page computed by a prefill.
     prefix_len: int = 0
+    #: The leading tokens the tree holds for it (its locked prefix).
+    tree_len: int = 0
     last_node: Any = None
     computed: int = 0
     running: bool = True
@@ -91,9 +132,12 @@ class SglangManagerTarget:
 
     checked_by_properties = True
     observes = OBSERVES
-    #: ``cache_unfinished_req`` points a request at the tree's slot where another request
+    #: ``cache_unfinished_req`` points a request at the tree's page where another request
     #: cached the same prefix first (and frees its own copy): a by-design table change.
     swaps_in_cached = True
+    #: ``flush_cache`` refuses while a request waits (a preempted one too), not only while
+    #: a block is held.
+    resets_only_without_requests = True
 
     def __init__(self, release: SglangRelease, setup: RequestSetup, name: str) -> None:
         import torch
@@ -102,11 +146,20 @@ class SglangManagerTarget:
         self.name = name
         self.version = release.label
         self.setup = setup
-        self.size = setup.pool.num_gpu_blocks - 1
-        allocator_class = release.memory_pool.TokenToKVPoolAllocator
-        self.allocator: Any = allocator_class(self.size, torch.float16, "cpu", None)
-        cache_class = release.radix_cache.RadixCache
-        self.cache: Any = cache_class(None, self.allocator, page_size=1)
+        self.page = setup.manager.block_size
+        self.num_pages = setup.pool.num_gpu_blocks - 1
+        size = self.num_pages * self.page
+        self.allocator: Any
+        if self.page == 1:
+            allocator_class = release.memory_pool.TokenToKVPoolAllocator
+            self.allocator = allocator_class(size, torch.float16, "cpu", None)
+        else:
+            paged_class = release.paged_allocator.PagedTokenToKVPoolAllocator
+            self.allocator = paged_class(size, self.page, torch.float16, "cpu", None)
+        self.publishes_events = setup.pool.enable_kv_cache_events
+        self.cache: Any = release.radix_cache.RadixCache(
+            None, self.allocator, page_size=self.page, enable_kv_cache_events=self.publishes_events
+        )
         self.requests: dict[str, _Request] = {}
         self._keys: dict[tuple[int, ...], tuple[bytes, ...]] = {}
 
@@ -115,43 +168,64 @@ class SglangManagerTarget:
     def _tensor(self, slots: list[int]) -> Any:
         return self.torch.tensor(slots, dtype=self.torch.int64)
 
-    def _alloc(self, n: int) -> list[int] | None:
-        """``alloc_token_slots``: evict ``n`` tokens when the free list is short."""
+    def _free(self, slots: list[int]) -> None:
+        if slots:
+            self.allocator.free(self._tensor(slots))
+
+    def _grow(self, slots: list[int], n: int, decode: bool) -> list[int] | None:
+        """Slots for ``n`` more tokens after ``slots`` (``None``: too few free), as the
+        scheduler allocates them: ``alloc_token_slots`` with page size 1, else the
+        paged extend or decode (see the module docstring)."""
         if n == 0:
             return []
-        if self.allocator.available_size() < n:
-            self.cache.evict(n)
-        got = self.allocator.alloc(n)
-        return None if got is None else [int(s) for s in got.tolist()]
+        page = self.page
+        reserve = n if page == 1 else page if decode else n + page
+        if self.allocator.available_size() < reserve:
+            self.cache.evict(reserve)
+        if page == 1:
+            got = self.allocator.alloc(n)
+            return None if got is None else [int(s) for s in got.tolist()]
+        before, after = len(slots), len(slots) + n
+        new_pages = -(-after // page) - -(-before // page)
+        if new_pages > len(self.allocator.free_pages):
+            return None
+        fill = min(after, -(-before // page) * page) - before
+        filled = [slots[-1] + 1 + i for i in range(fill)]
+        fresh = self.allocator.alloc(new_pages * page) if new_pages else self._tensor([])
+        return filled + [int(s) for s in fresh.tolist()][: n - fill]
 
     def _schedule(self, request: _Request) -> Scheduled | None:
         key = request.tokens[: len(request.tokens) - 1]
         prefix, node = self.cache.match_prefix(key=list(key))
         self.cache.inc_lock_ref(node)
         hit = [int(s) for s in prefix.tolist()]
-        rest = self._alloc(len(request.tokens) - len(hit))
+        rest = self._grow(hit, len(request.tokens) - len(hit), decode=False)
         if rest is None:
             self.cache.dec_lock_ref(node)
             return None
-        request.slots, request.prefix_len, request.last_node = hit + rest, len(hit), node
-        request.computed, request.running, request.prefilling = len(hit), True, True
+        request.slots, request.last_node = hit + rest, node
+        request.prefix_len = request.tree_len = request.computed = len(hit)
+        request.running, request.prefilling = True, True
         return self._scheduled(request)
 
-    def _insert_computed(self, request: _Request) -> int:
-        """Insert the computed tokens; free the request's duplicates of the tree's slots.
-        The new prefix length."""
-        tokens, slots = request.tokens[: request.computed], request.slots[: request.computed]
+    def _whole_pages(self, count: int) -> int:
+        return count // self.page * self.page
+
+    def _insert(self, request: _Request, upto: int) -> int:
+        """Insert the first ``upto`` (whole pages of) tokens; free the request's
+        duplicates of what the tree had. The tree's prefix length it returned."""
+        tokens, slots = request.tokens[:upto], request.slots[:upto]
         new_prefix_len = int(self.cache.insert(list(tokens), self._tensor(slots)))
-        duplicates = slots[request.prefix_len : new_prefix_len]
-        if duplicates:
-            self.allocator.free(self._tensor(duplicates))
+        self._free(request.slots[request.prefix_len : new_prefix_len])
         return new_prefix_len
 
     # --- the protocol ---------------------------------------------------------------------
 
     def allows(self, action: RequestAction) -> bool:
-        """It has no salts and the suite never flushes it: neither is drawn."""
-        if isinstance(action, ResetCache):
+        """It has no salts (no extra key anywhere in the tree) and no call that evicts named
+        pages (only ``evict(n)``, by LRU): neither a salted request nor ``evict_cached``
+        is drawn."""
+        if isinstance(action, EvictCached):
             return False
         return not (isinstance(action, Admit) and action.salt is not None)
 
@@ -169,7 +243,8 @@ class SglangManagerTarget:
 
     def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
         request = self.requests[request_id]
-        more = self._alloc(len(tokens))
+        decode = len(tokens) == 1 and not request.prefilling
+        more = self._grow(request.slots, len(tokens), decode)
         if more is None:
             return None
         request.tokens += tokens
@@ -189,59 +264,107 @@ class SglangManagerTarget:
         if not request.prefilling:
             return self._scheduled(request)
         request.prefilling = False
-        self._insert_computed(request)
-        found, node = self.cache.match_prefix(key=list(request.tokens))
+        whole = self._whole_pages(request.computed)
+        self._insert(request, whole)
+        found, node = self.cache.match_prefix(key=list(request.tokens[:whole]))
         found_slots = [int(s) for s in found.tolist()]
         request.slots[request.prefix_len : len(found_slots)] = found_slots[request.prefix_len :]
         self.cache.dec_lock_ref(request.last_node)
         self.cache.inc_lock_ref(node)
-        request.prefix_len, request.last_node = len(found_slots), node
+        request.tree_len, request.last_node = len(found_slots), node
+        # ``req.prefix_indices``: the tree's part, then (with pages) the request's own
+        # slots of the partial page after it
+        request.prefix_len = len(found_slots) if self.page == 1 else request.computed
         return self._scheduled(request)
 
     def preempt(self, request_id: str) -> None:
-        """``retract_decode``."""
+        """``retract_decode``: the slots from the last whole page of ``prefix_indices``."""
         request = self.requests[request_id]
-        own = request.slots[request.prefix_len :]
-        if own:
-            self.allocator.free(self._tensor(own))
+        self._free(request.slots[self._whole_pages(request.prefix_len) :])
         self.cache.dec_lock_ref(request.last_node)
-        request.slots, request.prefix_len, request.last_node = [], 0, None
-        request.computed, request.running = 0, False
+        request.slots, request.last_node = [], None
+        request.prefix_len = request.tree_len = request.computed = 0
+        request.running = False
 
     def finish(self, request_id: str) -> None:
-        """``cache_finished_req`` (slots never computed freed first)."""
+        """``cache_finished_req``: the slots past the computed tokens' last whole page are
+        freed (slots never computed with them, in the same call), the rest inserted."""
         request = self.requests.pop(request_id)
         if not request.running:
             return
-        never = request.slots[request.computed :]
-        if never:
-            self.allocator.free(self._tensor(never))
-        self._insert_computed(request)
+        whole = self._whole_pages(request.computed)
+        self._free(request.slots[whole:])
+        self._insert(request, whole)
         self.cache.dec_lock_ref(request.last_node)
 
     def reset_prefix_cache(self) -> bool:
-        raise NotImplementedError("the suite does not flush SGLang's cache")
+        """``Scheduler.flush_cache``: only with no request running or waiting."""
+        if self.requests:
+            return False
+        self.cache.reset()
+        self.allocator.clear()
+        return True
+
+    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
+        raise NotImplementedError("SGLang's RadixCache evicts only by LRU")
 
     def keyed_tokens(self, request_id: str) -> int:
         """How many leading tokens of the request the tree holds for it (its locked
         prefix): decoded tokens join only when it finishes."""
-        return self.requests[request_id].prefix_len
+        return self.requests[request_id].tree_len
 
     def is_block_writable(self, block: int) -> bool:
-        """A slot out of the tree and out of the free list, in exactly one running
+        """A page out of the tree and out of the free list, in exactly one running
         request's table (SGLang has no such query: its engine writes every slot it
         allocated)."""
-        if block < 1 or block > self.size or block in self._tree_slots():
+        if block < 1 or block > self.num_pages or block in self._tree_pages():
             return False
-        if block in set(int(s) for s in self.allocator.free_slots.tolist()):
+        if block in set(self._free_pages()):
             return False
-        holders = sum(r.slots.count(block) for r in self.requests.values() if r.running)
+        holders = sum(self._pages(r.slots).count(block) for r in self.requests.values())
         return holders == 1
 
+    def _pages(self, slots: list[int]) -> list[int]:
+        """The pages of a request's slots, in table order."""
+        return [slots[i] // self.page for i in range(0, len(slots), self.page)]
+
     def _scheduled(self, request: _Request) -> Scheduled:
-        return Scheduled(request.computed, (tuple(request.slots),))
+        return Scheduled(request.computed, (tuple(self._pages(request.slots)),))
+
+    # --- events ---------------------------------------------------------------------------
+
+    def take_events(self) -> tuple[Event, ...]:
+        """The tree's events since the last call, as the spec's events."""
+        events: list[Event] = []
+        for event in self.cache.take_events():
+            kind = type(event).__name__
+            if kind == "StoredEvent":
+                parent = event.parent_block_hash
+                events.append(
+                    BlockStored(
+                        tuple(event_hash(h) for h in event.block_hashes),
+                        None if parent is None else event_hash(parent),
+                        0,
+                        int(event.block_size),
+                        len(event.token_ids),
+                    )
+                )
+            elif kind == "RemovedEvent":
+                events.extend(BlockRemoved(event_hash(h), 0) for h in event.block_hashes)
+            else:
+                events.append(AllBlocksCleared())
+        return tuple(events)
+
+    def event_residency(self) -> dict[tuple[int, bytes], int]:
+        """What the tree holds in its events' terms: each node's hash, with multiplicity."""
+        held = Counter((0, event_hash(hash(tuple(node.key)))) for node, _ in self._nodes())
+        return dict(held)
 
     # --- looking inside -------------------------------------------------------------------
+
+    def _free_pages(self) -> list[int]:
+        free = self.allocator.free_slots if self.page == 1 else self.allocator.free_pages
+        return [int(p) for p in free.tolist()]
 
     def _nodes(self) -> list[tuple[Any, tuple[int, ...]]]:
         """Every node but the root with the tokens of the path ending at it."""
@@ -255,44 +378,46 @@ class SglangManagerTarget:
                 stack.append((child, child_path))
         return found
 
-    def _tree_slots(self) -> dict[int, tuple[Any, bytes]]:
-        """slot -> (node, the spec's key of the prefix ending at its token)."""
-        slots: dict[int, tuple[Any, bytes]] = {}
+    def _tree_pages(self) -> dict[int, tuple[Any, bytes]]:
+        """page -> (node, the spec's key of the prefix ending at the page)."""
+        pages: dict[int, tuple[Any, bytes]] = {}
         for node, path in self._nodes():
             keys = self._path_keys(path)
-            start = len(path) - len(node.key)
-            for i, slot in enumerate(node.value.tolist()):
-                slots[int(slot)] = (node, keys[start + i])
-        return slots
+            first = (len(path) - len(node.key)) // self.page
+            for i, page in enumerate(self._pages([int(s) for s in node.value.tolist()])):
+                if first + i < len(keys):
+                    pages[page] = (node, keys[first + i])
+        return pages
 
     def _path_keys(self, path: tuple[int, ...]) -> tuple[bytes, ...]:
         keys = self._keys.get(path)
         if keys is None:
-            hashes = request_block_hashes(path, 1, None)
-            keys = tuple(expected_key(hashes, 1, 1, i, 0) for i in range(len(path)))
+            page = self.page
+            hashes = request_block_hashes(path, page, None)
+            keys = tuple(expected_key(hashes, page, page, i, 0) for i in range(len(hashes)))
             self._keys[path] = keys
         return keys
 
     def view(self) -> PoolView:
-        tree = self._tree_slots()
-        free = set(int(s) for s in self.allocator.free_slots.tolist())
+        tree = self._tree_pages()
+        free = set(self._free_pages())
         ref_cnt = [0]
         keys: list[frozenset[bytes]] = [frozenset()]
         primary: list[bytes | None] = [None]
-        for slot in range(1, self.size + 1):
-            if slot in tree:
-                node, key = tree[slot]
+        for page in range(1, self.num_pages + 1):
+            if page in tree:
+                node, key = tree[page]
                 ref_cnt.append(int(node.lock_ref))
                 keys.append(frozenset([key]))
                 primary.append(key)
             else:
-                ref_cnt.append(0 if slot in free else 1)
+                ref_cnt.append(0 if page in free else 1)
                 keys.append(frozenset())
                 primary.append(None)
-        index = tuple(sorted((key, (slot,)) for slot, (_, key) in tree.items()))
-        free_count = int(self.allocator.available_size()) + int(self.cache.evictable_size())
+        index = tuple(sorted((key, (page,)) for page, (_, key) in tree.items()))
+        free_tokens = int(self.allocator.available_size()) + int(self.cache.evictable_size())
         return PoolView(
-            free_count=free_count,
+            free_count=free_tokens // self.page,
             ref_cnt=tuple(ref_cnt),
             keys=tuple(keys),
             primary=tuple(primary),
@@ -302,16 +427,25 @@ class SglangManagerTarget:
     def structure_problems(self) -> list[str]:
         problems: list[str] = []
         evictable = protected = 0
-        tree_slots: list[int] = []
+        tree_pages: list[int] = []
         for node, _ in self._nodes():
-            size = len(node.value)
-            tree_slots += [int(s) for s in node.value.tolist()]
+            slots = [int(s) for s in node.value.tolist()]
+            pages = self._pages(slots)
+            whole = [pages[i // self.page] * self.page + i % self.page for i in range(len(slots))]
+            if len(slots) % self.page or slots != whole:
+                problems.append(
+                    f"invariant 'tree-pages-whole': a tree node holds slots {slots}, not "
+                    f"whole pages of {self.page}"
+                )
+            tree_pages += pages
             if node.lock_ref > 0:
-                protected += size
+                protected += len(slots)
             else:
-                evictable += size
+                evictable += len(slots)
             if node.lock_ref < 0:
-                problems.append(f"a tree node holding {size} slots has lock_ref {node.lock_ref}")
+                problems.append(
+                    f"a tree node holding {len(slots)} slots has lock_ref {node.lock_ref}"
+                )
         if self.cache.evictable_size() != evictable:
             problems.append(
                 f"invariant 'evictable-size-matches-tree': evictable_size() is "
@@ -322,36 +456,37 @@ class SglangManagerTarget:
                 f"invariant 'protected-size-matches-tree': protected_size() is "
                 f"{self.cache.protected_size()} but the locked nodes hold {protected} slots"
             )
-        free = [int(s) for s in self.allocator.free_slots.tolist()]
+        free = self._free_pages()
         if len(free) != len(set(free)):
-            problems.append(f"invariant 'free-list-once': the free list repeats a slot: {free}")
-        if len(tree_slots) != len(set(tree_slots)):
-            problems.append("invariant 'tree-slot-once': two tree nodes hold the same slot")
-        both = sorted(set(free) & set(tree_slots))
+            problems.append(f"invariant 'free-list-once': the free list repeats a page: {free}")
+        if len(tree_pages) != len(set(tree_pages)):
+            problems.append("invariant 'tree-page-once': two tree nodes hold the same page")
+        both = sorted(set(free) & set(tree_pages))
         if both:
-            problems.append(f"invariant 'free-apart-from-tree': slots {both} are free and cached")
-        own = [s for r in self.requests.values() if r.running for s in r.slots[r.prefix_len :]]
-        placed = len(set(free) | set(tree_slots) | set(own))
-        if placed != self.size or len(free) + len(tree_slots) + len(own) != self.size:
+            problems.append(f"invariant 'free-apart-from-tree': pages {both} are free and cached")
+        own = [
+            p
+            for r in self.requests.values()
+            if r.running
+            for p in self._pages(r.slots)[r.tree_len // self.page :]
+        ]
+        placed = set(free) | set(tree_pages) | set(own)
+        everything = set(range(1, self.num_pages + 1))
+        if placed != everything or len(free) + len(tree_pages) + len(own) != len(placed):
             problems.append(
-                f"invariant 'slots-accounted': {len(free)} free + {len(tree_slots)} cached + "
-                f"{len(own)} requests' own slots, of {self.size}"
+                f"invariant 'pages-accounted': {len(free)} free + {len(tree_pages)} cached + "
+                f"{len(own)} requests' own pages, of {self.num_pages}"
             )
         return problems
 
 
-class SglangManagerFactory:
-    """Builds a :class:`SglangManagerTarget` per test case from one loaded release."""
+SglangManagerFactory = ReleaseManagerFactory[SglangRelease, SglangManagerTarget]
 
-    checked_by_properties = True
 
-    def __init__(self, release: SglangRelease, name: str) -> None:
-        self.release = release
-        self.name = name
-
-    @staticmethod
-    def supported_setup(setup: RequestSetup) -> RequestSetup:
-        return supported_setup(setup)
-
-    def __call__(self, setup: RequestSetup, profile: Profile) -> SglangManagerTarget:
-        return SglangManagerTarget(self.release, supported_setup(setup), self.name)
+def sglang_managers(
+    release: SglangRelease, name: str, page_size: int | None
+) -> SglangManagerFactory:
+    """Managers from ``release`` with pages of ``page_size`` tokens (``None``: the drawn
+    block size)."""
+    narrow = partial(supported_setup, page_size=page_size)
+    return ReleaseManagerFactory(release, name, SglangManagerTarget, narrow)

@@ -1,14 +1,18 @@
 """Which files of an SGLang release the suite runs, and the stand-ins they need.
 
-``sglang==0.4.6.post5`` is a pure wheel. Three of its files run:
+``sglang==0.4.6.post5`` is a pure wheel. Four of its files run:
 ``srt/mem_cache/radix_cache.py`` (``RadixCache``), ``srt/mem_cache/memory_pool.py``
-(``TokenToKVPoolAllocator``: page size 1, its free list a torch tensor) and
-``srt/mem_cache/base_prefix_cache.py`` (the abstract base). They need torch (the CPU build
-serves: the ``sglang`` extra); everything else they import is a stand-in that the pool
-never calls: triton's decorators (the MLA kernel in ``memory_pool.py`` is never launched),
+(``TokenToKVPoolAllocator``: page size 1, its free list a torch tensor),
+``srt/mem_cache/paged_allocator.py`` (``PagedTokenToKVPoolAllocator``: page size > 1, a
+tensor of free pages) and ``srt/mem_cache/base_prefix_cache.py`` (the abstract base). They
+need torch (the CPU build serves: the ``sglang`` extra); everything else they import is a
+stand-in that the pool never calls: triton's decorators (the kernels in
+``memory_pool.py`` and ``paged_allocator.py`` are never launched: they need a GPU),
 SGLang's ``utils`` helpers used at import, the attention layer and memory-saver classes
-named in annotations, the KV-event classes (events are off) and the scheduler's
-``global_server_args_dict``. Nothing else of the package is loaded.
+named in annotations and the scheduler's ``global_server_args_dict``. The KV-event classes
+(``disaggregation/kv_events.py`` needs msgspec and zmq) are small records of ours with the
+same fields, so a cache built with ``enable_kv_cache_events`` runs its own event code.
+Nothing else of the package is loaded.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ DEFAULT_VERSION = "0.4.6.post5"
 RELATIVE = (
     "srt/mem_cache/base_prefix_cache.py",
     "srt/mem_cache/memory_pool.py",
+    "srt/mem_cache/paged_allocator.py",
     "srt/mem_cache/radix_cache.py",
 )
 
@@ -45,6 +50,7 @@ class SglangRelease:
     origin: Path
     radix_cache: ModuleType
     memory_pool: ModuleType
+    paged_allocator: ModuleType
 
 
 class _Placeholder:
@@ -54,9 +60,27 @@ class _Placeholder:
         raise RuntimeError("a stand-in of kvpool's SGLang loader was called")
 
 
-def _event(*args: object, **kwargs: object) -> tuple[object, ...]:
-    """A KV event (never made: the suite builds the cache with events off)."""
-    raise RuntimeError("SGLang KV events are off in the suite")
+@dataclass(frozen=True)
+class StoredEvent:
+    """``BlockStored`` as ``RadixCache`` makes it: one tree node's tokens."""
+
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+    lora_id: int | None
+
+
+@dataclass(frozen=True)
+class RemovedEvent:
+    """``BlockRemoved``: the hashes of tree nodes that left."""
+
+    block_hashes: list[int]
+
+
+@dataclass(frozen=True)
+class ClearedEvent:
+    """``AllBlocksCleared``: the tree was reset."""
 
 
 def _unchanged(fn: Callable[..., Any] | None = None, **_: object) -> Any:
@@ -71,15 +95,16 @@ def _stand_ins() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, obje
         "sglang.srt.utils": {
             "debug_timing": _unchanged,
             "get_compiler_backend": lambda: "inductor",
+            "get_bool_env_var": lambda name, default="false": False,
             "is_cuda": lambda: False,
             "next_power_of_2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
         },
         "sglang.srt.layers.radix_attention": {"RadixAttention": _Placeholder},
         "sglang.srt.torch_memory_saver_adapter": {"TorchMemorySaverAdapter": _Placeholder},
         "sglang.srt.disaggregation.kv_events": {
-            "AllBlocksCleared": _event,
-            "BlockRemoved": _event,
-            "BlockStored": _event,
+            "AllBlocksCleared": ClearedEvent,
+            "BlockRemoved": RemovedEvent,
+            "BlockStored": StoredEvent,
             "KVCacheEvent": _Placeholder,
         },
         "sglang.srt.managers.schedule_batch": {"global_server_args_dict": {}},
@@ -117,6 +142,7 @@ def load_tree(root: Path, label: str) -> SglangRelease:
         root,
         modules["sglang.srt.mem_cache.radix_cache"],
         modules["sglang.srt.mem_cache.memory_pool"],
+        modules["sglang.srt.mem_cache.paged_allocator"],
     )
 
 
