@@ -83,11 +83,18 @@ def test_a_malformed_record_is_refused_saying_where(damage: Any, says: str) -> N
         parse(broken)
 
 
-def test_the_committed_record_is_a_verified_run_of_both_timings() -> None:
+def test_the_committed_record_is_verified_runs_of_both_timings_saying_what_the_page_says() -> None:
     record = load(DOCS)
     assert record.vllm.startswith("vllm==0.33.0") and record.commit
     timed = {(f.workload, f.num_gpu_blocks) for f in record.figures}
     sizes = {n for _, n in timed}
     assert timed == {(w, n) for w in ("requests", "requests, prehashed") for n in sizes}
     runs = json.loads((DOCS / DATA).read_text())["runs"]
-    assert all(run["verified"] and not run["disagreements"] for run in runs)
+    assert len(runs) >= 2 and all(run["verified"] and not run["disagreements"] for run in runs)
+    # the page's reading of the table: with hashing ours is slower at every size, handed
+    # the digests it is faster at every size (in every run)
+    for figure in record.figures:
+        if figure.workload == "requests":
+            assert max(figure.ratio) < 1, figure
+        else:
+            assert min(figure.ratio) > 1, figure

@@ -40,7 +40,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from kvpool.spec import Profile
+from kvpool.spec import BlockRemoved, BlockStored, Event, Profile
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
@@ -48,7 +48,7 @@ from kvpool.spec.manager.state import extra_keys
 
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView
-from ..vllm_api import VllmApiTarget
+from ..vllm_api import VllmApiTarget, int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 
@@ -309,6 +309,38 @@ class VllmManagerTarget:
         if callable(getattr(pool, "is_block_writable", None)):
             return bool(pool.is_block_writable(it))
         return bool(it.ref_cnt == 1 and it.block_hash is None)
+
+    # --- events -------------------------------------------------------------------------
+
+    def take_events(self) -> tuple[Event, ...] | None:
+        """The manager's KV events since the last call (its ``take_events``), in the spec's
+        vocabulary and keys; ``None`` where they cannot be compared: a release whose events
+        do not name their group (the pool adapter tags them only on calls it makes itself)
+        or a manager without ``take_events``."""
+        take = getattr(self.manager, "take_events", None)
+        if take is None or not self.pool.api.events_carry_group:
+            return None
+        self._pair_hashes()
+        theirs = list(self.spec_hashes)
+        # vLLM publishes a hash's low 64 bits: the pool adapter turns them back into the
+        # release's hashes it knows, then the pairing gives the spec's.
+        known = self.pool.known_hashes
+        known.update((int_hash(h), h) for h in theirs)
+        mine = self.spec_hashes
+        events: list[Event] = []
+        for raw in take():
+            for event in self.pool.spec_events(raw):
+                if isinstance(event, BlockStored):
+                    parent = event.parent_block_hash
+                    event = replace(
+                        event,
+                        block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
+                        parent_block_hash=None if parent is None else mine.get(parent, parent),
+                    )
+                elif isinstance(event, BlockRemoved):
+                    event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
+                events.append(event)
+        return tuple(events)
 
     # --- looking inside -----------------------------------------------------------------
 
