@@ -69,8 +69,10 @@ class ManagerApiTarget:
         return bool(self.manager.is_block_writable(block))
 
     def take_events(self) -> tuple[Event, ...] | None:
-        """The KV events its pool published since the last call (``None``: it shows none)."""
-        if "events" not in self.observes:
+        """The KV events its pool published since the last call; ``None`` when it shows
+        none or its events do not name their group (the pool adapter tags them only on
+        calls it makes itself, and the manager calls the pool directly)."""
+        if "events" not in self.observes or not self.pool.api.events_carry_group:
             return None
         events = self.pool.apply(TakeEvents()).result
         assert isinstance(events, tuple)
