@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .block import KVCacheBlock
 from .block_pool import BlockPool
-from .hashing import hash_block_tokens, request_block_hashes, sha256_hash
+from .hashing import HashFunction, hash_block_tokens, request_block_hashes, sha256_hash
 from .request import Request
 
 #: Table entries, per group, as block ids (0 is the null block).
@@ -196,9 +196,13 @@ class KVCacheManager:
         enable_caching: bool = True,
         hash_block_size: int = 1,
         enable_kv_cache_events: bool = True,
+        hash_function: HashFunction = sha256_hash,
     ) -> None:
         """Pre: ``block_size`` is a positive multiple of ``hash_block_size``; at least one
-        group. The pool is built with ``num_gpu_blocks`` blocks (block 0 the null block)."""
+        group. The pool is built with ``num_gpu_blocks`` blocks (block 0 the null block).
+        ``hash_function`` digests each block's hash input (parent hash, tokens, extra
+        keys); the default is the spec's, and another one gives keys the spec's manager
+        does not know (a benchmark hands in digests computed beforehand, say)."""
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if (
@@ -219,6 +223,7 @@ class KVCacheManager:
                 raise ValueError(f"not a KVCacheGroupSpec: {group!r}")
         self.block_size = block_size
         self.hash_block_size = hash_block_size
+        self.hash_function = hash_function
         self.groups: tuple[KVCacheGroupSpec, ...] = groups
         self.enable_caching = bool(enable_caching)
         self.block_pool = BlockPool(
@@ -445,7 +450,7 @@ class KVCacheManager:
         """The chained hashes of ``tokens`` at ``hash_block_size``; the salt is the extra
         key of every block, so another salt never shares a block."""
         extra_keys: tuple[object, ...] | None = None if salt is None else (salt,)
-        return request_block_hashes(tokens, self.hash_block_size, extra_keys)
+        return request_block_hashes(tokens, self.hash_block_size, extra_keys, self.hash_function)
 
     def _extend_block_hashes(self, req: ManagedRequest) -> None:
         """Hash the full hash blocks appended since the last call, chained on the last
@@ -456,7 +461,7 @@ class KVCacheManager:
         parent = hashes[-1] if hashes else None
         for start in range(len(hashes) * hbs, len(tokens) - hbs + 1, hbs):
             parent = hash_block_tokens(
-                sha256_hash, parent, tokens[start : start + hbs], req.extra_keys
+                self.hash_function, parent, tokens[start : start + hbs], req.extra_keys
             )
             hashes.append(parent)
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import managers
 from .measure import (
     Contender,
     Disagreement,
@@ -135,14 +136,86 @@ def run_bench(
             )
             tick(f"memory @ {size:,}")
     return _report(
-        contenders, cells, disagreements, mem, workloads, sizes, ops, large_ops, repeat, seed
+        (contenders[0].name, contenders[1].name),
+        cells,
+        [d.describe() for d in disagreements],
+        mem,
+        workloads,
+        sizes,
+        ops,
+        large_ops,
+        repeat,
+        seed,
+    )
+
+
+def run_manager_bench(
+    contenders: tuple[managers.ManagerContender, managers.ManagerContender],
+    sizes: list[int],
+    ops: int,
+    large_ops: int,
+    repeat: int,
+    seed: int,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """The request workload through two KV cache managers: per size, the steps are
+    recorded, verified on both side by side (tables and free counts after every step),
+    then timed twice per repetition, interleaved: hashing included, and with each
+    manager's digests precomputed (its own work alone). The JSON-ready report."""
+    cells: list[Cell] = []
+    disagreements: list[managers.StepDisagreement] = []
+    task = progress.add_task("bench", total=len(sizes) * (repeat + 1)) if progress else None
+
+    def tick(what: str, steps: int = 1) -> None:
+        if progress is not None and task is not None:
+            progress.update(task, advance=steps, description=what)
+
+    for size in sizes:
+        n_ops = large_ops if size >= 1_000_000 else ops
+        label = f"managers @ {size:,}"
+        prog = managers.record(size, n_ops, seed)
+        digests = [managers.Digests(c.hash_function) for c in contenders]
+        found = managers.verify(prog, contenders, digests)
+        tick(f"verified {label}")
+        if found is not None:
+            disagreements.append(found)
+            tick(f"skipped {label}", repeat)
+            continue
+        hashing = Cell(managers.WORKLOAD, size, len(prog.actions))
+        alone = Cell(managers.PRECOMPUTED, size, len(prog.actions))
+        for rep in range(repeat):
+            # Interleaved, alternating which manager goes first.
+            order = (0, 1) if rep % 2 == 0 else (1, 0)
+            for cell, hash_functions in (
+                (hashing, (None, None)),
+                (alone, [d.lookup for d in digests]),
+            ):
+                times = [0.0, 0.0]
+                for k in order:
+                    times[k] = managers.time_once(prog, contenders[k], hash_functions[k])
+                cell.ours_seconds.append(times[0])
+                cell.vllm_seconds.append(times[1])
+            tick(f"timing {label} ({rep + 1}/{repeat})")
+        cells += [hashing, alone]
+    return _report(
+        (contenders[0].name, contenders[1].name),
+        cells,
+        [d.describe() for d in disagreements],
+        [],
+        list(managers.WORKLOADS),
+        sizes,
+        ops,
+        large_ops,
+        repeat,
+        seed,
+        level="manager",
     )
 
 
 def _report(
-    contenders: tuple[Contender, Contender],
+    names: tuple[str, str],
     cells: list[Cell],
-    disagreements: list[Disagreement],
+    disagreements: list[str],
     mem: list[dict[str, Any]],
     workloads: list[str],
     sizes: list[int],
@@ -150,6 +223,7 @@ def _report(
     large_ops: int,
     repeat: int,
     seed: int,
+    level: str = "pool",
 ) -> dict[str, Any]:
     results = [
         {
@@ -166,7 +240,9 @@ def _report(
         for c in cells
     ]
     growth: dict[str, dict[str, float]] = {}
-    for w in workloads:
+    # The managers' workload changes with the pool's size (a small pool refuses and
+    # preempts), so only the pools' per-call cost growth is reported.
+    for w in workloads if level == "pool" else ():
         row = sorted((c for c in cells if c.workload == w), key=lambda c: c.num_gpu_blocks)
         if len(row) >= 2:
             first, last = row[0], row[-1]
@@ -194,7 +270,42 @@ def _report(
                 growth[w]["least_growth_at_ours_speed"] = round(
                     (ours_small + max(floor_added, 0.0)) / ours_small, 3
                 )
-    aims = {
+    # Issue 7's aims are the pool's; the managers' comparison has none.
+    aims = {} if level != "pool" else _aims(cells, growth, mem)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "level": level,
+        "pools": {"ours": names[0], "vllm": names[1]},
+        "python": platform.python_version(),
+        "workloads": workloads,
+        "sizes": sizes,
+        "calls_per_run": ops,
+        "calls_per_run_at_1m": large_ops,
+        "repeat": repeat,
+        "seed": seed,
+        "verified": not disagreements,
+        "disagreements": disagreements,
+        "results": results,
+        "growth": growth,
+        "memory": mem,
+        "memory_method": (
+            "tracemalloc: bytes allocated by pool construction plus the peak allocated "
+            "during the prefix-hit workload (whole pool cached), divided by num_gpu_blocks"
+        ),
+        "aims": aims,
+    }
+    if level == "manager":
+        report["memory_method"] = "not measured for managers"
+        report["block_size"] = report["hash_block_size"] = managers.BLOCK_SIZE
+        report["timing"] = managers.TIMING
+    return report
+
+
+def _aims(
+    cells: list[Cell], growth: dict[str, dict[str, float]], mem: list[dict[str, Any]]
+) -> dict[str, bool | None]:
+    """Issue 7's aims for our pool: throughput, per-call cost growth, memory per block."""
+    return {
         "throughput_ratio_at_least_1_3": bool(cells) and all(c.ratio >= AIM_RATIO for c in cells),
         "ours_growth_at_most_1_25": all(g["ours"] <= AIM_GROWTH for g in growth.values())
         if growth
@@ -204,27 +315,6 @@ def _report(
         )
         if mem
         else None,
-    }
-    return {
-        "schema": SCHEMA,
-        "pools": {"ours": contenders[0].name, "vllm": contenders[1].name},
-        "python": platform.python_version(),
-        "workloads": workloads,
-        "sizes": sizes,
-        "calls_per_run": ops,
-        "calls_per_run_at_1m": large_ops,
-        "repeat": repeat,
-        "seed": seed,
-        "verified": not disagreements,
-        "disagreements": [d.describe() for d in disagreements],
-        "results": results,
-        "growth": growth,
-        "memory": mem,
-        "memory_method": (
-            "tracemalloc: bytes allocated by pool construction plus the peak allocated "
-            "during the prefix-hit workload (whole pool cached), divided by num_gpu_blocks"
-        ),
-        "aims": aims,
     }
 
 
@@ -237,10 +327,13 @@ def _short_size(blocks: int) -> str:
 
 def render(console: Console, report: dict[str, Any]) -> None:
     other = report["pools"]["vllm"]
+    pools = report.get("level", "pool") == "pool"
+    calls, ops = ("calls", "ops/s") if pools else ("steps", "steps/s")
     table = Table(
         title=f"kvpool bench — ours vs {other} (median of {report['repeat']}, interleaved)"
     )
-    for col in ("workload", "blocks", "calls", "ours ops/s", f"{other} ops/s", "ours/vLLM"):
+    shown = other if pools else "vLLM"  # the managers' name is in the title
+    for col in ("workload", "blocks", calls, f"ours {ops}", f"{shown} {ops}", "ours/vLLM"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     for r in report["results"]:
         ratio = r["ratio"]
@@ -304,13 +397,17 @@ def render(console: Console, report: dict[str, Any]) -> None:
     def mark(value: bool | None) -> str:
         return "n/a" if value is None else ("[green]met[/green]" if value else "[red]missed[/red]")
 
-    console.print(
-        f"aims: ours >= {AIM_RATIO}x vLLM everywhere: {mark(aims['throughput_ratio_at_least_1_3'])}"
-        f"; growth <= {AIM_GROWTH}x: {mark(aims['ours_growth_at_most_1_25'])}"
-        f"; memory/block <= vLLM's: {mark(aims['memory_per_block_not_worse'])}"
-    )
+    if aims:
+        console.print(
+            f"aims: ours >= {AIM_RATIO}x vLLM everywhere: "
+            f"{mark(aims['throughput_ratio_at_least_1_3'])}"
+            f"; growth <= {AIM_GROWTH}x: {mark(aims['ours_growth_at_most_1_25'])}"
+            f"; memory/block <= vLLM's: {mark(aims['memory_per_block_not_worse'])}"
+        )
     for d in report["disagreements"]:
-        console.print(f"[red]pools disagree:[/red] {d}")
+        console.print(f"[red]{'pools' if pools else 'managers'} disagree:[/red] {d}")
+    if not pools and report["disagreements"]:
+        console.print("no ratio is reported for a size whose managers disagree")
 
 
 def write_chart(report: dict[str, Any], path: str) -> None:
@@ -336,7 +433,7 @@ def write_chart(report: dict[str, Any], path: str) -> None:
         ax.set_xscale("log")
         ax.set_title(w)
         ax.set_xlabel("pool size (blocks)")
-        ax.set_ylabel("pool calls / s")
+        ax.set_ylabel("pool calls / s" if report.get("level", "pool") == "pool" else "steps / s")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
@@ -349,7 +446,8 @@ _WORKLOAD_LINES = "\n".join(f"  {w:<11} {WORKLOAD_HELP[w]}" for w in WORKLOADS)
 
 
 @click.command(
-    help=f"""Benchmark our BlockPool against a released vLLM's, side by side.
+    help=f"""Benchmark our BlockPool (or, with --manager vllm, our KVCacheManager) against a
+released vLLM's, side by side.
 
 Each workload is first written down as pool calls (block ids, hashes), then replayed on
 a fresh pool of each kind: the same calls in the same order. A verification pass runs
@@ -370,20 +468,44 @@ cached pool).
 Workloads (--workload, repeatable; default all):
 {_WORKLOAD_LINES}
 
+--manager vllm compares the managers instead: the request workload is written down as
+request steps (admit, resume, append, compute, preempt, finish; --ops of them), decided
+by running it on our KVCacheManager, then replayed on ours and on the release's own
+KVCacheManager (its coordinator and single-type manager over its BlockPool, driven with the
+calls vLLM's scheduler makes; one full-attention group, block size 16, hashed every 16
+tokens). The verification pass compares every step's answer (block tables, computed
+tokens, copies) and the free block count; at the first difference it names the step and
+the request, reports no ratio for that size and exits 1. The same steps are timed twice
+per repetition: 'requests', as they are (each side hashes the tokens with its own hash
+function: ours in admit and append, vLLM's in its request), and 'requests, prehashed',
+where each manager's block digests, computed beforehand, come from a dict (the manager's
+own work alone). No memory or growth figures for managers.
+
 \b
 Examples:
   kvpool bench                       # 1k, 100k, 1M blocks, all workloads
   kvpool bench --quick               # a smoke run in a few seconds
   kvpool bench --sizes 1000,100000 --json > bench.json
   kvpool bench --chart bench.png     # needs pip install 'kvpool-spec[bench]'
+  kvpool bench --manager vllm --target vllm==0.33.0   # the managers, side by side
 """,
 )
 @click.option(
     "--vllm",
+    "--target",
     "vllm_spec",
     default="vllm==0.33.0",
     show_default=True,
-    help="The vLLM release to compare against (as kvpool conform --target).",
+    help="The vLLM release to compare against (vllm==X.Y.Z, vllm@PATH or the installed "
+    "vllm, as kvpool conform --target).",
+)
+@click.option(
+    "--manager",
+    type=click.Choice(["none", "vllm"]),
+    default="none",
+    show_default=True,
+    help="'vllm': compare the release's own KVCacheManager with ours on the request "
+    "workload, instead of the pools on pool calls.",
 )
 @click.option(
     "--sizes",
@@ -397,14 +519,14 @@ Examples:
     "workloads",
     multiple=True,
     type=click.Choice(WORKLOADS),
-    help="Run only these workloads.",
+    help="Run only these workloads (pools only; --manager vllm runs the request workload).",
 )
 @click.option(
     "--ops",
     default=20_000,
     show_default=True,
     type=click.IntRange(100),
-    help="Timed pool calls per run.",
+    help="Timed pool calls per run (request steps with --manager vllm).",
 )
 @click.option(
     "--ops-1m",
@@ -412,7 +534,7 @@ Examples:
     default=20_000,
     show_default=True,
     type=click.IntRange(100),
-    help="Timed pool calls per run at 1M blocks or more.",
+    help="Timed pool calls (request steps) per run at 1M blocks or more.",
 )
 @click.option(
     "--repeat",
@@ -426,7 +548,7 @@ Examples:
     "--memory/--no-memory",
     default=True,
     show_default=True,
-    help="Measure memory per block (tracemalloc, one extra run per size).",
+    help="Measure memory per block (tracemalloc, one extra run per size; pools only).",
 )
 @click.option(
     "--quick", is_flag=True, help="Smoke run: sizes 1000,10000, 2000 calls, 3 repetitions."
@@ -438,8 +560,11 @@ Examples:
     type=click.Path(dir_okay=False),
     help="Write a PNG of throughput against pool size (log x), per workload.",
 )
+@click.pass_context
 def bench(
+    context: click.Context,
     vllm_spec: str,
+    manager: str,
     sizes: str,
     workloads: tuple[str, ...],
     ops: int,
@@ -455,9 +580,25 @@ def bench(
     if quick:
         ops, large_ops, repeat = 2000, 2000, 3
     chosen = list(workloads) or list(WORKLOADS)
+    on_managers = manager == "vllm"
+    if on_managers:
+        if workloads:
+            raise click.BadParameter(
+                "--manager vllm runs the request workload only: leave --workload out",
+                param_hint="--workload",
+            )
+        explicit = context.get_parameter_source("memory") is not click.core.ParameterSource.DEFAULT
+        if memory and explicit:
+            raise click.BadParameter(
+                "--manager vllm measures time only: leave --memory out", param_hint="--memory"
+            )
     err = Console(stderr=True)
     try:
-        other = vllm(vllm_spec)
+        if on_managers:
+            vllm_manager, profile = managers.vllm(vllm_spec)
+            manager_pair = (managers.ours(profile), vllm_manager)
+        else:
+            pool_pair = (ours(), vllm(vllm_spec))
     except Exception as exc:  # TargetLoadError and friends: say what to fix
         raise click.ClickException(f"cannot load {vllm_spec}: {exc}") from exc
     with Progress(
@@ -468,9 +609,14 @@ def bench(
         console=err,
         transient=True,
     ) as progress:
-        report = run_bench(
-            (ours(), other), chosen, size_list, ops, large_ops, repeat, memory, seed, progress
-        )
+        if on_managers:
+            report = run_manager_bench(
+                manager_pair, size_list, ops, large_ops, repeat, seed, progress
+            )
+        else:
+            report = run_bench(
+                pool_pair, chosen, size_list, ops, large_ops, repeat, memory, seed, progress
+            )
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))
     else:
@@ -480,9 +626,10 @@ def bench(
         err.print(f"chart written to {chart}")
     if not report["verified"]:
         if as_json:
+            which = "managers" if on_managers else "pools"
             for d in report["disagreements"]:
-                err.print(f"pools disagree: {d}")
+                err.print(f"{which} disagree: {d}")
         sys.exit(1)
 
 
-__all__ = ["Program", "bench", "run_bench"]
+__all__ = ["Program", "bench", "run_bench", "run_manager_bench"]

@@ -185,7 +185,7 @@ def verify(prog: Program, contenders: Sequence[Contender]) -> Disagreement | Non
 
 
 @contextmanager
-def _collector_off() -> Iterator[None]:
+def collector_off() -> Iterator[None]:
     """A collection first, then none until the block ends (as ``timeit`` does)."""
     enabled = gc.isenabled()
     gc.collect()
@@ -199,7 +199,7 @@ def _collector_off() -> Iterator[None]:
 
 def time_once(prog: Program, contender: Contender, requests: Sequence[Any]) -> float:
     """Seconds for ``prog``'s timed calls on a fresh pool (built and set up untimed)."""
-    with _collector_off():
+    with collector_off():
         pool = contender.make_pool(prog.num_gpu_blocks, prog.hash_block_size)
         for fn, args in compile_calls(pool, prog.setup, requests):
             fn(*args)
@@ -227,7 +227,7 @@ def lookup_floor_once(prog: Program) -> float:
     ever caches, each lookup brings a hash object of its own), nothing for the other calls.
     Timed as :func:`time_once` times a pool; the growth of this floor with the pool's size
     is what memory alone adds to a pool's calls."""
-    with _collector_off():
+    with collector_off():
         cached, keys = floor_lookups(prog)
         get = cached.get
         clock = time.process_time

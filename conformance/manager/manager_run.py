@@ -8,7 +8,19 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
-from kvpool.spec import Action, ContractViolation, Observation, PoolState, Profile, initial_state
+from typing import cast
+
+from kvpool.spec import (
+    Action,
+    ContractViolation,
+    Event,
+    Observation,
+    PoolState,
+    Profile,
+    TakeEvents,
+    canonical_events,
+    initial_state,
+)
 from kvpool.spec.manager import (
     Admit,
     Append,
@@ -107,8 +119,31 @@ class ManagerRun:
                 f"got {show(actual)}"
             )
         view = self.check_pool(f"after {action.operation}")
+        self.check_events(f"after {action.operation}")
         self.checks.step_done(view, actual if isinstance(actual, bool) else None)
         return actual
+
+    def check_events(self, where: str) -> None:
+        """The KV events the manager's pool published during the step, against the spec's
+        pool's: when events are on and the target offers ``take_events`` (in the spec's
+        vocabulary and keys; ``None`` when it cannot say) and the profile publishes them."""
+        take = getattr(self.target, "take_events", None)
+        if take is None or not self.setup.pool.enable_kv_cache_events:
+            return
+        pool = SpecPool(self.pool_state)
+        try:
+            expected = pool(TakeEvents()).result
+        except ContractViolation:  # a profile whose pool publishes no events
+            return
+        actual: tuple[Event, ...] | None = take()
+        if actual is None:
+            return
+        self.pool_state = pool.state
+        assert isinstance(expected, tuple)
+        if canonical_events(cast("tuple[Event, ...]", expected)) != canonical_events(actual):
+            raise Nonconformance(
+                f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
+            )
 
     def run_on_target(self, action: RequestAction) -> ManagerResult:
         """Record ``action`` and drive the target with it (the draw must be inside the

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from kvpool.conformance.levels import LEVELS
 
+from .bench_record import load as load_bench_record
+from .bench_record import managers_table
 from .events_matrix import events_matrix
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
@@ -77,6 +79,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "mutmut-score": (
         "the mutmut score of the unit tests, computed from docs/data/mutmut.json",
         lambda link, docs_dir: score_table(load(docs_dir)),
+    ),
+    "manager-bench": (
+        "kvpool bench --manager vllm's figures: ours against vLLM's KVCacheManager, computed "
+        "from the runs kept in docs/data/bench-managers.json",
+        lambda link, docs_dir: managers_table(load_bench_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "

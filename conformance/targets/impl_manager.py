@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from kvpool.spec import EvictBlocks, Profile
+from kvpool.spec import Event, EvictBlocks, Profile, TakeEvents
 from kvpool.spec.manager import Scheduled
 
 from ..manager.target import RequestSetup
@@ -67,6 +67,16 @@ class ManagerApiTarget:
 
     def is_block_writable(self, block: int) -> bool:
         return bool(self.manager.is_block_writable(block))
+
+    def take_events(self) -> tuple[Event, ...] | None:
+        """The KV events its pool published since the last call; ``None`` when it shows
+        none or its events do not name their group (the pool adapter tags them only on
+        calls it makes itself, and the manager calls the pool directly)."""
+        if "events" not in self.observes or not self.pool.api.events_carry_group:
+            return None
+        events = self.pool.apply(TakeEvents()).result
+        assert isinstance(events, tuple)
+        return cast("tuple[Event, ...]", events)
 
     def view(self) -> PoolView:
         return self.pool.view()

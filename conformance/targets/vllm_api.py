@@ -483,6 +483,17 @@ class VllmApiTarget:
             return self._hashes_by_int.get(value, value.to_bytes(8, "big"))
         return bytes(value)
 
+    @property
+    def known_hashes(self) -> dict[int, bytes]:
+        """The hashes whose 64-bit ints events may publish, by those ints: the ones of the
+        requests this adapter built; a manager adapter adds its own requests' (the dict is
+        the adapter's own, so additions count)."""
+        return self._hashes_by_int
+
+    def spec_events(self, raw: Any) -> list[Event]:
+        """One event the pool published, naming its own group, in the spec's vocabulary."""
+        return self._spec_events(raw, None)
+
     def _spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
         """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
         kind = type(raw).__name__

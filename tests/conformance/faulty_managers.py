@@ -9,10 +9,12 @@ of which property catches which).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from kvpool.conformance.manager.target import RequestSetup
 from kvpool.conformance.targets.impl_manager import ManagerApiTarget, build_impl_manager
-from kvpool.impl import KVCacheBlock, KVCacheManager
+from kvpool.impl import BlockPool, KVCacheBlock, KVCacheManager
+from kvpool.impl.events import BlockRemoved, KVCacheEvent
 from kvpool.impl.kv_cache_manager import ManagedRequest
 from kvpool.spec import Profile
 
@@ -75,6 +77,30 @@ class SaltIgnored(KVCacheManager):
         return super()._block_hashes(tokens, None)
 
 
+class UnpublishedEvictionPool(BlockPool):
+    """Publishes no ``BlockRemoved``: a KV-event consumer (a router's view of the cache)
+    keeps believing an evicted block is cached."""
+
+    def take_events(self) -> list[KVCacheEvent]:
+        return [e for e in super().take_events() if not isinstance(e, BlockRemoved)]
+
+
+class EvictionsUnpublished(KVCacheManager):
+    """Our manager over :class:`UnpublishedEvictionPool` (its pool is otherwise ours): only
+    the manager-level comparison of KV events can see it."""
+
+    def __init__(self, num_gpu_blocks: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(num_gpu_blocks, *args, **kwargs)
+        pool = self.block_pool
+        self.block_pool = UnpublishedEvictionPool(
+            num_gpu_blocks,
+            pool.enable_caching,
+            hash_block_size=pool.hash_block_size,
+            enable_kv_cache_events=pool.enable_kv_cache_events,
+        )
+        self.null_block = self.block_pool.null_block
+
+
 def _target(manager_class: type[KVCacheManager]) -> object:
     def make(setup: RequestSetup, profile: Profile) -> ManagerApiTarget:
         manager = build_impl_manager(manager_class, setup)
@@ -88,6 +114,7 @@ make_HeadFirstFree = _target(HeadFirstFree)
 make_WritesRegisteredTail = _target(WritesRegisteredTail)
 make_CopyRewritesTable = _target(CopyRewritesTable)
 make_SaltIgnored = _target(SaltIgnored)
+make_EvictionsUnpublished = _target(EvictionsUnpublished)
 
 #: Each planted fault, and what must catch it (a property, by name).
 CAUGHT_BY = {
@@ -96,4 +123,5 @@ CAUGHT_BY = {
     "WritesRegisteredTail": "property 'write-guard'",
     "CopyRewritesTable": "property 'append-only'",
     "SaltIgnored": "property 'hit-keys'",
+    "EvictionsUnpublished": "KV events differ",
 }

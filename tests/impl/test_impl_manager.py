@@ -151,6 +151,23 @@ def test_appended_tokens_extend_the_hashes_as_a_full_rehash_would(salt: str | No
     assert req.block_hashes == hashes_of(range(1, 14), 2, salt)
 
 
+def test_a_given_hash_function_hashes_every_block_admitted_and_appended() -> None:
+    inputs: list[object] = []
+
+    def numbering(value: object) -> bytes:
+        inputs.append(value)
+        return len(inputs).to_bytes(4, "big")
+
+    m = KVCacheManager(20, 2, hash_block_size=2, hash_function=numbering)
+    assert m.admit("a", [1, 2, 3, 4, 5], "s") is not None
+    assert m.append("a", [6, 7]) is not None
+    req = m.requests["a"].request
+    assert req.block_hashes == [n.to_bytes(4, "big") for n in (1, 2, 3)]
+    # each input is (parent, the block's tokens, extra keys), chained on the given digests
+    assert [v[1:] for v in inputs] == [((1, 2), ("s",)), ((3, 4), ("s",)), ((5, 6), ("s",))]
+    assert [v[0] for v in inputs][1:] == req.block_hashes[:2]
+
+
 # ------------------------------------------------------------------ admission
 
 

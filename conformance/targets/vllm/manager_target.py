@@ -40,7 +40,7 @@ from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
-from kvpool.spec import Profile
+from kvpool.spec import BlockRemoved, BlockStored, Event, Profile
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
@@ -48,7 +48,7 @@ from kvpool.spec.manager.state import extra_keys
 
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView
-from ..vllm_api import VllmApiTarget
+from ..vllm_api import VllmApiTarget, int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 
@@ -157,10 +157,12 @@ class VllmManagerTarget:
         self.setup = setup
         self.calls = calls
         utils = modules["vllm.v1.core.kv_cache_utils"]
-        hash_fn = hash_function(modules)
-        utils.init_none_hash(hash_fn)
-        self.hasher: Callable[[Any], list[Any]] = utils.get_request_block_hasher(
-            setup.pool.hash_block_size, hash_fn
+        #: The release's hash function (its ``sha256``; see :func:`.manager_api.hash_function`).
+        self.hash_function = hash_function(modules)
+        utils.init_none_hash(self.hash_function)
+        self._block_hasher = utils.get_request_block_hasher
+        self.hasher: Callable[[Any], list[Any]] = self._block_hasher(
+            setup.pool.hash_block_size, self.hash_function
         )
         self.manager = build_manager(modules, setup, not calls.identical_groups)
         pool = self.manager.block_pool
@@ -171,15 +173,27 @@ class VllmManagerTarget:
         self.retained: dict[str, list[Any]] = {}
         #: The release's block hash -> the spec's, for the same tokens and salt.
         self.spec_hashes: dict[bytes, bytes] = {}
+        #: Requests whose hashes changed since the pool was last looked at (paired then).
+        self.unpaired: dict[str, ManagerRequest] = {}
 
     # --- keys ---------------------------------------------------------------------------
 
-    def _pair_hashes(self, request: ManagerRequest) -> None:
-        ours = request_block_hashes(
-            request.all_token_ids, self.setup.pool.hash_block_size, extra_keys(request.cache_salt)
-        )
-        for theirs, mine in zip(request.block_hashes, ours, strict=True):
-            self.spec_hashes[bytes(theirs)] = mine
+    def use_hash_function(self, hash_fn: Callable[[Any], bytes]) -> None:
+        """Hash the requests admitted from now on with ``hash_fn`` in the release's block
+        hasher (``NONE_HASH`` stays the release's ``sha256`` one): ``kvpool bench`` hands
+        in digests it computed beforehand, to time the manager without the hashing."""
+        self.hasher = self._block_hasher(self.setup.pool.hash_block_size, hash_fn)
+
+    def _pair_hashes(self) -> None:
+        """Pair the hashes of every request whose tokens changed since the last look, with
+        the spec's for the same tokens and salt. Done only when the pool is looked at, so
+        driving the manager (``kvpool bench --manager vllm`` times it) pays nothing."""
+        hbs = self.setup.pool.hash_block_size
+        for request in self.unpaired.values():
+            ours = request_block_hashes(request.all_token_ids, hbs, extra_keys(request.cache_salt))
+            for theirs, mine in zip(request.block_hashes, ours, strict=True):
+                self.spec_hashes[bytes(theirs)] = mine
+        self.unpaired.clear()
 
     def _spec_key(self, key: bytes) -> bytes:
         mine = self.spec_hashes.get(hash_of(key))
@@ -215,10 +229,10 @@ class VllmManagerTarget:
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
         request = ManagerRequest(request_id, tokens, salt, self.hasher)
-        self._pair_hashes(request)
         result = self._schedule(request)
         if result is not None:
             self.requests[request_id] = request
+            self.unpaired[request_id] = request
         return result
 
     def resume(self, request_id: str) -> Scheduled | None:
@@ -228,7 +242,6 @@ class VllmManagerTarget:
         request = self.requests[request_id]
         grown = len(tokens)
         request.append(tokens)
-        self._pair_hashes(request)
         new = self.manager.allocate_slots(
             request, request.num_tokens - request.num_computed_tokens, delay_cache_blocks=True
         )
@@ -238,6 +251,7 @@ class VllmManagerTarget:
                 len(request.all_token_ids) // self.setup.pool.hash_block_size :
             ]
             return None
+        self.unpaired[request_id] = request
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def prepare_write(self, request_id: str) -> Scheduled | None:
@@ -296,9 +310,42 @@ class VllmManagerTarget:
             return bool(pool.is_block_writable(it))
         return bool(it.ref_cnt == 1 and it.block_hash is None)
 
+    # --- events -------------------------------------------------------------------------
+
+    def take_events(self) -> tuple[Event, ...] | None:
+        """The manager's KV events since the last call (its ``take_events``), in the spec's
+        vocabulary and keys; ``None`` where they cannot be compared: a release whose events
+        do not name their group (the pool adapter tags them only on calls it makes itself)
+        or a manager without ``take_events``."""
+        take = getattr(self.manager, "take_events", None)
+        if take is None or not self.pool.api.events_carry_group:
+            return None
+        self._pair_hashes()
+        theirs = list(self.spec_hashes)
+        # vLLM publishes a hash's low 64 bits: the pool adapter turns them back into the
+        # release's hashes it knows, then the pairing gives the spec's.
+        known = self.pool.known_hashes
+        known.update((int_hash(h), h) for h in theirs)
+        mine = self.spec_hashes
+        events: list[Event] = []
+        for raw in take():
+            for event in self.pool.spec_events(raw):
+                if isinstance(event, BlockStored):
+                    parent = event.parent_block_hash
+                    event = replace(
+                        event,
+                        block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
+                        parent_block_hash=None if parent is None else mine.get(parent, parent),
+                    )
+                elif isinstance(event, BlockRemoved):
+                    event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
+                events.append(event)
+        return tuple(events)
+
     # --- looking inside -----------------------------------------------------------------
 
     def view(self) -> PoolView:
+        self._pair_hashes()
         view = self.pool.view()
         key = self._spec_key
         keys = None if view.keys is None else tuple(frozenset(map(key, k)) for k in view.keys)

@@ -1,0 +1,415 @@
+"""The request workload through two KV cache managers: ours beside a vLLM release's own.
+
+``kvpool bench --manager vllm`` benchmarks the manager, not only the pool under it. The
+suite's serving workload (shared system prompts, multi-turn sessions, preemption) is
+written down once as request actions (:func:`record`, run through our manager), then the
+very same actions are replayed on a fresh manager of each kind:
+
+- ours: :class:`kvpool.impl.KVCacheManager` (through the suite's manager adapter);
+- vLLM's: the release's ``KVCacheManager`` with its coordinator and single-type manager,
+  driven with the calls vLLM's scheduler makes (:mod:`..targets.vllm.manager_target`).
+
+Both are built for one full-attention group with ``block_size == hash_block_size`` (16),
+the one shape every vLLM release's single-group coordinator takes. Both sides hash the
+tokens (ours inside ``admit`` / ``append``; vLLM's in its request, with the release's own
+block hasher, as vLLM's engine does when a request arrives or grows), and both answer
+each scheduling call with the request's block tables, so the timed work is the same on
+each side: everything between the scheduler's decision and the tables it sends to the
+workers.
+
+:func:`verify` replays the actions on both side by side and compares every answer (block
+tables, computed tokens, copies) and the free block count after every step; the first
+step where they differ is returned, naming the step and the request. Only verified
+programs are timed (:func:`time_once`), as the pool bench does: a fresh manager per run,
+built and compiled untimed, the garbage collector off, the process's CPU time as clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvpool.spec import PoolConfig, Profile
+from kvpool.spec.manager import (
+    Admit,
+    Append,
+    Compute,
+    Finish,
+    ManagerConfig,
+    Preempt,
+    RequestAction,
+    Resume,
+    Scheduled,
+)
+
+from ..manager.target import ManagerTarget, RequestSetup
+from .measure import collector_off
+
+#: The managers' block size; vLLM's single-group coordinator needs the hash block size
+#: equal to it.
+BLOCK_SIZE = 16
+#: The two timings of each program: every step as it is, and with each manager's block
+#: digests computed beforehand (a dict lookup per block hash), which leaves the manager's
+#: own work (and its walk over the blocks to hash).
+WORKLOAD = "requests"
+PRECOMPUTED = "requests, prehashed"
+WORKLOADS = (WORKLOAD, PRECOMPUTED)
+#: What the report says it timed.
+TIMING = (
+    "request steps (admit, resume, append, compute, preempt, finish) per CPU second, "
+    "each step's answer being the request's block tables; 'requests' includes hashing "
+    "the tokens (ours in admit/append, vLLM's in its request's block hasher); 'requests, "
+    "prehashed' hands each manager its own block digests, computed beforehand, from a dict"
+)
+
+#: What a step answers: the request's tables, or ``None`` (no room; nothing changed).
+Answer = Scheduled | None
+#: A compiled step: a function and its arguments (the target first).
+Compiled = tuple[Callable[..., Answer], tuple[Any, ...]]
+
+
+@dataclass
+class RequestProgram:
+    """The request workload as request actions, replayable on any manager target."""
+
+    num_gpu_blocks: int
+    block_size: int = BLOCK_SIZE
+    actions: list[RequestAction] = field(default_factory=list)
+    workload: str = WORKLOAD
+
+    @property
+    def setup(self) -> RequestSetup:
+        """The manager both sides build: one full-attention group, caching on, no events."""
+        pool = PoolConfig(
+            self.num_gpu_blocks,
+            enable_caching=True,
+            hash_block_size=self.block_size,
+            enable_kv_cache_events=False,
+        )
+        return RequestSetup(ManagerConfig(self.block_size), pool)
+
+    def fingerprint(self) -> str:
+        """A digest of every action (equal programs have equal fingerprints)."""
+        digest = hashlib.sha256()
+        for action in self.actions:
+            digest.update(repr(action).encode())
+        return digest.hexdigest()[:16]
+
+
+#: A block hash function: the hash input (parent hash, tokens, extra keys) -> its digest.
+HashFunction = Callable[[Any], bytes]
+
+
+@dataclass(frozen=True)
+class ManagerContender:
+    """A KV cache manager to measure: how to build one for a setup (with its own hash
+    function, or with the one given), and how to read its pool's free block count cheaply
+    (verification reads it after every step)."""
+
+    name: str
+    make: Callable[[RequestSetup, HashFunction | None], ManagerTarget]
+    #: The hash function it uses unless given another.
+    hash_function: HashFunction
+    free_count: Callable[[ManagerTarget], int] = field(
+        default=lambda target: target.view().free_count
+    )
+
+
+def pool_free_count(target: Any) -> int:
+    """The free count of the pool under a target that keeps its manager as ``manager``
+    (both of the bench's), without building a whole view."""
+    return int(target.manager.block_pool.get_num_free_blocks())
+
+
+def ours(profile: Profile) -> ManagerContender:
+    """Our ``KVCacheManager`` (its pool read under ``profile``, outside any timing)."""
+    from ..targets.impl_manager import ManagerApiTarget, build_impl_manager
+
+    def make(setup: RequestSetup, hash_function: HashFunction | None) -> ManagerTarget:
+        from kvpool.impl import KVCacheManager
+
+        manager = build_impl_manager(KVCacheManager, setup)
+        if hash_function is not None:
+            manager.hash_function = hash_function
+        return ManagerApiTarget(manager, setup, profile, "ours")
+
+    from kvpool.impl.hashing import sha256_hash
+
+    return ManagerContender("ours KVCacheManager", make, sha256_hash, pool_free_count)
+
+
+def vllm(spec: str) -> tuple[ManagerContender, Profile]:
+    """The ``KVCacheManager`` of the vLLM release ``spec`` names (``vllm==X.Y.Z``,
+    ``vllm@PATH``, ``vllm``), loaded as ``kvpool conform --manager vllm`` loads it, and the
+    release's profile (both sides' pools are read under it)."""
+    from kvpool.spec import get_profile
+
+    from ..targets.loading import default_profile, load_manager
+    from ..targets.vllm.manager_target import VllmManagerTarget
+
+    factory, _ = load_manager("vllm", spec)
+    assert factory is not None
+    profile = get_profile(default_profile(spec) or "seed")
+    fit = getattr(factory, "fit_setup", lambda setup: setup)
+
+    def make(setup: RequestSetup, hash_function: HashFunction | None) -> ManagerTarget:
+        if fit(setup) != setup:  # the bench's setup is one every release builds as it is
+            raise ValueError(f"vLLM's manager cannot be built for {setup} as it is")
+        target = factory(setup, profile)
+        assert isinstance(target, VllmManagerTarget)
+        if hash_function is not None:
+            target.use_hash_function(hash_function)
+        return target
+
+    probe = make(RequestProgram(64).setup, None)
+    assert isinstance(probe, VllmManagerTarget)
+    return ManagerContender(probe.name, make, probe.hash_function, pool_free_count), profile
+
+
+class Digests:
+    """A contender's block digests, recorded while a program runs (:meth:`recording`),
+    then handed back by a dict lookup (:meth:`lookup`): the same program runs again with
+    the hashing done beforehand, so its time is the manager's own."""
+
+    def __init__(self, hash_function: HashFunction) -> None:
+        self.hash_function = hash_function
+        self.known: dict[Any, bytes] = {}
+
+    def recording(self, value: Any) -> bytes:
+        digest = self.known[value] = self.hash_function(value)
+        return digest
+
+    @property
+    def lookup(self) -> HashFunction:
+        return self.known.__getitem__
+
+
+# ------------------------------------------------------------------ one step, per action
+
+
+def _admit(t: ManagerTarget, rid: str, tokens: tuple[int, ...], salt: str | None) -> Answer:
+    result = t.admit(rid, tokens, salt)
+    if result is not None:
+        t.copies_done(rid)  # the engine has made the copies of a partial hit
+    return result
+
+
+def _resume(t: ManagerTarget, rid: str) -> Answer:
+    result = t.resume(rid)
+    if result is not None:
+        t.copies_done(rid)
+    return result
+
+
+def _append(t: ManagerTarget, rid: str, tokens: tuple[int, ...]) -> Answer:
+    return t.append(rid, tokens)
+
+
+def _compute(t: ManagerTarget, rid: str, cache_partial: bool) -> Answer:
+    prepared = t.prepare_write(rid)
+    if prepared is None:
+        return None
+    t.copies_done(rid)
+    final = t.commit(rid, cache_partial)
+    return Scheduled(final.num_computed_tokens, final.tables, prepared.copies)
+
+
+def _preempt(t: ManagerTarget, rid: str) -> Answer:
+    t.preempt(rid)
+    return None
+
+
+def _finish(t: ManagerTarget, rid: str) -> Answer:
+    t.finish(rid)
+    return None
+
+
+def compile_action(target: ManagerTarget, action: RequestAction) -> Compiled:
+    """``action`` as one function call on ``target`` (the calls a scheduler step makes)."""
+    rid = action.request_id
+    match action:
+        case Admit(tokens=tokens, salt=salt):
+            return _admit, (target, rid, tokens, salt)
+        case Resume():
+            return _resume, (target, rid)
+        case Append(tokens=tokens):
+            return _append, (target, rid, tokens)
+        case Compute(cache_partial=cache_partial):
+            return _compute, (target, rid, cache_partial)
+        case Preempt():
+            return _preempt, (target, rid)
+        case Finish():
+            return _finish, (target, rid)
+    raise ValueError(f"the request workload has no {action.operation} step")
+
+
+def step(target: ManagerTarget, action: RequestAction) -> Answer:
+    """Run one request action on ``target``; what it answers."""
+    fn, args = compile_action(target, action)
+    return fn(*args)
+
+
+# ------------------------------------------------------------------ the workload
+
+
+def record(
+    num_gpu_blocks: int,
+    ops: int,
+    seed: int = 0,
+    contender: ManagerContender | None = None,
+) -> RequestProgram:
+    """The serving workload's first ``ops`` request actions, as decided by running it on
+    ``contender`` (our manager, under the seed profile, unless told otherwise)."""
+    from kvpool.conformance.manager.workload import Workload, WorkloadParams
+    from kvpool.spec import get_profile
+
+    prog = RequestProgram(num_gpu_blocks)
+    chosen = contender if contender is not None else ours(get_profile("seed"))
+    target = chosen.make(prog.setup, None)
+    # The pool bench's request workload, with no partial entries: with the hash block as
+    # large as a block, a block's tail is never a whole hash block, so there are none.
+    params = WorkloadParams(
+        requests=1_000_000,
+        prefixes=32,
+        prefix_tokens=256,
+        prompt_tokens=(16, 512),
+        output_tokens=(1, 64),
+        turns=3,
+        concurrency=32,
+        decode_chunk=16,
+        partial_entries=False,
+        seed=seed,
+    )
+
+    class Done(Exception):
+        pass
+
+    def apply(action: RequestAction) -> Answer:
+        prog.actions.append(action)
+        result = step(target, action)
+        if len(prog.actions) >= ops:
+            raise Done
+        return result
+
+    with contextlib.suppress(Done):
+        Workload(params).run(apply)
+    return prog
+
+
+# ------------------------------------------------------------------ verification
+
+
+def show(answer: Answer | str) -> str:
+    if isinstance(answer, Scheduled):
+        tables = " | ".join(str(list(t)) for t in answer.tables)
+        copies = f", copies {list(answer.copies)}" if answer.copies else ""
+        return f"{answer.num_computed_tokens} tokens computed, tables {tables}{copies}"
+    return repr(answer)
+
+
+def _describe(action: RequestAction) -> str:
+    detail = ""
+    if isinstance(action, Admit | Append):
+        detail = f" ({len(action.tokens)} tokens)"
+    return f"{action.operation} of request {action.request_id!r}{detail}"
+
+
+@dataclass(frozen=True)
+class StepDisagreement:
+    """The first step at which the managers answered differently."""
+
+    num_gpu_blocks: int
+    #: The step's index in the program (0-based) and its action.
+    index: int
+    action: RequestAction
+    #: What each manager answered (tables, ``None``, the free count or an exception).
+    answers: dict[str, str]
+    what: str = "answers"
+
+    def describe(self) -> str:
+        shown = "; ".join(f"{name} -> {answer}" for name, answer in self.answers.items())
+        return (
+            f"{WORKLOAD} (managers) @ {self.num_gpu_blocks} blocks, step {self.index} "
+            f"{_describe(self.action)}: {self.what} differ: {shown}"
+        )
+
+
+def _answer(target: ManagerTarget, action: RequestAction) -> Answer | str:
+    try:
+        return step(target, action)
+    except Exception as exc:  # a manager refusing a step the other takes
+        return f"raised {type(exc).__name__}: {exc}"
+
+
+#: The parts of the pools' views compared once the program has run (where both show them).
+END_VIEW = ("free_queue", "ref_cnt", "keys")
+
+
+def verify(
+    prog: RequestProgram,
+    contenders: Sequence[ManagerContender],
+    digests: Sequence[Digests] | None = None,
+) -> StepDisagreement | None:
+    """Replay ``prog`` on a fresh manager of each contender, step by step, side by side;
+    the first step whose answers (block tables, computed tokens, copies) or free block
+    counts differ, or ``None``. Once every step has run, the pools' free queues, reference
+    counts and keys are compared too (where both show them). With ``digests`` (one per
+    contender) each contender's hashing is recorded on the way."""
+    hashing: list[HashFunction | None] = (
+        [None] * len(contenders) if digests is None else [d.recording for d in digests]
+    )
+    targets = [c.make(prog.setup, h) for c, h in zip(contenders, hashing, strict=True)]
+    for i, action in enumerate(prog.actions):
+        answers = [_answer(t, action) for t in targets]
+        if any(a != answers[0] for a in answers[1:]):
+            said = {c.name: show(a) for c, a in zip(contenders, answers, strict=True)}
+            return StepDisagreement(prog.num_gpu_blocks, i, action, said)
+        free = [c.free_count(t) for c, t in zip(contenders, targets, strict=True)]
+        if any(f != free[0] for f in free[1:]):
+            counts = {c.name: str(f) for c, f in zip(contenders, free, strict=True)}
+            return StepDisagreement(prog.num_gpu_blocks, i, action, counts, "free block counts")
+    views = [t.view() for t in targets]
+    for part in END_VIEW:
+        shown = [getattr(v, part) for v in views]
+        if None not in shown and any(s != shown[0] for s in shown[1:]):
+            last = len(prog.actions) - 1
+            different = {
+                c.name: _first_difference(s, shown[0])
+                for c, s in zip(contenders, shown, strict=True)
+            }
+            return StepDisagreement(
+                prog.num_gpu_blocks, last, prog.actions[last], different, f"pools' {part}"
+            )
+    return None
+
+
+def _first_difference(values: Sequence[Any], first: Sequence[Any]) -> str:
+    """Where ``values`` first differs from ``first``: the index and the value there."""
+    for i, (v, f) in enumerate(zip(values, first, strict=False)):
+        if v != f:
+            return f"[{i}] = {v!r}"
+    return f"{len(values)} entries"
+
+
+# ------------------------------------------------------------------ timing
+
+
+def time_once(
+    prog: RequestProgram, contender: ManagerContender, hash_function: HashFunction | None = None
+) -> float:
+    """CPU seconds for ``prog``'s steps on a fresh manager (built and compiled untimed),
+    hashing with ``hash_function`` (:attr:`Digests.lookup`, say) if given."""
+    with collector_off():
+        target = contender.make(prog.setup, hash_function)
+        calls = [compile_action(target, action) for action in prog.actions]
+        clock = time.process_time
+        start = clock()
+        for fn, args in calls:
+            fn(*args)
+        elapsed = clock() - start
+        del target, calls
+    return elapsed
