@@ -5,6 +5,7 @@ the check notices a drawer that leaves a state out."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -208,3 +209,37 @@ def test_conform_prints_the_matrix_unless_told_not_to() -> None:
     hidden = CliRunner().invoke(main, [*args, "--no-coverage"])
     assert hidden.exit_code == 0, hidden.output
     assert "operation x block state" not in hidden.output
+
+
+class CachesWhileOff(BlockPool):
+    """``cache_full_blocks`` with caching off is accepted and ignored instead of refused."""
+
+    def cache_full_blocks(self, *args: Any, **kwargs: Any) -> None:
+        if self.enable_caching:
+            super().cache_full_blocks(*args, **kwargs)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_robustness_sweep_breaks_a_rule_no_drawn_call_broke(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def planted(config: PoolConfig, profile: Profile) -> Target:
+        return VllmApiTarget(CachesWhileOff, config, profile, name="caches-while-off")
+
+    def run() -> LevelResult:
+        return run_level(
+            planted,
+            get_profile("seed"),
+            LEVELS["robustness"],
+            max_examples=2,
+            steps=5,
+            seed=seed,
+            max_blocks=8,
+            max_findings=1,
+        )
+
+    found = run()
+    assert found.failure is not None and found.record.swept > 0
+    assert "rule 'caching-enabled'" in found.failure.message, found.failure.message
+    monkeypatch.setattr(runner, "sweep", lambda *args: None)
+    assert run().failure is None  # the drawn test cases alone did not break it
