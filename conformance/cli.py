@@ -17,9 +17,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .contracts import checking_contracts
-from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
-from .lockstep import Nonconformance, RunRecord
+from .engine.contracts import checking_contracts
+from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
+from .engine.lockstep import Nonconformance, RunRecord
+from .engine.quick_pass import hunt_level
+from .engine.runner import LevelResult, run_level
+from .engine.target import EVICT_FIRST
 from .manager.machine import RequestRun, RunBuilder
 from .manager.runner import (
     ON_MANAGER,
@@ -32,10 +35,7 @@ from .manager.runner import (
 )
 from .manager.target import RequestSetup
 from .manager.workload import Workload, WorkloadParams, WorkloadStats
-from .quick_pass import hunt_level
 from .report import action_line, coverage_tables, print_failure, properties_table, results_table
-from .runner import LevelResult, run_level
-from .target import EVICT_FIRST
 from .targets.engines import is_manager_target
 from .targets.loading import (
     BUILT_IN,

@@ -21,13 +21,13 @@ from kvpool.spec import PoolConfig, Profile, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
-from .levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
+from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
+from .engine.runner import LevelResult, run_level
+from .engine.target import TargetFactory
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import ManagerTargetFactory, RequestSetup
 from .pytest_plugin import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
 from .report import print_failure, results_table
-from .runner import LevelResult, run_level
-from .target import TargetFactory
 from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
 from .trace.model import Trace, TraceMeta
 from .trace.save import kvpool_version, save_trace

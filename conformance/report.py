@@ -10,12 +10,12 @@ from kvpool.spec.manager import PROPERTIES, RequestAction
 from rich.console import Console
 from rich.table import Table
 
-from .block_states import BLOCK_STATES
-from .coverage import SITUATIONS
+from .engine.block_states import BLOCK_STATES
+from .engine.coverage import SITUATIONS
+from .engine.runner import Failure, LevelResult
+from .engine.state_coverage import ROWS, missed, reachable_cells
 from .manager.coverage import REQUEST_SITUATIONS
 from .manager.target import RequestSetup
-from .runner import Failure, LevelResult
-from .state_coverage import ROWS, missed, reachable_cells
 
 
 def short(value: object) -> str:

@@ -92,7 +92,7 @@ def conform(target: str, options: list[str], trace_dir: str) -> int:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from kvpool.conformance.lockstep import signature
+    from kvpool.conformance.engine.lockstep import signature
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"

@@ -12,8 +12,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..levels import ORDER, SAFETY
-from ..lockstep import RunRecord
+from ..engine.levels import ORDER, SAFETY
+from ..engine.lockstep import RunRecord
 from ..targets.loading import TargetLoadError
 from ..trace.files import TraceFileError
 from ..trace.model import Trace

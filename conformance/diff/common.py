@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kvpool.spec import ALL_ACTIONS, Profile
 
-from ..target import EVICT_FIRST, OBSERVABLES, Target
+from ..engine.target import EVICT_FIRST, OBSERVABLES, Target
 
 #: Every operation in display order, ``free_blocks(evict_first)`` beside ``free_blocks``.
 OPERATIONS: tuple[str, ...] = tuple(

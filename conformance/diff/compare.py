@@ -22,8 +22,8 @@ from kvpool.spec import (
     canonical_events,
 )
 
+from ..engine.target import PoolView
 from ..report import short
-from ..target import PoolView
 from .renaming import Renaming
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from kvpool.spec import PoolConfig, get_profile
 
-from ..target import TargetFactory
+from ..engine.target import TargetFactory
 from ..targets.loading import TargetLoadError, default_profile, load_target
 from .common import CommonGround, Side, common_ground, offered
 

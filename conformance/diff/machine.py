@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec import PoolConfig
 
-from .. import draw
-from ..choices import HypothesisChoices
-from ..levels import Level
-from ..lockstep import RunRecord, signature
-from ..machine import apply_in_case, next_action
+from ..engine import draw
+from ..engine.choices import HypothesisChoices
+from ..engine.levels import Level
+from ..engine.lockstep import RunRecord, signature
+from ..engine.machine import apply_in_case, next_action
 from .loading import Pair
 from .pair import Difference, PairRun, Unbuildable
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ..levels import Level
-from ..lockstep import signature
+from ..engine.levels import Level
+from ..engine.lockstep import signature
 from ..report import config_line
 from ..trace.model import Trace
 from ..trace.show import action_text, outcome_text

@@ -31,9 +31,9 @@ from kvpool.spec import (
     violation,
 )
 
-from ..levels import Level
-from ..lockstep import Nonconformance, RunRecord, replay_actions
-from ..target import Target
+from ..engine.levels import Level
+from ..engine.lockstep import Nonconformance, RunRecord, replay_actions
+from ..engine.target import Target
 from .compare import block_ids, compare_results, compare_views
 from .loading import Pair
 from .renaming import Renaming

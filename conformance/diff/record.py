@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from kvpool.spec import NULL_BLOCK, Action, PoolConfig
 
-from ..levels import LEVELS
-from ..target import PoolView
+from ..engine.levels import LEVELS
+from ..engine.target import PoolView
 from ..trace.itf import Json
 from ..trace.model import Trace, TraceStep
 from ..trace.record import outcome_json

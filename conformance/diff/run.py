@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from hypothesis.stateful import RuleBasedStateMachine
 
-from ..levels import Level
-from ..lockstep import RunRecord
-from ..runner import Failure, find_all
+from ..engine.levels import Level
+from ..engine.lockstep import RunRecord
+from ..engine.runner import Failure, find_all
 from .loading import Pair
 from .machine import pair_machine
 from .pair import PARTED

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..levels import Level
-from ..runner import Failure
+from ..engine.levels import Level
+from ..engine.runner import Failure
 from ..trace.files import slug, write_pytest, write_trace
 from ..trace.model import Trace, TraceMeta
 from ..trace.record import record

@@ -16,10 +16,10 @@ from typing import Any
 
 from kvpool.spec import NULL_BLOCK, PoolConfig
 
-from ..levels import Level
-from ..lockstep import signature
-from ..runner import Failure
-from ..shrink import Replay, _simpler, _smaller_pools, shrink_sequence
+from ..engine.levels import Level
+from ..engine.lockstep import signature
+from ..engine.runner import Failure
+from ..engine.shrink import Replay, _simpler, _smaller_pools, shrink_sequence
 from .loading import Pair
 from .pair import BLOCK_FIELDS, replay
 

@@ -1,6 +1,6 @@
 """Feeding a target's events to a consumer model, step by step.
 
-At the ``events`` level a :class:`~kvpool.conformance.lockstep.LockstepRun` takes the
+At the ``events`` level a :class:`~kvpool.conformance.engine.lockstep.LockstepRun` takes the
 target's events after every action (the action's own ``take_events``, or one more call),
 applies them to a consumer (:mod:`kvpool.spec.consumer`) and compares what the consumer
 holds with the keys the target shows: its index if it shows one, else its blocks' keys,
@@ -28,7 +28,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.consumer import residency_of_keys, short_hash
 
-from ..target import PoolView
+from ..engine.target import PoolView
 
 Residency = Mapping[tuple[int, bytes], int]
 

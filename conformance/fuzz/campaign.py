@@ -16,8 +16,8 @@ import time
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 
-from ..lockstep import RunRecord, signature
-from ..runner import Failure
+from ..engine.lockstep import RunRecord, signature
+from ..engine.runner import Failure
 from .database import open_database
 from .hunt import hunt
 from .interrupts import Interrupts

@@ -12,7 +12,7 @@ from kvpool.spec import PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
-from ..levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
+from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
 from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
 from .database import DatabaseError, open_database

@@ -18,9 +18,9 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Unsatisfiable
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test
 
-from ..lockstep import RunRecord
-from ..runner import Failure, failure_from, lockstep_settings
-from ..source_constants import without_source_constants
+from ..engine.lockstep import RunRecord
+from ..engine.runner import Failure, failure_from, lockstep_settings
+from ..engine.source_constants import without_source_constants
 
 
 def hunt(

@@ -10,9 +10,11 @@ from typing import Any
 from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import PoolConfig, Profile, get_profile
 
-from ..levels import LEVELS, Level
-from ..lockstep import RunRecord
-from ..machine import lockstep_machine
+from ..engine.levels import LEVELS, Level
+from ..engine.lockstep import RunRecord
+from ..engine.machine import lockstep_machine
+from ..engine.runner import Failure, shrink_failure
+from ..engine.target import TargetFactory
 from ..manager.machine import RunBuilder, request_machine
 from ..manager.runner import (
     ON_MANAGER,
@@ -21,8 +23,6 @@ from ..manager.runner import (
     pool_builder,
     shrink_request_failure,
 )
-from ..runner import Failure, shrink_failure
-from ..target import TargetFactory
 from ..targets.loading import load_manager, load_target
 from .database import database_key
 from .plan import CampaignPlan, JobSpec

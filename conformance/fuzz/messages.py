@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..runner import Failure
+from ..engine.runner import Failure
 from .plan import JobSpec
 
 

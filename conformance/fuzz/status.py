@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..coverage import SITUATIONS
-from ..lockstep import RunRecord
+from ..engine.coverage import SITUATIONS
+from ..engine.lockstep import RunRecord
+from ..engine.runner import Failure, LevelResult
 from ..manager.coverage import REQUEST_SITUATIONS
 from ..report import print_failure
-from ..runner import Failure, LevelResult
 from .jobs import job_level
 from .messages import Found, JobCounts, Progress
 from .plan import CampaignPlan, JobSpec

@@ -19,8 +19,8 @@ from kvpool.spec.manager.compute import write
 from kvpool.spec.manager.lookup import needs
 from kvpool.spec.manager.state import extra_keys
 
-from ..lockstep import Nonconformance
-from ..target import PoolView
+from ..engine.lockstep import Nonconformance
+from ..engine.target import PoolView
 from .target import RequestSetup
 
 

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
-from ..lockstep import RunRecord
-from ..machine import apply_in_case, count_valid
+from ..engine.lockstep import RunRecord
+from ..engine.machine import apply_in_case, count_valid
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun

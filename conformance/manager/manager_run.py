@@ -40,9 +40,9 @@ from kvpool.spec.manager import (
     request_violation,
 )
 
-from ..compare import compare_views
-from ..lockstep import Nonconformance, RunRecord
-from ..target import PoolView
+from ..engine.compare import compare_views
+from ..engine.lockstep import Nonconformance, RunRecord
+from ..engine.target import PoolView
 from .checks import RequestChecks
 from .coverage import request_situations
 from .pool_run import ANSWERS, QUERIES

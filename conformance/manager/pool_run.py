@@ -1,7 +1,7 @@
 """The spec's manager driving a plain pool under test through realistic request sequences.
 
 Each request action runs as the spec manager's program of pool calls; every call goes
-through a pool-level :class:`~kvpool.conformance.lockstep.LockstepRun`, so the pool under
+through a pool-level :class:`~kvpool.conformance.engine.lockstep.LockstepRun`, so the pool under
 test is compared with the spec's pool call by call (at the ``safety`` level: the spec
 adopts the blocks the pool hands out, and the manager's tables follow). The request-level
 properties are then checked on what the pool under test shows.
@@ -41,9 +41,9 @@ from kvpool.spec.manager import (
     request_violation,
 )
 
-from ..levels import SAFETY, Level
-from ..lockstep import LockstepRun, Nonconformance, RunRecord
-from ..target import TargetFactory
+from ..engine.levels import SAFETY, Level
+from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.target import TargetFactory
 from .checks import PropertyBroken, RequestChecks
 from .coverage import request_situations
 from .target import RequestSetup

@@ -29,9 +29,9 @@ from kvpool.spec.manager import (
 )
 from kvpool.spec.state import PrimaryKey
 
+from ..engine.lockstep import Nonconformance, RunRecord
+from ..engine.target import PoolView
 from ..events.check import EventsCheck, describe, taken_events
-from ..lockstep import Nonconformance, RunRecord
-from ..target import PoolView
 from .manager_run import ManagerRun
 from .target import ManagerTargetFactory, RequestSetup
 

@@ -11,10 +11,10 @@ from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import request_violation
 
-from ..levels import Level, level_for
-from ..lockstep import RunRecord, replay_actions
-from ..runner import Failure, LevelResult, find_all
-from ..shrink import Replay, shrink_sequence
+from ..engine.levels import Level, level_for
+from ..engine.lockstep import RunRecord, replay_actions
+from ..engine.runner import Failure, LevelResult, find_all
+from ..engine.shrink import Replay, shrink_sequence
 from .machine import RequestRun, RunBuilder, request_machine
 from .target import RequestSetup
 

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.manager import ManagerConfig, Scheduled
 
-from ..target import PoolView
+from ..engine.target import PoolView
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ManagerTarget(Protocol):
     """A KV cache manager under test (see the module docstring for the call order)."""
 
     name: str
-    #: What its pool shows, from :data:`~kvpool.conformance.target.OBSERVABLES`.
+    #: What its pool shows, from :data:`~kvpool.conformance.engine.target.OBSERVABLES`.
     observes: frozenset[str]
 
     def admit(

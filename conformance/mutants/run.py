@@ -37,10 +37,10 @@ from typing import Literal
 
 from kvpool.spec import SEED, PoolConfig, Profile
 
-from ..levels import LEVELS, Level
-from ..lockstep import LockstepRun, Nonconformance, signature
-from ..runner import Failure, LevelResult, run_level
-from ..target import Target, TargetFactory
+from ..engine.levels import LEVELS, Level
+from ..engine.lockstep import LockstepRun, Nonconformance, signature
+from ..engine.runner import Failure, LevelResult, run_level
+from ..engine.target import Target, TargetFactory
 from ..targets.vllm_api import PoolFactory, VllmApiTarget
 from .corpus import Mutant
 from .load import mutant_pool_class

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kvpool.conformance.levels import LEVELS
+from kvpool.conformance.engine.levels import LEVELS
 
 from .bench_record import load as load_bench_record
 from .bench_record import managers_table
@@ -30,7 +30,7 @@ MARKER = re.compile(r"[ \t]*<!--\s*kvpool:([a-z0-9-]+)\s*-->[ \t]*")
 
 
 def levels_table(link: Linker, docs_dir: Path) -> str:
-    """The conformance levels, from ``kvpool.conformance.levels``."""
+    """The conformance levels, from ``kvpool.conformance.engine.levels``."""
     rows = [
         (
             code(level.name),
@@ -66,7 +66,7 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "vLLM release ranges to profiles (kvpool.spec.profile.VLLM_RELEASES)",
         lambda link, docs_dir: version_table(link=False),
     ),
-    "levels-table": ("the conformance levels (kvpool.conformance.levels)", levels_table),
+    "levels-table": ("the conformance levels (kvpool.conformance.engine.levels)", levels_table),
     "events-matrix": (
         "target x consumer model at the events level, read from the committed findings "
         "(findings/*/pool-events-*.itf.json)",

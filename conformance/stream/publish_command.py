@@ -15,7 +15,7 @@ from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction
 from rich.console import Console
 from rich.table import Table
 
-from ..lockstep import Nonconformance, RunRecord
+from ..engine.lockstep import Nonconformance, RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams

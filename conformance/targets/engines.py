@@ -18,7 +18,7 @@ from typing import Any
 
 from kvpool.spec import PoolConfig, Profile
 
-from ..target import Target, TargetFactory
+from ..engine.target import Target, TargetFactory
 
 #: The forms, for messages and ``kvpool targets``.
 ENGINE_SPECS: dict[str, str] = {

@@ -15,7 +15,7 @@ from typing import Any
 
 from kvpool.spec.keys import make_key
 
-from ..target import Index
+from ..engine.target import Index
 
 
 def _blocks_of(entry: Any) -> tuple[int, ...]:

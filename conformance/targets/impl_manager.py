@@ -7,8 +7,8 @@ from typing import Any, cast
 from kvpool.spec import Event, EvictBlocks, Profile, TakeEvents
 from kvpool.spec.manager import Scheduled
 
+from ..engine.target import PoolView
 from ..manager.target import RequestSetup
-from ..target import PoolView
 from .vllm_api import VllmApiTarget
 
 

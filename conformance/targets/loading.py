@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from kvpool.spec import PoolConfig, Profile
 
+from ..engine.target import Target, TargetFactory
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
-from ..target import Target, TargetFactory
 from .engines import (
     ENGINE_SPECS,
     EngineLoadError,

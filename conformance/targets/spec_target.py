@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig, PoolState, Profile, step
 from kvpool.spec.state import initial_state
 
-from ..target import EVICT_FIRST, OBSERVABLES, PoolView
+from ..engine.target import EVICT_FIRST, OBSERVABLES, PoolView
 
 
 def view_of(state: PoolState) -> PoolView:

@@ -50,7 +50,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.keys import group_of, hash_of, make_key
 
-from ..target import EVICT_FIRST, PoolView
+from ..engine.target import EVICT_FIRST, PoolView
 from .free_list import free_list_order, free_list_problems, sentinels
 from .hash_index import read_index
 from .index_probe import IndexProbe

@@ -90,7 +90,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.profile import VLLM_MLX
 
-from ..target import PoolView
+from ..engine.target import PoolView
 from .free_list import free_list_order, free_list_problems
 from .hash_index import read_index
 from .index_probe import IndexProbe

@@ -16,8 +16,8 @@ from kvpool.spec import (
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, Scheduled, manager_step
 
-from ..levels import level_for
-from ..lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.levels import level_for
+from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
 from ..manager.property_run import PropertyRun

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kvpool.spec import PoolConfig, get_profile
 
-from ..target import EVICT_FIRST
+from ..engine.target import EVICT_FIRST
 from ..targets.loading import load_target
 from ..trace.files import TraceFileError, read_trace
 from ..trace.model import Trace

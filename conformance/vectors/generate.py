@@ -19,10 +19,10 @@ from kvpool.spec import (
     violation,
 )
 
-from .. import draw
-from ..choices import RandomChoices
-from ..levels import LEVELS, Level
-from ..machine import DRAWERS, kinds, next_action
+from ..engine import draw
+from ..engine.choices import RandomChoices
+from ..engine.levels import LEVELS, Level
+from ..engine.machine import DRAWERS, kinds, next_action
 from ..trace.files import dumps
 from ..trace.model import Trace, TraceMeta
 from ..trace.record import record

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvpool.conformance.lockstep import Nonconformance, RunRecord
+from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord
 from kvpool.conformance.manager.property_run import PropertyRun
 from kvpool.conformance.manager.target import RequestSetup
 from kvpool.conformance.targets.loading import load_manager

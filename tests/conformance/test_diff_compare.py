@@ -11,8 +11,8 @@ from kvpool.conformance.diff.compare import compare_results, compare_views
 from kvpool.conformance.diff.loading import load_pair
 from kvpool.conformance.diff.pair import Difference, PairRun
 from kvpool.conformance.diff.renaming import Renaming
-from kvpool.conformance.levels import ORDER
-from kvpool.conformance.target import PoolView
+from kvpool.conformance.engine.levels import ORDER
+from kvpool.conformance.engine.target import PoolView
 from kvpool.conformance.targets.spec_target import SpecTarget
 from kvpool.spec import (
     BlockRemoved,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from kvpool.conformance.diff.loading import Pair, load_pair
 from kvpool.conformance.diff.run import DiffResult, run_diff
-from kvpool.conformance.levels import ORDER, SAFETY, Level
-from kvpool.conformance.lockstep import signature
+from kvpool.conformance.engine.levels import ORDER, SAFETY, Level
+from kvpool.conformance.engine.lockstep import signature
 from kvpool.conformance.targets.loading import TargetLoadError
 from kvpool.spec import CacheFullBlocks, FreeBlocks, GetNewBlocks
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 from index_faults import FAULTS, HiddenIndex, planted_vllm_tree  # on sys.path via pytest
-from kvpool.conformance.levels import ORDER, SAFETY
-from kvpool.conformance.runner import LevelResult, run_level
-from kvpool.conformance.target import Target
+from kvpool.conformance.engine.levels import ORDER, SAFETY
+from kvpool.conformance.engine.runner import LevelResult, run_level
+from kvpool.conformance.engine.target import Target
 from kvpool.conformance.targets.loading import default_profile, load_vllm
 from kvpool.conformance.targets.vllm.wheel import cached_release
 from kvpool.conformance.targets.vllm_api import VllmApiTarget

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kvpool.conformance import draw
-from kvpool.conformance.choices import RandomChoices
-from kvpool.conformance.compare import compare_lookups
-from kvpool.conformance.levels import ORDER
-from kvpool.conformance.lockstep import replay
+from kvpool.conformance.engine import draw
+from kvpool.conformance.engine.choices import RandomChoices
+from kvpool.conformance.engine.compare import compare_lookups
+from kvpool.conformance.engine.levels import ORDER
+from kvpool.conformance.engine.lockstep import replay
 from kvpool.conformance.targets.index_probe import IndexProbe
 from kvpool.conformance.targets.loading import default_profile, load_target
 from kvpool.spec import (

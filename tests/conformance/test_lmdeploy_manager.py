@@ -30,7 +30,7 @@ pytest.importorskip(
 )
 
 import numpy as np
-from kvpool.conformance.lockstep import Nonconformance, RunRecord
+from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord
 from kvpool.conformance.manager.checks import RequestChecks
 from kvpool.conformance.manager.property_run import PropertyRun
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests

@@ -23,9 +23,9 @@ pytest.importorskip(
 )
 
 import numpy as np
-from kvpool.conformance.levels import ROBUSTNESS, SAFETY
-from kvpool.conformance.lockstep import replay, signature
-from kvpool.conformance.runner import run_level
+from kvpool.conformance.engine.levels import ROBUSTNESS, SAFETY
+from kvpool.conformance.engine.lockstep import replay, signature
+from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.targets.engine_wheel import engine_dir, valid_cache
 from kvpool.conformance.targets.lmdeploy import release as lm
 from kvpool.conformance.targets.lmdeploy.allocator import (

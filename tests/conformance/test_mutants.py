@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance import lockstep
 from kvpool.conformance.cli import main
+from kvpool.conformance.engine import lockstep
 from kvpool.conformance.mutants.corpus import MUTANTS, MUTANTS_BY_NAME, Mutant
 from kvpool.conformance.mutants.load import MutantError, mutant_pool_class, mutated_source
 from kvpool.conformance.mutants.run import clean_run, kill, shows_in

@@ -27,11 +27,11 @@ for _module in ("xxhash", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.lockstep import Nonconformance, signature  # noqa: E402
+from kvpool.conformance.engine.lockstep import Nonconformance, signature  # noqa: E402
+from kvpool.conformance.engine.target import PoolView  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
-from kvpool.conformance.target import PoolView  # noqa: E402
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
 from kvpool.conformance.targets.nanovllm import release as nv  # noqa: E402
 from kvpool.conformance.targets.nanovllm.manager import NanoVllmManagerFactory  # noqa: E402

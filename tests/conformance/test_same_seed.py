@@ -1,6 +1,6 @@
 """A seed names one run: the same seed draws the same test cases whatever else the process
 has imported (Hypothesis would otherwise draw literals from the source of every local
-module loaded, a set that grows with each import; see conformance/source_constants.py)."""
+module loaded, a set that grows with each import; see conformance/engine/source_constants.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 RUN = """
 import contextlib, sys
-from kvpool.conformance import runner
-from kvpool.conformance.levels import SAFETY
+from kvpool.conformance.engine import runner
+from kvpool.conformance.engine.levels import SAFETY
 from kvpool.conformance.targets.loading import load_target
 from kvpool.spec.profile import SEED
 if "whole-package" in sys.argv:

@@ -32,8 +32,8 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
+from kvpool.conformance.engine.lockstep import Nonconformance  # noqa: E402
 from kvpool.conformance.events.check import EventsCheck  # noqa: E402
-from kvpool.conformance.lockstep import Nonconformance  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance import draw, runner
-from kvpool.conformance.block_states import BLOCK_STATES
-from kvpool.conformance.choices import Choices
 from kvpool.conformance.cli import conform, main
-from kvpool.conformance.levels import LEVELS
-from kvpool.conformance.report import state_matrix
-from kvpool.conformance.runner import LevelResult, run_level
-from kvpool.conformance.state_coverage import (
+from kvpool.conformance.engine import draw, runner
+from kvpool.conformance.engine.block_states import BLOCK_STATES
+from kvpool.conformance.engine.choices import Choices
+from kvpool.conformance.engine.levels import LEVELS
+from kvpool.conformance.engine.runner import LevelResult, run_level
+from kvpool.conformance.engine.state_coverage import (
     Drawable,
     missed,
     reachable_cells,
 )
-from kvpool.conformance.target import Target
+from kvpool.conformance.engine.target import Target
+from kvpool.conformance.report import state_matrix
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.targets.vllm_api import VllmApiTarget
 from kvpool.impl import BlockPool, KVCacheBlock
@@ -61,7 +61,7 @@ def test_every_default_run_reaches_every_reachable_cell(
     default_runs: list[LevelResult],
 ) -> None:
     # the order level draws the same actions as safety at the same seed: safety stands
-    # for both; the sweep (conformance/sweep.py) runs a witness for each cell the drawn
+    # for both; the sweep (conformance/engine/sweep.py) runs a witness for each cell the drawn
     # test cases missed, so this holds on every seed, not between seeds
     first = drawable(default_runs[0])
     for seed, result in zip(SEEDS, default_runs, strict=True):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.manager.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager

@@ -11,11 +11,11 @@ import re
 import sys
 
 import pytest
-from kvpool.conformance.compare import INDEX_RULE
-from kvpool.conformance.levels import ORDER, ROBUSTNESS, SAFETY, Level
-from kvpool.conformance.lockstep import replay
-from kvpool.conformance.runner import run_level
-from kvpool.conformance.target import OBSERVABLES, Target
+from kvpool.conformance.engine.compare import INDEX_RULE
+from kvpool.conformance.engine.levels import ORDER, ROBUSTNESS, SAFETY, Level
+from kvpool.conformance.engine.lockstep import replay
+from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.engine.target import OBSERVABLES, Target
 from kvpool.conformance.targets import vllm_mlx as mlx
 from kvpool.spec import (
     SEED,

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.levels import LEVELS, ROBUSTNESS, SAFETY
-from kvpool.conformance.lockstep import replay
-from kvpool.conformance.runner import run_level
+from kvpool.conformance.engine.levels import LEVELS, ROBUSTNESS, SAFETY
+from kvpool.conformance.engine.lockstep import replay
+from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.targets.loading import TargetLoadError, load_target
 from kvpool.spec import (
     Action,

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase, MultiplexedDatabase
+from kvpool.conformance.engine.lockstep import signature
+from kvpool.conformance.engine.runner import Failure
 from kvpool.conformance.fuzz.database import DatabaseError, database_key, redis_database
 from kvpool.conformance.fuzz.hunt import hunt
 from kvpool.conformance.fuzz.jobs import Job, build_jobs, load
 from kvpool.conformance.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
 from kvpool.conformance.fuzz.sharing import DatabaseErrors, SharedExamples, Tolerant
-from kvpool.conformance.lockstep import signature
-from kvpool.conformance.runner import Failure
 
 SAFETY = JobSpec("pool", "safety")
 

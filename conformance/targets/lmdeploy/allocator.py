@@ -48,7 +48,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.profile import LMDEPLOY
 
-from ...target import PoolView
+from ...engine.target import PoolView
 from .release import LmdeployRelease
 
 OPERATIONS = LMDEPLOY.operations

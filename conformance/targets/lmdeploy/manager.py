@@ -66,8 +66,8 @@ from kvpool.spec.manager import (
 from kvpool.spec.manager.properties import expected_key
 from kvpool.spec.manager.state import extra_keys
 
+from ...engine.target import PoolView
 from ...manager.target import RequestSetup
-from ...target import PoolView
 from .allocator import allocator_problems, spec_id
 from .manager_release import LmdeployManagerRelease
 

@@ -57,8 +57,8 @@ from kvpool.spec.manager import (
 )
 from kvpool.spec.manager.properties import expected_key
 
+from ...engine.target import PoolView
 from ...manager.target import RequestSetup
-from ...target import PoolView
 from ..manager_factory import ReleaseManagerFactory
 from .release import NanoVllmRelease
 

@@ -46,8 +46,8 @@ from kvpool.spec.keys import group_of, hash_of, make_key
 from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
 from kvpool.spec.manager.state import extra_keys
 
+from ...engine.target import PoolView
 from ...manager.target import ManagerTarget, RequestSetup
-from ...target import PoolView
 from ..vllm_api import VllmApiTarget, int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest

@@ -18,7 +18,7 @@ from types import ModuleType
 
 from kvpool.spec import PoolConfig, Profile
 
-from ...target import Target
+from ...engine.target import Target
 from ..vllm_api import REQUEST_DEFAULTS, PoolApi, VllmApiTarget, detect_api, request_type
 from .isolation import Release
 

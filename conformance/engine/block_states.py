@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kvpool.spec import NULL_BLOCK, PoolState
 
-from .reference.lifecycle import (
+from ..reference.lifecycle import (
     FREE_CACHED,
     FREE_UNKEYED,
     PRIVATE,

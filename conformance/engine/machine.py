@@ -28,9 +28,9 @@ from kvpool.spec import (
     violation,
 )
 
+from ..events.caller import manager_could_call
 from . import draw
 from .choices import Choices, HypothesisChoices
-from .events.caller import manager_could_call
 from .levels import Level
 from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
 from .target import TargetFactory

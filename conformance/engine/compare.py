@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from kvpool.spec import NULL_BLOCK, Action, Observation, PoolState, canonical_events
 from kvpool.spec.keys import GROUP_ID_BYTES, group_of, hash_of
 
+from ..targets.spec_target import view_of
 from .target import Index, Lookups, PoolView
-from .targets.spec_target import view_of
 
 
 def compare_observation(

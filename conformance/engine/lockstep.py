@@ -29,11 +29,11 @@ from kvpool.spec import (
     violation,
 )
 
+from ..events.caller import manager_could_call
+from ..events.check import EventsCheck, describe, taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
-from .events.caller import manager_could_call
-from .events.check import EventsCheck, describe, taken_events, target_residency
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .target import EVICT_FIRST, TAKES, Target, TargetFactory
