@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.cli import conform, main
+from kvpool.conformance.cli import main
+from kvpool.conformance.conform_command import conform
 from kvpool.conformance.engine import draw, runner
 from kvpool.conformance.engine.block_states import BLOCK_STATES
 from kvpool.conformance.engine.choices import Choices

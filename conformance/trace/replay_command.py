@@ -1,0 +1,61 @@
+"""``kvpool replay``: a trace file replayed against its target (or another)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from ..targets.loading import TargetLoadError
+from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+
+
+@click.command()
+@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.option("--target", "-t", default=None, help="Replay against this target instead.")
+@click.option("--manager", default=None, help="Replay against this manager instead.")
+@click.option("--versus", default=None, help="A diff trace: replay against this pool B instead.")
+def replay(trace_file: str, target: str | None, manager: str | None, versus: str | None) -> None:
+    """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
+    conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
+    one trace: nondeterministic), 2 if the file or target cannot be used.
+
+    A trace file is data: it may name the built-in impl or spec, anything else (a vLLM
+    release or tree, module:factory, a manager, a diff's pool B) is loaded only when you
+    name it with --target, --manager or --versus; the error says which."""
+    from . import show
+    from .files import TraceFileError, read_trace
+    from .replay import replay_trace
+    from .trust import NamedInFile
+
+    console = Console()
+    try:
+        trace = read_trace(Path(trace_file))
+        verdict = replay_trace(trace, target, manager, versus=versus)
+    except NamedInFile as exc:
+        fail_usage(console, f"{exc}; run: {exc.command(trace_file)}")
+    except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        fail_usage(console, message)
+    meta = trace.meta
+    console.print(
+        f"kvpool replay: {trace_file} on {target or meta.target} "
+        f"({meta.machine}/{meta.level}, profile {meta.profile}), {len(trace.actions)} actions",
+        highlight=False,
+        markup=False,
+    )
+    if verdict.conforms:
+        console.print(verdict.describe(), style="green", highlight=False, markup=False)
+        sys.exit(EXIT_PASS)
+    for i, action in enumerate(verdict.trace.actions, 1):
+        marker = "  <- diverges here" if i == verdict.step else ""
+        console.print(
+            f"  {i:>3}. {show.action_text(action)}{marker}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(verdict.describe(), style="red", highlight=False, markup=False, soft_wrap=True)
+    sys.exit(EXIT_NONCONFORMANCE)
