@@ -44,7 +44,7 @@ class Contender:
 def ours() -> Contender:
     from kvpool.impl import BlockPool
 
-    from ..targets.vllm_api import FakeRequest
+    from ..targets.vllm_api.adapter import FakeRequest
 
     return Contender(
         "ours",

@@ -1,5 +1,5 @@
 """What a pool author implements: for each operation, the call the suite makes on a pool
-with vLLM's ``BlockPool`` API (``conformance/targets/vllm_api.py``), every argument
+with vLLM's ``BlockPool`` API (``conformance/targets/vllm_api/adapter.py``), every argument
 explained with what the suite passes, and what the suite reads back.
 
 The signatures are read from our own pool (``kvpool.impl.BlockPool``), which takes exactly

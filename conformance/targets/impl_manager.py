@@ -9,7 +9,7 @@ from kvpool.spec.manager import Scheduled
 
 from ..engine.target import PoolView
 from ..manager.target import RequestSetup
-from .vllm_api import VllmApiTarget
+from .vllm_api.adapter import VllmApiTarget
 
 
 def scheduled(result: Any) -> Scheduled | None:

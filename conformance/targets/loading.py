@@ -38,7 +38,7 @@ from .engines import (
     load_lmdeploy_manager,
 )
 from .spec_target import SpecTarget
-from .vllm_api import VllmApiTarget
+from .vllm_api.adapter import VllmApiTarget
 
 if TYPE_CHECKING:
     from .vllm.target import VllmRelease

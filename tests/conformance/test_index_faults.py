@@ -22,7 +22,7 @@ from kvpool.conformance.engine.runner import LevelResult, run_level
 from kvpool.conformance.engine.target import Target
 from kvpool.conformance.targets.loading import default_profile, load_vllm
 from kvpool.conformance.targets.vllm.wheel import cached_release
-from kvpool.conformance.targets.vllm_api import VllmApiTarget
+from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.profile import SEED, get_profile

@@ -13,7 +13,7 @@ from kvpool.conformance.engine import lockstep
 from kvpool.conformance.mutants.corpus import MUTANTS, MUTANTS_BY_NAME, Mutant
 from kvpool.conformance.mutants.load import MutantError, mutant_pool_class, mutated_source
 from kvpool.conformance.mutants.run import clean_run, kill, shows_in
-from kvpool.conformance.targets.vllm_api import VllmApiTarget
+from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool
 
 #: The settings ``kvpool mutants`` runs at by default.

@@ -24,7 +24,7 @@ from kvpool.conformance.engine.state_coverage import (
 from kvpool.conformance.engine.target import Target
 from kvpool.conformance.report import state_matrix
 from kvpool.conformance.targets.loading import load_target
-from kvpool.conformance.targets.vllm_api import VllmApiTarget
+from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool, KVCacheBlock
 from kvpool.spec import PoolConfig, PoolState, Profile, get_profile
 from rich.console import Console

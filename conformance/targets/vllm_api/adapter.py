@@ -50,10 +50,10 @@ from kvpool.spec import (
 )
 from kvpool.spec.keys import group_of, hash_of, make_key
 
-from ..engine.target import EVICT_FIRST, PoolView
-from .free_list import free_list_order, free_list_problems, sentinels
-from .hash_index import read_index
-from .index_probe import IndexProbe
+from ...engine.target import EVICT_FIRST, PoolView
+from ..free_list import free_list_order, free_list_problems, sentinels
+from ..hash_index import read_index
+from ..index_probe import IndexProbe
 
 #: ``factory(num_gpu_blocks=..., enable_caching=..., hash_block_size=...,
 #: enable_kv_cache_events=...)`` -> a pool with vLLM's BlockPool API.
