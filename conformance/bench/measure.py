@@ -44,7 +44,7 @@ class Contender:
 def ours() -> Contender:
     from kvpool.impl import BlockPool
 
-    from ..targets.vllm_api.adapter import FakeRequest
+    from ..targets.vllm_api.requests import FakeRequest
 
     return Contender(
         "ours",

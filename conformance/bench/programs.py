@@ -355,7 +355,7 @@ def build(workload: str, num_gpu_blocks: int, ops: int, seed: int = 0) -> Progra
 
 
 def _request(hashes: Sequence[bytes], hash_block_size: int = 16) -> Any:
-    from kvpool.conformance.targets.vllm_api.adapter import FakeRequest
+    from kvpool.conformance.targets.vllm_api.requests import FakeRequest
 
     return FakeRequest(block_hashes=list(hashes), all_token_ids=[])
 

@@ -41,7 +41,8 @@ from ..engine.levels import LEVELS, Level
 from ..engine.lockstep import LockstepRun, Nonconformance, signature
 from ..engine.runner import Failure, LevelResult, run_level
 from ..engine.target import Target, TargetFactory
-from ..targets.vllm_api.adapter import PoolFactory, VllmApiTarget
+from ..targets.vllm_api.adapter import VllmApiTarget
+from ..targets.vllm_api.detection import PoolFactory
 from .corpus import Mutant
 from .load import mutant_pool_class
 

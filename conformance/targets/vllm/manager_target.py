@@ -48,7 +48,8 @@ from kvpool.spec.manager.state import extra_keys
 
 from ...engine.target import PoolView
 from ...manager.target import ManagerTarget, RequestSetup
-from ..vllm_api.adapter import VllmApiTarget, int_hash
+from ..vllm_api.adapter import VllmApiTarget
+from ..vllm_api.events import int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 

@@ -1,7 +1,7 @@
 """A loaded vLLM release as a target: its ``BlockPool`` behind the generic adapter.
 
 The adapter reads the release's calling conventions off its signatures
-(:func:`~kvpool.conformance.targets.vllm_api.adapter.detect_api`); what this module adds is the
+(:func:`~kvpool.conformance.targets.vllm_api.detection.detect_api`); what this module adds is the
 request object: a release reads a handful of request fields, and the adapter hands it an
 object with exactly those (found by reading the release's source), so that a field the
 suite does not know about fails loudly instead of being made up.
@@ -19,7 +19,9 @@ from types import ModuleType
 from kvpool.spec import PoolConfig, Profile
 
 from ...engine.target import Target
-from ..vllm_api.adapter import REQUEST_DEFAULTS, PoolApi, VllmApiTarget, detect_api, request_type
+from ..vllm_api.adapter import VllmApiTarget
+from ..vllm_api.detection import PoolApi, detect_api
+from ..vllm_api.requests import REQUEST_DEFAULTS, request_type
 from .isolation import Release
 
 #: The files whose functions receive the request when the pool caches blocks.

@@ -6,28 +6,23 @@ looks at what the pool offers (methods, ``evict_first``, events, block fields) a
 only that, so a 20-line pool with ``get_new_blocks``/``free_blocks``/``touch``/
 ``get_cached_block``/``get_num_free_blocks`` and a ``blocks`` list is already a target.
 
-It also speaks every released vLLM's calling conventions (:class:`PoolApi`, read off the
-signatures): constructor arguments, ``touch`` per group, ``prepend``, missing ``block_mask``
-or ``replace_existing_hashes``; event hashes published as 64-bit integers are mapped back to
-the bytes the adapter handed out, and events without a group id get the group from the
-pool's own keys.
+It also speaks every released vLLM's calling conventions (:class:`~.detection.PoolApi`, read
+off the signatures): constructor arguments, ``touch`` per group, ``prepend``, missing
+``block_mask`` or ``replace_existing_hashes``; event hashes published as 64-bit integers are
+mapped back to the bytes the adapter handed out, and events without a group id get the group
+from the pool's own keys (:mod:`.events`).
 """
 
 from __future__ import annotations
 
 import gc
-import inspect
-import typing
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kvpool.spec import (
     Action,
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
     CacheFullBlocks,
     CachePartialBlock,
     Event,
@@ -48,16 +43,16 @@ from kvpool.spec import (
     Touch,
     UnpinBlocks,
 )
-from kvpool.spec.keys import group_of, hash_of, make_key
+from kvpool.spec.keys import group_of, hash_of
 
 from ...engine.target import EVICT_FIRST, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
-
-#: ``factory(num_gpu_blocks=..., enable_caching=..., hash_block_size=...,
-#: enable_kv_cache_events=...)`` -> a pool with vLLM's BlockPool API.
-PoolFactory = Callable[..., Any]
+from .detection import PoolApi, PoolFactory, build_pool, detect_api
+from .events import EventReader
+from .requests import FakeRequest
+from .views import key_pairs, keys_named, pool_view
 
 #: The pool methods the adapter can call, named as the spec's operations.
 _METHODS = (
@@ -76,174 +71,6 @@ _METHODS = (
     "get_num_free_blocks",
     "take_events",
 )
-
-
-@dataclass
-class FakeRequest:
-    """The fields of a request that a pool reads: its chained hashes and its tokens."""
-
-    block_hashes: list[bytes]
-    all_token_ids: list[int]
-    request_id: str = "kvpool-request"
-    lora_request: None = None
-    session_id: None = None
-    mm_features: list[Any] = field(default_factory=list)
-    cache_salt: None = None
-
-
-#: What a request carries when the pool reads a field: no LoRA, no multimodal input, no
-#: salt, no prompt embeddings (the hashes the suite draws already include any salt).
-REQUEST_DEFAULTS: dict[str, Callable[[list[bytes], list[int]], object]] = {
-    "block_hashes": lambda hashes, tokens: hashes,
-    "all_token_ids": lambda hashes, tokens: tokens,
-    "num_tokens": lambda hashes, tokens: len(tokens),
-    "request_id": lambda hashes, tokens: "kvpool-request",
-    "lora_request": lambda hashes, tokens: None,
-    "cache_salt": lambda hashes, tokens: None,
-    "session_id": lambda hashes, tokens: None,
-    "prompt_embeds": lambda hashes, tokens: None,
-    "_prompt_embeds_per_block_hashes": lambda hashes, tokens: {},
-    "mm_features": lambda hashes, tokens: [],
-    "mm_positions": lambda hashes, tokens: [],
-    "mm_hashes": lambda hashes, tokens: [],
-    "mm_inputs": lambda hashes, tokens: [],
-}
-
-
-def request_type(fields: Iterable[str]) -> Callable[[list[bytes], list[int]], Any]:
-    """A request class carrying exactly ``fields`` (each one of :data:`REQUEST_DEFAULTS`), so
-    that a pool reading any other field fails loudly instead of reading a made-up value."""
-    names = tuple(sorted(fields))
-    unknown = [n for n in names if n not in REQUEST_DEFAULTS]
-    if unknown:
-        raise ValueError(f"the pool reads request fields the adapter cannot fill: {unknown}")
-
-    class Request:
-        __slots__ = names
-
-        def __init__(self, hashes: list[bytes], tokens: list[int]) -> None:
-            for name in names:
-                setattr(self, name, REQUEST_DEFAULTS[name](hashes, tokens))
-
-        def __repr__(self) -> str:
-            return f"Request({len(self.block_hashes)} block hashes)"  # type: ignore[attr-defined]
-
-    return Request
-
-
-@dataclass(frozen=True)
-class PoolApi:
-    """How a pool's methods are called, read off their signatures.
-
-    vLLM's ``BlockPool`` changed its calls over the releases: the constructor's arguments,
-    ``touch`` taking one list per KV-cache group (until 0.13), ``free_blocks`` taking
-    ``prepend`` (0.23) or ``evict_first`` (the seed), ``cache_full_blocks``'s ``block_mask``
-    (0.22), ``cache_partial_block``'s ``replace_existing_hashes`` (0.30), events without a
-    group id (until 0.19).
-    """
-
-    #: The constructor arguments it takes among the suite's; ``None``: all of them.
-    constructor_args: frozenset[str] | None = None
-    touch_per_group: bool = False
-    #: The name of ``free_blocks``'s "evict these first" flag, or ``None``.
-    evict_first_arg: str | None = "evict_first"
-    block_mask: bool = True
-    replace_existing_hashes: bool = True
-    #: Its KV events name the group; if not, the adapter reads it off the pool's keys.
-    events_carry_group: bool = True
-    #: Builds the request object the pool reads (``None``: :class:`FakeRequest`).
-    request: Callable[[list[bytes], list[int]], Any] | None = None
-
-
-CONSTRUCTOR_ARGS = ("num_gpu_blocks", "enable_caching", "hash_block_size", "enable_kv_cache_events")
-
-
-def _parameters(function: object) -> dict[str, inspect.Parameter] | None:
-    try:
-        return dict(inspect.signature(function).parameters)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
-def _takes(function: object, name: str, default: bool) -> bool:
-    """Whether ``function`` takes an argument ``name`` (``default`` when it cannot tell)."""
-    if function is None:
-        return False
-    params = _parameters(function)
-    if params is None:
-        return default
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return default
-    return name in params
-
-
-def detect_api(factory: PoolFactory, pool: Any) -> PoolApi:
-    """The calling conventions of ``pool`` (built by ``factory``)."""
-    params = _parameters(factory)
-    constructor: frozenset[str] | None = None
-    if params is not None and not any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-    ):
-        constructor = frozenset(a for a in CONSTRUCTOR_ARGS if a in params)
-    free = getattr(pool, "free_blocks", None)
-    evict_first_arg = next((a for a in ("evict_first", "prepend") if _takes(free, a, False)), None)
-    return PoolApi(
-        constructor_args=constructor,
-        touch_per_group=_touch_per_group(getattr(pool, "touch", None)),
-        evict_first_arg=evict_first_arg,
-        block_mask=_takes(getattr(pool, "cache_full_blocks", None), "block_mask", True),
-        replace_existing_hashes=_takes(
-            getattr(pool, "cache_partial_block", None), "replace_existing_hashes", True
-        ),
-        events_carry_group=_events_carry_group(pool),
-    )
-
-
-def _touch_per_group(touch: object) -> bool:
-    """Whether ``touch`` takes a tuple of per-group lists (vLLM up to 0.13)."""
-    params = _parameters(touch)
-    if not params:
-        return False
-    first = next(iter(params.values()))
-    annotation = first.annotation
-    if isinstance(annotation, str):
-        return annotation.replace(" ", "").startswith(("tuple[", "Tuple["))
-    return typing.get_origin(annotation) is tuple
-
-
-def _events_carry_group(pool: Any) -> bool:
-    """Whether the event classes the pool's module publishes have a group id field."""
-    method = getattr(type(pool), "get_new_blocks", None)
-    namespace = getattr(method, "__globals__", {})
-    removed = namespace.get("BlockRemoved")
-    if removed is None:
-        return True
-    fields = getattr(removed, "__struct_fields__", None)
-    if fields is None:
-        fields = getattr(removed, "__dataclass_fields__", None)
-    return fields is None or "group_idx" in fields
-
-
-def build_pool(
-    factory: PoolFactory, config: PoolConfig, num_gpu_blocks: int, api: PoolApi | None = None
-) -> Any:
-    args: dict[str, object] = {
-        "num_gpu_blocks": num_gpu_blocks,
-        "enable_caching": config.enable_caching,
-        "hash_block_size": config.hash_block_size,
-        "enable_kv_cache_events": config.enable_kv_cache_events,
-    }
-    if api is not None and api.constructor_args is not None:
-        args = {k: v for k, v in args.items() if k in api.constructor_args}
-    return factory(**args)
-
-
-#: vLLM publishes event hashes as the low 64 bits of the hash, big-endian, by default.
-INT_HASH_MASK = (1 << 64) - 1
-
-
-def int_hash(block_hash: bytes) -> int:
-    return int.from_bytes(block_hash, "big") & INT_HASH_MASK
 
 
 class VllmApiTarget:
@@ -274,10 +101,7 @@ class VllmApiTarget:
         )
         self._fired: list[tuple[int, str]] = []
         self._check_structure = check_structure
-        #: Hashes the pool was given, by the 64-bit integer vLLM publishes for each.
-        self._hashes_by_int: dict[int, bytes] = {}
-        #: The group of each event in the pool's queue, when its events do not say.
-        self._event_groups: list[int | None] = []
+        self._events = EventReader()
         #: The keys the pool was shown, looked up after every step (see :mod:`.index_probe`).
         self._probe = IndexProbe()
         self._index_readable = (
@@ -353,8 +177,7 @@ class VllmApiTarget:
     def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
         tokens = list(range(len(block_hashes) * self.config.hash_block_size))
         hashes = list(block_hashes)
-        for h in hashes:
-            self._hashes_by_int[int_hash(h)] = h
+        self._events.remember(hashes)
         if self.api.request is not None:
             return self.api.request(hashes, tokens)
         return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
@@ -373,7 +196,7 @@ class VllmApiTarget:
         queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
         keys_before = self._key_pairs() if tagging else Counter()
         if not self._index_readable:
-            self._probe.remember(_keys_named(action))
+            self._probe.remember(keys_named(action))
         try:
             result = self._dispatch(action)
         finally:
@@ -463,7 +286,7 @@ class VllmApiTarget:
                 raw = list(pool.take_events())
                 tags: list[int | None] = [None] * len(raw)
                 if not self.api.events_carry_group:
-                    tags, self._event_groups = self._event_groups, []
+                    tags, self._events.groups = self._events.groups, []
                     if len(tags) != len(raw):
                         raise RuntimeError(
                             f"the pool returned {len(raw)} events but queued {len(tags)}"
@@ -471,83 +294,37 @@ class VllmApiTarget:
                 return tuple(
                     e
                     for event, g in zip(raw, tags, strict=True)
-                    for e in self._spec_events(event, g)
+                    for e in self._events.spec_events(event, g)
                 )
         raise TypeError(f"unknown action {action!r}")
 
     # --- events -------------------------------------------------------------------------
-
-    def _hash(self, value: Any) -> bytes:
-        """An event's hash as bytes: vLLM publishes the low 64 bits as an int by default."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            return self._hashes_by_int.get(value, value.to_bytes(8, "big"))
-        return bytes(value)
 
     @property
     def known_hashes(self) -> dict[int, bytes]:
         """The hashes whose 64-bit ints events may publish, by those ints: the ones of the
         requests this adapter built; a manager adapter adds its own requests' (the dict is
         the adapter's own, so additions count)."""
-        return self._hashes_by_int
+        return self._events.hashes_by_int
 
     def spec_events(self, raw: Any) -> list[Event]:
         """One event the pool published, naming its own group, in the spec's vocabulary."""
-        return self._spec_events(raw, None)
-
-    def _spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
-        """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
-        kind = type(raw).__name__
-        group = getattr(raw, "group_idx", None)
-        if group is None:
-            group = tagged_group if tagged_group is not None else 0
-        if kind == "BlockStored":
-            parent = raw.parent_block_hash
-            return [
-                BlockStored(
-                    block_hashes=tuple(self._hash(h) for h in raw.block_hashes),
-                    parent_block_hash=None if parent is None else self._hash(parent),
-                    group_id=group,
-                    block_size=raw.block_size,
-                    num_tokens=len(raw.token_ids),
-                )
-            ]
-        if kind == "BlockRemoved":
-            return [BlockRemoved(self._hash(h), group) for h in raw.block_hashes]
-        if kind == "AllBlocksCleared":
-            return [AllBlocksCleared()]
-        raise TypeError(f"unknown KV event type {kind}")
+        return self._events.spec_events(raw, None)
 
     def _key_pairs(self) -> Counter[tuple[int, bytes]]:
         """Every (block, key) of the pool now."""
-        view = self._view_of(self.pool, with_peer=False)
-        pairs: Counter[tuple[int, bytes]] = Counter()
-        for b, keys in enumerate(view.keys or ()):
-            pairs.update((b, k) for k in keys)
-        return pairs
+        return key_pairs(self._view_of(self.pool, with_peer=False))
 
     def _tag_new_events(
         self, action: Action, queue_before: int, keys_before: Counter[tuple[int, bytes]]
     ) -> None:
-        """Give each event this action queued the group its pool did not publish: a store
-        belongs to the caching call's group, a removal to the key the pool lost."""
+        """Give each event this action queued the group its pool did not publish."""
         queue = getattr(self.pool, "kv_event_queue", [])
         new = queue[queue_before:]
         if not new:
             return
         lost = list((keys_before - self._key_pairs()).elements())
-        for raw in new:
-            kind = type(raw).__name__
-            group: int | None = None
-            if kind == "BlockStored":
-                group = getattr(action, "group_id", None)
-            elif kind == "BlockRemoved":
-                hashes = [self._hash(h) for h in raw.block_hashes]
-                for pair in lost:
-                    if hash_of(pair[1]) in hashes:
-                        group = group_of(pair[1])
-                        lost.remove(pair)
-                        break
-            self._event_groups.append(group)
+        self._events.tag(action, new, lost)
 
     # --- looking inside -----------------------------------------------------------------
 
@@ -569,41 +346,9 @@ class VllmApiTarget:
         return int(hits[0].block_id) if hits else None
 
     def _view_of(self, pool: Any, with_peer: bool) -> PoolView:
-        blocks = pool.blocks
-        queue = getattr(pool, "free_block_queue", None)
-        order: tuple[int, ...] | None = None
-        if "free_queue" in self.observes and queue is not None:
-            walked = free_list_order(queue, len(blocks))
-            if walked is None and "structure" not in self.observes:
-                walked = [b.block_id for b in queue.get_all_free_blocks()]
-            order = tuple(walked) if walked is not None else None
-        ref_cnt = tuple(b.ref_cnt for b in blocks) if "ref_cnt" in self.observes else None
-        keys = primary = None
-        if "keys" in self.observes:
-            extra = getattr(pool, "cached_block_hashes_by_block", {})
-            primary = tuple(
-                bytes(b.block_hash) if b.block_hash is not None else None for b in blocks
-            )
-            keys = tuple(
-                frozenset(
-                    ([p] if p is not None else []) + [bytes(k) for k in extra.get(b.block_id, ())]
-                )
-                for b, p in zip(blocks, primary, strict=True)
-            )
-        index = None
-        if self._index_readable:
-            index = read_index(pool.cached_block_hash_to_block)
-        peer = None
-        if with_peer and self.peer is not None and "peer" in self.observes:
-            peer = self._view_of(self.peer, with_peer=False)
-        return PoolView(
-            free_count=int(pool.get_num_free_blocks()),
-            free_queue=order,
-            ref_cnt=ref_cnt,
-            keys=keys,
-            primary=primary,
-            index=index,
-            peer=peer,
+        with_peer = with_peer and self.peer is not None and "peer" in self.observes
+        return pool_view(
+            pool, self.observes, self._index_readable, self.peer if with_peer else None
         )
 
     def structure_problems(self) -> list[str]:
@@ -614,21 +359,3 @@ class VllmApiTarget:
             peer_problems = free_list_problems(self.peer.free_block_queue, self.peer.blocks)
             problems += [f"peer pool: {p}" for p in peer_problems]
         return problems
-
-
-def _keys_named(action: Action) -> list[bytes]:
-    """The keys an action hands the pool: each hash of a caching call's request in that
-    call's group (a block's key is one of them, or made of them), each group of a lookup."""
-    match action:
-        case (
-            CacheFullBlocks(block_hashes=hashes, group_id=group)
-            | CachePartialBlock(block_hashes=hashes, group_id=group)
-        ):
-            groups: tuple[object, ...] = (group,)
-        case GetCachedBlock(block_hash=block_hash, group_ids=groups):
-            hashes = (block_hash,)
-        case _:
-            return []
-    # an out-of-contract group (robustness) names no key
-    valid = [g for g in groups if isinstance(g, int) and 0 <= g < 2**32]
-    return [make_key(h, g) for h in hashes for g in valid if isinstance(h, bytes)]
