@@ -1,8 +1,9 @@
 """kvpool's pytest plugin: a pool's own test suite runs the conformance machines as tests.
 
 Installed with kvpool-spec (entry point ``pytest11``) and off until asked. Without a target
-it adds no tests, changes no setting and imports nothing of kvpool's beyond this file, so it
-costs nothing in the pytest runs of every project that installs us. Asked with::
+it adds no tests, changes no setting and imports nothing of kvpool's beyond this file and its
+defaults (:mod:`.pytest_defaults`), so it costs nothing in the pytest runs of every project
+that installs us. Asked with::
 
     pytest --kvpool-target=mypkg.pool:make_pool
 
@@ -28,16 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .pytest_defaults import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
+
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
 
     from .pytest_run import LoadedTarget, Outcome, Plan
 
-DEFAULT_LEVELS = "safety,order,robustness"
-DEFAULT_MACHINES = "pool,requests"
-DEFAULT_SETTINGS = "dev"
-#: The settings profiles (``pytest_run.SETTINGS`` holds their sizes).
-SETTINGS_NAMES = ("ci", "dev", "deep")
 
 #: Each option: its name after ``--kvpool-`` (and after ``kvpool_`` in the ini file), its
 #: default, and its help.

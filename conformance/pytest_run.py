@@ -26,7 +26,7 @@ from .engine.runner import LevelResult, run_level
 from .engine.target import TargetFactory
 from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
 from .manager.target import ManagerTargetFactory, RequestSetup
-from .pytest_plugin import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
+from .pytest_defaults import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
 from .report import print_failure, results_table
 from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
 from .trace.model import Trace, TraceMeta

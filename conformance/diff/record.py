@@ -14,7 +14,7 @@ from ..engine.levels import LEVELS
 from ..engine.target import PoolView
 from ..trace.itf import Json
 from ..trace.model import Trace, TraceStep
-from ..trace.record import outcome_json
+from ..trace.outcomes import outcome_json
 from .loading import load_pair
 from .pair import Difference, PairRun
 

@@ -12,11 +12,11 @@ from .markdown import GENERATED, fence
 HELP_WIDTH = 92
 
 
-def kvpool_group() -> click.Group:
-    """The ``kvpool`` command with every subcommand loaded (the CLI imports most of them
-    only when they are run), as a plain group the pages can walk and run."""
-    from kvpool.conformance.cli import main
-
+def kvpool_group(main: click.Group) -> click.Group:
+    """The ``kvpool`` command ``main`` with every subcommand loaded (the CLI imports most of
+    them only when they are run), as a plain group the pages can walk and run. The command
+    is handed in by whoever builds the pages (the ``docs`` command, the mkdocs hook), since
+    the command line itself holds the command that builds them."""
     ctx = click.Context(main, info_name="kvpool")
     commands: dict[str, click.Command] = {}
     for name in main.list_commands(ctx):
@@ -49,15 +49,16 @@ def walk(
             yield from walk(command.commands[name], (*path, name), ctx)
 
 
-def cli_page() -> str:
-    """The page: one section per command, its help in a text block."""
+def cli_page(main: click.Group) -> str:
+    """The page for the ``kvpool`` command ``main``: one section per command, its help in a
+    text block."""
     out = [
         GENERATED,
         "# Command line\n",
         "Every `kvpool` command and its `--help`, generated from the commands themselves "
         f"(wrapped at {HELP_WIDTH} columns).\n",
     ]
-    for path, text in walk(kvpool_group(), ("kvpool",), None):
+    for path, text in walk(kvpool_group(main), ("kvpool",), None):
         level = "#" * min(len(path) + 1, 4)
         out.append(f"{level} {' '.join(path)}\n")
         out.append(fence(text, "text"))

@@ -159,7 +159,9 @@ def docs_generate(out: Path | None, list_markers: bool) -> None:
         raise click.UsageError("--out DIR is required (or --list-markers)")
     from .pages import reference_pages
 
-    pages = reference_pages()
+    root = click.get_current_context().find_root().command
+    assert isinstance(root, click.Group)
+    pages = reference_pages(root)
     for relative, text in pages.items():
         target = out / relative
         target.parent.mkdir(parents=True, exist_ok=True)

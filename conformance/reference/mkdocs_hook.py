@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kvpool.conformance.cli import main
 from kvpool.conformance.reference.fragments import UnknownMarker, expand
 from kvpool.conformance.reference.pages import (
     OPERATIONS_INDEX,
@@ -63,7 +64,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add every generated reference page; a file of the same name in docs/ is an error
     (generated pages are never committed, so they cannot drift)."""
-    builders = reference_builders()
+    builders = reference_builders(main)
     for path in builders:
         if files.get_file_from_path(path) is not None:
             raise PluginError(

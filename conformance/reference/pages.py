@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+import click
 from kvpool.spec.actions import ALL_ACTIONS
 from kvpool.spec.consumer import EVENT_PROPERTIES
 from kvpool.spec.invariants import INVARIANTS
@@ -83,8 +84,9 @@ def index_page() -> str:
     )
 
 
-def reference_builders() -> dict[str, Callable[[], str]]:
-    """Path under ``docs/`` -> the function that writes that page (nothing is run yet)."""
+def reference_builders(cli: click.Group) -> dict[str, Callable[[], str]]:
+    """Path under ``docs/`` -> the function that writes that page (nothing is run yet);
+    ``cli`` is the ``kvpool`` command, whose help the command-line page shows."""
     pool = all_pool_action_facts()
     requests = all_request_action_facts()
     builders: dict[str, Callable[[], str]] = {
@@ -98,7 +100,7 @@ def reference_builders() -> dict[str, Callable[[], str]]:
         "reference/profiles.md": profiles_page,
         "reference/proofs.md": proofs_page,
         "reference/mutants.md": mutants_page,
-        "reference/cli.md": cli_page,
+        "reference/cli.md": partial(cli_page, cli),
         "reference/spec.md": spec_document,
     }
     for facts in pool:
@@ -107,9 +109,9 @@ def reference_builders() -> dict[str, Callable[[], str]]:
     return builders
 
 
-def reference_pages() -> dict[str, str]:
+def reference_pages(cli: click.Group) -> dict[str, str]:
     """Path under ``docs/`` -> Markdown, for every generated page."""
-    return {path: build() for path, build in reference_builders().items()}
+    return {path: build() for path, build in reference_builders(cli).items()}
 
 
 def operation_nav() -> list[dict[str, str] | str]:

@@ -38,6 +38,7 @@ from .engines import (
     load_lmdeploy_manager,
 )
 from .spec_target import SpecTarget
+from .vllm.naming import VllmLoadError, installed_vllm_version, is_vllm_spec, vllm_target_name
 from .vllm_api.adapter import VllmApiTarget
 
 if TYPE_CHECKING:
@@ -122,7 +123,10 @@ def load_manager(value: str, target: str) -> tuple[ManagerTargetFactory | None, 
     if value == "vllm":
         from .vllm.manager_loading import load_vllm_manager
 
-        return load_vllm_manager(target)
+        try:
+            return load_vllm_manager(target)
+        except VllmLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
     if ":" not in value:
         known = ", ".join(["auto", "none", *BUILT_IN_MANAGERS, "vllm", "lmdeploy"])
         raise TargetLoadError(
@@ -251,11 +255,6 @@ VLLM_SPECS: dict[str, str] = {
 }
 
 
-def is_vllm_spec(spec: str) -> bool:
-    """Whether ``--target`` names a vLLM release (``vllm``, ``vllm==X.Y.Z``, ``vllm@PATH``)."""
-    return spec == "vllm" or spec.startswith(("vllm==", "vllm@"))
-
-
 def vllm_version(spec: str) -> str | None:
     """The release a vLLM target names, without loading it: ``"0.33.0"`` for
     ``vllm==0.33.0``, the installed distribution's version for ``vllm``, what PATH's files
@@ -332,16 +331,10 @@ def load_vllm(spec: str) -> VllmRelease:
 
 
 def _installed_vllm_version() -> str:
-    from importlib import metadata
-
     try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
-        raise TargetLoadError(
-            "vLLM is not installed in this environment "
-            f"({sys.executable}): install it, or check a release without installing it "
-            "with --target vllm==X.Y.Z"
-        ) from None
+        return installed_vllm_version()
+    except VllmLoadError as exc:
+        raise TargetLoadError(str(exc)) from None
 
 
 def _installed_vllm() -> VllmRelease:
@@ -363,12 +356,3 @@ def _installed_vllm() -> VllmRelease:
                 f"importing the installed vLLM's {name} failed: {type(exc).__name__}: {exc}"
             ) from exc
     return describe(version, modules, "installed")
-
-
-def vllm_target_name(spec: str, release: VllmRelease) -> str:
-    """How a vLLM target is shown: ``vllm==0.33.0``, ``vllm (installed 0.33.0)``, ..."""
-    if spec.startswith("vllm=="):
-        return spec
-    if spec == "vllm":
-        return f"vllm (installed {release.version})"
-    return f"{spec} ({release.version})"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from docs_build import build
+from kvpool.conformance.cli import main
 from kvpool.conformance.reference.action_facts import all_pool_action_facts
 from kvpool.conformance.reference.cli_page import kvpool_group, walk
 from kvpool.conformance.reference.code_facts import field_comments
@@ -91,7 +92,7 @@ def test_request_actions_and_profiles_pages_list_everything(built_site: Path) ->
 
 def test_cli_page_shows_every_commands_help(built_site: Path) -> None:
     text = page(built_site, "reference/cli")
-    commands = [" ".join(path) for path, _ in walk(kvpool_group(), ("kvpool",), None)]
+    commands = [" ".join(path) for path, _ in walk(kvpool_group(main), ("kvpool",), None)]
     assert "kvpool docs build" in commands and "kvpool conform" in commands
     for command in commands:
         assert f"Usage: {command} " in text, f"the CLI page misses {command}'s help"

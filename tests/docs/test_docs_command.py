@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from click.testing import CliRunner
+from kvpool.conformance.cli import main
 from kvpool.conformance.reference.command import docs
 from kvpool.conformance.reference.fragments import FRAGMENTS
 from kvpool.conformance.reference.pages import reference_builders
@@ -26,10 +27,12 @@ def test_help_teaches_the_three_commands_and_the_markers() -> None:
 
 
 def test_generate_writes_every_reference_page(tmp_path: Path) -> None:
-    result = CliRunner().invoke(docs, ["generate", "--out", str(tmp_path)])
+    result = CliRunner().invoke(main, ["docs", "generate", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     written = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.md")}
-    assert written == set(reference_builders())
+    assert written == set(reference_builders(main))
+    # the command-line page is the whole kvpool command's, handed in by the docs command
+    assert "### kvpool conform\n" in (tmp_path / "reference" / "cli.md").read_text()
     rules = (tmp_path / "reference" / "rules.md").read_text()
     assert "### free-held" in rules and "do not edit" in rules
 

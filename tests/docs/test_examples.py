@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from kvpool.conformance.cli import main
 from kvpool.conformance.reference.cli_page import kvpool_group
 from kvpool.conformance.reference.examples import (
     ExampleFailed,
@@ -43,7 +44,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, PageRun]:
     made: dict[str, PageRun] = {}
     for page, fences in FENCES.items():
         scratch = tmp_path_factory.mktemp(Path(page).stem)
-        made[page] = PageRun(fences, scratch, kvpool_group())
+        made[page] = PageRun(fences, scratch, kvpool_group(main))
     return made
 
 
@@ -68,7 +69,7 @@ def test_the_docs_have_examples_to_run() -> None:
 
 def run_page(text: str, tmp_path: Path, index: int | None = None) -> PageRun:
     fences = find_fences(text, "planted.md")
-    run = PageRun(fences, tmp_path, kvpool_group())
+    run = PageRun(fences, tmp_path, kvpool_group(main))
     last = len(fences) - 1 if index is None else index
     run.run(last)
     return run

@@ -104,7 +104,7 @@ def _two_full_groups(modules: Mapping[str, ModuleType]) -> tuple[bool, bool]:
     from kvpool.spec.manager import FULL_ATTENTION, ManagerConfig
 
     from ...manager.target import RequestSetup
-    from .manager_target import build_manager
+    from .manager_build import build_manager
 
     setup = RequestSetup(ManagerConfig(1, (FULL_ATTENTION,) * 2), PoolConfig(4))
     built = []

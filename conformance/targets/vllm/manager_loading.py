@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .manager_api import ManagerUnsupported, check_manager, manager_api
+from .naming import VllmLoadError, installed_vllm_version, is_vllm_spec, vllm_target_name
 
 if TYPE_CHECKING:
     from ...manager.target import ManagerTargetFactory
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     """The factory of manager targets for ``--manager vllm`` and its display name."""
-    from ..loading import TargetLoadError, is_vllm_spec, vllm_target_name
     from .isolation import IsolationError, load_release
     from .releases import (
         MANAGER_MODULES,
@@ -36,7 +36,7 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     from .wheel import MANAGER_CACHE, cached_release, seed_cache
 
     if not is_vllm_spec(target):
-        raise TargetLoadError(
+        raise VllmLoadError(
             f"--manager vllm drives the KV cache manager of a vLLM release: give a vLLM "
             f"target (vllm==X.Y.Z, vllm@PATH or vllm), not {target!r}"
         )
@@ -44,7 +44,7 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     try:
         if target == "vllm":
             modules = _installed_modules({**MODULES, **MANAGER_MODULES})
-            version, origin = _installed_version(), "installed"
+            version, origin = installed_vllm_version(), "installed"
         else:
             if target.startswith("vllm=="):
                 version = target.removeprefix("vllm==")
@@ -53,7 +53,7 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
             else:
                 path = Path(target.removeprefix("vllm@")).expanduser()
                 if not path.exists():
-                    raise TargetLoadError(f"{target}: {path} does not exist")
+                    raise VllmLoadError(f"{target}: {path} does not exist")
                 root = (
                     seed_cache(path, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
                     if path.is_file()
@@ -65,9 +65,9 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
         described = describe(version, modules, origin)
         check_manager(version, modules)
     except ManagerUnsupported as exc:
-        raise TargetLoadError(f"--manager vllm: {exc}") from exc
+        raise VllmLoadError(f"--manager vllm: {exc}") from exc
     except (ReleaseError, IsolationError, ValueError) as exc:
-        raise TargetLoadError(f"--manager vllm for {target}: {exc}") from exc
+        raise VllmLoadError(f"--manager vllm for {target}: {exc}") from exc
     from .manager_target import manager_factory
 
     shown = f"{vllm_target_name(target, described)} KVCacheManager"
@@ -75,16 +75,8 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     return manager_factory(modules, described.api(), manager_api(modules), shown), "vllm"
 
 
-def _installed_version() -> str:
-    from ..loading import _installed_vllm_version
-
-    return _installed_vllm_version()
-
-
 def _installed_modules(names: Mapping[str, str]) -> dict[str, ModuleType]:
     """The installed vLLM's modules of ``names`` (importing vLLM, and torch with it)."""
-    from ..loading import TargetLoadError
-
     modules = {}
     for name in names:
         try:
@@ -92,9 +84,9 @@ def _installed_modules(names: Mapping[str, str]) -> dict[str, ModuleType]:
         except ModuleNotFoundError as exc:
             if exc.name == name:
                 continue  # a file this release does not have; check_manager decides
-            raise TargetLoadError(f"importing the installed vLLM's {name} failed: {exc}") from exc
+            raise VllmLoadError(f"importing the installed vLLM's {name} failed: {exc}") from exc
         except Exception as exc:  # vLLM's own import failed (a missing dependency, ...)
-            raise TargetLoadError(
+            raise VllmLoadError(
                 f"importing the installed vLLM's {name} failed: {type(exc).__name__}: {exc}"
             ) from exc
     return modules
