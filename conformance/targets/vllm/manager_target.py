@@ -27,8 +27,13 @@ partial entry, a policy the spec's manager has only on request (``cache_partial`
 
 Keys: the release hashes with its own ``sha256`` and ``NONE_HASH``, so its block hashes
 are not the spec's. Each request's hashes are paired with the spec's for the same tokens
-and salt, and what the pool shows (keys, index, lookups) is read back through that
-pairing, so the pools are compared key for key.
+and attributes, under the profile's ``key_attributes`` (:mod:`...manager.key_pairing`),
+and what the pool shows (keys, index, lookups) is read back through that pairing, so the
+pools are compared key for key.
+
+Attributes: a request's LoRA adapter, multimodal features and (where the release hashes
+them) prompt embeddings reach the release's own hashing through the stand-ins of
+:mod:`.request_keys`.
 """
 
 from __future__ import annotations
@@ -41,16 +46,15 @@ from types import ModuleType
 from typing import Any
 
 from kvpool.spec import Profile
-from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.keys import group_of, hash_of, make_key
-from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
-from kvpool.spec.manager.state import extra_keys
+from kvpool.spec.manager import NO_EXTRA, EvictCached, ExtraKeys, RequestAction, Scheduled
 
+from ...manager.key_pairing import KeyPairing
 from ...manager.target import ManagerTarget, RequestSetup
 from ...target import PoolView
 from ..vllm_api import VllmApiTarget
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
+from .request_keys import LoraIds, request_fields
 
 #: The longest request the manager is told to expect (far beyond what the suite draws).
 MAX_MODEL_LEN = 1 << 16
@@ -167,23 +171,22 @@ class VllmManagerTarget:
         self.pool = VllmApiTarget(lambda **_: pool, setup.pool, profile, name, api=api)
         self.observes = self.pool.observes
         self.requests: dict[str, ManagerRequest] = {}
+        #: What each request was given beside its tokens and salt.
+        self.extras: dict[str, ExtraKeys] = {}
+        self.lora_ids = LoraIds()
         #: Blocks a copy-on-write retained until its copy is made, per request.
         self.retained: dict[str, list[Any]] = {}
-        #: The release's block hash -> the spec's, for the same tokens and salt.
-        self.spec_hashes: dict[bytes, bytes] = {}
+        #: The release's block hashes -> the spec's.
+        self.pairing = KeyPairing(setup.pool.hash_block_size, profile.key_attributes)
+        #: The attributes besides the salt a request is given (prompt embeddings only where
+        #: the release hashes them).
+        self.extra_keys_taken = extra_keys_taken(modules)
 
     # --- keys ---------------------------------------------------------------------------
 
     def _pair_hashes(self, request: ManagerRequest) -> None:
-        ours = request_block_hashes(
-            request.all_token_ids, self.setup.pool.hash_block_size, extra_keys(request.cache_salt)
-        )
-        for theirs, mine in zip(request.block_hashes, ours, strict=True):
-            self.spec_hashes[bytes(theirs)] = mine
-
-    def _spec_key(self, key: bytes) -> bytes:
-        mine = self.spec_hashes.get(hash_of(key))
-        return key if mine is None else make_key(mine, group_of(key))
+        extra = self.extras.get(request.request_id, NO_EXTRA)
+        self.pairing.pair(request.block_hashes, request.all_token_ids, request.cache_salt, extra)
 
     # --- scheduling ---------------------------------------------------------------------
 
@@ -213,12 +216,22 @@ class VllmManagerTarget:
             pairs = tuple((int(c.src_block_id), int(c.dst_block_id)) for c in copies)
         return Scheduled(num_hit, self._tables(request.request_id), pairs)
 
-    def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
-        request = ManagerRequest(request_id, tokens, salt, self.hasher)
+    def admit(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        extra: ExtraKeys = NO_EXTRA,
+    ) -> Scheduled | None:
+        fields = request_fields(extra, self.lora_ids)
+        request = ManagerRequest(request_id, tokens, salt, self.hasher, fields)
+        self.extras[request_id] = extra
         self._pair_hashes(request)
         result = self._schedule(request)
         if result is not None:
             self.requests[request_id] = request
+        else:
+            del self.extras[request_id]
         return result
 
     def resume(self, request_id: str) -> Scheduled | None:
@@ -273,6 +286,7 @@ class VllmManagerTarget:
 
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
+        self.extras.pop(request_id, None)
         self.copies_done(request_id)
         self.manager.free(request)
 
@@ -299,22 +313,21 @@ class VllmManagerTarget:
     # --- looking inside -----------------------------------------------------------------
 
     def view(self) -> PoolView:
-        view = self.pool.view()
-        key = self._spec_key
-        keys = None if view.keys is None else tuple(frozenset(map(key, k)) for k in view.keys)
-        primary = None
-        if view.primary is not None:
-            primary = tuple(None if p is None else key(p) for p in view.primary)
-        index = None
-        if view.index is not None:
-            index = tuple(sorted((key(k), blocks) for k, blocks in view.index))
-        lookups = None
-        if view.lookups is not None:
-            lookups = tuple(sorted((key(k), b) for k, b in view.lookups))
-        return replace(view, keys=keys, primary=primary, index=index, lookups=lookups)
+        return self.pairing.view(self.pool.view())
 
     def structure_problems(self) -> list[str]:
         return self.pool.structure_problems()
+
+
+def extra_keys_taken(modules: Modules) -> frozenset[str]:
+    """The attributes besides the salt a request of this release can carry: a LoRA
+    adapter and multimodal features always (since 0.10.1), prompt embeddings where its
+    hashing reads them."""
+    taken = {"lora-name", "lora-path", "mm-identifier", "mm-offset"}
+    utils = modules["vllm.v1.core.kv_cache_utils"]
+    if callable(getattr(utils, "_gen_prompt_embeds_extra_hash_keys", None)):
+        taken.add("prompt-embeds")
+    return frozenset(taken)
 
 
 def manager_factory(
