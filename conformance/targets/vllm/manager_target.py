@@ -54,7 +54,7 @@ from ...target import PoolView
 from ..vllm_api import VllmApiTarget
 from .manager_api import ManagerApi, hash_function
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
-from .request_keys import LoraIds, request_fields
+from .request_keys import LoraIds, request_fields, tensor_data
 
 #: The longest request the manager is told to expect (far beyond what the suite draws).
 MAX_MODEL_LEN = 1 << 16
@@ -322,10 +322,13 @@ class VllmManagerTarget:
 def extra_keys_taken(modules: Modules) -> frozenset[str]:
     """The attributes besides the salt a request of this release can carry: a LoRA
     adapter and multimodal features always (since 0.10.1), prompt embeddings where its
-    hashing reads them."""
+    hashing reads them through the suite's ``tensor_data`` (an isolated release: an
+    installed vLLM's needs a torch tensor)."""
     taken = {"lora-name", "lora-path", "mm-identifier", "mm-offset"}
     utils = modules["vllm.v1.core.kv_cache_utils"]
-    if callable(getattr(utils, "_gen_prompt_embeds_extra_hash_keys", None)):
+    if callable(getattr(utils, "_gen_prompt_embeds_extra_hash_keys", None)) and (
+        getattr(utils, "tensor_data", None) is tensor_data
+    ):
         taken.add("prompt-embeds")
     return frozenset(taken)
 
