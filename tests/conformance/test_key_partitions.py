@@ -123,3 +123,25 @@ def test_rules_lists_both_properties() -> None:
     assert result.exit_code == 0, result.output
     assert "keys-partitioned" in result.output and "keys-shared" in result.output
     assert "request-extra-keys" in result.output
+
+
+def test_the_spec_manager_keeps_the_attributes_apart_on_our_pool() -> None:
+    """The spec's manager, drawn every attribute, over our pool: it passes, and the
+    properties judge real hits of requests with attributes."""
+    from kvpool.conformance.manager.pool_run import PoolRequestRun
+    from kvpool.conformance.manager.runner import ON_POOL
+    from kvpool.conformance.targets.loading import load_target
+
+    factory, _ = load_target("impl")
+
+    def build(setup: Any, record: Any) -> PoolRequestRun:
+        run = PoolRequestRun(factory, SEED, setup, record)
+        run.extra_keys_taken = ALL_ATTRIBUTES
+        return run
+
+    result = run_requests(
+        build, ON_POOL, max_examples=80, steps=40, seed=1, max_blocks=REQUEST_MIN_BLOCKS
+    )
+    assert result.failure is None, result.failure
+    assert result.record.properties["keys-partitioned"] > 0
+    assert result.record.situations["hit with a LoRA adapter, image or embeddings"] > 0
