@@ -201,11 +201,15 @@ def read(s: State, n: int, caching: bool, keys: int) -> Values:
         pkey=each(s.pkey),
         ptok=each(s.ptok),
         extra=frozenset(
-            (b, k) for b in range(n) for k in range(1, keys + 1)
+            (b, k)
+            for b in range(n)
+            for k in range(1, keys + 1)
             if value(s.extra(blocks[b], key_ids[k - 1]))
         ),
         mm=frozenset(
-            (k, b) for k in range(1, keys + 1) for b in range(n)
+            (k, b)
+            for k in range(1, keys + 1)
+            for b in range(n)
             if value(s.mm(key_ids[k - 1], blocks[b]))
         ),
         wat=each(s.wat),
@@ -276,9 +280,7 @@ class Encoded:
             return False
         blocks = sorted(set(range(values.n)) | set(ids))
         keys = range(len(self.keys) + 1)
-        return all(
-            value(step.pre_at(z3.IntVal(b), z3.IntVal(k))) for b in blocks for k in keys
-        )
+        return all(value(step.pre_at(z3.IntVal(b), z3.IntVal(k))) for b in blocks for k in keys)
 
     def _after(self, values: Values, step: Any) -> Values:
         return read(step.post, values.n, values.caching, len(self.keys))
@@ -413,9 +415,7 @@ class Encoded:
             if shape is None and table[i] != 0 and (mask is None or mask[i - nc])
         ]
         chosen = {i for i, _ in window}
-        if shape is None and any(
-            not 0 <= b < n for i, b in enumerate(table) if i not in chosen
-        ):
+        if shape is None and any(not 0 <= b < n for i, b in enumerate(table) if i not in chosen):
             shape = "block-id-range"
         if shape is None and len({b for _, b in window}) < len(window):
             shape = "cache-distinct"

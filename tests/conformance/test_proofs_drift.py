@@ -4,18 +4,19 @@ spec action run through ``kvpool.spec.step`` and through the encoded transitions
 concrete states) agree on the contract's verdict, on every state field the encoding has
 and on every answer, step by step.
 
-Covered: all fifteen actions of ``kvpool.spec.actions`` (the seed profile), on three
-pools: 6 blocks with a 3-block peer and ``hash_block_size`` 2 (block sizes 2, 4 and 6:
-one to three hash blocks per block), 7 blocks with ``hash_block_size`` 1 (block sizes 1 to
-3), and 5 blocks with caching off and a 3-block peer. ``cache_full_blocks`` takes tables
-of up to four blocks with earlier cached blocks, masks, the null block and duplicates;
-``free_blocks`` takes foreign blocks; two KV-cache groups; events on in the first two
+Covered: all fifteen actions of ``kvpool.spec.actions`` (the seed profile), on four
+pools: 6 and 8 blocks with a 3-block peer and ``hash_block_size`` 2 (block sizes 2, 4 and
+6: one to three hash blocks per block), 7 blocks with ``hash_block_size`` 1 (block sizes 1
+to 3), and 5 blocks with caching off and a 3-block peer. ``cache_full_blocks`` takes
+tables of up to four blocks with earlier cached blocks, masks, the null block and
+duplicates; ``free_blocks`` takes foreign blocks; two KV-cache groups; events on in three
 pools. Compared after each step: the verdict; ref counts, the free queue in order and its
 length, each block's primary key and its token count, its extra keys, the multimap (as
 sets: the order of duplicates under a key is not encoded), which blocks have a reuse
 watcher, for the pool and its peer; the blocks handed out, the watchers fired, the answers
 of the queries and of ``reset_prefix_cache``; and at the end of each run, every encoded
-invariant at every block and key of both encoded pools. Events themselves and watcher names are not encoded, so not compared.
+invariant at every block and key of both encoded pools. Events themselves and watcher
+names are not encoded, so not compared.
 
 ``KVPOOL_DRIFT_SEEDS=N`` (and ``KVPOOL_DRIFT_STEPS``) run a longer campaign.
 """
@@ -62,8 +63,9 @@ from kvpool.spec.state import PoolState
 CONFIGS = (
     PoolConfig(6, enable_caching=True, hash_block_size=2, peer_blocks=3),
     PoolConfig(7, enable_caching=True, hash_block_size=1),
-    PoolConfig(8, enable_caching=True, hash_block_size=2, peer_blocks=3,
-               enable_kv_cache_events=False),
+    PoolConfig(
+        8, enable_caching=True, hash_block_size=2, peer_blocks=3, enable_kv_cache_events=False
+    ),
     PoolConfig(5, enable_caching=False, hash_block_size=1, peer_blocks=3),
 )
 CAMPAIGN = os.environ.get("KVPOOL_DRIFT_SEEDS")
@@ -135,7 +137,9 @@ def draw(rng: random.Random, state: PoolState) -> Action:
         foreign: tuple[int, ...] = ()
         if rng.random() < 0.35:
             peer_held = [b for b in range(1, 3) if state.peer and state.peer.ref_cnt[b]]
-            foreign = tuple(rng.sample(peer_held, rng.randint(min(1, len(peer_held)), len(peer_held))))
+            foreign = tuple(
+                rng.sample(peer_held, rng.randint(min(1, len(peer_held)), len(peer_held)))
+            )
             foreign = foreign if foreign and rng.random() < 0.9 else (rng.randrange(4),)
         keyed_held = [b for b in keyed if b in held]
         blocks = several(keyed_held if keyed_held and rng.random() < 0.5 else held)
@@ -235,9 +239,7 @@ def pool_differs(
     ids = enc.keys.ids
     if any(k not in ids for k in spec.cache):
         return "a spec key the encoding was never given"
-    primary = tuple(
-        None if p is None else (ids[p.key], p.num_tokens) for p in spec.primary
-    )
+    primary = tuple(None if p is None else (ids[p.key], p.num_tokens) for p in spec.primary)
     extra = frozenset((b, ids[k]) for b, ks in enumerate(spec.extra) for k in ks)
     fields = {
         "ref counts": (spec.ref_cnt, got.ref),
@@ -469,7 +471,9 @@ def drifted(name: str, tmp: Path) -> tuple[ModuleType, ModuleType]:
 def test_a_planted_drift_in_the_encoding_is_caught(name: str, tmp_path: Path) -> None:
     """Each drift is caught by the default runs, on at least three of them."""
     modules = drifted(name, tmp_path)
-    caught = [run for run, (config, actions) in RUNS.items() if disagreement(config, actions, modules)]
+    caught = [
+        run for run, (config, actions) in RUNS.items() if disagreement(config, actions, modules)
+    ]
     print(f"{name}: caught by {len(caught)} of {len(RUNS)} runs")
     assert len(caught) >= 3, caught
 
