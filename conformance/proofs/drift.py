@@ -285,30 +285,23 @@ class Encoded:
     def _after(self, values: Values, step: Any) -> Values:
         return read(step.post, values.n, values.caching, len(self.keys))
 
-    def _release_args(self, action: FreeBlocks, blocks: tuple[int, ...]) -> dict[str, Any]:
-        return {
-            "args": [z3.IntVal(b) for b in blocks],
-            "evict_first": action.evict_first,
-            "unkeyed_front": self.profile.unkeyed_free_to_front,
-            "caching_off_front": self.profile.caching_off_free_to_front,
-        }
-
     def _free(self, values: Values, action: FreeBlocks, blocks: tuple[int, ...]) -> Any:
-        A = self.actions
-        args = self._release_args(action, blocks)
-        return A.free_blocks(values.state(), A.counts_of(args["args"]), None, **args)
+        args = [z3.IntVal(b) for b in blocks]
+        return self.actions.free_blocks(
+            values.state(),
+            self.actions.counts_of(args),
+            args=args,
+            evict_first=action.evict_first,
+            unkeyed_front=self.profile.unkeyed_free_to_front,
+            caching_off_front=self.profile.caching_off_free_to_front,
+        )
 
     def _get_new(self, values: Values, n: int) -> tuple[Any, tuple[int, ...]]:
+        """``get_new_blocks(n)`` handing out the ``n`` free blocks of lowest rank."""
         taken = values.queue()[: max(n, 0)]
-        chosen = frozenset(taken)
-
-        def sel(b: Expr) -> Expr:
-            i = _int(b)
-            if i is not None:
-                return z3.BoolVal(i in chosen)
-            return z3.Or(False, *(b == x for x in taken))
-
-        return self.actions.get_new_blocks(values.state(), sel, z3.IntVal(n)), taken
+        return self.actions.get_new_blocks(
+            values.state(), _member(frozenset(taken)), z3.IntVal(n)
+        ), taken
 
     def apply(self, action: Action) -> Outcome:
         """Evaluate ``action``'s encoded counterpart; if allowed, move to the state after."""
@@ -321,24 +314,22 @@ class Encoded:
             if self.peer is None:
                 return Outcome(False)
             step, taken = self._get_new(self.peer, action.num_blocks)
-            if not self._allowed(self.peer, step, ()):
-                return Outcome(False)
-            fired = frozenset(b for b in taken if self.peer.wat[b])
-            self.peer = self._after(self.peer, step)
-            return Outcome(True, handed_out=taken, fired=fired)
+            return self._commit(step, (), taken=taken, peer=True)
         if isinstance(action, FreeBlocks):
             step = self._free(self.pool, action, action.blocks)
-            if action.foreign:
-                if self.peer is None:
-                    return Outcome(False)
-                peer_step = self._free(self.peer, action, action.foreign)
-                if not (
-                    self._allowed(self.peer, peer_step, action.foreign)
-                    and self._allowed(self.pool, step, action.blocks)
-                ):
-                    return Outcome(False)
-                self.peer = self._after(self.peer, peer_step)
-            return self._commit(step, action.blocks)
+            if not action.foreign:
+                return self._commit(step, action.blocks)
+            if self.peer is None:
+                return Outcome(False)
+            peer_step = self._free(self.peer, action, action.foreign)
+            if not (
+                self._allowed(self.peer, peer_step, action.foreign)
+                and self._allowed(self.pool, step, action.blocks)
+            ):
+                return Outcome(False)
+            self.peer = self._after(self.peer, peer_step)
+            self.pool = self._after(self.pool, step)
+            return Outcome(True)
         if isinstance(action, Touch):
             ids = action.blocks
             args = [z3.IntVal(b) for b in ids]
@@ -380,11 +371,20 @@ class Encoded:
             return Outcome(True)
         raise ValueError(f"no encoded counterpart for {action!r}")
 
-    def _commit(self, step: Any, ids: Iterable[int], taken: tuple[int, ...] = ()) -> Outcome:
-        if not self._allowed(self.pool, step, ids):
+    def _commit(
+        self, step: Any, ids: Iterable[int], taken: tuple[int, ...] = (), peer: bool = False
+    ) -> Outcome:
+        """Move the pool (or the peer) to the state after ``step`` if its precondition
+        holds; ``taken`` are the blocks it hands out, whose watchers fire."""
+        values = self.peer if peer else self.pool
+        assert values is not None
+        if not self._allowed(values, step, ids):
             return Outcome(False)
-        fired = frozenset(b for b in taken if self.pool.wat[b])
-        self.pool = self._after(self.pool, step)
+        fired = frozenset(b for b in taken if values.wat[b])
+        if peer:
+            self.peer = self._after(values, step)
+        else:
+            self.pool = self._after(values, step)
         return Outcome(True, handed_out=taken, fired=fired)
 
     # -- the prefix cache: the translation computes blocks, keys and token counts ----------
