@@ -28,6 +28,7 @@ import importlib.util
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from collections import Counter
@@ -455,32 +456,41 @@ DRIFTS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def drifted(name: str, tmp: Path) -> tuple[ModuleType, ModuleType]:
-    """``actions`` and ``encoding`` loaded from a copy with the clause of ``name`` changed."""
+def drifted_package(name: str, tmp: Path) -> str:
+    """The proofs package copied with the clause of ``name`` changed, importable under the
+    name returned (until the caller removes it from ``sys.modules``)."""
     file, clause, changed = DRIFTS[name]
     folder = tmp / "drifted"
-    folder.mkdir()
-    (folder / "__init__.py").write_text("")
-    source = Path(proofs.__file__).parent
-    for part in ("encoding.py", "actions.py"):
-        text = (source / part).read_text()
-        if part == file:
-            assert text.count(clause) == 1, f"{name}: the clause is not in {file} once"
-            text = text.replace(clause, changed)
-        (folder / part).write_text(text)
+    shutil.copytree(
+        Path(proofs.__file__).parent, folder, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    text = (folder / file).read_text()
+    assert text.count(clause) == 1, f"{name}: the clause is not in {file} once"
+    (folder / file).write_text(text.replace(clause, changed))
     package = f"drifted_{abs(hash(name))}"
     spec = importlib.util.spec_from_file_location(
         package, folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
     assert spec is not None and spec.loader is not None
     sys.modules[package] = importlib.util.module_from_spec(spec)
+    return package
+
+
+def forget(package: str) -> None:
+    for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
+        del sys.modules[key]
+
+
+def drifted(name: str, tmp: Path) -> tuple[ModuleType, ModuleType]:
+    """``actions`` and ``encoding`` from a copy with the clause of ``name`` changed."""
+    package = drifted_package(name, tmp)
     try:
-        actions = importlib.import_module(f"{package}.actions")
-        encoding = importlib.import_module(f"{package}.encoding")
+        return (
+            importlib.import_module(f"{package}.actions"),
+            importlib.import_module(f"{package}.encoding"),
+        )
     finally:
-        for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
-            del sys.modules[key]
-    return actions, encoding
+        forget(package)
 
 
 @pytest.mark.parametrize("name", sorted(DRIFTS))
@@ -497,6 +507,19 @@ def test_a_planted_drift_in_the_encoding_is_caught(name: str, tmp_path: Path) ->
     if SPREAD:
         print(f"{name}: caught by {len(caught)} of {len(RUNS)} runs")
     assert len(caught) >= 3, caught
+
+
+def test_the_proofs_alone_miss_a_drift_that_keeps_the_invariants(tmp_path: Path) -> None:
+    """Why the drift test exists: with re-caching at a key's own length allowed, every
+    obligation is still proved, and only the comparison with the spec (above) sees it."""
+    package = drifted_package("re-caching at the same length allowed", tmp_path)
+    try:
+        obligations = importlib.import_module(f"{package}.obligations")
+        prover = importlib.import_module(f"{package}.prover")
+        results = [prover.prove(o) for o in obligations.all_obligations()]
+    finally:
+        forget(package)
+    assert len(results) >= 36 and all(r.status == "proved" for r in results)
 
 
 def test_the_unchanged_copy_agrees(tmp_path: Path) -> None:
