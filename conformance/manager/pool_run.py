@@ -148,13 +148,19 @@ class PoolRequestRun:
         checks, target = self.checks, self.lockstep.target
         rid = action.request_id
         kept = checks.kept_blocks(rid, target.view()) if isinstance(action, Resume) else None
+        cached = None
+        if isinstance(action, Admit):
+            # what the pool holds of the new request's prefix, for keys-shared: the pool's
+            # lookups must serve it to the spec's manager
+            checks.admitted(rid, action.tokens, action.salt, action.extra)
+            cached = checks.cached_prefix(rid, target.view())
         before = self.state
         self.state, result = apply_request(self.call, self.state, action)
         self.record.situations.update(request_situations(before, action, self.state, result))
         view = target.view()
         match action:
-            case Admit(tokens=tokens, salt=salt, extra=extra) if result is not None:
-                checks.admitted(rid, tokens, salt, extra)
+            case Admit() if result is None:
+                del checks.requests[rid]
             case Append(tokens=tokens) if result is not None:
                 checks.appended(rid, tokens)
             case Preempt() | Finish():
@@ -163,7 +169,7 @@ class PoolRequestRun:
             fresh = isinstance(action, Admit | Resume)
             for src, dst in result.copies:
                 checks.copy(src, dst)
-            checks.scheduled(rid, result, view, fresh, self.state.contents, kept)
+            checks.scheduled(rid, result, view, fresh, self.state.contents, kept, cached)
             if isinstance(action, Compute):
                 self.wrote(rid, before.requests[rid], result)
         checks.step_done(view, result if isinstance(result, bool) else None)

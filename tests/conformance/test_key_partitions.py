@@ -145,3 +145,6 @@ def test_the_spec_manager_keeps_the_attributes_apart_on_our_pool() -> None:
     assert result.failure is None, result.failure
     assert result.record.properties["keys-partitioned"] > 0
     assert result.record.situations["hit with a LoRA adapter, image or embeddings"] > 0
+    # the positive control runs on the pool too: the pool's lookups must serve the prefix
+    # the cache holds under the request's own keys to the spec's manager
+    assert result.record.properties["keys-shared"] > 0
