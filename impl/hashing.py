@@ -131,3 +131,40 @@ def request_block_hashes(
         )
         hashes.append(parent)
     return hashes
+
+
+#: A LoRA adapter as the hash reads it: ``(name, path)``.
+LoraKey = tuple[str, str]
+#: A multimodal feature as the hash reads it: ``(identifier, offset, length)`` in the prompt.
+MultiModalKey = tuple[str, int, int]
+
+
+def generate_block_hash_extra_keys(
+    start: int,
+    end: int,
+    cache_salt: str | None = None,
+    lora: LoraKey | None = None,
+    mm_features: Sequence[MultiModalKey] = (),
+    prompt_embeds: Sequence[int] | None = None,
+) -> tuple[object, ...] | None:
+    """The extra keys of the block of tokens ``start .. end - 1``, so that requests that
+    differ in any of them never share the block: the salt itself, then
+    ``("lora-name", name)``, ``("lora-path", path)``, ``("mm-identifier", ids)`` and
+    ``("mm-offset", offsets from the block's start)`` of the features overlapping the
+    block, ``("prompt-embeds", the block's embedding values)``, each where present (tokens past
+    the prompt have no embeddings);
+    ``None`` when there are none."""
+    keys: list[object] = []
+    if cache_salt is not None:
+        keys.append(cache_salt)
+    if lora is not None:
+        keys.append(("lora-name", lora[0]))
+        keys.append(("lora-path", lora[1]))
+    inside = [(i, o) for i, o, n in mm_features if o < end and o + n > start]
+    if inside:
+        keys.append(("mm-identifier", tuple(i for i, _ in inside)))
+        keys.append(("mm-offset", tuple(o - start for _, o in inside)))
+    rows = () if prompt_embeds is None else tuple(prompt_embeds[start:end])
+    if rows:
+        keys.append(("prompt-embeds", rows))
+    return tuple(keys) or None

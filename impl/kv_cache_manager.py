@@ -30,7 +30,14 @@ from dataclasses import dataclass
 
 from .block import KVCacheBlock
 from .block_pool import BlockPool
-from .hashing import HashFunction, hash_block_tokens, request_block_hashes, sha256_hash
+from .hashing import (
+    HashFunction,
+    LoraKey,
+    MultiModalKey,
+    generate_block_hash_extra_keys,
+    hash_block_tokens,
+    sha256_hash,
+)
 from .request import Request
 
 #: Table entries, per group, as block ids (0 is the null block).
@@ -137,21 +144,34 @@ class ManagedRequest:
         "block_ids",
         "blocks",
         "copies",
-        "extra_keys",
+        "lora",
+        "mm_features",
         "num_cached_blocks",
         "num_computed_tokens",
         "num_nulled",
         "pending_moves",
         "pending_release",
+        "prompt_embeds",
         "request",
         "running",
         "salt",
     )
 
-    def __init__(self, request: Request, salt: str | None, num_groups: int) -> None:
+    def __init__(
+        self,
+        request: Request,
+        salt: str | None,
+        num_groups: int,
+        lora: LoraKey | None = None,
+        mm_features: Sequence[MultiModalKey] = (),
+        prompt_embeds: Sequence[int] | None = None,
+    ) -> None:
         self.request = request
+        # what the block hashes carry beyond the tokens (see _extra_keys)
         self.salt = salt
-        self.extra_keys: tuple[object, ...] | None = None if salt is None else (salt,)
+        self.lora = lora
+        self.mm_features = tuple(mm_features)
+        self.prompt_embeds = None if prompt_embeds is None else tuple(prompt_embeds)
         self.running = False
         self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
         self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
@@ -254,9 +274,21 @@ class KVCacheManager:
     # ============================================================ scheduling
 
     def admit(
-        self, request_id: str, tokens: Sequence[int], salt: str | None = None
+        self,
+        request_id: str,
+        tokens: Sequence[int],
+        salt: str | None = None,
+        *,
+        lora: LoraKey | None = None,
+        mm_features: Sequence[MultiModalKey] = (),
+        prompt_embeds: Sequence[int] | None = None,
     ) -> Scheduled | None:
         """A new request: find its cached prefix, touch every hit, allocate the rest.
+
+        ``salt``, ``lora`` (name, path), ``mm_features`` ((identifier, offset, length)
+        inside the prompt, sorted and disjoint) and ``prompt_embeds`` (one value per prompt
+        token) go into the block hashes: a request differing in one never shares a block
+        over which it differs.
 
         Pre: ``request_id`` is not live (rule ``request-new``); ``tokens`` is a non-empty
         sequence of ints >= 0 (rule ``request-tokens``).
@@ -268,8 +300,24 @@ class KVCacheManager:
         if request_id in self.requests:
             raise KVCacheManagerError(op, "request-new", request_id, "already known")
         token_list = self._checked_tokens(op, request_id, tokens)
-        hashes = self._block_hashes(token_list, salt) if self.enable_caching else []
-        req = ManagedRequest(Request(request_id, token_list, hashes), salt, self.num_groups)
+        if prompt_embeds is not None and len(prompt_embeds) != len(token_list):
+            raise KVCacheManagerError(
+                op, "request-extra-keys", request_id, "prompt embeddings not one per token"
+            )
+        if any(o < 0 or n < 1 or o + n > len(token_list) for _, o, n in mm_features):
+            raise KVCacheManagerError(
+                op, "request-extra-keys", request_id, "a multimodal feature outside the prompt"
+            )
+        req = ManagedRequest(
+            Request(request_id, token_list, []),
+            salt,
+            self.num_groups,
+            lora,
+            mm_features,
+            prompt_embeds,
+        )
+        if self.enable_caching:
+            self._extend_block_hashes(req)
         scheduled = self._schedule(req)
         if scheduled is not None:
             self.requests[request_id] = req
@@ -446,11 +494,12 @@ class KVCacheManager:
 
     # ============================================================ hooks: scheduling
 
-    def _block_hashes(self, tokens: Sequence[int], salt: str | None) -> list[bytes]:
-        """The chained hashes of ``tokens`` at ``hash_block_size``; the salt is the extra
-        key of every block, so another salt never shares a block."""
-        extra_keys: tuple[object, ...] | None = None if salt is None else (salt,)
-        return request_block_hashes(tokens, self.hash_block_size, extra_keys, self.hash_function)
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        """The extra keys of the request's hash block ``start .. end - 1``: its salt, LoRA
+        adapter, the multimodal features in the block and its embeddings there."""
+        return generate_block_hash_extra_keys(
+            start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
+        )
 
     def _extend_block_hashes(self, req: ManagedRequest) -> None:
         """Hash the full hash blocks appended since the last call, chained on the last
@@ -460,8 +509,9 @@ class KVCacheManager:
         hbs = self.hash_block_size
         parent = hashes[-1] if hashes else None
         for start in range(len(hashes) * hbs, len(tokens) - hbs + 1, hbs):
+            keys = self._extra_keys(req, start, start + hbs)
             parent = hash_block_tokens(
-                self.hash_function, parent, tokens[start : start + hbs], req.extra_keys
+                self.hash_function, parent, tokens[start : start + hbs], keys
             )
             hashes.append(parent)
 

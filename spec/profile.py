@@ -68,6 +68,12 @@ class Profile:
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.
     consumer_contract: str | None = "count"
+    #: The request attributes its block hashes carry as extra keys, so that requests
+    #: differing in one never share a block (:data:`kvpool.spec.manager.ATTRIBUTES`);
+    #: measured on each release's own ``generate_block_hash_extra_keys``.
+    key_attributes: frozenset[str] = frozenset(
+        {"cache-salt", "lora-name", "lora-path", "mm-identifier", "mm-offset", "prompt-embeds"}
+    )
     #: Where that promise is written (or why there is none).
     consumer_contract_source: str = (
         "kvpool's own contract (docs: The KV events contract): every copy of a hash is "
@@ -106,6 +112,14 @@ _NEWER = frozenset(
     }
 )
 
+#: The request attributes each release's block hashes carry, as measured on its own
+#: ``get_request_block_hasher`` (``conformance/targets/vllm/key_partitions.py``; the
+#: measurement is repeated on one release per profile by ``test_key_partitions.py``).
+_KEYS_0_10 = frozenset({"cache-salt", "lora-name", "mm-identifier"})
+_KEYS_0_12 = _KEYS_0_10 | {"prompt-embeds"}
+_KEYS_0_19 = _KEYS_0_12 | {"mm-offset"}
+_KEYS_0_31 = _KEYS_0_19 | {"lora-path"}
+
 #: vLLM 0.10.1 - 0.11: every freed block to the back; the oldest caching contract.
 VLLM_0_10 = Profile(
     name="vllm-0.10",
@@ -113,7 +127,9 @@ VLLM_0_10 = Profile(
     "caching-off ones); no hash_block_size (block_size == hash_block_size), no block_mask, "
     "no evict_blocks; cache_full_blocks cannot re-key a keyed block; the BlockStored "
     "parent hash comes from the parent block's key; touch takes one list per group; "
-    "events carry no group id",
+    "events carry no group id; block hashes carry the salt, the LoRA adapter's id and the "
+    "multimodal identifiers (not their offsets)",
+    key_attributes=_KEYS_0_10,
     unkeyed_free_to_front=False,
     caching_off_free_to_front=False,
     has_evict_first=False,
@@ -132,7 +148,9 @@ VLLM_0_12 = replace(
     VLLM_0_10,
     name="vllm-0.12",
     description="vLLM 0.12: as 0.10, plus the hash_block_size constructor argument; a block "
-    "spanning several hash blocks is keyed by their hashes concatenated",
+    "spanning several hash blocks is keyed by their hashes concatenated; block hashes "
+    "also carry the prompt embeddings",
+    key_attributes=_KEYS_0_12,
     has_hash_block_size=True,
     coarse_hash_concatenates=True,
 )
@@ -145,16 +163,22 @@ VLLM_0_13 = replace(
 VLLM_0_14 = replace(
     VLLM_0_13,
     name="vllm-0.14",
-    description="vLLM 0.14-0.21: every freed block to the back; cache_full_blocks takes "
+    description="vLLM 0.14-0.18: every freed block to the back; cache_full_blocks takes "
     "the parent hash from the request; touch takes a flat list; "
-    "evict_blocks; no block_mask; coarse keys concatenate the hash blocks' hashes; events "
-    "name their group from 0.20 on",
+    "evict_blocks; no block_mask; coarse keys concatenate the hash blocks' hashes",
     parent_hash_from_block=False,
 )
-VLLM_0_22 = replace(
+VLLM_0_19 = replace(
     VLLM_0_14,
+    name="vllm-0.19",
+    description="vLLM 0.19-0.21: as 0.14, and a multimodal feature's offset in the block "
+    "enters the block hash; events name their group from 0.20 on",
+    key_attributes=_KEYS_0_19,
+)
+VLLM_0_22 = replace(
+    VLLM_0_19,
     name="vllm-0.22",
-    description="vLLM 0.22: as 0.14, plus cache_full_blocks's block_mask",
+    description="vLLM 0.22: as 0.19, plus cache_full_blocks's block_mask",
     has_block_mask=True,
 )
 VLLM_0_23 = replace(
@@ -201,7 +225,7 @@ VLLM_0_29 = replace(
 VLLM_0_30 = replace(
     VLLM_0_29,
     name="vllm-0.30",
-    description="vLLM 0.30-0.31: as 0.29, plus unpin_blocks with reuse watchers, "
+    description="vLLM 0.30: as 0.29, plus unpin_blocks with reuse watchers, "
     "KVCacheBlock.pool (blocks of another pool are handed back to it) and "
     "cache_partial_block(replace_existing_hashes=...); partial entries still only "
     "strictly inside a block unless replacing",
@@ -212,8 +236,15 @@ VLLM_0_30 = replace(
     "event fields of 0.30-0.32, but the wheels ship no tests, so whether this release "
     "carries it is unknown; the release's own code states no consumer contract",
 )
-VLLM_0_32 = replace(
+VLLM_0_31 = replace(
     VLLM_0_30,
+    name="vllm-0.31",
+    description="vLLM 0.31: as 0.30, and the LoRA adapter's path enters the block hash "
+    "beside its name",
+    key_attributes=_KEYS_0_31,
+)
+VLLM_0_32 = replace(
+    VLLM_0_31,
     name="vllm-0.32",
     description="vLLM 0.32: as 0.30, and cache_partial_block accepts an entry at any "
     "hash-block boundary; freeing or touching the null block still moves its ref_cnt",
@@ -282,6 +313,7 @@ PROFILES: dict[str, Profile] = {
         VLLM_0_12,
         VLLM_0_13,
         VLLM_0_14,
+        VLLM_0_19,
         VLLM_0_22,
         VLLM_0_23,
         VLLM_0_24,
@@ -289,6 +321,7 @@ PROFILES: dict[str, Profile] = {
         VLLM_0_27,
         VLLM_0_29,
         VLLM_0_30,
+        VLLM_0_31,
         VLLM_0_32,
         VLLM_0_33,
         VLLM_MLX,
@@ -302,6 +335,7 @@ VLLM_RELEASES: tuple[tuple[tuple[int, int, int], Profile], ...] = (
     ((0, 12, 0), VLLM_0_12),
     ((0, 13, 0), VLLM_0_13),
     ((0, 14, 0), VLLM_0_14),
+    ((0, 19, 0), VLLM_0_19),
     ((0, 22, 0), VLLM_0_22),
     ((0, 23, 0), VLLM_0_23),
     ((0, 24, 0), VLLM_0_24),
@@ -310,6 +344,7 @@ VLLM_RELEASES: tuple[tuple[tuple[int, int, int], Profile], ...] = (
     ((0, 28, 0), VLLM_0_26),
     ((0, 29, 0), VLLM_0_29),
     ((0, 30, 0), VLLM_0_30),
+    ((0, 31, 0), VLLM_0_31),
     ((0, 32, 0), VLLM_0_32),
     ((0, 33, 0), VLLM_0_33),
 )

@@ -35,6 +35,8 @@ RULES: dict[str, str] = {
     # the request level: what a scheduler promises its KV cache manager
     "request-new": "a request is admitted once; its id must not be live",
     "request-tokens": "a request's tokens are a non-empty list of non-negative ids",
+    "request-extra-keys": "a request's multimodal features lie inside its prompt and its "
+    "prompt embeddings are one per prompt token",
     "request-running": "only a running request can grow, compute or be preempted",
     "request-preempted": "only a preempted request can be resumed",
     "request-known": "only a live request can be finished",
@@ -50,6 +52,7 @@ REQUEST_RULES = frozenset(
     {
         "request-new",
         "request-tokens",
+        "request-extra-keys",
         "request-running",
         "request-preempted",
         "request-known",

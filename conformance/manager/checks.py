@@ -12,12 +12,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.manager import BlockData, Broken, Scheduled, Tables
+from kvpool.spec.manager import (
+    ALL_ATTRIBUTES,
+    NO_EXTRA,
+    BlockData,
+    Broken,
+    ExtraKeys,
+    Scheduled,
+    Signature,
+    Tables,
+)
 from kvpool.spec.manager import properties as props
 from kvpool.spec.manager.compute import write
+from kvpool.spec.manager.extra_keys import differing, partitioned_block_hashes
 from kvpool.spec.manager.lookup import needs
-from kvpool.spec.manager.state import extra_keys
 
 from ..engine.lockstep import Nonconformance
 from ..engine.target import PoolView
@@ -38,6 +46,9 @@ class Tracked:
 
     tokens: tuple[int, ...]
     salt: str | None
+    #: The attributes the profile partitions by, for :meth:`hashes`.
+    partitions: frozenset[str] = ALL_ATTRIBUTES
+    extra: ExtraKeys = NO_EXTRA
     tables: Tables = ()
     num_computed_tokens: int = 0
     running: bool = False
@@ -46,14 +57,30 @@ class Tracked:
     left: list[tuple[int, int, int, bytes]] = field(default_factory=list)
 
     def hashes(self, hash_block_size: int) -> tuple[bytes, ...]:
-        return request_block_hashes(self.tokens, hash_block_size, extra_keys(self.salt))
+        return partitioned_block_hashes(
+            self.tokens, hash_block_size, self.salt, self.extra, self.partitions
+        )
+
+    @property
+    def signature(self) -> Signature:
+        return Signature(self.tokens, self.salt, self.extra)
 
 
 class RequestChecks:
     """The properties, evaluated on one run's observations."""
 
-    def __init__(self, setup: RequestSetup, checked: Counter[str]) -> None:
+    def __init__(
+        self,
+        setup: RequestSetup,
+        checked: Counter[str],
+        partitions: frozenset[str] = ALL_ATTRIBUTES,
+    ) -> None:
         self.setup = setup
+        #: The attributes the profile says the manager's block hashes carry.
+        self.partitions = partitions
+        #: Per block, the request whose tokens the engine last wrote into it (its
+        #: signature then): what a request hitting the block reads.
+        self.origin: dict[int, Signature] = {}
         self.bs = setup.manager.block_size
         self.hbs = setup.pool.hash_block_size
         self.caching = setup.pool.enable_caching
@@ -122,6 +149,10 @@ class RequestChecks:
     def copy(self, src: int, dst: int) -> None:
         """The engine copied ``src``'s data into ``dst``."""
         self.contents[dst] = self.contents.get(src, BlockData(None, ()))
+        if src in self.origin:
+            self.origin[dst] = self.origin[src]
+        else:
+            self.origin.pop(dst, None)
 
     def write(self, request_id: str, block: int, index: int) -> None:
         """The engine wrote the request's pending tokens that fall in table entry ``index``."""
@@ -131,11 +162,56 @@ class RequestChecks:
         self.contents[block] = write(
             self.contents.get(block), r.salt, start - index * self.bs, r.tokens[start:end]
         )
+        self.origin[block] = r.signature
 
     # --- after each request action ------------------------------------------------------
 
-    def admitted(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> None:
-        self.requests[request_id] = Tracked(tokens, salt)
+    def admitted(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        extra: ExtraKeys = NO_EXTRA,
+    ) -> None:
+        self.requests[request_id] = Tracked(tokens, salt, self.partitions, extra)
+
+    def cached_prefix(self, request_id: str, view: PoolView) -> int | None:
+        """Before a new request's admission: how many leading blocks of its prefix the
+        cache holds under its own keys in every group, each written by a request agreeing
+        with it in the tokens and every attribute (the ``keys-shared`` promise); ``None``
+        where it promises nothing (keys not shown, caching off, a sliding window, or a
+        manager that keys blocks before they are written)."""
+        keys_of = self._keys_of(view)
+        config = self.setup.manager
+        if (
+            keys_of is None
+            or not self.caching
+            or config.has_sliding_window
+            or self.registers_when_scheduled
+            or self.keyed_tokens is not None
+        ):
+            return None
+        r = self.requests[request_id]
+        hashes = r.hashes(self.hbs)
+        keyed: dict[bytes, list[int]] = {}
+        for b in range(1, len(view.keys or ())):
+            for key in keys_of(b):
+                keyed.setdefault(key, []).append(b)
+        me = r.signature
+        length = 0
+        while (length + 1) * self.bs <= len(r.tokens):
+            end = (length + 1) * self.bs
+            for g in range(len(config.groups)):
+                key = props.expected_key(hashes, self.hbs, self.bs, length, g)
+                agreeing = [
+                    b
+                    for b in keyed.get(key, [])
+                    if b in self.origin and not differing(me, self.origin[b], end, self.hbs)
+                ]
+                if not agreeing:
+                    return length
+            length += 1
+        return length
 
     def appended(self, request_id: str, tokens: tuple[int, ...]) -> None:
         r = self.requests[request_id]
@@ -193,6 +269,7 @@ class RequestChecks:
         fresh: bool,
         contents: Mapping[int, BlockData] | None = None,
         kept: int | None = None,
+        cached: int | None = None,
     ) -> None:
         """A request was (re)scheduled, grown or computed and shows ``result``."""
         r = self.requests[request_id]
@@ -233,6 +310,22 @@ class RequestChecks:
         if fresh:
             self._count("computes-last-token")
             broken += props.computes_last_token(request_id, r.num_computed_tokens, len(r.tokens))
+            self._count("keys-partitioned")
+            broken += props.keys_partitioned(
+                request_id,
+                r.tables,
+                r.num_computed_tokens,
+                r.signature,
+                self.origin.get,
+                self.bs,
+                self.hbs,
+                self.partitions,
+            )
+        if cached is not None:
+            self._count("keys-shared")
+            broken += props.keys_shared(
+                request_id, r.num_computed_tokens, cached, len(r.tokens), self.bs
+            )
         if kept is not None:
             self._count("resume-finds-prefix")
             broken += props.resume_prefix(

@@ -18,6 +18,7 @@ REQUEST_SITUATIONS = (
     "admission refused: no room",
     "prefix hit shared",
     "salted request admitted",
+    "hit with a LoRA adapter, image or embeddings",
     "partial hit copied (not running)",
     "copy-on-write of a running request",
     "sliding window dropped blocks",
@@ -45,6 +46,8 @@ def request_situations(
             bs = before.config.block_size
             if result.num_computed_tokens >= bs:
                 seen.append("prefix hit shared")
+                if after.requests[action.request_id].extra.attributes:
+                    seen.append("hit with a LoRA adapter, image or embeddings")
             if result.copies:
                 seen.append("partial hit copied (not running)")
             if isinstance(action, Resume):

@@ -19,12 +19,16 @@ from kvpool.spec.manager import (
     Append,
     Compute,
     EvictCached,
+    ExtraKeys,
     Finish,
     KVGroup,
+    LoraAdapter,
     ManagerConfig,
     ManagerState,
+    MultiModalFeature,
     Preempt,
     RequestAction,
+    RequestState,
     ResetCache,
     Resume,
 )
@@ -34,6 +38,18 @@ from .target import RequestSetup
 #: The shared start of most prompts.
 SYSTEM_PROMPT = (7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6)
 SALTS = (None, None, None, "tenant-b")
+#: LoRA adapters: mostly none; two names, one of them loaded from two paths.
+LORAS: tuple[LoraAdapter | None, ...] = (
+    None,
+    None,
+    None,
+    LoraAdapter("sql", "/adapters/sql-v1"),
+    LoraAdapter("sql", "/adapters/sql-v2"),
+    LoraAdapter("chat", "/adapters/chat"),
+)
+#: Multimodal identifiers and their lengths (an identifier hashes the content, so it
+#: always spans the same number of placeholder tokens).
+IMAGES = {"img-a": 2, "img-b": 3}
 #: KV-cache group layouts: one or two full-attention groups, a hybrid, a sliding window.
 LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
     (FULL_ATTENTION,),
@@ -67,6 +83,8 @@ class RequestContext:
     next_id: int = 1
     #: Request id -> the first block of each of its tables, when it last had tables.
     heads: dict[str, set[int]] = field(default_factory=dict)
+    #: The attributes besides the salt the run under test takes (the only ones drawn).
+    extra_keys: frozenset[str] = frozenset()
 
     def new_id(self) -> str:
         rid = f"r{self.next_id}"
@@ -98,9 +116,80 @@ def prompt(data: st.DataObject) -> tuple[int, ...]:
 Drawer = Callable[[st.DataObject, ManagerState, RequestContext], RequestAction]
 
 
+def features(data: st.DataObject, num_tokens: int) -> tuple[MultiModalFeature, ...]:
+    """None, one or two images placed inside the prompt (disjoint, by offset); the same
+    image often at the same place, so requests agree as often as they differ."""
+    placed: list[MultiModalFeature] = []
+    at = 0
+    for _ in range(data.draw(st.sampled_from([0, 0, 1, 1, 2]), label="images")):
+        image = data.draw(st.sampled_from(sorted(IMAGES)), label="image")
+        length = IMAGES[image]
+        if at + length > num_tokens:
+            break
+        offset = data.draw(st.integers(at, min(at + 2, num_tokens - length)), label="offset")
+        placed.append(MultiModalFeature(image, offset, length))
+        at = offset + length
+    return tuple(placed)
+
+
+def extra_keys(data: st.DataObject, tokens: tuple[int, ...], taken: frozenset[str]) -> ExtraKeys:
+    """The request's LoRA adapter, images and prompt embeddings, as far as ``taken``:
+    none at all for half the requests (so plain requests still share)."""
+    if not data.draw(st.booleans(), label="extra keys"):
+        return ExtraKeys()
+    lora = data.draw(st.sampled_from(LORAS), label="lora") if "lora-name" in taken else None
+    mm = features(data, len(tokens)) if "mm-identifier" in taken else ()
+    embeds = None
+    if "prompt-embeds" in taken:
+        shift = data.draw(st.sampled_from([None, None, 0, 10]), label="embeddings")
+        embeds = None if shift is None else tuple(t + shift for t in tokens)
+    return ExtraKeys(lora, mm, embeds)
+
+
+def like(
+    data: st.DataObject, model: RequestState, taken: frozenset[str]
+) -> tuple[tuple[int, ...], str | None, ExtraKeys]:
+    """A prompt agreeing with ``model`` over a drawn prefix of its tokens, with its salt and
+    attributes, or (half the time) with exactly one of them changed."""
+    keep = data.draw(st.integers(1, len(model.tokens)), label="tokens kept")
+    rest = data.draw(st.lists(st.sampled_from([1, 2]), max_size=2), label="own tokens")
+    tokens = model.tokens[:keep] + tuple(rest)
+    extra = model.extra
+    shift = None if extra.embeds is None else extra.embeds[0] - model.tokens[0]
+    mm = tuple(f for f in extra.mm if f.offset + f.length <= len(tokens))
+    salt, lora = model.salt, extra.lora
+    changeable = ["cache-salt", *sorted(taken & {"lora-name", "mm-offset", "prompt-embeds"})]
+    change = data.draw(st.sampled_from([None, *changeable]), label="attribute changed")
+    if change == "cache-salt":
+        salt = None if salt is not None else "tenant-b"
+    elif change == "lora-name":
+        lora = data.draw(st.sampled_from([a for a in LORAS if a != lora]), label="lora")
+    elif change == "mm-offset" and mm:
+        last = mm[-1]
+        room = len(tokens) - last.length
+        moved = MultiModalFeature(last.identifier, min(last.offset + 1, room), last.length)
+        before = mm[-2].offset + mm[-2].length if len(mm) > 1 else 0
+        if moved.offset == last.offset and last.offset > before:
+            moved = MultiModalFeature(last.identifier, last.offset - 1, last.length)
+        mm = (*mm[:-1], moved)
+    elif change == "prompt-embeds":
+        shift = 10 if shift is None or shift == 0 else 0
+    embeds = None if shift is None else tuple(t + shift for t in tokens)
+    return tokens, salt, ExtraKeys(lora, mm, embeds)
+
+
 def draw_admit(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    """A new request: half the time (where the run takes attributes) like a live one, so
+    that requests agree in every attribute, or differ in exactly one, over a shared prefix."""
+    models = sorted(state.requests)
+    if ctx.extra_keys and models and data.draw(st.booleans(), label="like another"):
+        model = state.requests[data.draw(st.sampled_from(models), label="model")]
+        tokens, salt, extra = like(data, model, ctx.extra_keys)
+        return Admit(ctx.new_id(), tokens, salt, extra)
     salt = data.draw(st.sampled_from(SALTS), label="salt")
-    return Admit(ctx.new_id(), prompt(data), salt)
+    tokens = prompt(data)
+    extra = extra_keys(data, tokens, ctx.extra_keys) if ctx.extra_keys else ExtraKeys()
+    return Admit(ctx.new_id(), tokens, salt, extra)
 
 
 def draw_append(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:

@@ -42,7 +42,8 @@ def request_machine(
         @initialize(setup=draw.setups(max_blocks))
         def build(self, setup: RequestSetup) -> None:
             self.run = build(setup, record)
-            self.ctx = draw.RequestContext()
+            taken: frozenset[str] = getattr(self.run, "extra_keys_taken", frozenset())
+            self.ctx = draw.RequestContext(extra_keys=frozenset(taken))
 
         def apply(self, action: RequestAction) -> None:
             apply_in_case(self.run.apply, action, known, record)

@@ -8,7 +8,7 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from kvpool.spec import (
     Action,
@@ -22,6 +22,7 @@ from kvpool.spec import (
     initial_state,
 )
 from kvpool.spec.manager import (
+    NO_EXTRA,
     Admit,
     Append,
     Compute,
@@ -89,9 +90,11 @@ class ManagerRun:
         self.record.config = setup
         self.setup = setup
         self.pool_state: PoolState = initial_state(setup.pool, profile)
-        self.state: ManagerState = initial_manager_state(setup.manager, setup.pool)
+        self.state: ManagerState = initial_manager_state(
+            setup.manager, setup.pool, profile.key_attributes
+        )
         self.target: ManagerTarget = factory(setup, profile)
-        self.checks = RequestChecks(setup, self.record.properties)
+        self.checks = RequestChecks(setup, self.record.properties, profile.key_attributes)
         #: The latest action's results: the spec's and the target's (or its exception).
         self.last: tuple[ManagerResult, ManagerResult | Exception] = (None, None)
         self.check_pool("after construction")
@@ -101,6 +104,12 @@ class ManagerRun:
         ``allows`` says otherwise: an older API without ``evict_blocks``, say)."""
         allows = getattr(self.target, "allows", None)
         return True if allows is None else bool(allows(action))
+
+    @property
+    def extra_keys_taken(self) -> frozenset[str]:
+        """The attributes besides the salt the manager under test takes with a request
+        (its ``extra_keys_taken``; none unless it says so): the only ones drawn."""
+        return frozenset(getattr(self.target, "extra_keys_taken", frozenset()))
 
     def apply(self, action: RequestAction) -> ManagerResult:
         """Run ``action`` on both; raise :class:`Nonconformance` on any difference.
@@ -177,13 +186,18 @@ class ManagerRun:
         t, checks = self.target, self.checks
         rid = action.request_id
         match action:
-            case Admit(tokens=tokens, salt=salt):
-                checks.admitted(rid, tokens, salt)
-                result = t.admit(rid, tokens, salt)
+            case Admit(tokens=tokens, salt=salt, extra=extra):
+                checks.admitted(rid, tokens, salt, extra)
+                cached = checks.cached_prefix(rid, t.view())
+                if extra == NO_EXTRA:
+                    result = t.admit(rid, tokens, salt)
+                else:  # only a manager that declares extra_keys_taken is given them
+                    admit: Any = t.admit
+                    result = admit(rid, tokens, salt, extra=extra)
                 if result is None:
                     del checks.requests[rid]
                     return None
-                return self.copied(rid, result, fresh=True)
+                return self.copied(rid, result, fresh=True, cached=cached)
             case Resume():
                 kept = checks.kept_blocks(rid, t.view())
                 result = t.resume(rid)
@@ -223,11 +237,17 @@ class ManagerRun:
             self.checks.copy(src, dst)
 
     def copied(
-        self, rid: str, result: Scheduled, fresh: bool, kept: int | None = None
+        self,
+        rid: str,
+        result: Scheduled,
+        fresh: bool,
+        kept: int | None = None,
+        cached: int | None = None,
     ) -> Scheduled:
         self.make_copies(rid, result.copies)
         self.target.copies_done(rid)
-        self.checks.scheduled(rid, result, self.target.view(), fresh=fresh, kept=kept)
+        view = self.target.view()
+        self.checks.scheduled(rid, result, view, fresh=fresh, kept=kept, cached=cached)
         return result
 
     def compute(self, rid: str, cache_partial: bool) -> Scheduled | None:

@@ -33,6 +33,7 @@ from kvpool.spec.manager import (
     ManagerState,
     Preempt,
     RequestAction,
+    RequestState,
     ResetCache,
     Resume,
     Scheduled,
@@ -64,6 +65,10 @@ ANSWERS: dict[type[Action], Callable[[PoolState, Any], tuple[PoolState, Observat
 
 class PoolRequestRun:
     """Request actions, run by the spec's manager on a pool under test."""
+
+    #: The attributes besides the salt drawn for its requests: none by default (a pool
+    #: sees only the hashes); the spec's manager takes them all.
+    extra_keys_taken: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -143,19 +148,42 @@ class PoolRequestRun:
         checks, target = self.checks, self.lockstep.target
         rid = action.request_id
         kept = checks.kept_blocks(rid, target.view()) if isinstance(action, Resume) else None
+        cached = None
+        if isinstance(action, Admit):
+            # what the pool holds of the new request's prefix, for keys-shared: the pool's
+            # lookups must serve it to the spec's manager
+            checks.admitted(rid, action.tokens, action.salt, action.extra)
+            cached = checks.cached_prefix(rid, target.view())
         before = self.state
         self.state, result = apply_request(self.call, self.state, action)
         self.record.situations.update(request_situations(before, action, self.state, result))
         view = target.view()
         match action:
-            case Admit(tokens=tokens, salt=salt) if result is not None:
-                checks.admitted(rid, tokens, salt)
+            case Admit() if result is None:
+                del checks.requests[rid]
             case Append(tokens=tokens) if result is not None:
                 checks.appended(rid, tokens)
             case Preempt() | Finish():
                 checks.released(rid, view, finished=isinstance(action, Finish))
         if isinstance(result, Scheduled):
             fresh = isinstance(action, Admit | Resume)
-            checks.scheduled(rid, result, view, fresh, self.state.contents, kept)
+            for src, dst in result.copies:
+                checks.copy(src, dst)
+            checks.scheduled(rid, result, view, fresh, self.state.contents, kept, cached)
+            if isinstance(action, Compute):
+                self.wrote(rid, before.requests[rid], result)
         checks.step_done(view, result if isinstance(result, bool) else None)
         return result
+
+    def wrote(self, rid: str, before: RequestState, result: Scheduled) -> None:
+        """The spec's manager wrote the request's pending tokens into the tables it had
+        before the pass (a sliding window may null some of them after): note who wrote
+        each block, what ``keys-partitioned`` judges a later hit by."""
+        checks = self.checks
+        bs = self.setup.manager.block_size
+        signature = checks.requests[rid].signature
+        start, end = before.num_computed_tokens, len(before.tokens)
+        for table in before.tables:
+            for i in range(start // bs, -(-end // bs)):
+                if i < len(table) and table[i]:
+                    checks.origin[table[i]] = signature

@@ -99,7 +99,7 @@ class PropertyRun(ManagerRun):
         rid = action.request_id
         scheduled = result if isinstance(result, Scheduled) else None
         match action:
-            case Admit(tokens=tokens, salt=salt) if scheduled is not None:
+            case Admit(tokens=tokens, salt=salt, extra=extra) if scheduled is not None:
                 groups = len(scheduled.tables)
                 requests[rid] = RequestState(
                     rid,
@@ -109,6 +109,7 @@ class PropertyRun(ManagerRun):
                     scheduled.tables,
                     scheduled.num_computed_tokens,
                     (0,) * groups,
+                    extra,
                 )
             case Resume() | Compute() if scheduled is not None:
                 requests[rid] = replace(

@@ -136,6 +136,11 @@ FAULTS: dict[str, Fault] = {
             pool="ResetWhileHeld",
         ),
         Fault(
+            "LookupIgnoresKey",
+            "get_cached_block",
+            "get_cached_block answers with any keyed block, not one listed under the key",
+        ),
+        Fault(
             "WritableIgnoresRefCount",
             "is_block_writable",
             "is_block_writable accepts any held block (ref_cnt >= 1)",
@@ -520,6 +525,14 @@ def reset_prefix_cache(s: State, fault: str | None = None) -> tuple[Step, Expr]:
         wat=lambda b: z3.And(s.wat(b), z3.Not(idle)),
     )
     return Step(TRUE, no_pre_at, post), idle
+
+
+def cache_hit(s: State, key: Expr, b: Expr, fault: str | None = None) -> Expr:
+    """``get_cached_block`` may answer ``b`` for ``key``: the multimap lists ``b`` under
+    ``key``. Which of several blocks under one key comes first is not encoded."""
+    if fault == "LookupIgnoresKey":
+        return z3.And(in_range(s, b), s.hasp(b))
+    return s.mm(key, b)
 
 
 def is_block_writable(s: State, b: Expr, fault: str | None = None) -> Expr:

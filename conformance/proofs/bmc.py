@@ -23,35 +23,21 @@ from typing import Any
 import z3  # type: ignore[import-untyped]
 from kvpool.spec import (
     CacheFullBlocks,
-    CachePartialBlock,
     EvictBlocks,
     FreeBlocks,
     GetNewBlocks,
-    MoveBlockHashes,
     PoolConfig,
     ResetPrefixCache,
     Touch,
-    UnpinBlocks,
 )
 from kvpool.spec.actions import Action
 from kvpool.spec.profile import SEED
 
 from . import actions as A
-from .encoding import Expr, State, carries, fresh_state, initial_state, invariant_at
+from .encoding import Expr, State, fresh_state, initial_state, invariant_at
 
 #: The action kinds a step may take, in the order of the ``op`` variable.
 OPS = ("get_new_blocks", "free1", "free2", "touch1", "touch2", "cache_full", "evict", "reset")
-#: The further kinds the drift check's unrolling has (``Unrolling(extended=True)``); the
-#: fault search keeps to :data:`OPS`, so its shortest counterexamples stay what they were.
-EXTRA_OPS = (
-    "unpin1",
-    "unpin2",
-    "free1_evict_first",
-    "free2_evict_first",
-    "cache_partial",
-    "move",
-)
-
 #: BMC faults: name -> the level at which a conformance run sees it.
 BMC_FAULTS: dict[str, str] = {
     "CachedToFront": "order",
@@ -74,9 +60,6 @@ class StepVars:
     y: Expr
     n: Expr
     key: Expr
-    #: cache_partial's num_tokens (1 or 2) and replace_existing_hashes (0 or 1)
-    tok: Expr
-    rep: Expr
 
 
 @dataclass
@@ -94,10 +77,10 @@ class BmcResult:
 class Unrolling:
     """The run's states, one set of Z3 variables per step, constrained by the correct pool."""
 
-    def __init__(self, blocks: int, keys: int, extended: bool = False) -> None:
+    def __init__(self, blocks: int, keys: int) -> None:
         self.blocks = blocks
         self.keys = keys
-        self.ops = OPS + EXTRA_OPS if extended else OPS
+        self.ops = OPS
         self.n = z3.IntVal(blocks)
         self.caching = z3.BoolVal(True)
         self.solver = z3.Solver()
@@ -138,13 +121,9 @@ class Unrolling:
         """The action variables of step ``index`` (a fresh set on every call)."""
         self.made += 1
         tag = f"{index}" if self.made == index + 1 else f"{index}.{self.made}"
-        names = ("op", "x", "y", "n", "key", "tok", "rep")
+        names = ("op", "x", "y", "n", "key")
         v = StepVars(*(z3.Int(f"{name}{tag}") for name in names))
         self.solver.add(
-            v.tok >= 1,
-            v.tok <= 2,
-            v.rep >= 0,
-            v.rep <= 1,
             v.op >= 0,
             v.op < len(self.ops),
             v.x >= 0,
@@ -209,35 +188,10 @@ class Unrolling:
         )
         reset, idle = A.reset_prefix_cache(s, _own(fault, "reset_prefix_cache"))
         options.append((v.op == 7, reset, idle))
-        if len(self.ops) > len(OPS):
-            options += self._extra_options(s, v, fault, front)
         out = []
         for chosen, step, result in options:
             allowed = z3.And(step.pre, *(step.pre_at(b, k) for b in blocks for k in self.key_ids()))
             out.append((chosen, allowed, step.post, result))
-        return out
-
-    def _extra_options(
-        self, s: State, v: StepVars, fault: str | None, front: dict[str, bool]
-    ) -> list[tuple[Expr, A.Step, Expr]]:
-        """The :data:`EXTRA_OPS` steps (op numbers after :data:`OPS`)."""
-        false = z3.BoolVal(False)
-        base = len(OPS)
-        out: list[tuple[Expr, A.Step, Expr]] = []
-        for i, args in ((0, [v.x]), (1, [v.x, v.y])):
-            step = A.unpin_blocks(s, A.counts_of(args), _own(fault, "unpin_blocks"), args)
-            out.append((v.op == base + i, step, false))
-        for i, args in ((2, [v.x]), (3, [v.x, v.y])):
-            step = A.free_blocks(
-                s, A.counts_of(args), _own(fault, "free_blocks"), args, evict_first=True, **front
-            )
-            out.append((v.op == base + i, step, false))
-        partial = A.cache_partial_block(
-            s, v.x, v.key, v.tok, v.rep == 1, _own(fault, "cache_partial_block")
-        )
-        out.append((v.op == base + 4, partial, false))
-        move = A.move_block_hashes(s, v.x, v.y, _own(fault, "move_block_hashes"))
-        out.append((v.op == base + 5, move, false))
         return out
 
     def advance(self, fault: str | None = None) -> None:
@@ -411,141 +365,3 @@ def search(
             )
             run.states.append(run._materialize(merged, d))
     return BmcResult(fault, blocks, depth, False, time.perf_counter() - start, (), level)
-
-
-# --- the encoding evaluated on concrete actions (the drift check) --------------------------
-
-
-@dataclass(frozen=True)
-class ConcreteState:
-    """What the encoding says after a concrete action, in the spec's vocabulary."""
-
-    allowed: bool
-    ref_cnt: tuple[int, ...]
-    free_queue: tuple[int, ...]
-    #: block -> its primary key id (blocks with a key only)
-    primary: dict[int, int]
-    #: key id -> the blocks the multimap has under it
-    cache: dict[int, frozenset[int]]
-    nfree: int
-    #: block -> every key id it carries (primary and extra; blocks with a key only)
-    keys: dict[int, frozenset[int]]
-    #: the blocks with a reuse watcher
-    watchers: frozenset[int]
-
-
-Coded = tuple[int, int, int, int, int, int, int]
-
-
-def encode_action(action: Action, keys: int) -> Coded | None:
-    """``(op, x, y, n, key, tok, rep)`` of a spec action (``op`` indexes
-    ``OPS + EXTRA_OPS``), or ``None`` if the bounded pool has no such step."""
-    hashes = {key_hash(k): k for k in range(1, keys + 1)}
-    base = len(OPS)
-
-    def pair(blocks: tuple[int, ...], one: int, two: int) -> Coded | None:
-        if len(blocks) == 1:
-            return one, blocks[0], 0, 0, 1, 1, 0
-        if len(blocks) == 2:
-            return two, blocks[0], blocks[1], 0, 1, 1, 0
-        return None
-
-    if isinstance(action, GetNewBlocks):
-        return 0, 0, 0, action.num_blocks, 1, 1, 0
-    if isinstance(action, FreeBlocks) and not action.foreign:
-        if action.evict_first:
-            return pair(action.blocks, base + 2, base + 3)
-        return pair(action.blocks, 1, 2)
-    if isinstance(action, Touch):
-        return pair(action.blocks, 3, 4)
-    if isinstance(action, UnpinBlocks):
-        return pair(action.blocks, base, base + 1)
-    if (
-        isinstance(action, CacheFullBlocks)
-        and len(action.blocks) == 1
-        and action.block_hashes[:1] == action.block_hashes
-        and action.block_hashes[0] in hashes
-        and (action.num_cached_blocks, action.num_full_blocks, action.block_size) == (0, 1, 1)
-    ):
-        return 5, action.blocks[0], 0, 0, hashes[action.block_hashes[0]], 1, 0
-    if (
-        isinstance(action, CachePartialBlock)
-        and action.group_id == 0
-        and action.num_tokens in (1, 2)
-        and len(action.block_hashes) == action.num_tokens
-        and action.block_hashes[-1] in hashes
-    ):
-        key = hashes[action.block_hashes[-1]]
-        rep = int(action.replace_existing_hashes)
-        return base + 4, action.block, 0, 0, key, action.num_tokens, rep
-    if isinstance(action, MoveBlockHashes):
-        return base + 5, action.src, action.dst, 0, 1, 1, 0
-    if isinstance(action, EvictBlocks) and len(action.block_ids) == 1:
-        return 6, action.block_ids[0], 0, 0, 1, 1, 0
-    if isinstance(action, ResetPrefixCache):
-        return 7, 0, 0, 0, 1, 1, 0
-    return None
-
-
-def concrete_run(blocks: int, keys: int, actions: list[Action]) -> list[ConcreteState]:
-    """Run ``actions`` through the encoding, one Z3 query per step: whether the encoded
-    contract allows it, and the state after (unchanged when refused)."""
-    run = Unrolling(blocks, keys, extended=True)
-    out = []
-    for action in actions:
-        coded = encode_action(action, keys)
-        if coded is None:
-            raise ValueError(f"the bounded pool has no step for {action}")
-        s = run.states[-1]
-        v = run.step_vars(len(run.steps))
-        pinned = [
-            var == value
-            for var, value in zip((v.op, v.x, v.y, v.n, v.key, v.tok, v.rep), coded, strict=True)
-        ]
-        options = run.choice(s, v, None)
-        allowed_expr = z3.Or(*(z3.And(c, ok) for c, ok, _, _ in options))
-        run.solver.push()
-        run.solver.add(*pinned, allowed_expr)
-        allowed = run.solver.check() == z3.sat
-        run.solver.pop()
-        if allowed:
-            run.steps.append(v)
-            run.solver.add(*pinned, allowed_expr)
-            merged = _merge(
-                s, [(c, post) for c, _, post, _ in options], run.block_ids(), run.key_ids()
-            )
-            run.states.append(run._materialize(merged, len(run.steps)))
-        else:
-            run.solver.add(*pinned)  # the step variables exist; the state stays
-        assert run.solver.check() == z3.sat
-        out.append(_read(run, run.solver.model(), run.states[-1], allowed))
-    return out
-
-
-def _read(run: Unrolling, model: Any, s: State, allowed: bool) -> ConcreteState:
-    def val(e: Expr) -> Any:
-        v = model.eval(e, model_completion=True)
-        return z3.is_true(v) if z3.is_bool(v) else v.as_long()
-
-    ids = range(run.blocks)
-    free = sorted((val(s.rank(b)), b) for b in ids if val(s.free(b)))
-    cache: dict[int, frozenset[int]] = {}
-    for k in range(1, run.keys + 1):
-        under = frozenset(b for b in ids if val(s.mm(k, b)))
-        if under:
-            cache[k] = under
-    keys: dict[int, frozenset[int]] = {}
-    for b in ids:
-        carried = frozenset(k for k in range(1, run.keys + 1) if val(carries(s, b, k)))
-        if carried:
-            keys[b] = carried
-    return ConcreteState(
-        allowed,
-        tuple(val(s.ref(b)) for b in ids),
-        tuple(b for _, b in free),
-        {b: val(s.pkey(b)) for b in ids if val(s.hasp(b))},
-        cache,
-        val(s.nfree),
-        keys,
-        frozenset(b for b in ids if val(s.wat(b))),
-    )

@@ -257,6 +257,19 @@ def _move_loses_nothing(fault: str | None, quantified: bool) -> Query:
     return Query(premises, goal, s, post, blocks, keys)
 
 
+def _hit_is_touchable(fault: str | None, quantified: bool) -> Query:
+    s = fresh_state("s")
+    b, k = _witness()
+    blocks, keys = [b, z3.IntVal(NULL)], [k, s.pkey(b)]
+    premises = [invariant_at_all(s, blocks, keys)]
+    touch = A.touch(s, lambda x: z3.If(x == b, 1, 0))
+    goal = z3.Implies(
+        A.cache_hit(s, k, b, fault),
+        z3.And(b != NULL, b < s.n, carries(s, b, k), touch.pre_at(b, k)),
+    )
+    return Query(premises, goal, s, None, blocks, keys)
+
+
 # --- the counting lemma ---------------------------------------------------------------------
 
 
@@ -447,6 +460,14 @@ def all_obligations() -> list[Obligation]:
             )
         )
     out += [
+        Obligation(
+            "get_cached_block:hit-carries-key",
+            "property",
+            "a block get_cached_block may answer for a key is real, carries the key and may "
+            "be touched",
+            "LookupIgnoresKey",
+            _hit_is_touchable,
+        ),
         Obligation(
             "writable:held-once-unkeyed-not-free",
             "property",

@@ -7,10 +7,12 @@ import ast
 import inspect
 import types
 
+from kvpool.spec.manager import ATTRIBUTES
 from kvpool.spec.manager import properties as properties_module
 from kvpool.spec.manager.properties import PROPERTIES
+from kvpool.spec.profile import PROFILES, VLLM_RELEASES
 
-from .markdown import GENERATED, code, paragraphs, prose, summary
+from .markdown import GENERATED, code, paragraphs, prose, summary, table
 
 
 def checks_of_property() -> dict[str, list[types.FunctionType]]:
@@ -53,4 +55,58 @@ def properties_page() -> str:
         for check in checks[name]:
             where = code(f"{check.__module__}.{check.__name__}")
             out.append(f"Checked by {where}: {prose(summary(check))}\n")
+        if name == "keys-partitioned":
+            out.append(partitions_section())
     return "\n".join(out)
+
+
+def _releases_of(profile: str) -> str:
+    """The vLLM releases a profile covers, from ``VLLM_RELEASES``."""
+    spans = []
+    for i, (first, known) in enumerate(VLLM_RELEASES):
+        if known.name != profile:
+            continue
+        start = ".".join(map(str, first))
+        if i + 1 < len(VLLM_RELEASES):
+            end = ".".join(map(str, VLLM_RELEASES[i + 1][0]))
+            spans.append(f">= {start}, < {end}")
+        else:
+            spans.append(f">= {start}")
+    return "; ".join(spans) or "-"
+
+
+def partitions_section() -> str:
+    """Which attributes each profile's block hashes carry (``Profile.key_attributes``)."""
+    attributes = table(
+        ("attribute", "what it is"), [(code(a), prose(t)) for a, t in ATTRIBUTES.items()]
+    )
+    rows = [
+        (
+            code(p.name),
+            _releases_of(p.name) if p.name.startswith("vllm-0.") else "-",
+            *("yes" if a in p.key_attributes else "-" for a in ATTRIBUTES),
+        )
+        for p in PROFILES.values()
+        if p.name == "seed" or p.name.startswith("vllm-0.")
+    ]
+    by_profile = table(("profile", "vLLM releases", *(code(a) for a in ATTRIBUTES)), rows)
+    return (
+        "### What the prefix cache is partitioned by\n\n"
+        "Requests carry these attributes beside their tokens; a manager puts each into "
+        "the block hashes as an extra key, so that requests differing in it never share a "
+        "block over which they differ. A multimodal feature or an embedding enters only "
+        "the blocks it lies in (and, through the chain, every later one); the salt and the "
+        "LoRA adapter enter every block.\n\n"
+        f"{attributes}\n"
+        "Which of them a pool's hashing carries is profile data "
+        f"({code('Profile.key_attributes')}), measured on each release's own "
+        f"{code('get_request_block_hasher')} by "
+        f"{code('kvpool.conformance.targets.vllm.key_partitions')}: two requests that "
+        "differ in one attribute alone are hashed and compared. "
+        f"{code('tests/conformance/test_key_partitions.py')} measures one release per "
+        "change again. The spec's manager hashes with the profile's attributes, so on a "
+        "release that leaves one out requests differing only in it share blocks by design "
+        "(and the property does not count it); the positive control, "
+        f"{code('keys-shared')}, holds on every profile.\n\n"
+        f"{by_profile}"
+    )

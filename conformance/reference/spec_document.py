@@ -28,6 +28,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "The request level",
         (
             "manager.config",
+            "manager.extra_keys",
             "manager.state",
             "manager.actions",
             "manager.flat",

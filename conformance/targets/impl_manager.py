@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from kvpool.spec import Event, EvictBlocks, Profile, TakeEvents
-from kvpool.spec.manager import Scheduled
+from kvpool.spec.manager import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, Scheduled
 
 from ..engine.target import PoolView
 from ..manager.target import RequestSetup
@@ -27,14 +27,34 @@ class ManagerApiTarget:
     """Drives a manager with the impl's ``KVCacheManager`` API; its pool is read through
     the pool adapter, so everything the pool shows is compared."""
 
+    #: Every partitioning attribute is taken with a request (LoRA, images, embeddings).
+    extra_keys_taken = ALL_ATTRIBUTES
+
     def __init__(self, manager: Any, setup: RequestSetup, profile: Profile, name: str) -> None:
         self.name = name
         self.manager = manager
         self.pool = VllmApiTarget(lambda **_: manager.block_pool, setup.pool, profile, name)
         self.observes = self.pool.observes
 
-    def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
-        return scheduled(self.manager.admit(request_id, tokens, salt))
+    def admit(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        extra: ExtraKeys = NO_EXTRA,
+    ) -> Scheduled | None:
+        lora = None if extra.lora is None else (extra.lora.name, extra.lora.path)
+        features = [(f.identifier, f.offset, f.length) for f in extra.mm]
+        return scheduled(
+            self.manager.admit(
+                request_id,
+                tokens,
+                salt,
+                lora=lora,
+                mm_features=features,
+                prompt_embeds=extra.embeds,
+            )
+        )
 
     def resume(self, request_id: str) -> Scheduled | None:
         return scheduled(self.manager.resume(request_id))

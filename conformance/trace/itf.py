@@ -50,6 +50,16 @@ def _discriminator(cls: type) -> tuple[str, str]:
     return "kind", cls.__name__
 
 
+def _omitted_defaults(cls: type) -> dict[str, Any]:
+    """Fields of ``cls`` a trace leaves out while they hold their default (marked with
+    ``metadata={"itf": "omit-default"}``), with that default."""
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(cls)
+        if f.metadata.get("itf") == "omit-default" and f.default is not dataclasses.MISSING
+    }
+
+
 def hints_of(cls: type) -> dict[str, Any]:
     """The resolved field types of dataclass ``cls`` (ClassVars left out)."""
     names = {f.name for f in dataclasses.fields(cls)}
@@ -93,8 +103,12 @@ def encode(value: Any, hint: Any) -> Json:
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         field, name = _discriminator(hint)
         record: dict[str, Json] = {field: name}
+        omitted = _omitted_defaults(hint)
         for name, field_hint in hints_of(hint).items():
-            record[name] = encode(getattr(value, name), field_hint)
+            item = getattr(value, name)
+            if name in omitted and item == omitted[name]:
+                continue
+            record[name] = encode(item, field_hint)
         return record
     raise ItfError(f"cannot encode a value of type {hint}")
 
@@ -186,7 +200,10 @@ def decode(data: Json, hint: Any, where: str = "trace") -> Any:
         if unknown:
             raise ItfError(f"{where}: unknown field(s) {sorted(unknown)} for {name}")
         values = {}
+        omitted = _omitted_defaults(hint)
         for key, field_hint in hints.items():
+            if key not in data and key in omitted:
+                continue
             if key not in data:
                 raise ItfError(f"{where}: {name} needs the field {key!r}")
             values[key] = decode(data[key], field_hint, f"{where}.{key}")

@@ -21,10 +21,13 @@ def printable(text: str) -> str:
 
 
 def action_text(action: Any) -> str:
-    """An action in one short line: long hash lists are cut to their ends and count."""
+    """An action in one short line: long hash lists are cut to their ends and count; a
+    field a trace leaves out at its default is left out here too."""
     parts = []
     for f in fields(action):
         value = getattr(action, f.name)
+        if f.metadata.get("itf") == "omit-default" and value == f.default:
+            continue
         if isinstance(value, tuple) and len(value) > 3 and all(isinstance(v, bytes) for v in value):
             parts.append(f"{f.name}=[{short(value[0])}, …, {short(value[-1])}] ({len(value)})")
         else:

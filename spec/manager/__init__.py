@@ -20,6 +20,15 @@ from .actions import (
     Resume,
 )
 from .config import FULL_ATTENTION, KVGroup, ManagerConfig
+from .extra_keys import (
+    ALL_ATTRIBUTES,
+    ATTRIBUTES,
+    NO_EXTRA,
+    ExtraKeys,
+    LoraAdapter,
+    MultiModalFeature,
+    Signature,
+)
 from .pool import PoolCall, SpecPool
 from .properties import PROPERTIES, Broken
 from .state import (
@@ -29,13 +38,15 @@ from .state import (
     Scheduled,
     Tables,
     block_hashes,
-    extra_keys,
     initial_manager_state,
 )
 from .step import ManagerResult, apply_request, manager_step, request_violation
 
 __all__ = [
+    "ALL_ATTRIBUTES",
+    "ATTRIBUTES",
     "FULL_ATTENTION",
+    "NO_EXTRA",
     "PROPERTIES",
     "REQUEST_ACTIONS",
     "REQUEST_ACTIONS_BY_OPERATION",
@@ -45,11 +56,14 @@ __all__ = [
     "Broken",
     "Compute",
     "EvictCached",
+    "ExtraKeys",
     "Finish",
     "KVGroup",
+    "LoraAdapter",
     "ManagerConfig",
     "ManagerResult",
     "ManagerState",
+    "MultiModalFeature",
     "PoolCall",
     "Preempt",
     "RequestAction",
@@ -57,11 +71,11 @@ __all__ = [
     "ResetCache",
     "Resume",
     "Scheduled",
+    "Signature",
     "SpecPool",
     "Tables",
     "apply_request",
     "block_hashes",
-    "extra_keys",
     "initial_manager_state",
     "manager_step",
     "request_violation",

@@ -7,8 +7,14 @@ request's blocks, then the manager registers what became cacheable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
+
+from .extra_keys import NO_EXTRA, ExtraKeys
+
+#: Field metadata: a trace leaves the field out while it holds its default (so traces
+#: written before the field existed read back, and keep their bytes).
+OMIT_DEFAULT = {"itf": "omit-default"}
 
 
 @dataclass(frozen=True)
@@ -23,12 +29,15 @@ class RequestAction:
 class Admit(RequestAction):
     """A new request arrives: find its cached prefix, touch every hit, allocate the rest.
 
-    ``salt`` (a ``cache_salt``) goes into every block hash: another salt never shares a block.
+    ``salt`` (a ``cache_salt``) and ``extra`` (LoRA adapter, multimodal features, prompt
+    embeddings) go into the block hashes as extra keys: a request that differs in one of
+    them never shares a block over which it differs.
     """
 
     operation: ClassVar[str] = "admit"
     tokens: tuple[int, ...]
     salt: str | None = None
+    extra: ExtraKeys = field(default=NO_EXTRA, metadata=OMIT_DEFAULT)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from ..actions import FreeBlocks, GetNewBlocks, GetNumFreeBlocks, Touch
 from .config import ManagerConfig
+from .extra_keys import NO_EXTRA, ExtraKeys
 from .lookup import Hit, find_cached_prefix
 from .pool import PoolCall, blocks_of, count_of
 from .state import BlockData, ManagerState, RequestState, Scheduled, block_hashes
@@ -44,7 +45,7 @@ def schedule(
     groups = len(config.groups)
     num_tokens = len(request.tokens)
     if pool_config.enable_caching:
-        hashes = block_hashes(request, pool_config.hash_block_size)
+        hashes = block_hashes(request, pool_config.hash_block_size, state.partitions)
         computed, hit = find_cached_prefix(
             pool, config, hashes, num_tokens, pool_config.hash_block_size
         )
@@ -80,11 +81,16 @@ def schedule(
 
 
 def admit(
-    pool: PoolCall, state: ManagerState, request_id: str, tokens: tuple[int, ...], salt: str | None
+    pool: PoolCall,
+    state: ManagerState,
+    request_id: str,
+    tokens: tuple[int, ...],
+    salt: str | None,
+    extra: ExtraKeys = NO_EXTRA,
 ) -> tuple[ManagerState, Scheduled | None]:
     """A new request, scheduled from its cached prefix (see :func:`schedule`)."""
     groups = len(state.config.groups)
-    request = RequestState(request_id, tokens, salt, False, ((),) * groups, 0, (0,) * groups)
+    request = RequestState(request_id, tokens, salt, False, ((),) * groups, 0, (0,) * groups, extra)
     return schedule(pool, state, request)
 
 

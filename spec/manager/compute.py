@@ -95,7 +95,7 @@ def compute(
     num_full = len(request.tokens) // bs
     tables = request.tables
     if pool_config.enable_caching:
-        hashes = block_hashes(request, pool_config.hash_block_size)
+        hashes = block_hashes(request, pool_config.hash_block_size, state.partitions)
         for g, table in enumerate(tables):
             if num_full > request.num_cached_blocks[g]:
                 pool(CacheFullBlocks(hashes, table, request.num_cached_blocks[g], num_full, bs, g))

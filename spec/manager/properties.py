@@ -17,6 +17,7 @@ from ..flat import block_writable
 from ..keys import hash_at_block_size, make_key
 from ..state import NULL_BLOCK
 from .config import KVGroup
+from .extra_keys import Signature, differing
 from .flat import growth_break, resume_promise
 from .state import BlockData, Tables
 
@@ -43,6 +44,13 @@ PROPERTIES: dict[str, str] = {
     "computes-last-token": "a request scheduled from its cached prefix (admitted or "
     "resumed) has at least its last token left to compute: the engine samples the next "
     "token from that token's logits, so a hit never covers the whole prompt",
+    "keys-partitioned": "requests that differ, over a block's prefix, in an attribute the "
+    "profile partitions the prefix cache by (cache salt, LoRA adapter, multimodal features "
+    "and their offsets, prompt embeddings) never share that block: a hit block was "
+    "written by a request agreeing with the reader in every such attribute",
+    "keys-shared": "the positive control of keys-partitioned: an admitted request whose "
+    "full-attention prefix is cached under its own keys (left by requests agreeing with it "
+    "in the tokens and every attribute) hits that prefix, short of its last token",
 }
 
 
@@ -256,6 +264,62 @@ def computes_last_token(request_id: str, num_computed_tokens: int, num_tokens: i
             "computes-last-token",
             f"scheduled with all {num_tokens} tokens cached: nothing left to compute, so no "
             "logits to sample from",
+            request_id,
+        )
+    ]
+
+
+def keys_partitioned(
+    request_id: str,
+    tables: Tables,
+    num_computed_tokens: int,
+    reader: Signature,
+    origin_of: Callable[[int], Signature | None],
+    block_size: int,
+    hash_block_size: int,
+    partitions: frozenset[str],
+) -> list[Broken]:
+    """``keys-partitioned``: every block a (re)scheduled request reads from the cache was
+    written by a request agreeing with it, over the prefix read, in every attribute of
+    ``partitions`` (``origin_of`` names the writer; ``None``: unknown, not judged)."""
+    broken = []
+    for g, table in enumerate(tables):
+        for i, block in enumerate(table):
+            start = i * block_size
+            if block == NULL_BLOCK or start >= num_computed_tokens:
+                continue
+            writer = origin_of(block)
+            if writer is None:
+                continue
+            end = min(start + block_size, num_computed_tokens)
+            apart = sorted(differing(reader, writer, end, hash_block_size) & partitions)
+            if apart:
+                broken.append(
+                    Broken(
+                        "keys-partitioned",
+                        f"group {g} entry {i} was written by a request that differs in "
+                        f"{', '.join(apart)} over tokens 0..{end - 1}",
+                        request_id,
+                        block,
+                    )
+                )
+    return broken
+
+
+def keys_shared(
+    request_id: str, num_computed_tokens: int, cached_blocks: int, num_tokens: int, block_size: int
+) -> list[Broken]:
+    """``keys-shared``: a new request hits at least the ``cached_blocks`` leading blocks
+    the cache held under its keys (a hit stops short of the last token)."""
+    want = min(cached_blocks, (num_tokens - 1) // block_size) * block_size
+    if num_computed_tokens >= want:
+        return []
+    return [
+        Broken(
+            "keys-shared",
+            f"admitted with {num_computed_tokens} cached tokens although the cache held "
+            f"{want} tokens of its prefix under its own keys, left by requests agreeing with "
+            "it in every attribute",
             request_id,
         )
     ]

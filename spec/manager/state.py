@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..config import PoolConfig
-from ..hashing import request_block_hashes
 from .config import ManagerConfig
+from .extra_keys import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, partitioned_block_hashes
 
 #: One block table per KV-cache group, block ids in token order (0 = the null block).
 Tables = tuple[tuple[int, ...], ...]
@@ -43,6 +43,8 @@ class RequestState:
     num_computed_tokens: int
     #: Per group, how many leading full blocks are registered in the prefix cache.
     num_cached_blocks: tuple[int, ...]
+    #: Its partitioning attributes besides the salt (LoRA, multimodal features, embeds).
+    extra: ExtraKeys = NO_EXTRA
 
 
 @dataclass(frozen=True)
@@ -65,27 +67,32 @@ class ManagerState:
     pool_config: PoolConfig
     requests: Mapping[str, RequestState] = field(default_factory=dict)
     contents: Mapping[int, BlockData] = field(default_factory=dict)
+    #: The attributes its block hashes carry (the profile's ``key_attributes``).
+    partitions: frozenset[str] = ALL_ATTRIBUTES
 
     def held_blocks(self) -> frozenset[int]:
         """Every real block some request's table holds."""
         return frozenset(b for r in self.requests.values() for t in r.tables for b in t if b)
 
 
-def extra_keys(salt: str | None) -> tuple[str] | None:
-    """What the block hash carries beyond the tokens: the salt, when there is one."""
-    return None if salt is None else (salt,)
+def block_hashes(
+    request: RequestState, hash_block_size: int, partitions: frozenset[str] = ALL_ATTRIBUTES
+) -> tuple[bytes, ...]:
+    """The request's chained hashes at the pool's ``hash_block_size`` granularity, each
+    block's extra keys under ``partitions``."""
+    return partitioned_block_hashes(
+        request.tokens, hash_block_size, request.salt, request.extra, partitions
+    )
 
 
-def block_hashes(request: RequestState, hash_block_size: int) -> tuple[bytes, ...]:
-    """The request's chained hashes at the pool's ``hash_block_size`` granularity."""
-    return request_block_hashes(request.tokens, hash_block_size, extra_keys(request.salt))
-
-
-def initial_manager_state(config: ManagerConfig, pool_config: PoolConfig) -> ManagerState:
-    """A manager with no requests over a new pool built from ``pool_config``."""
+def initial_manager_state(
+    config: ManagerConfig, pool_config: PoolConfig, partitions: frozenset[str] = ALL_ATTRIBUTES
+) -> ManagerState:
+    """A manager with no requests over a new pool built from ``pool_config``, hashing
+    with the extra keys of ``partitions``."""
     if config.block_size % pool_config.hash_block_size:
         raise ValueError(
             f"block_size {config.block_size} is not a multiple of the pool's "
             f"hash_block_size {pool_config.hash_block_size}"
         )
-    return ManagerState(config, pool_config)
+    return ManagerState(config, pool_config, partitions=partitions)

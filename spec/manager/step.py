@@ -46,6 +46,11 @@ def request_violation(state: ManagerState, action: RequestAction) -> ContractVio
                 return broken("request-new", "already known")
             if not tokens or any(t < 0 for t in tokens):
                 return broken("request-tokens", f"tokens {list(tokens)}")
+            if any(f.offset + f.length > len(tokens) for f in action.extra.mm):
+                return broken("request-extra-keys", "a multimodal feature ends past the prompt")
+            embeds = action.extra.embeds
+            if embeds is not None and len(embeds) != len(tokens):
+                return broken("request-extra-keys", "prompt embeddings not one per token")
         case Append(tokens=tokens):
             if request is None or not request.running:
                 return broken("request-running", "not running")
@@ -78,8 +83,8 @@ def apply_request(
 ) -> tuple[ManagerState, ManagerResult]:
     """Run ``action`` (in contract) as calls on ``pool``; the new state and the result."""
     match action:
-        case Admit(request_id=rid, tokens=tokens, salt=salt):
-            return admission.admit(pool, state, rid, tokens, salt)
+        case Admit(request_id=rid, tokens=tokens, salt=salt, extra=extra):
+            return admission.admit(pool, state, rid, tokens, salt, extra)
         case Append(request_id=rid, tokens=tokens):
             return admission.append(pool, state, rid, tokens)
         case Compute(request_id=rid, cache_partial=cache_partial):

@@ -9,14 +9,19 @@ of which property catches which).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
+from kvpool.conformance.engine.target import PoolView
+from kvpool.conformance.manager.key_pairing import KeyPairing
 from kvpool.conformance.manager.target import RequestSetup
 from kvpool.conformance.targets.impl_manager import ManagerApiTarget, build_impl_manager
 from kvpool.impl import BlockPool, KVCacheBlock, KVCacheManager
 from kvpool.impl.events import BlockRemoved, KVCacheEvent
+from kvpool.impl.hashing import generate_block_hash_extra_keys
 from kvpool.impl.kv_cache_manager import ManagedRequest
 from kvpool.spec import Profile
+from kvpool.spec.manager import NO_EXTRA, ExtraKeys, Scheduled
 
 
 class AllocateBeforeTouch(KVCacheManager):
@@ -73,8 +78,109 @@ class CopyRewritesTable(KVCacheManager):
 class SaltIgnored(KVCacheManager):
     """Hashes a prompt without its ``cache_salt``: another tenant's blocks are hit."""
 
-    def _block_hashes(self, tokens: Sequence[int], salt: str | None) -> list[bytes]:
-        return super()._block_hashes(tokens, None)
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        return generate_block_hash_extra_keys(
+            start, end, None, req.lora, req.mm_features, req.prompt_embeds
+        )
+
+
+class LoraIgnored(KVCacheManager):
+    """Hashes a prompt without its LoRA adapter: KV computed under another adapter is hit."""
+
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        return generate_block_hash_extra_keys(
+            start, end, req.salt, None, req.mm_features, req.prompt_embeds
+        )
+
+
+class ImageOffsetIgnored(KVCacheManager):
+    """Keys the images in a block by identifier only (vLLM before the offsets): the same
+    image at another place among the same placeholder tokens hits the other's block."""
+
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        keys = super()._extra_keys(req, start, end) or ()
+        kept = tuple(k for k in keys if not (isinstance(k, tuple) and k[0] == "mm-offset"))
+        return kept or None
+
+
+class EmbedsIgnored(KVCacheManager):
+    """Hashes a prompt given as embeddings by its placeholder token ids alone."""
+
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        return generate_block_hash_extra_keys(start, end, req.salt, req.lora, req.mm_features)
+
+
+class NeverShares(KVCacheManager):
+    """Puts the request id into every block hash: correct, and no request ever hits
+    another's blocks (the fault the positive control exists for)."""
+
+    def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
+        return (req.request_id, super()._extra_keys(req, start, end))
+
+
+class PairedKeys(ManagerApiTarget):
+    """Shows its keys in the spec's hashes through a pairing of each request's hashes, as
+    vLLM's manager is read: a hasher that differs from the spec's is then judged by the
+    request-level properties, not by the keys' bytes."""
+
+    def __init__(self, manager: KVCacheManager, setup: RequestSetup, profile: Profile) -> None:
+        super().__init__(manager, setup, profile, f"paired {type(manager).__name__}")
+        self.pairing = KeyPairing(setup.pool.hash_block_size, profile.key_attributes)
+        self.given: dict[str, tuple[str | None, ExtraKeys]] = {}
+
+    def _pair(self, request_id: str) -> None:
+        req = self.manager.requests.get(request_id)
+        if req is not None:
+            salt, extra = self.given[request_id]
+            request = req.request
+            self.pairing.pair(request.block_hashes, request.all_token_ids, salt, extra)
+
+    def admit(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        extra: ExtraKeys = NO_EXTRA,
+    ) -> Scheduled | None:
+        self.given[request_id] = (salt, extra)
+        result = super().admit(request_id, tokens, salt, extra)
+        self._pair(request_id)
+        return result
+
+    def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
+        result = super().append(request_id, tokens)
+        self._pair(request_id)
+        return result
+
+    def view(self) -> PoolView:
+        return self.pairing.view(super().view())
+
+
+class HiddenKeys(ManagerApiTarget):
+    """Shows no keys at all (a black box, as far as the prefix cache goes): it is judged by
+    what requests read, which ``keys-partitioned`` checks without keys."""
+
+    def view(self) -> PoolView:
+        return replace(super().view(), keys=None, primary=None, index=None, lookups=None)
+
+
+def paired(manager_class: type[KVCacheManager]) -> Any:
+    def make(setup: RequestSetup, profile: Profile) -> PairedKeys:
+        return PairedKeys(build_impl_manager(manager_class, setup), setup, profile)
+
+    # its hashes may pair several of its keys with one of the spec's (a finer hasher), so
+    # its pool is not compared with the spec's key for key: the properties judge it
+    make.checked_by_properties = True  # type: ignore[attr-defined]
+    return make
+
+
+def hidden(manager_class: type[KVCacheManager]) -> Any:
+    def make(setup: RequestSetup, profile: Profile) -> HiddenKeys:
+        manager = build_impl_manager(manager_class, setup)
+        return HiddenKeys(manager, setup, profile, f"hidden {manager_class.__name__}")
+
+    make.checked_by_properties = True  # type: ignore[attr-defined]
+    return make
 
 
 class UnpublishedEvictionPool(BlockPool):
@@ -115,6 +221,10 @@ make_WritesRegisteredTail = _target(WritesRegisteredTail)
 make_CopyRewritesTable = _target(CopyRewritesTable)
 make_SaltIgnored = _target(SaltIgnored)
 make_EvictionsUnpublished = _target(EvictionsUnpublished)
+make_LoraIgnored = _target(LoraIgnored)
+make_ImageOffsetIgnored = _target(ImageOffsetIgnored)
+make_EmbedsIgnored = _target(EmbedsIgnored)
+make_NeverShares = _target(NeverShares)
 
 #: Each planted fault, and what must catch it (a property, by name).
 CAUGHT_BY = {

@@ -1,7 +1,8 @@
 """One-line faults planted in vLLM 0.33.0's own KV cache manager.
 
 Each is an edit of one line of the cached release's ``kv_cache_manager.py``,
-``kv_cache_coordinator.py`` or ``single_type_kv_cache_manager.py`` (the old text may carry
+``kv_cache_coordinator.py``, ``single_type_kv_cache_manager.py`` or (the block hash's
+extra keys) ``kv_cache_utils.py`` (the old text may carry
 a neighbouring line, only so that it occurs once), applied to a copy of the cached tree
 (:func:`planted_manager_tree`) and loaded as ``vllm@PATH`` with ``--manager vllm``. They
 were chosen by reading the manager for the lines whose loss a user would feel: a lost
@@ -32,6 +33,11 @@ class ManagerFault:
     #: that catches it).
     caught_by: tuple[str, ...]
 
+
+#: What catches a block hash that leaves an attribute out: the property, or (where the
+#: release's coarser hashes paired two of the spec's keys with one of its own first) the
+#: key comparison, a hit carrying another key, or another salt's data read.
+PARTITION_BROKEN = ("keys-partitioned", "keys expected", "hit-keys", "own-contents")
 
 FAULTS: dict[str, ManagerFault] = {
     "free head first": ManagerFault(
@@ -90,6 +96,37 @@ FAULTS: dict[str, ManagerFault] = {
         "a block that left the window is freed while the table still names it: another "
         "request overwrites it",
         ("refcounts-match-tables", "compute(", "expected"),
+    ),
+    "salt left out of the hash": ManagerFault(
+        "kv_cache_utils.py",
+        "        if (start_token_idx == 0 and request.cache_salt)\n",
+        "        if (start_token_idx == 0 and request.cache_salt and False)\n",
+        "another tenant's KV is served to a request with a cache_salt (and the salt no "
+        "longer isolates tenants' timing either)",
+        PARTITION_BROKEN,
+    ),
+    "LoRA left out of the hash": ManagerFault(
+        "kv_cache_utils.py",
+        '    return [("lora", lora_request.lora_name, lora_request.lora_path)]\n',
+        "    return []\n",
+        "a request under one LoRA adapter reads KV computed under another adapter, or none",
+        PARTITION_BROKEN,
+    ),
+    "image offset left out of the hash": ManagerFault(
+        "kv_cache_utils.py",
+        '            extra_keys.append(("mm", mm_feature.identifier, offset - start_token_idx))\n',
+        '            extra_keys.append(("mm", mm_feature.identifier))\n',
+        "the same image at another place among the same placeholder tokens reads the other "
+        "request's KV (the bug the offsets were added for)",
+        PARTITION_BROKEN,
+    ),
+    "prefix cache never read": ManagerFault(
+        "kv_cache_manager.py",
+        "        # or calls a pooling model with all pooling).\n"
+        "        if not self.prefix_cache_lookup_enabled(request):\n",
+        "        # or calls a pooling model with all pooling).\n        if True:\n",
+        "no request ever hits the prefix cache: every prompt is computed again",
+        ("keys-shared", "resume-finds-prefix", "admit(", "resume("),
     ),
     "reset reported while refused": ManagerFault(
         "kv_cache_coordinator.py",

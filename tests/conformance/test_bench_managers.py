@@ -33,8 +33,8 @@ class SwappingManager(KVCacheManager):
 
     admits = 0
 
-    def admit(self, request_id: str, tokens: Any, salt: str | None = None) -> Any:
-        result = super().admit(request_id, tokens, salt)
+    def admit(self, request_id: str, tokens: Any, salt: str | None = None, **extra: Any) -> Any:
+        result = super().admit(request_id, tokens, salt, **extra)
         if result is None:
             return None
         self.admits += 1

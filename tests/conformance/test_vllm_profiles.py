@@ -37,7 +37,9 @@ H = request_block_hashes([1, 2, 3, 4, 5, 6], 1)
         ("0.12.0", "vllm-0.12"),
         ("0.13.0", "vllm-0.13"),
         ("0.14.1", "vllm-0.14"),
-        ("0.21.0", "vllm-0.14"),
+        ("0.18.0", "vllm-0.14"),
+        ("0.19.0", "vllm-0.19"),
+        ("0.21.0", "vllm-0.19"),
         ("0.22.0", "vllm-0.22"),
         ("0.23.0", "vllm-0.23"),
         ("0.24.0", "vllm-0.24"),
@@ -47,7 +49,8 @@ H = request_block_hashes([1, 2, 3, 4, 5, 6], 1)
         ("0.27.1", "vllm-0.27"),
         ("0.28.0", "vllm-0.26"),
         ("0.29.0", "vllm-0.29"),
-        ("0.31.0", "vllm-0.30"),
+        ("0.30.0", "vllm-0.30"),
+        ("0.31.0", "vllm-0.31"),
         ("0.32.0", "vllm-0.32"),
         ("0.33.0", "vllm-0.33"),
         ("0.34.0rc1", "vllm-0.33"),
@@ -66,7 +69,7 @@ def test_versions_without_a_profile_are_refused() -> None:
 
 def test_every_vllm_profile_is_listed_and_described() -> None:
     names = [n for n in PROFILES if n.startswith("vllm-0.")]
-    assert len(names) == 13
+    assert len(names) == 15
     for name in names:
         assert PROFILES[name].description.startswith("vLLM 0.")
 

@@ -135,9 +135,30 @@ def test_impl_never_imports_the_spec() -> None:
 @pytest.mark.parametrize("salt", [None, "s", ""])
 @pytest.mark.parametrize("hbs", [1, 2, 3])
 def test_block_hashes_equal_the_spec_hashes_salt_included(hbs: int, salt: str | None) -> None:
-    m = manager(bs=hbs * 2, hbs=hbs)
+    m = manager(n=20, bs=hbs * 2, hbs=hbs)
     tokens = list(range(20, 31))
-    assert m._block_hashes(tokens, salt) == hashes_of(tokens, hbs, salt)
+    assert m.admit("a", tokens, salt) is not None
+    assert m.requests["a"].request.block_hashes == list(hashes_of(tokens, hbs, salt))
+
+
+@pytest.mark.parametrize("hbs", [1, 2])
+def test_hashes_with_lora_images_and_embeddings_equal_the_spec_hashes(hbs: int) -> None:
+    from kvpool.spec.manager import ALL_ATTRIBUTES, ExtraKeys, LoraAdapter, MultiModalFeature
+    from kvpool.spec.manager.extra_keys import partitioned_block_hashes
+
+    tokens = list(range(20, 31))
+    extra = ExtraKeys(
+        LoraAdapter("sql", "/a"),
+        (MultiModalFeature("img", 1, 3), MultiModalFeature("other", 5, 2)),
+        tuple(t * 3 for t in tokens),
+    )
+    m = manager(n=20, bs=hbs * 2, hbs=hbs)
+    features = [(f.identifier, f.offset, f.length) for f in extra.mm]
+    assert m.admit("a", tokens, "s", lora=("sql", "/a"), mm_features=features,
+                   prompt_embeds=extra.embeds) is not None  # fmt: skip
+    m.append("a", [40, 41, 42])
+    want = partitioned_block_hashes([*tokens, 40, 41, 42], hbs, "s", extra, ALL_ATTRIBUTES)
+    assert m.requests["a"].request.block_hashes == list(want)
 
 
 @pytest.mark.parametrize("salt", [None, "s"])
@@ -650,9 +671,9 @@ def test_each_hook_is_the_path_its_operation_takes() -> None:
     seen: list[str] = []
 
     class Recording(KVCacheManager):
-        def _block_hashes(self, tokens: Sequence[int], salt: str | None) -> list[bytes]:
+        def _extend_block_hashes(self, req: ManagedRequest) -> None:
             seen.append("hashes")
-            return super()._block_hashes(tokens, salt)
+            super()._extend_block_hashes(req)
 
         def _find_cached_prefix(self, block_hashes: Sequence[bytes], num_tokens: int) -> Any:
             seen.append("find")
@@ -682,7 +703,7 @@ def test_each_hook_is_the_path_its_operation_takes() -> None:
     assert m.append("a", [6]) is not None
     compute(m, "a")
     m.finish("a")
-    assert seen == ["running_copy [(0, 2)]", "free_tables"]
+    assert seen == ["hashes", "running_copy [(0, 2)]", "free_tables"]  # append hashes too
 
 
 # ------------------------------------------------------------------ lockstep with the spec

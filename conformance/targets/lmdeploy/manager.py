@@ -54,7 +54,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvpool.spec import Profile
-from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
     EvictCached,
@@ -63,8 +62,8 @@ from kvpool.spec.manager import (
     ResetCache,
     Scheduled,
 )
+from kvpool.spec.manager.extra_keys import NO_EXTRA, partitioned_block_hashes
 from kvpool.spec.manager.properties import expected_key
-from kvpool.spec.manager.state import extra_keys
 
 from ...engine.target import PoolView
 from ...manager.target import RequestSetup
@@ -72,6 +71,8 @@ from .allocator import allocator_problems, spec_id
 from .manager_release import LmdeployManagerRelease
 
 OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
+#: The one attribute a trie key carries: the adapter, in the place of a salt.
+SALT_ONLY = frozenset({"cache-salt"})
 #: Tokens reserved beyond a sequence when it is scheduled (see :class:`LmdeployManagerFactory`).
 PREALLOC_TOKENS = 1
 
@@ -331,7 +332,8 @@ class LmdeployManagerTarget:
     def _key(self, adapter: str | None, path: tuple[int, ...]) -> bytes:
         key = self._keys.get((adapter, path))
         if key is None:
-            hashes = request_block_hashes(path, self.hbs, extra_keys(adapter))
+            # the adapter name stands where the spec's requests carry a salt
+            hashes = partitioned_block_hashes(path, self.hbs, adapter, NO_EXTRA, SALT_ONLY)
             key = expected_key(hashes, self.hbs, self.bs, len(path) // self.bs - 1, 0)
             self._keys[(adapter, path)] = key
         return key

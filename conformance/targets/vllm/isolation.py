@@ -41,6 +41,7 @@ from .releases import (
     manager_modules_in_tree,
     modules_in_tree,
 )
+from .request_keys import mm_features_in_window, tensor_data
 
 #: The logger every ``init_logger`` of a loaded release hands out children of. It has a
 #: NullHandler so that a release's warnings (a refused reset, say) never reach the
@@ -187,11 +188,14 @@ def config_class(cls: type) -> type:
     return dataclasses.dataclass(cls)
 
 
-#: Attributes a placeholder module must really provide.
+#: Attributes a placeholder module must really provide (the two from :mod:`.request_keys`
+#: serve the hashing of a request's prompt embeddings and multimodal features).
 SPECIAL: dict[str, dict[str, object]] = {
     "vllm.logger": {"init_logger": init_logger},
     "vllm.utils": {"cdiv": ceiling_division},
     "vllm.config.utils": {"config": config_class},
+    "vllm.v1.utils": {"tensor_data": tensor_data},
+    "vllm.multimodal.utils": {"get_mm_features_in_window": mm_features_in_window},
 }
 
 

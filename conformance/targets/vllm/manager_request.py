@@ -1,5 +1,8 @@
 """A request as vLLM's scheduler hands it to its KV cache manager, without vLLM's ``Request``.
 
+Its LoRA adapter, multimodal features and prompt embeddings are the stand-ins of
+:mod:`.request_keys`.
+
 vLLM's ``Request`` class pulls in torch, sampling parameters and the engine; the manager
 only reads a few of its fields. :class:`ManagerRequest` carries exactly those (its slots
 are the fields; reading any other one fails loudly instead of inventing a value), and
@@ -10,7 +13,7 @@ computes its block hashes the way vLLM's request does: with the release's own
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: What the scheduler's requests say about their state; the manager compares
@@ -53,6 +56,7 @@ class ManagerRequest:
         tokens: tuple[int, ...],
         salt: str | None,
         hasher: Callable[[Any], list[Any]],
+        fields: Mapping[str, Any] | None = None,
     ) -> None:
         self.request_id = request_id
         self.all_token_ids: list[int] = list(tokens)
@@ -72,6 +76,8 @@ class ManagerRequest:
         self.shared_prefix_boundary = 0
         self.skip_reading_prefix_cache = False
         self.status = WAITING
+        for name, value in (fields or {}).items():  # LoRA, multimodal, embeds (request_keys)
+            setattr(self, name, value)
         self._hasher = hasher
         self.block_hashes: list[Any] = []
         self.block_hashes.extend(hasher(self))

@@ -27,8 +27,13 @@ partial entry, a policy the spec's manager has only on request (``cache_partial`
 
 Keys: the release hashes with its own ``sha256`` and ``NONE_HASH``, so its block hashes
 are not the spec's. Each request's hashes are paired with the spec's for the same tokens
-and salt, and what the pool shows (keys, index, lookups) is read back through that
-pairing, so the pools are compared key for key.
+and attributes, under the profile's ``key_attributes`` (:mod:`...manager.key_pairing`),
+and what the pool shows (keys, index, lookups) is read back through that pairing, so the
+pools are compared key for key.
+
+Attributes: a request's LoRA adapter, multimodal features and (where the release hashes
+them) prompt embeddings reach the release's own hashing through the stand-ins of
+:mod:`.request_keys`.
 """
 
 from __future__ import annotations
@@ -38,18 +43,17 @@ from dataclasses import replace
 from typing import Any
 
 from kvpool.spec import BlockRemoved, BlockStored, Event, Profile
-from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.keys import group_of, hash_of, make_key
-from kvpool.spec.manager import EvictCached, RequestAction, Scheduled
-from kvpool.spec.manager.state import extra_keys
+from kvpool.spec.manager import NO_EXTRA, EvictCached, ExtraKeys, RequestAction, Scheduled
 
 from ...engine.target import PoolView
+from ...manager.key_pairing import KeyPairing
 from ...manager.target import ManagerTarget, RequestSetup
 from ..vllm_api.adapter import VllmApiTarget
 from ..vllm_api.events import int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_build import Modules, build_manager
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
+from .request_keys import LoraIds, request_fields, tensor_data
 
 
 def fit_setup(setup: RequestSetup, calls: ManagerApi) -> RequestSetup:
@@ -95,12 +99,19 @@ class VllmManagerTarget:
         self.pool = VllmApiTarget(lambda **_: pool, setup.pool, profile, name, api=api)
         self.observes = self.pool.observes
         self.requests: dict[str, ManagerRequest] = {}
+        #: What each request was given beside its tokens and salt.
+        self.extras: dict[str, ExtraKeys] = {}
+        self.lora_ids = LoraIds()
         #: Blocks a copy-on-write retained until its copy is made, per request.
         self.retained: dict[str, list[Any]] = {}
-        #: The release's block hash -> the spec's, for the same tokens and salt.
-        self.spec_hashes: dict[bytes, bytes] = {}
-        #: Requests whose hashes changed since the pool was last looked at (paired then).
-        self.unpaired: dict[str, ManagerRequest] = {}
+        #: The release's block hashes -> the spec's.
+        self.pairing = KeyPairing(setup.pool.hash_block_size, profile.key_attributes)
+        #: Requests whose hashes changed since the pool was last looked at (paired then),
+        #: with their attributes.
+        self.unpaired: dict[str, tuple[ManagerRequest, ExtraKeys]] = {}
+        #: The attributes besides the salt a request is given (prompt embeddings only where
+        #: the release hashes them).
+        self.extra_keys_taken = extra_keys_taken(modules)
 
     # --- keys ---------------------------------------------------------------------------
 
@@ -111,19 +122,14 @@ class VllmManagerTarget:
         self.hasher = self._block_hasher(self.setup.pool.hash_block_size, hash_fn)
 
     def _pair_hashes(self) -> None:
-        """Pair the hashes of every request whose tokens changed since the last look, with
-        the spec's for the same tokens and salt. Done only when the pool is looked at, so
-        driving the manager (``kvpool bench --manager vllm`` times it) pays nothing."""
-        hbs = self.setup.pool.hash_block_size
-        for request in self.unpaired.values():
-            ours = request_block_hashes(request.all_token_ids, hbs, extra_keys(request.cache_salt))
-            for theirs, mine in zip(request.block_hashes, ours, strict=True):
-                self.spec_hashes[bytes(theirs)] = mine
+        """Pair the hashes of every request whose tokens changed since the last look with
+        the spec's for the same tokens and attributes. Done only when the pool is looked at,
+        so driving the manager (``kvpool bench --manager vllm`` times it) pays nothing."""
+        for request, extra in self.unpaired.values():
+            self.pairing.pair(
+                request.block_hashes, request.all_token_ids, request.cache_salt, extra
+            )
         self.unpaired.clear()
-
-    def _spec_key(self, key: bytes) -> bytes:
-        mine = self.spec_hashes.get(hash_of(key))
-        return key if mine is None else make_key(mine, group_of(key))
 
     # --- scheduling ---------------------------------------------------------------------
 
@@ -153,12 +159,22 @@ class VllmManagerTarget:
             pairs = tuple((int(c.src_block_id), int(c.dst_block_id)) for c in copies)
         return Scheduled(num_hit, self._tables(request.request_id), pairs)
 
-    def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
-        request = ManagerRequest(request_id, tokens, salt, self.hasher)
+    def admit(
+        self,
+        request_id: str,
+        tokens: tuple[int, ...],
+        salt: str | None,
+        extra: ExtraKeys = NO_EXTRA,
+    ) -> Scheduled | None:
+        fields = request_fields(extra, self.lora_ids)
+        request = ManagerRequest(request_id, tokens, salt, self.hasher, fields)
+        self.extras[request_id] = extra
         result = self._schedule(request)
         if result is not None:
             self.requests[request_id] = request
-            self.unpaired[request_id] = request
+            self.unpaired[request_id] = (request, extra)
+        else:
+            del self.extras[request_id]
         return result
 
     def resume(self, request_id: str) -> Scheduled | None:
@@ -177,7 +193,7 @@ class VllmManagerTarget:
                 len(request.all_token_ids) // self.setup.pool.hash_block_size :
             ]
             return None
-        self.unpaired[request_id] = request
+        self.unpaired[request_id] = (request, self.extras.get(request_id, NO_EXTRA))
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def prepare_write(self, request_id: str) -> Scheduled | None:
@@ -213,6 +229,7 @@ class VllmManagerTarget:
 
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
+        self.extras.pop(request_id, None)
         self.copies_done(request_id)
         self.manager.free(request)
 
@@ -247,12 +264,12 @@ class VllmManagerTarget:
         if take is None or not self.pool.api.events_carry_group:
             return None
         self._pair_hashes()
-        theirs = list(self.spec_hashes)
+        theirs = list(self.pairing.spec_hashes)
         # vLLM publishes a hash's low 64 bits: the pool adapter turns them back into the
         # release's hashes it knows, then the pairing gives the spec's.
         known = self.pool.known_hashes
         known.update((int_hash(h), h) for h in theirs)
-        mine = self.spec_hashes
+        mine = self.pairing.spec_hashes
         events: list[Event] = []
         for raw in take():
             for event in self.pool.spec_events(raw):
@@ -272,22 +289,24 @@ class VllmManagerTarget:
 
     def view(self) -> PoolView:
         self._pair_hashes()
-        view = self.pool.view()
-        key = self._spec_key
-        keys = None if view.keys is None else tuple(frozenset(map(key, k)) for k in view.keys)
-        primary = None
-        if view.primary is not None:
-            primary = tuple(None if p is None else key(p) for p in view.primary)
-        index = None
-        if view.index is not None:
-            index = tuple(sorted((key(k), blocks) for k, blocks in view.index))
-        lookups = None
-        if view.lookups is not None:
-            lookups = tuple(sorted((key(k), b) for k, b in view.lookups))
-        return replace(view, keys=keys, primary=primary, index=index, lookups=lookups)
+        return self.pairing.view(self.pool.view())
 
     def structure_problems(self) -> list[str]:
         return self.pool.structure_problems()
+
+
+def extra_keys_taken(modules: Modules) -> frozenset[str]:
+    """The attributes besides the salt a request of this release can carry: a LoRA
+    adapter and multimodal features always (since 0.10.1), prompt embeddings where its
+    hashing reads them through the suite's ``tensor_data`` (an isolated release: an
+    installed vLLM's needs a torch tensor)."""
+    taken = {"lora-name", "lora-path", "mm-identifier", "mm-offset"}
+    utils = modules["vllm.v1.core.kv_cache_utils"]
+    if callable(getattr(utils, "_gen_prompt_embeds_extra_hash_keys", None)) and (
+        getattr(utils, "tensor_data", None) is tensor_data
+    ):
+        taken.add("prompt-embeds")
+    return frozenset(taken)
 
 
 def manager_factory(
