@@ -19,7 +19,7 @@ from .vectors.command import vectors
 LAZY_COMMANDS = {
     "mutants": ".mutants.command:mutants",
     "prove": ".proofs.command:prove",
-    "crosshair": ".crosshair_check:crosshair",
+    "crosshair": ".crosshair.command:crosshair",
     "bench": ".bench.command:bench",
     "diff": ".diff.command:diff",
     "docs": ".reference.command:docs",

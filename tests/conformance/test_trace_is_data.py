@@ -246,7 +246,7 @@ def test_a_malformed_file_is_one_line_and_exit_2_everywhere(tmp_path: Path, name
 def test_the_standalone_vector_runner_loads_only_its_pool_and_reports_bad_files(
     tmp_path: Path, planted: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kvpool.conformance import vector_runner
+    from kvpool.conformance.vectors import runner as vector_runner
 
     corpus = tmp_path / "corpus"
     meta = TraceMeta("impl", "seed", "pool", "order", PoolConfig(4))

@@ -75,7 +75,7 @@ def test_a_faulty_pool_fails_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
 def standalone(pool: str) -> subprocess.CompletedProcess[str]:
     script = (
         "import sys\n"
-        "from kvpool.conformance import vector_runner\n"
+        "from kvpool.conformance.vectors import runner as vector_runner\n"
         f"code = vector_runner.main([{str(CORPUS)!r}, '--pool', {pool!r}, '--profile', 'seed'])\n"
         "leaked = sorted(m for m in sys.modules if m.startswith('kvpool.spec'))\n"
         "assert not leaked, leaked\n"

@@ -31,7 +31,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .extras import require
+from ..extras import require
 
 #: The bounded CI selection: the flat rule functions, which CrossHair searches well.
 CURATED: tuple[str, ...] = (

@@ -9,7 +9,7 @@ for ``order`` vectors also the free queue's order when the pool exposes it. Vect
 the eviction order of their profile; a pool with another policy is checked with
 ``kvpool vectors check``, which re-derives the expectations as it goes.
 
-    python -m kvpool.conformance.vector_runner VECTOR_DIR --pool mypkg.pool:make_pool
+    python -m kvpool.conformance.vectors.runner VECTOR_DIR --pool mypkg.pool:make_pool
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""``kvpool crosshair``: CrossHair over the spec's PEP 316 contracts."""
