@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -34,18 +34,7 @@ from .manager.target import RequestSetup
 from .report import coverage_tables, print_failure, properties_table, results_table
 from .targets.engines import is_manager_target
 from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
-from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, fail_usage
-
-
-def _choices(value: str, known: Iterable[str], what: str) -> list[str]:
-    """A comma-separated list of names, each one of ``known``."""
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise click.BadParameter(
-            f"unknown {what}(s) {', '.join(unknown) or value!r}; choose from {', '.join(known)}"
-        )
-    return names
+from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 
 @click.command()
@@ -218,8 +207,8 @@ def conform(
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
         console.width = max(console.width, 110)
     try:
-        level_names = _choices(levels or "safety,order,robustness", LEVELS, "level")
-        machine_names = _choices(machines, MACHINES, "machine")
+        level_names = comma_names(levels or "safety,order,robustness", LEVELS, "level")
+        machine_names = comma_names(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
         manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
         if manager_only:

@@ -150,8 +150,9 @@ def state_matrix(result: LevelResult) -> Table:
     ]
     if result.record.swept:
         notes.append(
-            f"{result.record.swept} cell(s) the drawn test cases missed were reached by "
-            "the end-of-run sweep (each its shortest witness, run in lockstep on a new pool)"
+            f"the end-of-run sweep ran {result.record.swept} witness(es), each the shortest "
+            "action sequence to a cell (or, at robustness, a broken rule) the drawn test "
+            "cases missed, in lockstep on a new pool"
         )
     if gaps:
         notes.append("MISSED: " + ", ".join(f"{row} on {state}" for row, state in gaps))

@@ -264,26 +264,17 @@ def record(
 ) -> RequestProgram:
     """The serving workload's first ``ops`` request actions, as decided by running it on
     ``contender`` (our manager, under the seed profile, unless told otherwise)."""
-    from kvpool.conformance.manager.workload import Workload, WorkloadParams
+    from kvpool.conformance.manager.workload import Workload
     from kvpool.spec import get_profile
+
+    from .programs import request_workload
 
     prog = RequestProgram(num_gpu_blocks)
     chosen = contender if contender is not None else ours(get_profile("seed"))
     target = chosen.make(prog.setup, None)
     # The pool bench's request workload, with no partial entries: with the hash block as
     # large as a block, a block's tail is never a whole hash block, so there are none.
-    params = WorkloadParams(
-        requests=1_000_000,
-        prefixes=32,
-        prefix_tokens=256,
-        prompt_tokens=(16, 512),
-        output_tokens=(1, 64),
-        turns=3,
-        concurrency=32,
-        decode_chunk=16,
-        partial_entries=False,
-        seed=seed,
-    )
+    params = request_workload(seed, partial_entries=False)
 
     class Done(Exception):
         pass

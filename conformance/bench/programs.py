@@ -29,7 +29,10 @@ import hashlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvpool.conformance.manager.workload import WorkloadParams
 
 #: One pool call at the id level: ``(operation, *arguments)``. Arguments by operation:
 #: ``get_new_blocks (n)``, ``free_blocks (ids)``, ``touch (ids)``,
@@ -270,7 +273,7 @@ def requests(
     on_step: Callable[[int], None] | None = None,
 ) -> Program:
     """The serving workload, recorded from our manager until ``ops`` pool calls."""
-    from kvpool.conformance.manager.workload import Workload, WorkloadParams
+    from kvpool.conformance.manager.workload import Workload
     from kvpool.conformance.targets.impl_manager import scheduled
     from kvpool.impl import KVCacheManager
     from kvpool.spec.manager import Admit, Append, Compute, Finish, Preempt, Resume
@@ -286,17 +289,7 @@ def requests(
     manager.block_pool = RecordingPool(manager.block_pool, prog)  # type: ignore[assignment]
     # Enough concurrent requests to keep a small pool busy (preemptions included) and
     # enough requests for ``ops`` pool calls; larger pools simply hold more of the cache.
-    params = WorkloadParams(
-        requests=1_000_000,
-        prefixes=32,
-        prefix_tokens=256,
-        prompt_tokens=(16, 512),
-        output_tokens=(1, 64),
-        turns=3,
-        concurrency=32,
-        decode_chunk=16,
-        seed=seed,
-    )
+    params = request_workload(seed)
 
     class Done(Exception):
         pass
@@ -344,6 +337,25 @@ BUILDERS: dict[str, Callable[[int, int, int], Program]] = {
     "cache-full": cache_full,
     "requests": requests,
 }
+
+
+def request_workload(seed: int, partial_entries: bool = True) -> WorkloadParams:
+    """The request bench's workload: shared prefixes, multi-turn requests and enough of
+    them at once to keep a small pool busy (preemptions included)."""
+    from kvpool.conformance.manager.workload import WorkloadParams
+
+    return WorkloadParams(
+        requests=1_000_000,
+        prefixes=32,
+        prefix_tokens=256,
+        prompt_tokens=(16, 512),
+        output_tokens=(1, 64),
+        turns=3,
+        concurrency=32,
+        decode_chunk=16,
+        partial_entries=partial_entries,
+        seed=seed,
+    )
 
 
 def build(workload: str, num_gpu_blocks: int, ops: int, seed: int = 0) -> Program:

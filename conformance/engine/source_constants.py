@@ -14,13 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from hypothesis.internal.conjecture import providers
-from hypothesis.internal.constants_ast import Constants
+
+try:
+    from hypothesis.internal.constants_ast import Constants as _Constants
+except ImportError:  # a Hypothesis older than its source constants: nothing to keep out
+    _Constants = None  # type: ignore[assignment,misc]
 
 
-def _no_local_constants() -> Constants:
-    return Constants()
+def _no_local_constants() -> Any:
+    return _Constants()
 
 
 @contextmanager
@@ -28,9 +33,13 @@ def without_source_constants() -> Iterator[None]:
     """Within this block, Hypothesis draws no literal taken from a loaded module's source.
 
     The cache of permitted constants is cleared on the way in and out, so neither a
-    constant found before the block nor the empty set used within leaks across it.
+    constant found before the block nor the empty set used within leaks across it. With a
+    Hypothesis that draws no such literals (older than 6.131), it does nothing.
     """
-    found = providers._get_local_constants
+    found = getattr(providers, "_get_local_constants", None)
+    if found is None or _Constants is None:
+        yield
+        return
     providers.CONSTANTS_CACHE.cache.clear()
     providers._get_local_constants = _no_local_constants
     try:

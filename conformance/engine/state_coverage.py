@@ -156,14 +156,12 @@ def unrefused(refusals: Mapping[str, int], drawable: Drawable) -> list[str]:
     return sorted(r for r in refusal_witnesses(drawable) if not refusals.get(r, 0))
 
 
-@lru_cache(maxsize=16)
 def witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[Cell, Witness]:
     """Each reachable cell with the shortest action sequence found reaching it (explored
     breadth first, so no shorter one exists within the explored pools)."""
     return _explore(drawable, depth)[0]
 
 
-@lru_cache(maxsize=16)
 def refusal_witnesses(drawable: Drawable, depth: int = EXPLORED_DEPTH) -> Mapping[str, Witness]:
     """Each rule a call can break in the explored pools, with the shortest sequence found
     that ends with a call breaking it (the calls before it inside the contract)."""
@@ -201,7 +199,8 @@ def _explore(drawable: Drawable, depth: int) -> tuple[dict[Cell, Witness], dict[
 def out_of_contract(state: PoolState, drawable: Drawable) -> list[Action]:
     """Calls that break a rule :func:`alphabet`'s calls cannot: too many or negative blocks
     asked for, a block released once more than it is held, an id past the pool, a partial
-    entry of no tokens, a block size that is no multiple of the hash block size."""
+    entry of no tokens, a block larger than the request's hashes cover (and, where the
+    profile hashes at the block size, a block size other than the hash block size)."""
     n = state.num_blocks
     request = (b"\x00\x01", b"\x00\x02")
     actions: list[Action] = [

@@ -15,6 +15,7 @@ from rich.console import Console
 from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
 from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from ..usage import comma_names
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors
@@ -35,16 +36,6 @@ def _until(duration: float, max_actions: int | None) -> str:
     limits = [f"for {clock(duration)}"] if duration else []
     limits += [f"until {max_actions:,} actions"] if max_actions else []
     return " or ".join(limits) or "until Ctrl-C"
-
-
-def _names(value: str, known: tuple[str, ...], what: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown or not names:
-        raise click.BadParameter(
-            f"unknown {what}(s) {', '.join(unknown) or repr(value)}; choose from {', '.join(known)}"
-        )
-    return names
 
 
 @click.command()
@@ -202,8 +193,8 @@ def fuzz(
     """
     console = Console()
     try:
-        level_names = _names(levels, tuple(LEVELS), "level")
-        machine_names = _names(machines, MACHINES, "machine")
+        level_names = comma_names(levels, tuple(LEVELS), "level")
+        machine_names = comma_names(machines, MACHINES, "machine")
         chosen_profile = get_profile(profile or default_profile(target) or "seed")
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)

@@ -86,6 +86,15 @@ def is_manager_target(spec: str) -> bool:
     return spec in ("nanovllm", "nanovllm-fork") or spec.startswith("nanovllm@")
 
 
+def tree_root(spec: str, path: str) -> Path:
+    """The folder a ``NAME@PATH`` target names, or :class:`EngineLoadError` saying it is not
+    one."""
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise EngineLoadError(f"{spec}: {root} is not a folder")
+    return root
+
+
 def load_lmdeploy_manager(spec: str) -> tuple[Any, str]:
     """LMDeploy's block manager with its prefix trie, from a release or a tree."""
     from .lmdeploy.manager import LmdeployManagerFactory
@@ -94,9 +103,7 @@ def load_lmdeploy_manager(spec: str) -> tuple[Any, str]:
 
     try:
         if spec.startswith("lmdeploy@"):
-            root = Path(spec.removeprefix("lmdeploy@")).expanduser()
-            if not root.is_dir():
-                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            root = tree_root(spec, spec.removeprefix("lmdeploy@"))
             release = load_manager_tree(root, version_in_tree(root))
             name = spec
         else:
@@ -122,9 +129,7 @@ def load_engine_manager(spec: str) -> tuple[Any, str]:
 
     try:
         if spec.startswith("nanovllm@"):
-            root = Path(spec.removeprefix("nanovllm@")).expanduser()
-            if not root.is_dir():
-                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            root = tree_root(spec, spec.removeprefix("nanovllm@"))
             release = load_tree(root, version_label(root))
         else:
             release = load_distribution(spec)
@@ -149,9 +154,7 @@ def load_sglang_manager(spec: str) -> tuple[Any, str]:
     pages = "" if page_size == 1 else f",page={page_size or 'drawn'}"
     try:
         if where.startswith("sglang@"):
-            root = Path(where.removeprefix("sglang@")).expanduser()
-            if not root.is_dir():
-                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            root = tree_root(spec, where.removeprefix("sglang@"))
             release = load_tree(root, version_label(root))
             name = spec
         else:
@@ -183,9 +186,7 @@ def load_engine_target(spec: str) -> tuple[TargetFactory, str]:
 
     try:
         if spec.startswith("lmdeploy@"):
-            root = Path(spec.removeprefix("lmdeploy@")).expanduser()
-            if not root.is_dir():
-                raise EngineLoadError(f"{spec}: {root} is not a folder")
+            root = tree_root(spec, spec.removeprefix("lmdeploy@"))
             release = load_tree(root, version_in_tree(root))
             name = f"{spec} ({release.version})"
         else:

@@ -85,31 +85,6 @@ class HidesWatchedBlocks(BlockPool):
         return found
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_sweep_finds_a_fault_the_drawn_cases_did_not_reach(
-    seed: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def planted(config: PoolConfig, profile: Profile) -> Target:
-        return VllmApiTarget(HidesWatchedBlocks, config, profile, name="hides-watched")
-
-    def run() -> LevelResult:
-        return run_level(
-            planted,
-            get_profile("seed"),
-            LEVELS["safety"],
-            max_examples=3,
-            steps=10,
-            seed=seed,
-            max_blocks=8,
-        )
-
-    found = run()
-    assert found.failure is not None and found.record.swept > 0
-    assert "get_cached_block" in found.failure.message, found.failure.message
-    monkeypatch.setattr(runner, "sweep", lambda *args: None)
-    assert run().failure is None  # the drawn test cases alone did not reach it
-
-
 def test_every_cell_the_drawers_reach_was_found_by_exploring_the_spec(
     default_runs: list[LevelResult],
 ) -> None:
@@ -220,27 +195,32 @@ class CachesWhileOff(BlockPool):
             super().cache_full_blocks(*args, **kwargs)
 
 
+#: Planted faults only the sweep reaches in a few short test cases: a cell of the rarest
+#: state (safety), and a rule no drawn call broke (robustness); each with what it shows.
+SWEPT_FAULTS = {
+    "hides-watched": (HidesWatchedBlocks, "safety", "get_cached_block"),
+    "caches-while-off": (CachesWhileOff, "robustness", "rule 'caching-enabled'"),
+}
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_robustness_sweep_breaks_a_rule_no_drawn_call_broke(
-    seed: int, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("fault", SWEPT_FAULTS)
+def test_the_sweep_finds_a_fault_the_drawn_cases_did_not_reach(
+    fault: str, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pool_class, level, shows = SWEPT_FAULTS[fault]
+
     def planted(config: PoolConfig, profile: Profile) -> Target:
-        return VllmApiTarget(CachesWhileOff, config, profile, name="caches-while-off")
+        return VllmApiTarget(pool_class, config, profile, name=fault)
 
     def run() -> LevelResult:
         return run_level(
-            planted,
-            get_profile("seed"),
-            LEVELS["robustness"],
-            max_examples=2,
-            steps=5,
-            seed=seed,
-            max_blocks=8,
-            max_findings=1,
-        )
+            planted, get_profile("seed"), LEVELS[level],
+            max_examples=3, steps=5, seed=seed, max_blocks=8, max_findings=1,
+        )  # fmt: skip
 
     found = run()
     assert found.failure is not None and found.record.swept > 0
-    assert "rule 'caching-enabled'" in found.failure.message, found.failure.message
+    assert shows in found.failure.message, found.failure.message
     monkeypatch.setattr(runner, "sweep", lambda *args: None)
-    assert run().failure is None  # the drawn test cases alone did not break it
+    assert run().failure is None  # the drawn test cases alone did not reach it

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
+from ..engine_wheel import EngineFiles
 from ..isolated_files import IsolatedLoadError, load_isolated
-from .release import INSTALL_LINE, LmdeployUnavailable, check_version, version_in_tree
+from .release import INSTALL_LINE, LmdeployUnavailable, release_root
 
 #: Module names (under ``lmdeploy.``) in load order.
 MODULES = (
@@ -168,12 +168,4 @@ def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
 
 def load_manager_release(version: str) -> LmdeployManagerRelease:
     """Release ``version``'s manager files, from the cache or downloaded into it once."""
-    check_version(version)
-    try:
-        root = cached_files(FILES, version)
-    except EngineWheelError as exc:
-        raise LmdeployUnavailable(str(exc)) from exc
-    found = version_in_tree(root)
-    if found != version:
-        raise LmdeployUnavailable(f"the wheel of LMDeploy {version} says it is {found}")
-    return load_manager_tree(root, version)
+    return load_manager_tree(release_root(FILES, version), version)

@@ -93,14 +93,20 @@ def load_tree(root: Path, version: str) -> LmdeployRelease:
     return LmdeployRelease(version, root, modules[MODULE])
 
 
-def load_release(version: str) -> LmdeployRelease:
-    """Release ``version``'s allocator, from the cache or downloaded into it once."""
+def release_root(files: EngineFiles, version: str) -> Path:
+    """Where release ``version``'s ``files`` are, from the cache or downloaded into it
+    once, checked to be that version."""
     check_version(version)
     try:
-        root = cached_files(FILES, version)
+        root = cached_files(files, version)
     except EngineWheelError as exc:
         raise LmdeployUnavailable(str(exc)) from exc
     found = version_in_tree(root)
     if found != version:
         raise LmdeployUnavailable(f"the wheel of LMDeploy {version} says it is {found}")
-    return load_tree(root, version)
+    return root
+
+
+def load_release(version: str) -> LmdeployRelease:
+    """Release ``version``'s allocator, from the cache or downloaded into it once."""
+    return load_tree(release_root(FILES, version), version)
