@@ -13,6 +13,7 @@ import click
 from kvpool.spec import CONSUMER_MODELS, PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .engine.contracts import checking_contracts
@@ -32,8 +33,10 @@ from .manager.runner import (
 )
 from .manager.target import RequestSetup
 from .report import coverage_tables, print_failure, properties_table, results_table
-from .targets.engines import is_manager_target
-from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from .targets.description import TargetDescription
+from .targets.loading import TargetLoadError, choose_profile, load_manager, load_target
+from .targets.options import MANAGER, TARGET
+from .targets.registry import entry_of
 from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 
@@ -43,8 +46,10 @@ from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_us
     "-t",
     default="impl",
     show_default=True,
-    help="The pool to check: 'impl' (ours), 'spec' (self-check), or "
-    "'module:factory' — a factory building a pool with vLLM's BlockPool API "
+    type=TARGET,
+    help="The pool to check: 'impl' (ours), 'spec' (self-check), an engine's NAME, "
+    "NAME==VERSION or NAME@PATH (kvpool targets lists them: vllm==0.33.0, lmdeploy, ...), "
+    "or 'module:factory' — a factory building a pool with vLLM's BlockPool API "
     "(called with num_gpu_blocks=, enable_caching=, hash_block_size=, "
     "enable_kv_cache_events=) or a Target from (config, profile).",
 )
@@ -90,6 +95,7 @@ from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_us
     "--manager",
     default="auto",
     show_default=True,
+    type=MANAGER,
     help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
     "impl's KVCacheManager, or an LMDeploy release's block manager with its prefix trie), "
     "'none', 'vllm' (the KVCacheManager of the vLLM release --target names), 'lmdeploy' "
@@ -175,12 +181,12 @@ from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_us
     "condition and the action; the run is slower.",
 )
 def conform(
-    target: str,
+    target: TargetDescription,
     profile: str | None,
     levels: str | None,
     consumer: str | None,
     machines: str,
-    manager: str,
+    manager: TargetDescription | str,
     max_examples: int,
     steps: int,
     seed: int | None,
@@ -209,15 +215,19 @@ def conform(
     try:
         level_names = comma_names(levels or "safety,order,robustness", LEVELS, "level")
         machine_names = comma_names(machines, MACHINES, "machine")
-        chosen_profile = get_profile(profile or default_profile(target) or "seed")
-        manager_only = is_manager_target(target)  # nano-vllm: a manager, no pool API
+        default = choose_profile(target)
+        chosen_profile = get_profile(profile or default.name)
+        manager_text = manager if isinstance(manager, str) else manager.text
+        manager_only = not entry_of(target).has_pool  # nano-vllm: a manager, no pool API
         if manager_only:
-            machine_names = _manager_only_machines(console, target, machine_names, manager)
+            machine_names = _manager_only_machines(
+                console, target.text, machine_names, manager_text
+            )
         else:
             factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
         if manager_only:
-            factory, name = load_target("spec")[0], getattr(manager_factory, "name", target)
+            factory, name = load_target("spec")[0], getattr(manager_factory, "name", target.text)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
@@ -256,7 +266,8 @@ def conform(
             )
     run_seed = seed if seed is not None else random.randrange(2**32)
     console.print(
-        f"kvpool conform: target [bold]{name}[/bold], profile {chosen_profile.name}, "
+        f"kvpool conform: target [bold]{name}[/bold], profile {chosen_profile.name}"
+        f"{'' if profile else f' ({escape(default.reason)})'}, "
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
@@ -391,7 +402,7 @@ def conform(
             if failure.config is None:
                 continue
             meta = TraceMeta(
-                target=target,
+                target=target.text,
                 profile=chosen_profile.name,
                 machine=result.machine,
                 level=result.level.name,
@@ -415,7 +426,7 @@ def conform(
         which = (
             f"--machine pool --level {first.level.name}"
             if first.machine == "pool"
-            else f"--machine requests --manager {manager}"
+            else f"--machine requests --manager {manager_text}"
         )
         if first.level.consumer is not None:
             events = " --level events" if first.machine == "requests" else ""
@@ -423,7 +434,8 @@ def conform(
         if fail_fast:  # the same passes, in the same order
             which += " --fail-fast"
         console.print(
-            f"\nReproduce with: kvpool conform --target {target} --profile {chosen_profile.name} "
+            f"\nReproduce with: kvpool conform --target {target.text} "
+            f"--profile {chosen_profile.name} "
             f"{which} --seed {run_seed} "
             f"--max-examples {max_examples} --steps {steps} --blocks {blocks}",
             highlight=False,

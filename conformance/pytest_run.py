@@ -28,7 +28,7 @@ from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, 
 from .manager.target import ManagerTargetFactory, RequestSetup
 from .pytest_defaults import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
 from .report import print_failure, results_table
-from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from .targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from .trace.model import Trace, TraceMeta
 from .trace.save import kvpool_version, save_trace
 
@@ -210,7 +210,7 @@ def load(plan: Plan) -> LoadedTarget:
     """Import the target (and manager) and build one of each; :class:`PlanError` says why
     that failed."""
     try:
-        profile = get_profile(plan.profile or default_profile(plan.target) or "seed")
+        profile = get_profile(plan.profile or choose_profile(plan.target).name)
         factory, name = load_target(plan.target)
     except TargetLoadError as exc:
         raise PlanError(f"--kvpool-target: {exc}") from None

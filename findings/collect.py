@@ -324,7 +324,7 @@ def page() -> str:
         folder: [read_trace(p) for p in sorted((out / folder).glob("*.itf.json"))]
         for folder in TARGETS.values()
     }
-    from kvpool.conformance.targets.loading import default_profile
+    from kvpool.conformance.targets.loading import choose_profile
     from kvpool.spec import get_profile
 
     by_folder = {folder: target for target, folder in TARGETS.items()}
@@ -333,7 +333,7 @@ def page() -> str:
         manager_only = target in MANAGER_ONLY
         emits = target in MANAGER_EVENTS or (
             not manager_only
-            and get_profile(default_profile(target) or "seed").offers("take_events")
+            and get_profile(choose_profile(target).name).offers("take_events")
         )
         cells = []
         for run in (*RUNS, *EVENT_RUNS):

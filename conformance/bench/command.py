@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..targets.description import TargetDescription
+from ..targets.options import TARGET
 from . import managers
 from .measure import (
     Contender,
@@ -496,6 +498,7 @@ Examples:
     "vllm_spec",
     default="vllm==0.33.0",
     show_default=True,
+    type=TARGET,
     help="The vLLM release to compare against (vllm==X.Y.Z, vllm@PATH or the installed "
     "vllm, as kvpool conform --target).",
 )
@@ -563,7 +566,7 @@ Examples:
 @click.pass_context
 def bench(
     context: click.Context,
-    vllm_spec: str,
+    vllm_spec: TargetDescription,
     manager: str,
     sizes: str,
     workloads: tuple[str, ...],
@@ -600,7 +603,7 @@ def bench(
         else:
             pool_pair = (ours(), vllm(vllm_spec))
     except Exception as exc:  # TargetLoadError and friends: say what to fix
-        raise click.ClickException(f"cannot load {vllm_spec}: {exc}") from exc
+        raise click.ClickException(f"cannot load {vllm_spec.text}: {exc}") from exc
     with Progress(
         TextColumn("{task.description:<34}"),
         BarColumn(),

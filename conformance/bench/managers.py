@@ -31,7 +31,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.manager import (
@@ -48,6 +48,9 @@ from kvpool.spec.manager import (
 
 from ..manager.target import ManagerTarget, RequestSetup
 from .measure import collector_off
+
+if TYPE_CHECKING:
+    from ..targets.description import TargetDescription
 
 #: The managers' block size; vLLM's single-group coordinator needs the hash block size
 #: equal to it.
@@ -142,18 +145,18 @@ def ours(profile: Profile) -> ManagerContender:
     return ManagerContender("ours KVCacheManager", make, sha256_hash, pool_free_count)
 
 
-def vllm(spec: str) -> tuple[ManagerContender, Profile]:
+def vllm(spec: TargetDescription | str) -> tuple[ManagerContender, Profile]:
     """The ``KVCacheManager`` of the vLLM release ``spec`` names (``vllm==X.Y.Z``,
     ``vllm@PATH``, ``vllm``), loaded as ``kvpool conform --manager vllm`` loads it, and the
     release's profile (both sides' pools are read under it)."""
     from kvpool.spec import get_profile
 
-    from ..targets.loading import default_profile, load_manager
+    from ..targets.loading import choose_profile, load_manager
     from ..targets.vllm.manager_target import VllmManagerTarget
 
     factory, _ = load_manager("vllm", spec)
     assert factory is not None
-    profile = get_profile(default_profile(spec) or "seed")
+    profile = get_profile(choose_profile(spec).name)
     fit = getattr(factory, "fit_setup", lambda setup: setup)
 
     def make(setup: RequestSetup, hash_function: HashFunction | None) -> ManagerTarget:

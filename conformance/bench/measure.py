@@ -22,9 +22,12 @@ import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .programs import Call, Program
+
+if TYPE_CHECKING:
+    from ..targets.description import TargetDescription
 
 #: A compiled call: a bound pool method and its arguments.
 Compiled = tuple[Callable[..., Any], tuple[Any, ...]]
@@ -53,11 +56,12 @@ def ours() -> Contender:
     )
 
 
-def vllm(spec: str) -> Contender:
+def vllm(spec: TargetDescription | str) -> Contender:
     """A released vLLM's pool, loaded as the conformance suite loads it."""
-    from ..targets.loading import load_vllm
+    from ..targets.loading import described
+    from ..targets.vllm.entry import load_vllm
 
-    release = load_vllm(spec)
+    release = load_vllm(described(spec))
     pool_class = release.pool_class
     request = release.api().request
     assert request is not None

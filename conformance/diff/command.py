@@ -14,7 +14,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine.levels import ORDER, SAFETY
 from ..engine.lockstep import RunRecord
+from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
+from ..targets.options import TARGET
 from ..trace.files import TraceFileError
 from ..trace.model import Trace
 from ..trace.trust import replay_command
@@ -34,8 +36,8 @@ def _fail_usage(console: Console, message: str) -> NoReturn:
 
 
 @click.command()
-@click.argument("pool_a", metavar="A")
-@click.argument("pool_b", metavar="B")
+@click.argument("pool_a", metavar="A", type=TARGET)
+@click.argument("pool_b", metavar="B", type=TARGET)
 @click.option(
     "--level",
     "-l",
@@ -90,8 +92,8 @@ def _fail_usage(console: Console, message: str) -> NoReturn:
     help="Where each difference's trace (ITF JSON) and pytest file are written.",
 )
 def diff(
-    pool_a: str,
-    pool_b: str,
+    pool_a: TargetDescription,
+    pool_b: TargetDescription,
     level: str,
     profile_a: str | None,
     profile_b: str | None,

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from kvpool.spec import PoolConfig, get_profile
 
 from ..engine.target import TargetFactory
-from ..targets.loading import TargetLoadError, default_profile, load_target
+from ..targets.description import TargetDescription
+from ..targets.loading import TargetLoadError, choose_profile, described, load_target
 from .common import CommonGround, Side, common_ground, offered
 
 
@@ -23,19 +24,20 @@ class Pair:
 
 
 def _side(
-    letter: str, spec: str, profile: str | None
+    letter: str, target: TargetDescription | str, profile: str | None
 ) -> tuple[Side, TargetFactory, frozenset[str]]:
-    chosen = get_profile(profile or default_profile(spec) or "seed")
+    spec = described(target)
+    chosen = get_profile(profile or choose_profile(spec).name)
     factory, _ = load_target(spec)
     try:
         probe = factory(PoolConfig(2), chosen)
     except Exception as exc:  # the target cannot even build a pool
         raise TargetLoadError(
-            f"{letter} ({spec}) could not build a pool: {type(exc).__name__}: {exc}"
+            f"{letter} ({spec.text}) could not build a pool: {type(exc).__name__}: {exc}"
         ) from exc
     side = Side(
         letter,
-        spec,
+        spec.text,
         chosen,
         offered(probe, chosen),
         frozenset(probe.observes),
@@ -45,7 +47,10 @@ def _side(
 
 
 def load_pair(
-    spec_a: str, spec_b: str, profile_a: str | None = None, profile_b: str | None = None
+    spec_a: TargetDescription | str,
+    spec_b: TargetDescription | str,
+    profile_a: str | None = None,
+    profile_b: str | None = None,
 ) -> Pair:
     """Load both targets (a vLLM release is fetched once into the cache).
 

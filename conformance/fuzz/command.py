@@ -14,7 +14,9 @@ from rich.console import Console
 
 from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
-from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from ..targets.description import TargetDescription
+from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
+from ..targets.options import MANAGER, TARGET
 from ..usage import comma_names
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
@@ -44,6 +46,7 @@ def _until(duration: float, max_actions: int | None) -> str:
     "-t",
     default="impl",
     show_default=True,
+    type=TARGET,
     help="The pool to fuzz, as for kvpool conform: impl, spec, vllm==X.Y.Z, module:factory.",
 )
 @click.option(
@@ -75,6 +78,7 @@ def _until(duration: float, max_actions: int | None) -> str:
     "--manager",
     default="auto",
     show_default=True,
+    type=MANAGER,
     help="The manager the requests machine checks: auto, none, or module:factory.",
 )
 @click.option(
@@ -159,11 +163,11 @@ def _until(duration: float, max_actions: int | None) -> str:
     "shows one live line instead).",
 )
 def fuzz(
-    target: str,
+    target: TargetDescription,
     profile: str | None,
     levels: str,
     machines: str,
-    manager: str,
+    manager: TargetDescription | str,
     workers: int,
     hours: float,
     minutes: float,
@@ -195,7 +199,7 @@ def fuzz(
     try:
         level_names = comma_names(levels, tuple(LEVELS), "level")
         machine_names = comma_names(machines, MACHINES, "machine")
-        chosen_profile = get_profile(profile or default_profile(target) or "seed")
+        chosen_profile = get_profile(profile or choose_profile(target).name)
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
@@ -217,7 +221,7 @@ def fuzz(
         if manager_factory is not None:
             jobs.append(JobSpec("requests", "manager"))
     plan = CampaignPlan(
-        target=target,
+        target=target.text,
         profile=chosen_profile.name,
         manager=manager_name,
         jobs=tuple(jobs),

@@ -15,7 +15,9 @@ from ..engine.levels import Level
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.runner import LevelResult
 from ..report import action_line, properties_table
-from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from ..targets.description import TargetDescription
+from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
+from ..targets.options import MANAGER, TARGET
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 from .machine import RequestRun, RunBuilder
 from .runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder
@@ -24,11 +26,14 @@ from .workload import Workload, WorkloadParams, WorkloadStats
 
 
 @click.command()
-@click.option("--target", "-t", default="impl", show_default=True, help="The pool to drive.")
+@click.option(
+    "--target", "-t", default="impl", show_default=True, type=TARGET, help="The pool to drive."
+)
 @click.option(
     "--manager",
     default="auto",
     show_default=True,
+    type=MANAGER,
     help="Also run the workload on this manager target ('auto': the target's own, 'none').",
 )
 @click.option(
@@ -78,8 +83,8 @@ from .workload import Workload, WorkloadParams, WorkloadStats
 @click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=0, show_default=True, type=int)
 def workload(
-    target: str,
-    manager: str,
+    target: TargetDescription,
+    manager: TargetDescription | str,
     profile: str | None,
     requests: int,
     prefixes: int,
@@ -120,7 +125,7 @@ def workload(
             partial_entries=not any(g.is_sliding for g in kv_groups),
             seed=seed,
         )
-        chosen_profile = get_profile(profile or default_profile(target) or "seed")
+        chosen_profile = get_profile(profile or choose_profile(target).name)
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
         if block_size % hash_block_size:

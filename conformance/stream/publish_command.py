@@ -19,7 +19,9 @@ from ..engine.lockstep import Nonconformance, RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
-from ..targets.loading import TargetLoadError, default_profile, load_target
+from ..targets.description import TargetDescription
+from ..targets.loading import TargetLoadError, choose_profile, load_target
+from ..targets.options import TARGET
 from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
 from .publisher import DEFAULT_RELEASE, EventTranslator, PublisherError, load_publisher
@@ -35,6 +37,7 @@ EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
     "-t",
     default="impl",
     show_default=True,
+    type=TARGET,
     help="The pool whose events are published: 'impl', 'vllm==X.Y.Z', 'module:factory'.",
 )
 @click.option(
@@ -103,7 +106,7 @@ EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
     help="Seconds the replay socket stays up after the last batch (late subscribers).",
 )
 def publish(
-    target: str,
+    target: TargetDescription,
     endpoint: str,
     replay_endpoint: str,
     topic: str,
@@ -151,7 +154,7 @@ def publish(
         usage("--block-size must be a multiple of --hash-block-size")
     try:
         factory, name = load_target(target)
-        profile = get_profile(default_profile(target) or "seed")
+        profile = get_profile(choose_profile(target).name)
         int_hashes = None if hashes == "release" else hashes == "int"
         loaded = load_publisher(release, int_hashes)
     except (TargetLoadError, ReleaseError, IsolationError, PublisherError, KeyError) as exc:

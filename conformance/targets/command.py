@@ -1,5 +1,5 @@
-"""``kvpool targets``: what can be checked, the actions each target takes, the managers
-and the profiles."""
+"""``kvpool targets``: the engines of the registry, their forms, the actions each target
+takes, the managers and the profiles."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.target import EVICT_FIRST
-from .loading import (
-    BUILT_IN,
-    BUILT_IN_MANAGERS,
-    VLLM_SPECS,
-    TargetLoadError,
-    default_profile,
-    load_manager,
-    load_target,
-)
+from .description import Form, TargetDescription
+from .errors import TargetLoadError
+from .factory_entry import FACTORY
+from .loading import MANAGER_WORDS, choose_profile, load_manager, load_target
+from .options import TARGET
+from .registry import EngineEntry, engine, registered
 
 
 @click.command()
@@ -26,37 +23,31 @@ from .loading import (
     "-t",
     "extra",
     multiple=True,
+    type=TARGET,
     help="Also describe this target (repeatable), e.g. vllm==0.24.0 (downloaded if needed).",
 )
-def targets(extra: tuple[str, ...]) -> None:
-    """The targets that can be checked, the actions each one takes, the managers and the
-    profiles. vLLM releases already in the cache are described too."""
+def targets(extra: tuple[TargetDescription, ...]) -> None:
+    """The targets that can be checked (every engine registered under the kvpool.engines
+    entry-point group, kvpool's own and any installed package's), the actions each one
+    takes, the managers and the profiles. vLLM releases already in the cache are described
+    too."""
     from kvpool.spec import ALL_ACTIONS
 
-    from .engines import ENGINE_SPECS
-    from .engines import LISTED as ENGINE_LISTED
-    from .engines import MANAGERS as ENGINE_MANAGERS
-    from .vllm.wheel import cache_root, valid_cache
-
     console = Console()
+    entries, broken = _entries()
     forms = Table(title="targets (--target)", show_header=False)
     forms.add_column("target", no_wrap=True)
     forms.add_column("what it is")
-    for name, (_, description) in BUILT_IN.items():
-        forms.add_row(name, description)
-    for form, description in VLLM_SPECS.items():
-        forms.add_row(form, description)
-    for form, description in ENGINE_SPECS.items():
-        forms.add_row(form, description)
-    forms.add_row("module:factory", "your own pool (see kvpool conform --help)")
+    for entry in [*entries, FACTORY]:
+        for form, description in entry.forms.items():
+            forms.add_row(form, description)
+    for name, why in broken:
+        forms.add_row(name, why)
     console.print(forms)
-    cached = sorted(
-        (d.name for d in (cache_root() / "vllm").glob("*") if valid_cache(d, d.name)),
-        key=_version_key,
-    )
     described: list[tuple[str, str, str, frozenset[str] | str]] = []
-    for name in [*BUILT_IN, *(f"vllm=={v}" for v in cached), *ENGINE_LISTED, *extra]:
-        described.append(_describe_target(name))
+    listed = [text for entry in entries if entry.has_pool for text in _listed(entry)]
+    for text in [*listed, *(d.text for d in extra)]:
+        described.append(_describe_target(text))
     matrix = Table(title="actions each target takes (profile: the default --profile)")
     matrix.add_column("action", no_wrap=True)
     for name, version, profile, _ in described:
@@ -76,26 +67,18 @@ def targets(extra: tuple[str, ...]) -> None:
     managers = Table(title="managers (--manager, the requests machine)", show_header=False)
     managers.add_column("manager", no_wrap=True)
     managers.add_column("what it is")
-    for name, (_, description) in BUILT_IN_MANAGERS.items():
-        managers.add_row(name, description)
-    from .vllm.manager_loading import DESCRIPTION, manager_offer
-
-    managers.add_row("vllm", DESCRIPTION)
-    managers.add_row(
-        "lmdeploy",
-        "the DefaultBlockManager with its BlockTrie of the LMDeploy release --target names "
-        "(what --manager auto runs on an LMDeploy target; needs the lmdeploy extra: numpy)",
-    )
-    for name in ENGINE_MANAGERS:
-        managers.add_row(name, _describe_manager(name))
+    for word, meaning in MANAGER_WORDS.items():
+        managers.add_row(word, meaning)
+    for entry in entries:
+        if not entry.manager_summary:
+            continue
+        if entry.has_pool:
+            managers.add_row(entry.name, entry.manager_summary)
+        else:
+            managers.add_row(entry.name, _describe_manager(entry))
     managers.add_row("module:factory", "your own manager target, from (setup, profile)")
     console.print(managers)
-    offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
-    offers.add_column("release", no_wrap=True)
-    offers.add_column("offers it")
-    for version in cached:
-        offers.add_row(f"vllm=={version}", manager_offer(version))
-    console.print(offers)
+    _print_vllm_offers(console)
     profiles = Table(title="profiles (--profile)", show_header=False)
     profiles.add_column("profile", no_wrap=True)
     profiles.add_column("what it captures")
@@ -104,19 +87,44 @@ def targets(extra: tuple[str, ...]) -> None:
     console.print(profiles)
 
 
-def _describe_manager(name: str) -> str:
-    """A manager-only target's description: what it loads (its version), or why not."""
-    from .engines import ENGINE_SPECS
+def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]]]:
+    """Every registered engine that loads, and those that do not with the reason."""
+    entries, broken = [], []
+    for name in registered():
+        try:
+            entries.append(engine(name))
+        except TargetLoadError as exc:
+            broken.append((name, f"unavailable: {str(exc).splitlines()[0]}"))
+    return entries, broken
 
+
+def _listed(entry: EngineEntry) -> tuple[str, ...]:
+    """The targets of ``entry`` described by default: its known releases if it has
+    releases (none yet: nothing), else its name."""
+    if Form.RELEASE in entry.accepted:
+        return tuple(f"{entry.name}=={v}" for v in entry.versions())
+    return (entry.name,)
+
+
+def _print_vllm_offers(console: Console) -> None:
+    from .vllm.entry import ENTRY as VLLM
+    from .vllm.manager_loading import manager_offer
+
+    offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
+    offers.add_column("release", no_wrap=True)
+    offers.add_column("offers it")
+    for version in VLLM.versions():
+        offers.add_row(f"vllm=={version}", manager_offer(version))
+    console.print(offers)
+
+
+def _describe_manager(entry: EngineEntry) -> str:
+    """A manager-only engine's description: what it loads (its version), or why not."""
     try:
-        factory, _ = load_manager(name, name)
+        factory, _ = load_manager(entry.name, entry.name)
     except TargetLoadError as exc:
-        return f"{ENGINE_SPECS[name]}; unavailable: {str(exc).splitlines()[0]}"
-    return f"{getattr(factory, 'name', name)}: {ENGINE_SPECS[name]}"
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+        return f"{entry.manager_summary}; unavailable: {str(exc).splitlines()[0]}"
+    return f"{getattr(factory, 'name', entry.name)}: {entry.manager_summary}"
 
 
 def _describe_target(name: str) -> tuple[str, str, str, frozenset[str] | str]:
@@ -124,7 +132,7 @@ def _describe_target(name: str) -> tuple[str, str, str, frozenset[str] | str]:
     from ..trace.save import kvpool_version
 
     try:
-        profile = default_profile(name) or "seed"
+        profile = choose_profile(name).name
         factory, _ = load_target(name)
         probe = factory(PoolConfig(2), get_profile(profile))
     except Exception as exc:  # not installed, not downloadable: say so in the table

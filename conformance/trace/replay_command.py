@@ -8,16 +8,27 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
+from ..targets.options import MANAGER, TARGET, text_of
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 
 
 @click.command()
 @click.argument("trace_file", type=click.Path(dir_okay=False))
-@click.option("--target", "-t", default=None, help="Replay against this target instead.")
-@click.option("--manager", default=None, help="Replay against this manager instead.")
-@click.option("--versus", default=None, help="A diff trace: replay against this pool B instead.")
-def replay(trace_file: str, target: str | None, manager: str | None, versus: str | None) -> None:
+@click.option(
+    "--target", "-t", default=None, type=TARGET, help="Replay against this target instead."
+)
+@click.option("--manager", default=None, type=MANAGER, help="Replay against this manager instead.")
+@click.option(
+    "--versus", default=None, type=TARGET, help="A diff trace: replay against this pool B instead."
+)
+def replay(
+    trace_file: str,
+    target: TargetDescription | None,
+    manager: TargetDescription | str | None,
+    versus: TargetDescription | None,
+) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
     one trace: nondeterministic), 2 if the file or target cannot be used.
@@ -33,7 +44,7 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
     console = Console()
     try:
         trace = read_trace(Path(trace_file))
-        verdict = replay_trace(trace, target, manager, versus=versus)
+        verdict = replay_trace(trace, text_of(target), text_of(manager), versus=text_of(versus))
     except NamedInFile as exc:
         fail_usage(console, f"{exc}; run: {exc.command(trace_file)}")
     except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
@@ -41,7 +52,7 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
         fail_usage(console, message)
     meta = trace.meta
     console.print(
-        f"kvpool replay: {trace_file} on {target or meta.target} "
+        f"kvpool replay: {trace_file} on {text_of(target) or meta.target} "
         f"({meta.machine}/{meta.level}, profile {meta.profile}), {len(trace.actions)} actions",
         highlight=False,
         markup=False,

@@ -11,7 +11,8 @@ from pathlib import Path
 from kvpool.spec import PoolConfig, get_profile
 
 from ..engine.target import EVICT_FIRST
-from ..targets.loading import load_target
+from ..targets.description import TargetDescription
+from ..targets.loading import described, load_target
 from ..trace.files import TraceFileError, read_trace
 from ..trace.model import Trace
 from ..trace.record import record
@@ -41,7 +42,7 @@ def unsupported(trace: Trace, operations: frozenset[str]) -> str | None:
 
 def check_vectors(
     directory: Path,
-    target: str,
+    target: TargetDescription | str,
     profile: str | None = None,
     on_vector: Callable[[Path], None] | None = None,
 ) -> dict[str, GroupResult]:
@@ -50,6 +51,7 @@ def check_vectors(
     ``target`` is the caller's, never a vector's own: a vector names the pool it was
     recorded on, and that name is not loaded. A file that is not a pool-machine trace is
     refused (:class:`TraceFileError`), so nothing else a file names is loaded either."""
+    text = described(target).text
     factory, _ = load_target(target)
     results: dict[str, GroupResult] = {}
     for path in vector_files(directory):
@@ -70,7 +72,7 @@ def check_vectors(
         if unsupported(trace, probe.operations) is not None:
             result.skipped += 1
             continue
-        recorded = record(trace, target)
+        recorded = record(trace, text)
         step = recorded.diverging_step
         if step is None:
             result.passed += 1

@@ -10,7 +10,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
+from ..targets.options import TARGET
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 
 
@@ -44,11 +46,13 @@ def vectors_generate(out: str) -> None:
 
 @vectors.command(name="check")
 @click.argument("directory", type=click.Path(file_okay=False, exists=True))
-@click.option("--target", "-t", default="impl", show_default=True, help="The pool to check.")
+@click.option(
+    "--target", "-t", default="impl", show_default=True, type=TARGET, help="The pool to check."
+)
 @click.option(
     "--profile", "-p", default=None, help="Only the vectors of this profile (default: all)."
 )
-def vectors_check(directory: str, target: str, profile: str | None) -> None:
+def vectors_check(directory: str, target: TargetDescription, profile: str | None) -> None:
     """Replay every vector in DIRECTORY against TARGET: a table of passed, failed and
     skipped (an operation the target lacks) per group; exit 1 if any failed."""
     from ..trace.files import TraceFileError

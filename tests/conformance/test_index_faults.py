@@ -20,7 +20,8 @@ from index_faults import FAULTS, HiddenIndex, planted_vllm_tree  # on sys.path v
 from kvpool.conformance.engine.levels import ORDER, SAFETY
 from kvpool.conformance.engine.runner import LevelResult, run_level
 from kvpool.conformance.engine.target import Target
-from kvpool.conformance.targets.loading import default_profile, load_vllm
+from kvpool.conformance.targets.loading import choose_profile, described
+from kvpool.conformance.targets.vllm.entry import load_vllm
 from kvpool.conformance.targets.vllm.wheel import cached_release
 from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool
@@ -41,14 +42,14 @@ def _vllm_tree(tmp: Path, edit: tuple[str, str] | None) -> tuple[Factory, Factor
     release = cached_release("0.33.0")
     tree = planted_vllm_tree(release, tmp, edit)
     spec = f"vllm@{tree}"
-    loaded = load_vllm(spec)
+    loaded = load_vllm(described(spec))
     api = loaded.api()
     hidden = functools.partial(HiddenIndex, loaded.pool_class)
 
     def hidden_target(config: PoolConfig, profile: Profile) -> Target:
         return VllmApiTarget(hidden, config, profile, name=f"{spec} (index hidden)", api=api)
 
-    profile = get_profile(default_profile(spec) or "seed")
+    profile = get_profile(choose_profile(spec).name)
     return loaded.target_factory(spec), hidden_target, profile
 
 

@@ -12,7 +12,7 @@ from kvpool.conformance.engine.compare import compare_lookups
 from kvpool.conformance.engine.levels import ORDER
 from kvpool.conformance.engine.lockstep import replay
 from kvpool.conformance.targets.index_probe import IndexProbe
-from kvpool.conformance.targets.loading import default_profile, load_target
+from kvpool.conformance.targets.loading import choose_profile, load_target
 from kvpool.spec import (
     CacheFullBlocks,
     EvictBlocks,
@@ -42,7 +42,7 @@ DUPLICATES = (
 def test_every_release_layout_is_read_in_lookup_order(version: str) -> None:
     spec = f"vllm=={version}"
     factory, _ = load_target(spec)
-    profile = get_profile(default_profile(spec) or "seed")
+    profile = get_profile(choose_profile(spec).name)
     target = factory(PoolConfig(5), profile)
     assert "index" in target.observes
     for action in DUPLICATES:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.targets.loading import POOL_KEYWORDS, keywords_not_taken
+from kvpool.conformance.targets.factory_entry import POOL_KEYWORDS, keywords_not_taken
 
 
 def three(num_gpu_blocks: int, enable_caching: bool, hash_block_size: int) -> None: ...

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
 from kvpool.conformance.manager.target import RequestSetup
-from kvpool.conformance.targets import loading
+from kvpool.conformance.targets.vllm import entry as vllm_entry
 from kvpool.conformance.targets.vllm import wheel
 from kvpool.conformance.trace.files import write_pytest, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
@@ -139,7 +139,7 @@ def no_vllm_loading(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return called
 
-    monkeypatch.setattr(loading, "load_vllm", spy("load_vllm"))
+    monkeypatch.setattr(vllm_entry, "load_vllm", spy("load_vllm"))
     monkeypatch.setattr(wheel, "cached_release", spy("cached_release"))
     monkeypatch.setattr(wheel, "seed_cache", spy("seed_cache"))
     return calls

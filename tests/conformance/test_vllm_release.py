@@ -197,9 +197,10 @@ def test_the_installed_vllm_target_says_when_there_is_none() -> None:
 
 
 def test_the_pool_never_reaches_a_placeholder_while_it_runs(vllm_0_33: Any) -> None:
-    from kvpool.conformance.targets.loading import load_vllm
+    from kvpool.conformance.targets.loading import described
+    from kvpool.conformance.targets.vllm.entry import load_vllm
 
-    release = load_vllm(RELEASE)
+    release = load_vllm(described(RELEASE))
     assert release.release is not None
     factory = release.target_factory(RELEASE)
     for level in (SAFETY, ROBUSTNESS):
@@ -210,9 +211,10 @@ def test_the_pool_never_reaches_a_placeholder_while_it_runs(vllm_0_33: Any) -> N
 def test_event_hashes_published_as_integers_are_read_back_as_bytes(vllm_0_33: Any) -> None:
     """vLLM's default publishes the low 64 bits of each hash; the isolated load turns that
     off, the installed package may not: both must compare the same."""
-    from kvpool.conformance.targets.loading import load_vllm
+    from kvpool.conformance.targets.loading import described
+    from kvpool.conformance.targets.vllm.entry import load_vllm
 
-    release = load_vllm(RELEASE)
+    release = load_vllm(described(RELEASE))
     assert release.release is not None
     envs = release.release.modules["vllm.envs"]
     envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = True  # type: ignore[attr-defined]

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.targets.loading import TargetLoadError, default_profile, load_target
+from kvpool.conformance.targets.loading import TargetLoadError, choose_profile, load_target
 from kvpool.conformance.targets.vllm.releases import (
     ReleaseError,
     check_supported,
@@ -204,21 +204,21 @@ def test_a_wheel_file_as_target_seeds_the_cache(tmp_path: Path, _private_cache: 
     assert valid_cache(_private_cache / "vllm" / "0.33.0", "0.33.0")
 
 
-def test_default_profile_of_each_target_form(tmp_path: Path) -> None:
-    assert default_profile("impl") is None
-    assert default_profile("spec") is None
-    assert default_profile("mypkg.pool:make") is None
-    assert default_profile("vllm==0.33.0") == "vllm-0.33"
-    assert default_profile("vllm==0.27.1") == "vllm-0.27"
-    assert default_profile("vllm==0.10.2") == "vllm-0.10"
-    assert default_profile(f"vllm@{tmp_path / NAME.replace('0.33.0', '0.24.0')}") == "vllm-0.24"
+def test_the_profile_chosen_for_each_target_form(tmp_path: Path) -> None:
+    assert choose_profile("impl").name == "seed"
+    assert choose_profile("spec").name == "seed"
+    assert choose_profile("mypkg.pool:make").name == "seed"
+    assert choose_profile("vllm==0.33.0").name == "vllm-0.33"
+    assert choose_profile("vllm==0.27.1").name == "vllm-0.27"
+    assert choose_profile("vllm==0.10.2").name == "vllm-0.10"
+    assert choose_profile(f"vllm@{tmp_path / NAME.replace('0.33.0', '0.24.0')}").name == "vllm-0.24"
     make_wheel(tmp_path / NAME, GOOD)
     (tmp_path / "tree" / "vllm").mkdir(parents=True)
     (tmp_path / "tree/vllm/_version.py").write_text("__version__ = version = '0.30.0'\n")
-    assert default_profile(f"vllm@{tmp_path / 'tree'}") == "vllm-0.30"
+    assert choose_profile(f"vllm@{tmp_path / 'tree'}").name == "vllm-0.30"
     assert version_in_tree(tmp_path) == "unknown"
-    assert default_profile(f"vllm@{tmp_path}") is None
+    assert choose_profile(f"vllm@{tmp_path}").name == "seed"
     with pytest.raises(TargetLoadError, match=re.escape("older than 0.10.1")):
-        default_profile("vllm==0.9.2")
+        choose_profile("vllm==0.9.2")
     with pytest.raises(TargetLoadError, match="not a vLLM release number"):
-        default_profile("vllm==newest")
+        choose_profile("vllm==newest")

@@ -1,13 +1,15 @@
 """Running a few files of a vLLM release without importing vLLM.
 
 The release's block-pool modules are executed under their own names (``vllm.v1.core.
-block_pool``, ...) while a meta-path finder is installed for ``vllm`` and ``vllm.*`` only.
+block_pool``, ..., or a fork's: ``aphrodite.v1.core.block_pool``) while a meta-path finder
+is installed for that top-level package only (:mod:`.package`).
 Every other ``vllm.*`` module they import becomes an inert placeholder module whose
 attributes are inert placeholder objects: callable, subclassable, subscriptable, usable in
 annotations and ``isinstance`` (never true), falsy, empty when iterated. When loading is
 done, every ``vllm*`` entry is taken out of ``sys.modules`` again and whatever was there
 before (a real installed vLLM, say) is put back, so the rest of the process never sees the
-loaded files and two releases can live side by side.
+loaded files and two releases can live side by side. The loaded modules are handed out
+keyed by vLLM's names, so an adapter reads a fork exactly as it reads vLLM.
 
 Third-party packages the files import (msgspec, pyzmq, cbor2, xxhash if present) are
 imported normally. torch is never imported: if a pool file needs it, loading fails and says
@@ -34,13 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .releases import (
-    MANAGER_MODULES,
-    MODULES,
-    ReleaseError,
-    manager_modules_in_tree,
-    modules_in_tree,
-)
+from .package import VLLM, files_in_tree, in_package, own_name, own_path, role_of
+from .releases import MANAGER_MODULES, MODULES, ReleaseError
 from .request_keys import mm_features_in_window, tensor_data
 
 #: The logger every ``init_logger`` of a loaded release hands out children of. It has a
@@ -203,12 +200,15 @@ class PlaceholderModule(ModuleType):
     """A ``vllm.*`` module that is not loaded: every attribute is a placeholder, except the
     names of real submodules (so that ``from vllm import envs`` imports the real file)."""
 
-    def __init__(self, name: str, log: PlaceholderLog, real: frozenset[str]) -> None:
+    def __init__(
+        self, name: str, log: PlaceholderLog, real: frozenset[str], package: str = VLLM
+    ) -> None:
         super().__init__(name, f"placeholder for {name} (not loaded by kvpool)")
         self.__path__: list[str] = []
         self._kvpool_log = log
         self._kvpool_real = real
-        for attr, value in SPECIAL.get(name, {}).items():
+        special = SPECIAL.get(role_of(name, package), {}) if in_package(name, package) else {}
+        for attr, value in special.items():
             setattr(self, attr, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -223,27 +223,34 @@ class PlaceholderModule(ModuleType):
 
 
 class _PlaceholderLoader(importlib.abc.Loader):
-    def __init__(self, log: PlaceholderLog, real: frozenset[str]) -> None:
+    def __init__(self, log: PlaceholderLog, real: frozenset[str], package: str) -> None:
         self.log = log
         self.real = real
+        self.package = package
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return PlaceholderModule(spec.name, self.log, self.real)
+        return PlaceholderModule(spec.name, self.log, self.real, self.package)
 
     def exec_module(self, module: ModuleType) -> None:
         self.log.note(module.__name__)
 
 
 class _ReleaseFinder(importlib.abc.MetaPathFinder):
-    """Resolves ``vllm`` and ``vllm.*`` while one release is being loaded."""
+    """Resolves the release's package (``vllm`` and ``vllm.*``, or a fork's) while one
+    release is being loaded."""
 
     def __init__(
-        self, files: Mapping[str, Path], log: PlaceholderLog, torch_placeholder: bool = False
+        self,
+        files: Mapping[str, Path],
+        log: PlaceholderLog,
+        torch_placeholder: bool = False,
+        package: str = VLLM,
     ) -> None:
         self.files = dict(files)
         self.log = log
-        self.placeholders = _PlaceholderLoader(log, frozenset(files))
+        self.placeholders = _PlaceholderLoader(log, frozenset(files), package)
         self.torch_placeholder = torch_placeholder
+        self.package = package
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -254,7 +261,7 @@ class _ReleaseFinder(importlib.abc.MetaPathFinder):
             raise IsolationError(
                 f"a vLLM block-pool file imports {fullname}; the suite never imports it"
             )
-        if fullname != "vllm" and not fullname.startswith("vllm."):
+        if not in_package(fullname, self.package):
             return None
         file = self.files.get(fullname)
         if file is not None:
@@ -268,12 +275,15 @@ class Release:
 
     version: str
     root: Path
-    #: Module name -> module, real and placeholder alike, as the release's files saw them.
+    #: Module name -> module, real and placeholder alike, as the release's files saw them,
+    #: keyed by vLLM's names (``vllm.v1.core.block_pool`` for a fork's too).
     modules: Mapping[str, ModuleType]
-    #: Names of the modules loaded from the release's files.
+    #: Names (vLLM's) of the modules loaded from the release's files.
     real: frozenset[str]
     placeholders: PlaceholderLog
     seconds: float
+    #: The top-level package the files live in and import (``vllm``, ``aphrodite``).
+    package: str = VLLM
 
     @property
     def block_pool(self) -> ModuleType:
@@ -302,30 +312,32 @@ class Release:
 
 
 def load_release(
-    root: Path, version: str, extra: dict[str, str] | None = None, manager: bool = False
+    root: Path,
+    version: str,
+    extra: dict[str, str] | None = None,
+    manager: bool = False,
+    package: str = VLLM,
 ) -> Release:
-    """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``),
-    the ``extra`` modules (module -> path) found there, and with ``manager`` its KV cache
-    manager's too (``torch`` then a placeholder).
+    """Load the block-pool modules of the release under ``root`` (which holds ``vllm/``, or
+    a fork's ``package/``), the ``extra`` modules (module -> path) found there, and with
+    ``manager`` its KV cache manager's too (``torch`` then a placeholder).
 
     Raises :class:`~.releases.ReleaseError` if ``root`` lacks a required file and
     :class:`IsolationError` if a file fails to run (naming the file and the error).
     """
-    files = modules_in_tree(root, extra)
-    if manager:
-        files.update(manager_modules_in_tree(root))
+    files = files_in_tree(root, package, extra, manager)
     log = PlaceholderLog()
-    finder = _ReleaseFinder(files, log, torch_placeholder=manager)
+    finder = _ReleaseFinder(files, log, torch_placeholder=manager, package=package)
     start = time.perf_counter()
-    _imp.acquire_lock()  # no other thread may import while vllm* names are ours
-    saved = {name: m for name, m in sys.modules.items() if _is_vllm(name)}
+    _imp.acquire_lock()  # no other thread may import while the package's names are ours
+    saved = {name: m for name, m in sys.modules.items() if _is_owned(name, package)}
     loaded: dict[str, ModuleType] = {}
     try:
         for name in saved:
             del sys.modules[name]
         sys.meta_path.insert(0, finder)
         try:
-            importlib.import_module("vllm.v1.core.block_pool")
+            importlib.import_module(own_name("vllm.v1.core.block_pool", package))
             for name in files:  # the optional ones the pool did not import itself
                 importlib.import_module(name)
         except ReleaseError:
@@ -333,13 +345,13 @@ def load_release(
         except IsolationError:
             raise
         except Exception as exc:
-            where = _failing_file(exc, files)
+            where = _failing_file(exc, files, package)
             raise IsolationError(
                 f"vLLM {version}: loading {where} failed: {type(exc).__name__}: {exc}"
             ) from exc
         finally:
             sys.meta_path.remove(finder)
-            loaded = {name: m for name, m in sys.modules.items() if _is_vllm(name)}
+            loaded = {name: m for name, m in sys.modules.items() if _is_owned(name, package)}
             for name in loaded:
                 del sys.modules[name]
             sys.modules.update(saved)
@@ -349,23 +361,32 @@ def load_release(
     return Release(
         version=version,
         root=root,
-        modules=loaded,
-        real=frozenset(files),
+        modules={_role(name, package): m for name, m in loaded.items()},
+        real=frozenset(role_of(name, package) for name in files),
         placeholders=log,
         seconds=time.perf_counter() - start,
+        package=package,
     )
 
 
-def _is_vllm(name: str) -> bool:
-    """A module name the loading owns: ``vllm*``, and ``torch*`` (only ever a placeholder
-    here, and hidden from the loaded files if the process has imported the real one)."""
-    return any(name == top or name.startswith(f"{top}.") for top in ("vllm", *FORBIDDEN))
+def _role(name: str, package: str) -> str:
+    return role_of(name, package) if in_package(name, package) else name
 
 
-def _failing_file(exc: BaseException, files: Mapping[str, Path]) -> str:
+def _is_owned(name: str, package: str) -> bool:
+    """A module name the loading owns: the package's, and ``torch*`` (only ever a
+    placeholder here, and hidden from the loaded files if the process has imported the
+    real one)."""
+    return any(in_package(name, top) for top in (package, *FORBIDDEN))
+
+
+def _failing_file(exc: BaseException, files: Mapping[str, Path], package: str) -> str:
     """The release file nearest to where ``exc`` was raised (its path inside the release)."""
     every = {**MODULES, **MANAGER_MODULES}
-    paths = {str(p): every.get(name, name) for name, p in files.items()}
+    paths = {
+        str(p): own_path(every.get(role_of(name, package), name), package)
+        for name, p in files.items()
+    }
     tb = exc.__traceback__
     where = "the block pool"
     while tb is not None:

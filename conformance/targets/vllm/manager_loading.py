@@ -15,14 +15,18 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .manager_api import ManagerUnsupported, check_manager, manager_api
-from .naming import VllmLoadError, installed_vllm_version, is_vllm_spec, vllm_target_name
+from .naming import VllmLoadError, installed_vllm_version
 
 if TYPE_CHECKING:
     from ...manager.target import ManagerTargetFactory
+    from ..description import TargetDescription
 
 
-def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
-    """The factory of manager targets for ``--manager vllm`` and its display name."""
+def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, str]:
+    """The factory of manager targets for ``--manager vllm`` (the manager of the vLLM
+    ``target`` names) and its display name."""
+    from ..description import Form
+    from .entry import shown_name
     from .isolation import IsolationError, load_release
     from .releases import (
         MANAGER_MODULES,
@@ -35,25 +39,20 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     from .target import describe
     from .wheel import MANAGER_CACHE, cached_release, seed_cache
 
-    if not is_vllm_spec(target):
-        raise VllmLoadError(
-            f"--manager vllm drives the KV cache manager of a vLLM release: give a vLLM "
-            f"target (vllm==X.Y.Z, vllm@PATH or vllm), not {target!r}"
-        )
     modules: Mapping[str, ModuleType]
     try:
-        if target == "vllm":
+        if target.form is Form.INSTALLED:
             modules = _installed_modules({**MODULES, **MANAGER_MODULES})
             version, origin = installed_vllm_version(), "installed"
         else:
-            if target.startswith("vllm=="):
-                version = target.removeprefix("vllm==")
+            if target.form is Form.RELEASE:
+                version = target.version or ""
                 check_supported(version)
                 root = cached_release(version, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
             else:
-                path = Path(target.removeprefix("vllm@")).expanduser()
+                path = (target.path or Path()).expanduser()
                 if not path.exists():
-                    raise VllmLoadError(f"{target}: {path} does not exist")
+                    raise VllmLoadError(f"{target.text}: {path} does not exist")
                 root = (
                     seed_cache(path, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
                     if path.is_file()
@@ -67,10 +66,10 @@ def load_vllm_manager(target: str) -> tuple[ManagerTargetFactory, str]:
     except ManagerUnsupported as exc:
         raise VllmLoadError(f"--manager vllm: {exc}") from exc
     except (ReleaseError, IsolationError, ValueError) as exc:
-        raise VllmLoadError(f"--manager vllm for {target}: {exc}") from exc
+        raise VllmLoadError(f"--manager vllm for {target.text}: {exc}") from exc
     from .manager_target import manager_factory
 
-    shown = f"{vllm_target_name(target, described)} KVCacheManager"
+    shown = f"{shown_name(target, described.version)} KVCacheManager"
     # named "vllm" in tables and traces, so that a trace replays with --manager vllm
     return manager_factory(modules, described.api(), manager_api(modules), shown), "vllm"
 

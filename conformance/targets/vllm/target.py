@@ -113,8 +113,9 @@ INT_HASHES_SETTING = "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"
 def describe_release(release: Release) -> VllmRelease:
     """An isolated release, described; its private ``vllm.envs`` publishes whole hashes."""
     envs = release.modules.get("vllm.envs")
-    if envs is not None:
-        setattr(envs, INT_HASHES_SETTING, False)
+    if envs is not None:  # a fork spells it with its own prefix (APHRODITE_KV_EVENTS_...)
+        setting = release.package.upper() + INT_HASHES_SETTING.removeprefix("VLLM")
+        setattr(envs, setting, False)
     return describe(
         release.version, release.modules, f"isolated from {release.root}", release=release
     )

@@ -8,7 +8,10 @@ them records the version, the wheel's name and SHA-256, and each file's SHA-256,
 checked on every load.
 
 Layout: ``$KVPOOL_CACHE_DIR`` (else ``$XDG_CACHE_HOME/kvpool``, else ``~/.cache/kvpool``)
-``/vllm/X.Y.Z/{manifest.json, vllm/...}``.
+``/vllm/X.Y.Z/{manifest.json, vllm/...}``. A fork's wheel (:class:`Distribution`: another
+project on the index, another top-level package) is cached the same way in a folder of
+its own, ``/aphrodite/X.Y.Z/{manifest.json, aphrodite/...}``: the same files, under the
+fork's package.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+from .package import VLLM, own_path
 from .releases import (
     MODULES,
     REQUIRED,
@@ -33,6 +38,45 @@ from .releases import (
     check_supported,
     parse_version,
 )
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A project on the package index whose wheel ships a vLLM-shaped package."""
+
+    #: Its name on the index (``pip download NAME==X.Y.Z``).
+    project: str = "vllm"
+    #: The top-level package its files live in (``vllm/v1/core/block_pool.py``).
+    package: str = VLLM
+    #: How messages name it.
+    label: str = "vLLM"
+
+    @property
+    def is_vllm(self) -> bool:
+        return self.package == VLLM
+
+    @property
+    def wheel_prefix(self) -> str:
+        """How its wheels' file names start (the project name normalized: ``aphrodite_engine``)."""
+        return re.sub(r"[-_.]+", "_", self.project).lower()
+
+    def members(self, members: frozenset[str]) -> frozenset[str]:
+        """vLLM's wheel members (``vllm/...``) as this distribution's wheel holds them."""
+        return frozenset(own_path(m, self.package) for m in members)
+
+    def folder(self, folder: str) -> str:
+        """The cache folder of one of vLLM's kinds (``vllm``, ``vllm-manager``) for it."""
+        return own_path(folder, self.package)
+
+    def check(self, version: str) -> None:
+        """Refuse a version the suite cannot drive (vLLM's own rule; a fork's numbers are
+        its own, checked by its entry)."""
+        if self.is_vllm:
+            check_supported(version)
+
+
+#: vLLM itself.
+VLLM_DISTRIBUTION = Distribution()
 
 #: Largest member taken from a wheel (envs.py, the biggest, is ~120 kB).
 MAX_MEMBER_BYTES = 4 * 1024 * 1024
@@ -81,13 +125,17 @@ def cache_root() -> Path:
 POOL_CACHE, PUBLISHER_CACHE, MANAGER_CACHE = "vllm", "vllm-publisher", "vllm-manager"
 
 
-def release_dir(version: str, folder: str = POOL_CACHE) -> Path:
-    return cache_root() / folder / version
+def release_dir(
+    version: str, folder: str = POOL_CACHE, dist: Distribution = VLLM_DISTRIBUTION
+) -> Path:
+    return cache_root() / dist.folder(folder) / version
 
 
-def pip_download_command(version: str, dest: str = "DIR") -> str:
+def pip_download_command(
+    version: str, dest: str = "DIR", dist: Distribution = VLLM_DISTRIBUTION
+) -> str:
     """The command a person runs to fetch the wheel by hand (shown in errors)."""
-    return f"pip download --no-deps --only-binary=:all: vllm=={version} -d {dest}"
+    return f"pip download --no-deps --only-binary=:all: {dist.project}=={version} -d {dest}"
 
 
 def cached_release(
@@ -95,21 +143,23 @@ def cached_release(
     download: bool = True,
     folder: str = POOL_CACHE,
     members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
 ) -> Path:
-    """The folder holding ``vllm/...`` of release ``version``, from the cache or downloaded.
+    """The folder holding ``vllm/...`` (a fork's ``package/...``) of release ``version``,
+    from the cache or downloaded.
 
     Raises :class:`~.releases.ReleaseError` for a bad version string and
     :class:`WheelError` when the release is not cached and cannot be downloaded.
     """
-    check_supported(version)
-    where = release_dir(version, folder)
-    if valid_cache(where, version, members):
+    dist.check(version)
+    where = release_dir(version, folder, dist)
+    if valid_cache(where, version, dist.members(members)):
         return where
     if not download:
-        raise WheelError(f"vLLM {version} is not in the cache ({where})")
+        raise WheelError(f"{dist.label} {version} is not in the cache ({where})")
     with tempfile.TemporaryDirectory(prefix="kvpool-vllm-") as tmp:
-        wheel = _pip_download(version, Path(tmp))
-        return seed_cache(wheel, expected_version=version, folder=folder, members=members)
+        wheel = _pip_download(version, Path(tmp), dist)
+        return seed_cache(wheel, version, folder, members, dist)
 
 
 def valid_cache(where: Path, version: str, members: frozenset[str] = WHEEL_MEMBERS) -> bool:
@@ -132,12 +182,16 @@ def valid_cache(where: Path, version: str, members: frozenset[str] = WHEEL_MEMBE
     return True
 
 
-def wheel_version(wheel: Path) -> str:
+def wheel_version(wheel: Path, dist: Distribution = VLLM_DISTRIBUTION) -> str:
     """The release number in a wheel's file name (``vllm-0.33.0-cp38-...whl``; a build
     tag after the version, as in ``vllm-0.23.0-2-cp38-...whl``, is allowed)."""
-    match = re.fullmatch(r"vllm-([^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl", wheel.name)
+    prefix = re.escape(dist.wheel_prefix)
+    match = re.fullmatch(prefix + r"-([^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl", wheel.name)
     if match is None:
-        raise WheelError(f"{wheel.name} is not named like a vLLM wheel (vllm-X.Y.Z-...-....whl)")
+        raise WheelError(
+            f"{wheel.name} is not named like a {dist.label} wheel "
+            f"({dist.wheel_prefix}-X.Y.Z-...-....whl)"
+        )
     return match.group(1)
 
 
@@ -146,20 +200,22 @@ def seed_cache(
     expected_version: str | None = None,
     folder: str = POOL_CACHE,
     members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
 ) -> Path:
     """Extract the block-pool files of ``wheel`` into the cache; the release's folder.
 
     The wheel itself is left where it is (callers that downloaded it delete it).
     """
-    version = wheel_version(wheel)
+    version = wheel_version(wheel, dist)
     if expected_version is not None and version != expected_version:
-        raise WheelError(f"asked for vLLM {expected_version}, but pip fetched {wheel.name}")
-    check_supported(version)
+        raise WheelError(f"asked for {dist.label} {expected_version}, but pip fetched {wheel.name}")
+    dist.check(version)
     size = wheel.stat().st_size
     if size > MAX_WHEEL_BYTES:
         raise WheelError(f"{wheel.name} is {size} bytes, more than a vLLM wheel can be")
-    contents = extract_members(wheel, members)
-    final = release_dir(version, folder)
+    members = dist.members(members)
+    contents = extract_members(wheel, members, dist)
+    final = release_dir(version, folder, dist)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
     try:
@@ -224,11 +280,16 @@ def read_members(
     return contents
 
 
-def extract_members(wheel: Path, members: frozenset[str] = WHEEL_MEMBERS) -> dict[str, bytes]:
+def extract_members(
+    wheel: Path,
+    members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
+) -> dict[str, bytes]:
     """The allowed members of ``wheel`` (default :data:`~.releases.WHEEL_MEMBERS`), each
     checked by :func:`read_members`; the release's required files must be among them."""
     contents = read_members(wheel, members, WheelError)
-    missing = sorted(MODULES[m] for m in REQUIRED if MODULES[m] not in contents)
+    required = (own_path(MODULES[m], dist.package) for m in REQUIRED)
+    missing = sorted(path for path in required if path not in contents)
     if missing:
         raise WheelError(
             f"{wheel.name} lacks {', '.join(missing)}: not a vLLM wheel with a block pool"
@@ -257,31 +318,31 @@ def pip_download_argv(requirement: str, dest: Path) -> list[str]:
     ]
 
 
-def _pip_download(version: str, dest: Path) -> Path:
+def _pip_download(version: str, dest: Path, dist: Distribution = VLLM_DISTRIBUTION) -> Path:
     """Download the one wheel of ``version`` into ``dest``; quiet unless it fails."""
-    base = pip_download_argv(f"vllm=={version}", dest)
+    base = pip_download_argv(f"{dist.project}=={version}", dest)
     attempts = [[*base, *PLATFORM_OPTIONS], base]
     outputs: list[str] = []
     for command in attempts:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode == 0:
-            wheels = sorted(dest.glob("vllm-*.whl"))
+            wheels = sorted(dest.glob(f"{dist.wheel_prefix}-*.whl"))
             if len(wheels) == 1:
                 return wheels[0]
-            outputs.append(f"pip reported success but left {len(wheels)} vLLM wheels")
+            outputs.append(f"pip reported success but left {len(wheels)} {dist.label} wheels")
             break
         outputs.append((done.stdout + done.stderr).strip())
         if not _no_matching_wheel(done.stdout + done.stderr):
             break  # the network or the index failed: another platform will not help
     tail = "\n".join(_meaningful_lines(outputs[-1])[-PIP_TAIL:])
     raise WheelError(
-        f"could not download vLLM {version} with pip:\n{_indent(tail)}\n"
+        f"could not download {dist.label} {version} with pip:\n{_indent(tail)}\n"
         f"Without network access, fetch the wheel on a machine that has it and point the "
-        f"suite at the file (this also fills the cache, {release_dir(version)}):\n"
-        f"  {pip_download_command(version)}\n"
-        f"  kvpool conform --target vllm@DIR/vllm-{version}-<tags>.whl\n"
-        f"or give it an unpacked wheel or source tree: --target vllm@PATH "
-        f"(PATH holds vllm/v1/core/block_pool.py)"
+        f"suite at the file (this also fills the cache, {release_dir(version, dist=dist)}):\n"
+        f"  {pip_download_command(version, dist=dist)}\n"
+        f"  kvpool conform --target {dist.package}@DIR/{dist.wheel_prefix}-{version}-<tags>.whl\n"
+        f"or give it an unpacked wheel or source tree: --target {dist.package}@PATH "
+        f"(PATH holds {dist.package}/v1/core/block_pool.py)"
     )
 
 

@@ -1,0 +1,104 @@
+"""``lmdeploy`` / ``lmdeploy==X.Y.Z`` / ``lmdeploy@PATH``: LMDeploy's ``LogicalAllocator`` as
+a pool without a prefix cache, and its block manager with the prefix trie as the request
+machine's manager (``--manager auto`` on an LMDeploy target, or ``--manager lmdeploy``).
+``lmdeploy`` alone is the default release (0.18.0)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from kvpool.spec import PoolConfig, Profile
+
+from ...engine.target import Target, TargetFactory
+from ...manager.target import ManagerTargetFactory
+from ..description import Form, TargetDescription
+from ..errors import TargetLoadError
+from ..registry import EngineEntry, ProfileChoice
+from ..trees import tree_root
+
+
+class LmdeployEntry(EngineEntry):
+    name = "lmdeploy"
+    summary = "LMDeploy's LogicalAllocator and its block manager with the prefix trie"
+    forms = MappingProxyType(
+        {
+            "lmdeploy==X.Y.Z": "LMDeploy's LogicalAllocator (PyTorch engine) as a pool without a "
+            "prefix cache, and its block manager with the prefix trie as the requests machine's "
+            "manager; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
+            "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH",
+        }
+    )
+    manager_summary = (
+        "the DefaultBlockManager with its BlockTrie of the LMDeploy release --target names "
+        "(what --manager auto runs on an LMDeploy target; needs the lmdeploy extra: numpy)"
+    )
+    extra = "lmdeploy"
+    auto_manager = True
+    accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
+
+    def parse(self, described: TargetDescription) -> TargetDescription:
+        from .release import DEFAULT_VERSION
+
+        described = super().parse(described)
+        if described.form is Form.BUILT_IN:
+            return described.with_changes(form=Form.RELEASE, version=DEFAULT_VERSION)
+        return described
+
+    def versions(self) -> tuple[str, ...]:
+        from .release import DEFAULT_VERSION
+
+        return (DEFAULT_VERSION,)
+
+    def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
+        from .allocator import lmdeploy_allocator_target
+        from .release import LmdeployUnavailable, load_release, load_tree, version_in_tree
+
+        try:
+            if described.form is Form.PATH:
+                root = tree_root(described)
+                release = load_tree(root, version_in_tree(root))
+                name = f"{described.text} ({release.version})"
+            else:
+                release = load_release(described.version or "")
+                name = f"lmdeploy=={described.version}"
+        except LmdeployUnavailable as exc:
+            raise TargetLoadError(f"{described.text}: {exc}") from exc
+
+        def factory(config: PoolConfig, profile: Profile) -> Target:
+            return lmdeploy_allocator_target(release, config, profile)
+
+        return factory, name
+
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        from .manager import LmdeployManagerFactory
+        from .manager_release import load_manager_release, load_manager_tree
+        from .release import LmdeployUnavailable, version_in_tree
+
+        try:
+            if described.form is Form.PATH:
+                root = tree_root(described)
+                release = load_manager_tree(root, version_in_tree(root))
+                name = described.text
+            else:
+                release = load_manager_release(described.version or "")
+                name = f"lmdeploy=={described.version}"
+        except LmdeployUnavailable as exc:
+            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
+
+    def manager_on_auto(
+        self, described: TargetDescription
+    ) -> tuple[ManagerTargetFactory | None, str]:
+        """Its block manager with the prefix trie, or none when the release or tree lacks
+        the files of that layout (an older one: its pool is still checked), the reason in
+        the name."""
+        try:
+            return self.load_manager(described)
+        except TargetLoadError as exc:
+            return None, f"none ({str(exc).splitlines()[0]})"
+
+    def profile(self, described: TargetDescription) -> ProfileChoice:
+        return ProfileChoice("lmdeploy", "LMDeploy's own profile (its allocator's policy)")
+
+
+ENTRY = LmdeployEntry()

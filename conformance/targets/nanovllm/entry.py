@@ -1,0 +1,57 @@
+"""``nanovllm`` / ``nanovllm-fork`` / ``nanovllm@PATH``: nano-vllm's ``BlockManager``, a
+manager with no pool API of its own (the request machine's manager run checks it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...manager.target import ManagerTargetFactory
+from ..description import Form, TargetDescription
+from ..errors import TargetLoadError
+from ..registry import EngineEntry
+from ..trees import tree_root
+
+
+class NanoVllmEntry(EngineEntry):
+    extra = "nanovllm"
+    has_pool = False
+    auto_manager = True
+
+    def __init__(self, name: str, summary: str, trees: bool) -> None:
+        self.name = name
+        self.summary = self.manager_summary = summary
+        self.forms = {name: summary}
+        self.accepted = frozenset({Form.BUILT_IN})
+        if trees:  # a checkout is upstream's layout, whichever fork it holds
+            self.forms[f"{name}@PATH"] = "a nano-vllm checkout or unpacked distribution at PATH"
+            self.accepted |= {Form.PATH}
+
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        from .manager import nanovllm_managers
+        from .release import NanoVllmUnavailable, load_distribution, load_tree, version_label
+
+        try:
+            if described.form is Form.PATH:
+                root = tree_root(described)
+                release = load_tree(root, version_label(root))
+            else:
+                release = load_distribution(self.name)
+        except NanoVllmUnavailable as exc:
+            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        factory: Any = nanovllm_managers(  # a ManagerTargetFactory at run time
+            release, f"{described.text} ({release.label})"
+        )
+        return factory, described.text
+
+
+UPSTREAM = NanoVllmEntry(
+    "nanovllm",
+    "nano-vllm's BlockManager, a manager (--machine requests only): upstream's as "
+    "nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
+    trees=True,
+)
+FORK = NanoVllmEntry(
+    "nanovllm-fork",
+    "the same from nano-vllm-fork 20260210 (drops a freed block's hash entry)",
+    trees=False,
+)

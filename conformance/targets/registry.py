@@ -1,0 +1,168 @@
+"""The engine registry: one :class:`EngineEntry` per engine name, found through the
+``kvpool.engines`` entry-point group.
+
+kvpool's own engines (``impl``, ``spec``, ``vllm``, ``aphrodite``, ``vllm-mlx``,
+``lmdeploy``, ``nanovllm``, ``nanovllm-fork``, ``sglang``) register in kvpool-spec's own
+``pyproject.toml`` exactly as a third-party package registers its adapter in its own::
+
+    [project.entry-points."kvpool.engines"]
+    mypool = "mypool_kvpool.entry:ENGINE"    # an EngineEntry (or an object with its methods)
+
+Reading the group imports nothing; an entry's module is imported only when the command
+line names that engine (or ``kvpool targets`` lists it). A trace or a findings file never
+picks an engine: only the command line does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from functools import cache
+from importlib import metadata
+from types import MappingProxyType
+from typing import Any
+
+from ..engine.target import TargetFactory
+from ..manager.target import ManagerTargetFactory
+from .description import Form, TargetDescription, read_target_text
+from .errors import TargetLoadError, TargetUsageError
+
+#: The entry-point group engines register in.
+GROUP = "kvpool.engines"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileChoice:
+    """The profile a target is checked with unless ``--profile`` says otherwise, and why
+    (printed in the run's header, so a guess never passes for a measurement)."""
+
+    name: str
+    reason: str
+
+
+class EngineEntry:
+    """One engine's way in: how its ``--target``/``--manager`` forms read, which versions
+    it knows, how to load its pool and its manager, which profile judges it, and the
+    optional install it needs. Subclass it (every method has a default) and register an
+    instance under :data:`GROUP`.
+    """
+
+    #: The ``NAME`` of its forms (the entry point's name).
+    name: str = ""
+    #: One line for ``kvpool targets``.
+    summary: str = ""
+    #: Its forms (``NAME==X.Y.Z``, ...) and what each one loads, for ``kvpool targets``.
+    forms: Mapping[str, str] = MappingProxyType({})
+    #: The pip extra of kvpool-spec it needs (``"lmdeploy"``), if any.
+    extra: str | None = None
+    #: Whether it has a pool API (``False``: a manager only, checked by the request machine).
+    has_pool: bool = True
+    #: Whether ``--manager auto`` runs its own KV cache manager beside its pool.
+    auto_manager: bool = False
+    #: What its manager is, for ``kvpool targets`` (empty: it lists none).
+    manager_summary: str = ""
+    #: Whether its manager comes only with its pool: ``--manager NAME`` then means "the
+    #: manager of the ``--target``", which must be of this engine.
+    manager_follows_target: bool = False
+    #: The forms it accepts.
+    accepted: frozenset[Form] = frozenset({Form.BUILT_IN})
+
+    def parse(self, described: TargetDescription) -> TargetDescription:
+        """Check ``described`` (its form, its options) and fill in what the bare name
+        means; :class:`~.errors.TargetUsageError` for anything this engine does not take."""
+        if described.form not in self.accepted:
+            raise TargetUsageError(
+                f"{described.text!r}: {self.name} takes {self.forms_line()}, "
+                f"not the {described.form.value} form"
+            )
+        if described.options:
+            raise TargetUsageError(
+                f"{described.text!r}: {self.name} takes no options after a comma"
+            )
+        return described
+
+    def versions(self) -> tuple[str, ...]:
+        """The releases it knows (``kvpool targets`` describes these)."""
+        return ()
+
+    def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
+        """The pool factory ``(config, profile) -> Target`` and the name it is shown by."""
+        raise TargetLoadError(
+            f"{described.text} is a KV cache manager with no pool API of its own: check it "
+            f"with --machine requests (its manager run), or --manager {described.text} "
+            "beside a pool"
+        )
+
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        """The manager factory ``(setup, profile) -> ManagerTarget`` and its name, or
+        ``(None, why)`` when this form has no manager to drive."""
+        raise TargetLoadError(f"{described.text} ships no KV cache manager the suite drives")
+
+    def manager_on_auto(
+        self, described: TargetDescription
+    ) -> tuple[ManagerTargetFactory | None, str]:
+        """What ``--manager auto`` runs beside the pool ``described`` names: its own
+        manager when :attr:`auto_manager` says it ships one, else none."""
+        if not self.auto_manager:
+            return None, "none"
+        return self.load_manager(described)
+
+    def profile(self, described: TargetDescription) -> ProfileChoice:
+        """The profile that judges ``described`` by default, with the reason."""
+        return ProfileChoice("seed", "the seed's contract (the default profile)")
+
+    def forms_line(self) -> str:
+        return ", ".join(self.forms) or self.name
+
+
+def registered() -> dict[str, metadata.EntryPoint]:
+    """Every engine name registered under :data:`GROUP`, unloaded."""
+    return {point.name: point for point in metadata.entry_points(group=GROUP)}
+
+
+@cache
+def engine(name: str) -> EngineEntry:
+    """The entry registered as ``name`` (its module imported now, not before)."""
+    points = registered()
+    if not points:
+        raise TargetLoadError(
+            f"no engine is registered under the entry-point group {GROUP!r}: kvpool-spec's "
+            "own registrations are missing, so reinstall it (pip install -e .)"
+        )
+    point = points.get(name)
+    if point is None:
+        raise TargetUsageError(
+            f"unknown target {name!r}: the engines are {', '.join(sorted(points))}; "
+            "each takes NAME, NAME==VERSION or NAME@PATH as kvpool targets lists, or "
+            "write module:factory for your own pool"
+        )
+    try:
+        loaded: Any = point.load()
+    except Exception as exc:  # a third party's adapter fails to import: say whose
+        raise TargetLoadError(
+            f"the engine {name!r} ({point.value}) could not be loaded: {type(exc).__name__}: {exc}"
+        ) from exc
+    entry: EngineEntry = loaded() if isinstance(loaded, type) else loaded
+    return entry
+
+
+def describe_target(text: str, package: str | None = None) -> TargetDescription:
+    """The one reading of ``--target``/``--manager`` text: split by the grammar, then
+    checked (and completed) by the engine it names. ``package`` is ``--package``."""
+    described = read_target_text(text)
+    if package is not None:
+        described = described.with_changes(package=package)
+    if described.form is Form.FACTORY:
+        if package is not None:
+            raise TargetUsageError("--package names a fork's package: give a vLLM-like target")
+        return described
+    return engine(described.engine).parse(described)
+
+
+def entry_of(described: TargetDescription) -> EngineEntry:
+    """The entry that loads ``described`` (the factory form's own for ``module:factory``)."""
+    if described.form is Form.FACTORY:
+        from .factory_entry import FACTORY
+
+        return FACTORY
+    return engine(described.engine)

@@ -1,0 +1,299 @@
+"""``vllm`` / ``vllm==X.Y.Z`` / ``vllm@PATH``: vLLM's ``BlockPool`` (and, with ``--manager
+vllm``, its ``KVCacheManager``) as a registry entry.
+
+- ``vllm`` — the vLLM installed in this environment (its block-pool modules, imported
+  normally);
+- ``vllm==X.Y.Z`` — a released vLLM, downloaded once into the user's cache (no
+  dependencies; only its block-pool files are kept) and loaded in isolation, without
+  importing vLLM or torch;
+- ``vllm@PATH`` — a vLLM source tree or unpacked wheel (PATH holds
+  ``vllm/v1/core/block_pool.py``) or a wheel file, loaded the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from ...engine.target import TargetFactory
+from ...manager.target import ManagerTargetFactory
+from ..description import Form, TargetDescription
+from ..errors import TargetLoadError, TargetUsageError
+from ..registry import EngineEntry, ProfileChoice, engine
+from .naming import VllmLoadError, installed_vllm_version
+from .package import VLLM, own_name
+from .wheel import VLLM_DISTRIBUTION, Distribution
+
+if TYPE_CHECKING:
+    from .target import VllmRelease
+
+
+class VllmEntry(EngineEntry):
+    name = "vllm"
+    summary = "vLLM's BlockPool and KVCacheManager"
+    forms = MappingProxyType(
+        {
+            "vllm": "the vLLM installed in this environment (its block-pool modules)",
+            "vllm==X.Y.Z": "a released vLLM's BlockPool, downloaded once into the cache "
+            "(no vLLM, torch or GPU needed)",
+            "vllm@PATH": "a vLLM source tree, unpacked wheel or wheel file at PATH",
+        }
+    )
+    manager_summary = (
+        "the KV cache manager of the vLLM release --target names (vllm==X.Y.Z, vllm@PATH, "
+        "vllm): its own KVCacheManager, coordinator and single-type managers"
+    )
+    manager_follows_target = True
+    accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
+    #: Where its releases come from and the package they hold (a fork's entry differs here).
+    dist: Distribution = VLLM_DISTRIBUTION
+
+    def parse(self, described: TargetDescription) -> TargetDescription:
+        from .package import package_in
+        from .releases import ReleaseError, parse_version
+
+        described = super().parse(described)
+        if described.form is Form.BUILT_IN:
+            return described.with_changes(form=Form.INSTALLED)
+        path = (described.path or Path()).expanduser()
+        if described.form is Form.PATH and path.is_dir():
+            try:  # a fork's tree names its own package (aphrodite/v1/core/block_pool.py)
+                return described.with_changes(package=package_in(path, described.package))
+            except ReleaseError as exc:
+                if described.package is not None:
+                    raise TargetUsageError(f"{described.text}: {exc}") from exc
+        if described.form is Form.RELEASE and self.dist.is_vllm:
+            try:
+                parse_version(described.version or "")
+            except ReleaseError as exc:
+                raise TargetUsageError(f"{described.text}: {exc}") from exc
+        return described
+
+    def versions(self) -> tuple[str, ...]:
+        """The releases already in the cache (nothing is downloaded)."""
+        from .releases import WHEEL_MEMBERS
+        from .wheel import cache_root, valid_cache
+
+        members = self.dist.members(WHEEL_MEMBERS)
+        folder = cache_root() / self.dist.folder("vllm")
+        found = [d.name for d in folder.glob("*") if valid_cache(d, d.name, members)]
+        return tuple(sorted(found, key=_version_key))
+
+    def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
+        release = load_vllm(described)
+        name = shown_name(described, release.version)
+        try:
+            return release.target_factory(name), name
+        except Exception as exc:  # the release's pool cannot even be built and probed
+            raise TargetLoadError(
+                f"{described.text}: vLLM {release.version}'s BlockPool ({release.origin}) "
+                f"could not be built: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        from .manager_loading import load_vllm_manager
+
+        try:
+            return load_vllm_manager(described)
+        except VllmLoadError as exc:
+            raise TargetLoadError(str(exc)) from exc
+
+    def profile(self, described: TargetDescription) -> ProfileChoice:
+        package = package_of(described)
+        if package != self.dist.package:
+            fork = fork_entry(package)
+            if fork is None:
+                return ProfileChoice(
+                    "seed",
+                    f"{described.text} holds {package}/, a package no engine is registered "
+                    "for: judged by the seed's contract (a guess; name a profile with "
+                    "--profile)",
+                )
+            return fork.profile(described.with_changes(engine=fork.name))
+        return self.profile_of(described)
+
+    def profile_of(self, described: TargetDescription) -> ProfileChoice:
+        """The profile of a target of this entry's own package."""
+        from kvpool.spec.profile import profile_for_version
+
+        version = vllm_version(described)
+        if version is None:
+            return ProfileChoice(
+                "seed",
+                f"{described.text} says no version: judged by the seed's contract (a guess; "
+                "name the release's profile with --profile)",
+            )
+        try:
+            chosen = profile_for_version(version).name
+        except ValueError as exc:
+            raise TargetLoadError(str(exc)) from exc
+        return ProfileChoice(chosen, f"the measured profile of vLLM {version}")
+
+
+def shown_name(described: TargetDescription, version: str) -> str:
+    """How a vLLM target is shown: ``vllm==0.33.0``, ``vllm (installed 0.33.0)``, ..."""
+    if described.form is Form.RELEASE:
+        return described.text
+    if described.form is Form.INSTALLED:
+        return f"{described.text} (installed {version})"
+    return f"{described.text} ({version})"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def entry_for(described: TargetDescription) -> VllmEntry:
+    """The vLLM-like entry ``described`` names; a usage error for any other engine."""
+    entry = engine(described.engine)
+    if not isinstance(entry, VllmEntry):
+        raise TargetUsageError(
+            f"{described.text} names no vLLM: give vllm==X.Y.Z, vllm@PATH or vllm"
+        )
+    return entry
+
+
+def package_of(described: TargetDescription) -> str:
+    """The top-level package ``described``'s files live in."""
+    return described.package or entry_for(described).dist.package
+
+
+def distribution_of(described: TargetDescription) -> Distribution:
+    """Where the releases of ``described``'s package come from: its entry's, or (for
+    ``--package NAME``) the registered fork's, else a project named like the package."""
+    entry = entry_for(described)
+    package = package_of(described)
+    if package == entry.dist.package:
+        return entry.dist
+    fork = fork_entry(package)
+    return fork.dist if fork is not None else Distribution(project=package, package=package)
+
+
+def fork_entry(package: str) -> VllmEntry | None:
+    """The registered vLLM-like entry whose releases hold ``package``, if any."""
+    from ..registry import registered
+
+    for name in registered():
+        try:
+            entry = engine(name)
+        except TargetLoadError:
+            continue
+        if isinstance(entry, VllmEntry) and entry.dist.package == package:
+            return entry
+    return None
+
+
+def vllm_version(described: TargetDescription) -> str | None:
+    """The release ``described`` names, without loading it: ``"0.33.0"`` for
+    ``vllm==0.33.0``, the installed distribution's version for ``vllm``, what PATH's files
+    say for ``vllm@PATH`` (``None`` when they say nothing)."""
+    from .releases import ReleaseError, parse_version
+    from .wheel import wheel_version
+
+    dist = distribution_of(described)
+    try:
+        if described.form is Form.RELEASE:
+            version = described.version or ""
+            if dist.is_vllm:
+                parse_version(version)
+            return version
+        if described.form is Form.INSTALLED:
+            return _installed_version(dist)
+        path = _path(described)
+        if path.suffix == ".whl":
+            return wheel_version(path, dist)
+        found = _version_in_tree(path, package_of(described))
+        return None if found == "unknown" else found
+    except ReleaseError as exc:
+        raise TargetLoadError(str(exc)) from exc
+
+
+def _version_in_tree(root: Path, package: str) -> str:
+    from .package import version_in_package
+    from .releases import version_in_tree
+
+    return version_in_tree(root) if package == VLLM else version_in_package(root, package)
+
+
+def load_vllm(described: TargetDescription) -> VllmRelease:
+    """Load the vLLM release (or fork) ``described`` names; :class:`TargetLoadError` says
+    what went wrong and what to run instead."""
+    from .isolation import IsolationError, load_release
+    from .package import package_in
+    from .releases import ReleaseError
+    from .target import describe_release
+    from .wheel import cached_release, seed_cache
+
+    dist = distribution_of(described)
+    try:
+        if described.form is Form.INSTALLED:
+            return _installed_vllm(dist)
+        if described.form is Form.RELEASE:
+            version = described.version or ""
+            dist.check(version)
+            root = cached_release(version, dist=dist)
+            return describe_release(load_release(root, version, package=dist.package))
+        path = _path(described)
+        if not path.exists():
+            raise TargetLoadError(f"{described.text}: {path} does not exist")
+        if path.is_file():
+            root = seed_cache(path, dist=dist)
+            version, package = root.name, dist.package
+        else:
+            root = path
+            package = package_in(root, described.package)
+            version = _version_in_tree(root, package)
+            if version != "unknown" and package == VLLM:
+                dist.check(version)
+        return describe_release(load_release(root, version, package=package))
+    except (ReleaseError, IsolationError, ValueError) as exc:
+        raise TargetLoadError(f"{described.text}: {exc}") from exc
+
+
+def _path(described: TargetDescription) -> Path:
+    return (described.path or Path()).expanduser()
+
+
+def _installed_version(dist: Distribution) -> str:
+    from importlib import metadata
+
+    if dist.is_vllm:
+        try:
+            return installed_vllm_version()
+        except VllmLoadError as exc:
+            raise TargetLoadError(str(exc)) from None
+    try:
+        return metadata.version(dist.project)
+    except metadata.PackageNotFoundError:
+        raise TargetLoadError(
+            f"{dist.project} is not installed in this environment: install it, or check a "
+            f"release without installing it with --target {dist.package}==X.Y.Z"
+        ) from None
+
+
+def _installed_vllm(dist: Distribution) -> VllmRelease:
+    """The installed package's block-pool modules, imported normally (this imports vLLM or
+    the fork), keyed by vLLM's names."""
+    from .releases import MODULES
+    from .target import describe
+
+    version = _installed_version(dist)
+    modules = {}
+    for role in MODULES:
+        name = own_name(role, dist.package)
+        try:
+            modules[role] = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # an optional module this release does not have
+            raise TargetLoadError(f"importing the installed {name} failed: {exc}") from exc
+        except Exception as exc:  # the package's own import failed (a missing dependency)
+            raise TargetLoadError(
+                f"importing the installed {name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    return describe(version, modules, "installed")
+
+
+ENTRY = VllmEntry()
