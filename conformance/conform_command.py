@@ -34,9 +34,14 @@ from .manager.runner import (
 from .manager.target import RequestSetup
 from .report import coverage_tables, print_failure, properties_table, results_table
 from .targets.description import TargetDescription
-from .targets.loading import TargetLoadError, choose_profile, load_manager, load_target
+from .targets.loading import (
+    TargetLoadError,
+    choose_profile,
+    entry_of,
+    load_manager,
+    load_target,
+)
 from .targets.options import MANAGER, TARGET
-from .targets.registry import entry_of
 from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 

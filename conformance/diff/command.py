@@ -158,7 +158,7 @@ def diff(
         sys.exit(EXIT_SAME)
     _report(console, pair, result, run_seed, Path(trace_dir))
     console.print(
-        f"Reproduce with: kvpool diff {pool_a} {pool_b} --level {chosen.name} "
+        f"Reproduce with: kvpool diff {pool_a.text} {pool_b.text} --level {chosen.name} "
         f"--profile-a {pair.a.profile.name} --profile-b {pair.b.profile.name} "
         f"--seed {run_seed} --max-examples {max_examples} --steps {steps} --blocks {blocks}",
         highlight=False,

@@ -12,13 +12,15 @@ from ..engine.target import TargetFactory
 from ..manager.target import ManagerTargetFactory
 from .description import Form, TargetDescription
 from .errors import TargetLoadError, TargetUsageError
-from .registry import ProfileChoice, describe_target, entry_of
+from .factory_entry import FACTORY
+from .registry import EngineEntry, ProfileChoice, describe_target, engine
 
 __all__ = [
     "TargetLoadError",
     "TargetUsageError",
     "choose_profile",
     "described",
+    "entry_of",
     "load_manager",
     "load_target",
 ]
@@ -28,6 +30,11 @@ MANAGER_WORDS = {
     "auto": "the target's own manager, if its engine ships one the suite drives",
     "none": "no manager run",
 }
+
+
+def entry_of(target: TargetDescription) -> EngineEntry:
+    """The entry that loads ``target`` (the factory form's own for ``module:factory``)."""
+    return FACTORY if target.form is Form.FACTORY else engine(target.engine)
 
 
 def described(target: TargetDescription | str) -> TargetDescription:
@@ -71,9 +78,9 @@ def load_manager(
     if same_engine and manager.text == manager.engine:
         manager = target  # the manager of the release --target names
     elif entry.manager_follows_target:
+        shown = entry.display_name()
         raise TargetLoadError(
-            f"--manager {manager.text} drives the KV cache manager of a {manager.engine} "
-            f"release: give a {manager.engine} target ({entry.forms_line()}), not "
-            f"{target.text!r}"
+            f"--manager {manager.text} drives the KV cache manager of a {shown} release: "
+            f"give a {shown} target ({entry.forms_line()}), not {target.text!r}"
         )
     return entry.load_manager(manager)

@@ -51,6 +51,8 @@ class EngineEntry:
     name: str = ""
     #: One line for ``kvpool targets``.
     summary: str = ""
+    #: How messages name the engine (``"vLLM"``); its name when empty.
+    label: str = ""
     #: Its forms (``NAME==X.Y.Z``, ...) and what each one loads, for ``kvpool targets``.
     forms: Mapping[str, str] = MappingProxyType({})
     #: The pip extra of kvpool-spec it needs (``"lmdeploy"``), if any.
@@ -111,6 +113,10 @@ class EngineEntry:
         """The profile that judges ``described`` by default, with the reason."""
         return ProfileChoice("seed", "the seed's contract (the default profile)")
 
+    def display_name(self) -> str:
+        """How messages name the engine: :attr:`label`, else :attr:`name`."""
+        return self.label or self.name
+
     def forms_line(self) -> str:
         return ", ".join(self.forms) or self.name
 
@@ -157,12 +163,3 @@ def describe_target(text: str, package: str | None = None) -> TargetDescription:
             raise TargetUsageError("--package names a fork's package: give a vLLM-like target")
         return described
     return engine(described.engine).parse(described)
-
-
-def entry_of(described: TargetDescription) -> EngineEntry:
-    """The entry that loads ``described`` (the factory form's own for ``module:factory``)."""
-    if described.form is Form.FACTORY:
-        from .factory_entry import FACTORY
-
-        return FACTORY
-    return engine(described.engine)

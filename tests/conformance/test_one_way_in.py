@@ -129,7 +129,7 @@ def test_a_third_party_engine_is_imported_only_when_named(
 
 
 def test_a_manager_named_by_engine_follows_the_target() -> None:
-    with pytest.raises(TargetLoadError, match="give a vllm target"):
+    with pytest.raises(TargetLoadError, match="give a vLLM target"):
         load_manager("vllm", "impl")
     assert load_manager("auto", "impl")[1] == "impl"
     assert load_manager("auto", "spec") == (None, "none")

@@ -29,6 +29,7 @@ WHY = (
 
 class AphroditeEntry(VllmEntry):
     name = "aphrodite"
+    label = "Aphrodite"
     summary = "Aphrodite Engine's v1 BlockPool (a port of vLLM's)"
     forms = MappingProxyType(
         {

@@ -22,7 +22,7 @@ from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError, TargetUsageError
 from ..registry import EngineEntry, ProfileChoice, engine
-from .naming import VllmLoadError, installed_vllm_version
+from .naming import VllmLoadError, installed_vllm_version, shown_name
 from .package import VLLM, own_name
 from .wheel import VLLM_DISTRIBUTION, Distribution
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 class VllmEntry(EngineEntry):
     name = "vllm"
+    label = "vLLM"
     summary = "vLLM's BlockPool and KVCacheManager"
     forms = MappingProxyType(
         {
@@ -130,15 +131,6 @@ class VllmEntry(EngineEntry):
         except ValueError as exc:
             raise TargetLoadError(str(exc)) from exc
         return ProfileChoice(chosen, f"the measured profile of vLLM {version}")
-
-
-def shown_name(described: TargetDescription, version: str) -> str:
-    """How a vLLM target is shown: ``vllm==0.33.0``, ``vllm (installed 0.33.0)``, ..."""
-    if described.form is Form.RELEASE:
-        return described.text
-    if described.form is Form.INSTALLED:
-        return f"{described.text} (installed {version})"
-    return f"{described.text} ({version})"
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .manager_api import ManagerUnsupported, check_manager, manager_api
-from .naming import VllmLoadError, installed_vllm_version
+from .naming import VllmLoadError, installed_vllm_version, shown_name
 
 if TYPE_CHECKING:
     from ...manager.target import ManagerTargetFactory
@@ -26,7 +26,6 @@ def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, 
     """The factory of manager targets for ``--manager vllm`` (the manager of the vLLM
     ``target`` names) and its display name."""
     from ..description import Form
-    from .entry import shown_name
     from .isolation import IsolationError, load_release
     from .releases import (
         MANAGER_MODULES,

@@ -1,8 +1,11 @@
-"""The installed vLLM's version, and the error every way of loading a vLLM raises."""
+"""The installed vLLM's version, the name a loaded release is shown by, and the error every
+way of loading a vLLM raises."""
 
 from __future__ import annotations
 
 import sys
+
+from ..description import Form, TargetDescription
 
 
 class VllmLoadError(Exception):
@@ -21,3 +24,12 @@ def installed_vllm_version() -> str:
             f"({sys.executable}): install it, or check a release without installing it "
             "with --target vllm==X.Y.Z"
         ) from None
+
+
+def shown_name(described: TargetDescription, version: str) -> str:
+    """How a vLLM target is shown: ``vllm==0.33.0``, ``vllm (installed 0.33.0)``, ..."""
+    if described.form is Form.RELEASE:
+        return described.text
+    if described.form is Form.INSTALLED:
+        return f"{described.text} (installed {version})"
+    return f"{described.text} ({version})"
