@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 from kvpool.spec import CONSUMER_MODELS, PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
@@ -42,6 +43,7 @@ from .targets.loading import (
     load_target,
 )
 from .targets.options import MANAGER, TARGET
+from .targets.registry import describe_target
 from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 
@@ -220,6 +222,7 @@ def conform(
     try:
         level_names = comma_names(levels or "safety,order,robustness", LEVELS, "level")
         machine_names = comma_names(machines, MACHINES, "machine")
+        target, machine_names, alone = _manager_alone(target, manager, machine_names)
         default = choose_profile(target)
         chosen_profile = get_profile(profile or default.name)
         manager_text = manager if isinstance(manager, str) else manager.text
@@ -276,6 +279,14 @@ def conform(
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
+    if alone:
+        console.print(
+            f"no --target: the requests machine checks manager {manager_name}; its "
+            "requests/pool run drives the spec's own pool (the spec's manager on the spec's "
+            "pool), and the pool machine is not run",
+            highlight=False,
+            markup=False,
+        )
     if "events" in level_names:
         promised = chosen_profile.consumer_contract
         console.print(
@@ -439,7 +450,7 @@ def conform(
         if fail_fast:  # the same passes, in the same order
             which += " --fail-fast"
         console.print(
-            f"\nReproduce with: kvpool conform --target {target.text} "
+            f"\nReproduce with: kvpool conform {'' if alone else f'--target {target.text} '}"
             f"--profile {chosen_profile.name} "
             f"{which} --seed {run_seed} "
             f"--max-examples {max_examples} --steps {steps} --blocks {blocks}",
@@ -450,6 +461,23 @@ def conform(
     if any(not r.passed for r in results):
         sys.exit(EXIT_TOO_FEW_VALID)
     console.print("[green]every run passed[/green]")
+
+
+DEFAULT = ParameterSource.DEFAULT
+
+
+def _manager_alone(
+    target: TargetDescription, manager: TargetDescription | str, machines: list[str]
+) -> tuple[TargetDescription, list[str], bool]:
+    """``--manager`` naming a manager without ``--target``: the requests machine checks that
+    manager, its ``requests/pool`` run on the spec's own pool (no pool was named). Returns
+    the target, the machines and whether this is such a run."""
+    context = click.get_current_context()
+    if isinstance(manager, str) or context.get_parameter_source("target") is not DEFAULT:
+        return target, machines, False
+    if context.get_parameter_source("machines") is not DEFAULT and "pool" in machines:
+        raise click.BadParameter("the pool machine checks a pool: name it with --target")
+    return describe_target("spec"), ["requests"], True
 
 
 def _manager_only_machines(

@@ -33,6 +33,7 @@ TARGETS = {
     "vllm==0.30.0": "vllm-0.30.0",
     "vllm==0.24.0": "vllm-0.24.0",
     "vllm==0.10.2": "vllm-0.10.2",
+    "aphrodite==0.24.1": "aphrodite-0.24.1",
     "vllm-mlx": "vllm-mlx-0.6.0",
     "lmdeploy==0.18.0": "lmdeploy-0.18.0",
     "nanovllm": "nanovllm-npu-0.0.2",
@@ -162,6 +163,17 @@ ABOUT = {
     "checked at the events level only",
     "vllm-0.24.0": "vLLM 0.24.0's BlockPool, isolated from its wheel (profile vllm-0.24)",
     "vllm-0.10.2": "vLLM 0.10.2's BlockPool, isolated from its wheel (profile vllm-0.10)",
+    "aphrodite-0.24.1": "Aphrodite Engine 0.24.1's v1 BlockPool, isolated from its release "
+    "wheel (aphrodite-engine) under its own package name, aphrodite (profile vllm-0.30: its "
+    "pool is vLLM's of the 0.30 generation without unpin_blocks and KVCacheBlock.pool). Its "
+    "findings are vLLM's, inherited: the robustness level's out-of-contract calls accepted, "
+    "and the partial entry's BlockStored naming the fine hash before num_tokens as its "
+    "parent (vLLM #58119). vLLM's pre-0.24 double queue (`free_blocks([b, b])` on a block "
+    "held twice queues it twice) is not in this wheel: its `free_blocks` decides per block "
+    "inside the loop (the safety and order levels pass). The source on GitHub read for this "
+    "page (commit 3bce4a6; the issue that asked for this target cites b42eeec) still "
+    "decrements every block first and then queues each block at 0, so that source has the "
+    "bug; only the wheel is run here",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
     "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
     "(upstream's, unchanged but for the package name), a manager judged by the request-level "

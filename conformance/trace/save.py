@@ -37,7 +37,9 @@ def save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1)
         return None
     suffix = f"-{number}" if number > 1 else ""
     level = meta.level if meta.consumer is None else f"{meta.level}-{meta.consumer}"
-    name = f"{slug(meta.target)}-{meta.machine}-{level}-{meta.seed}{suffix}.itf.json"
+    # a manager's trace is named after the manager (its run may have named no pool)
+    named = meta.manager if meta.level == "manager" and meta.manager else meta.target
+    name = f"{slug(named)}-{meta.machine}-{level}-{meta.seed}{suffix}.itf.json"
     path = write_trace(recorded, trace_dir / name)
     test = write_pytest(path, recorded)
     _line = console.print

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from ...manager.target import ManagerTargetFactory
 from ..description import TargetDescription
+from ..errors import TargetLoadError
 from ..registry import ProfileChoice
 from ..vllm.entry import VllmEntry
 from ..vllm.wheel import Distribution
@@ -19,11 +21,14 @@ from ..vllm.wheel import Distribution
 #: The release whose pool the suite has read and profiled.
 KNOWN = "0.24.1"
 
-#: Why 0.24.1 is judged as vLLM 0.29, from its ``aphrodite/v1/core/block_pool.py``.
+#: Why 0.24.1 is judged as vLLM 0.30, read off its ``aphrodite/v1/core/block_pool.py`` and
+#: ``kv_cache_utils.py``: the pool of vLLM's 0.30 generation without 0.30's two additions
+#: (``unpin_blocks``, ``KVCacheBlock.pool``), which the suite then does not draw.
 WHY = (
-    "read off its block_pool.py: vLLM 0.29's free rule (unkeyed frees to the front, keyed "
-    "to the back, no evict_first), cache_partial_block, move_block_hashes, "
-    "is_block_writable; no unpin_blocks, no KVCacheBlock.pool"
+    "read off its block_pool.py: vLLM 0.30's pool (unkeyed frees to the front, keyed to the "
+    "back, no evict_first; cache_partial_block with replace_existing_hashes, strictly inside "
+    "a block unless replacing; move_block_hashes, is_block_writable; the LoRA name alone in "
+    "the block hash) without unpin_blocks and KVCacheBlock.pool"
 )
 
 
@@ -42,6 +47,12 @@ class AphroditeEntry(VllmEntry):
     manager_summary = ""
     dist = Distribution(project="aphrodite-engine", package="aphrodite", label="Aphrodite")
 
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        raise TargetLoadError(
+            f"{described.text}: Aphrodite's KV cache manager is not a target yet (its pool "
+            "is); leave --manager out"
+        )
+
     def versions(self) -> tuple[str, ...]:
         return tuple(sorted({*super().versions(), KNOWN}))
 
@@ -50,9 +61,9 @@ class AphroditeEntry(VllmEntry):
 
         version = vllm_version(described)
         if version == KNOWN:
-            return ProfileChoice("vllm-0.29", WHY)
+            return ProfileChoice("vllm-0.30", WHY)
         return ProfileChoice(
-            "vllm-0.29",
+            "vllm-0.30",
             f"Aphrodite {version or '(no version)'} is judged as 0.24.1 is, the release read "
             f"and profiled ({WHY}); name another profile with --profile if its pool changed",
         )
