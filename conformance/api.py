@@ -25,7 +25,15 @@ from types import MappingProxyType
 
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.manager import ManagerConfig, Scheduled
+from kvpool.spec.manager import (
+    FULL_ATTENTION,
+    Admit,
+    KVGroup,
+    ManagerConfig,
+    RequestAction,
+    ResetCache,
+    Scheduled,
+)
 from kvpool.spec.manager.properties import expected_key
 
 from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
@@ -81,15 +89,18 @@ MANAGER_FACTORY_HOOKS = MappingProxyType(
 
 __all__ = [
     "EVICT_FIRST",
+    "FULL_ATTENTION",
     "GROUP",
     "MANAGER_FACTORY_HOOKS",
     "MANAGER_HOOKS",
     "OBSERVABLES",
     "POOL_HOOKS",
     "Action",
+    "Admit",
     "EngineEntry",
     "Form",
     "IsolatedLoadError",
+    "KVGroup",
     "ManagerConfig",
     "ManagerTarget",
     "ManagerTargetFactory",
@@ -98,7 +109,9 @@ __all__ = [
     "PoolView",
     "Profile",
     "ProfileChoice",
+    "RequestAction",
     "RequestSetup",
+    "ResetCache",
     "Scheduled",
     "Target",
     "TargetDescription",

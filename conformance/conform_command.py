@@ -42,12 +42,13 @@ from .targets.loading import (
     load_manager,
     load_target,
 )
-from .targets.options import MANAGER, TARGET
+from .targets.options import MANAGER, TARGET, package_option
 from .targets.registry import describe_target
 from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 
 @click.command()
+@package_option
 @click.option(
     "--target",
     "-t",

@@ -4,7 +4,8 @@ usage error (exit 2) listing the forms."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -23,8 +24,9 @@ class TargetType(click.ParamType[TargetDescription]):
     ) -> TargetDescription:
         if isinstance(value, TargetDescription):
             return value
+        package = ctx.meta.get(PACKAGE_KEY) if ctx is not None else None
         try:
-            return describe_target(str(value))
+            return describe_target(str(value), package)
         except TargetLoadError as exc:
             self.fail(str(exc), param, ctx)
 
@@ -50,6 +52,31 @@ class ManagerType(click.ParamType[TargetDescription | str]):
 
 TARGET = TargetType()
 MANAGER = ManagerType()
+
+#: Where ``--package`` leaves its value for ``--target`` (read before it: eager).
+PACKAGE_KEY = "kvpool.package"
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _keep_package(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[PACKAGE_KEY] = value
+
+
+def package_option(command: Command) -> Command:
+    """``--package NAME``: the top-level package of a vLLM fork's files, for ``--target``
+    (read first, so that ``--target`` is parsed once, with it)."""
+    option = click.option(
+        "--package",
+        metavar="NAME",
+        default=None,
+        is_eager=True,
+        expose_value=False,
+        callback=_keep_package,
+        help="The top-level package a vLLM-shaped target's files live in (a fork's: "
+        "aphrodite for aphrodite/v1/core/block_pool.py). Default: the one package of "
+        "PATH with v1/core/block_pool.py, or the engine's own.",
+    )
+    return option(command)
 
 
 def text_of(value: TargetDescription | str | None) -> str | None:

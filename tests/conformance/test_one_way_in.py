@@ -211,3 +211,16 @@ def test_a_fork_conforms_where_vllm_does(fork_tree: Path, tmp_path: Path) -> Non
     )
     assert result.exit_code == 0, result.output
     assert f"vllm@{fork_tree} (0.33.0)" in result.output
+
+
+def test_package_on_the_command_line_picks_the_fork(fork_tree: Path, tmp_path: Path) -> None:
+    from kvpool.conformance.targets.vllm.wheel import cached_release
+
+    _fork_of(cached_release("0.33.0"), fork_tree, "otherllm")
+    common = ["conform", "--target", f"vllm@{fork_tree}", "--profile", "vllm-0.33"]
+    run = [*common, "--machine", "pool", "--level", "safety", "--max-examples", "5"]
+    run += ["--no-coverage", "--trace-dir", str(tmp_path / "traces")]
+    refused = CliRunner().invoke(main, run)
+    assert refused.exit_code == 2 and "--package NAME" in refused.output, refused.output
+    chosen = CliRunner().invoke(main, [*run, "--package", "otherllm"])
+    assert chosen.exit_code == 0, chosen.output
