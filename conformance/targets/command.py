@@ -90,7 +90,7 @@ def targets(extra: tuple[TargetDescription, ...]) -> None:
 def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]]]:
     """Every registered engine that loads, and those that do not with the reason."""
     entries, broken = [], []
-    for name in registered():
+    for name in sorted(registered(), key=lambda n: (n not in ("impl", "spec"), n)):
         try:
             entries.append(engine(name))
         except TargetLoadError as exc:

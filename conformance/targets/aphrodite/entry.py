@@ -53,9 +53,6 @@ class AphroditeEntry(VllmEntry):
             "is); leave --manager out"
         )
 
-    def versions(self) -> tuple[str, ...]:
-        return tuple(sorted({*super().versions(), KNOWN}))
-
     def profile_of(self, described: TargetDescription) -> ProfileChoice:
         from ..vllm.entry import vllm_version
 
