@@ -344,8 +344,7 @@ def page() -> str:
         target = by_folder[folder]
         manager_only = target in MANAGER_ONLY
         emits = target in MANAGER_EVENTS or (
-            not manager_only
-            and get_profile(choose_profile(target).name).offers("take_events")
+            not manager_only and get_profile(choose_profile(target).name).offers("take_events")
         )
         cells = []
         for run in (*RUNS, *EVENT_RUNS):
