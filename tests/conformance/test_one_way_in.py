@@ -224,3 +224,11 @@ def test_package_on_the_command_line_picks_the_fork(fork_tree: Path, tmp_path: P
     assert refused.exit_code == 2 and "--package NAME" in refused.output, refused.output
     chosen = CliRunner().invoke(main, [*run, "--package", "otherllm"])
     assert chosen.exit_code == 0, chosen.output
+
+
+def test_aphrodite_is_judged_by_the_profile_of_the_code_it_ports() -> None:
+    choice = choose_profile("aphrodite==0.24.1")
+    assert choice.name == "vllm-0.30"
+    assert "without unpin_blocks and KVCacheBlock.pool" in choice.reason
+    with pytest.raises(TargetLoadError, match="Aphrodite's KV cache manager is not a target"):
+        load_manager("aphrodite", "aphrodite==0.24.1")
