@@ -131,11 +131,12 @@ def free_blocks_violation(state: PoolState, action: FreeBlocks) -> ContractViola
     op = action.operation
     if action.evict_first and not state.profile.has_evict_first:
         return ContractViolation("evict-first-unsupported", op)
-    if action.foreign:
-        if state.peer is None:
-            return ContractViolation(
-                "foreign-route", op, action.foreign[0], "the block's owning pool is gone"
-            )
+    if action.foreign and state.peer is None and not state.profile.strong_pool_reference:
+        # a weak link: the block's owning pool may be gone (with a strong one it cannot be)
+        return ContractViolation(
+            "foreign-route", op, action.foreign[0], "the block's owning pool is gone"
+        )
+    if action.foreign and state.peer is not None:
         peer_violation = out_of_range(state.peer, action.foreign, op) or over_release(
             state.peer, action.foreign, "free-held", op
         )
@@ -173,7 +174,10 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
 def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observation]:
     """Release each listed block once (a block may be listed several times).
 
-    The null block is skipped; blocks of the peer pool are handed back to it.
+    The null block is skipped; blocks of the peer pool are handed back to it. A block
+    whose pool this one no longer sees (``state.peer is None``) can be freed only where
+    blocks hold their pool strongly (``strong_pool_reference``): that pool is then still
+    alive, kept so by its block, and takes the block back; this pool does not change.
 
     pre: invariants_hold(state)
     pre: free_blocks_violation(state, action) is None
@@ -183,8 +187,7 @@ def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observ
     """
     refuse(free_blocks_violation(state, action))
     state = release(state, action.blocks, action.evict_first)
-    if action.foreign:
-        assert state.peer is not None
+    if action.foreign and state.peer is not None:
         state = replace(state, peer=release(state.peer, action.foreign, action.evict_first))
     return state, Observation()
 

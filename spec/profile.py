@@ -64,6 +64,11 @@ class Profile:
     #: (vLLM 0.24 on); else it describes the entry's block from its start, its parent the
     #: block before.
     partial_parent_fine_hash: bool = False
+    #: A block holds its pool strongly (``KVCacheBlock.pool``, vLLM 0.30 on): the pool
+    #: lives as long as its blocks, so a block freed through another pool always reaches
+    #: its owner; with the seed's weak link the owner may be gone, and freeing such a block
+    #: breaks rule ``foreign-route``.
+    strong_pool_reference: bool = False
     #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.
@@ -226,11 +231,13 @@ VLLM_0_30 = replace(
     VLLM_0_29,
     name="vllm-0.30",
     description="vLLM 0.30: as 0.29, plus unpin_blocks with reuse watchers, "
-    "KVCacheBlock.pool (blocks of another pool are handed back to it) and "
+    "KVCacheBlock.pool (blocks of another pool are handed back to it; the link is strong, "
+    "KVCacheBlock(idx, pool=self), so a block's pool is never gone) and "
     "cache_partial_block(replace_existing_hashes=...); partial entries still only "
     "strictly inside a block unless replacing",
     operations=VLLM_0_29.operations | {"unpin_blocks", "peer_get_new_blocks"},
     has_replace_existing_hashes=True,
+    strong_pool_reference=True,
     consumer_contract_source="not established: upstream's tests/v1/core/"
     "test_kv_events_contract.py (each copy of a hash stored and removed) freezes exactly the "
     "event fields of 0.30-0.32, but the wheels ship no tests, so whether this release "
@@ -254,7 +261,10 @@ VLLM_0_33 = replace(
     VLLM_0_32,
     name="vllm-0.33",
     description="vLLM 0.33: as 0.32, and the null block is skipped before its ref_cnt "
-    "changes; the seed's contract except that free_blocks has no evict_first",
+    "changes; departs from the seed in three places: free_blocks has no evict_first, a "
+    "partial entry's BlockStored describes only the last hash block before num_tokens "
+    "(its parent the fine hash before it, as since 0.24), and blocks hold their pool "
+    "strongly (as since 0.30: a block's pool is never gone)",
     null_ref_cnt_moves=False,
     consumer_contract="count",
     consumer_contract_source="count: upstream's tests/v1/core/test_kv_events_contract.py "

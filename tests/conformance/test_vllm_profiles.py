@@ -165,3 +165,21 @@ def test_no_profile_takes_the_null_block_out_of_caching_calls(profile: str) -> N
     after, _ = step(s, action)
     assert after.keys_of(0) == ()
     assert after.keys_of(1) != ()
+
+
+@pytest.mark.parametrize("profile", ["vllm-0.30", "vllm-0.33"])
+def test_strong_pool_references_keep_a_freed_blocks_pool_alive(profile: str) -> None:
+    # 0.30 on build KVCacheBlock(idx, pool=self): a block's pool outlives it, so freeing a
+    # block of a pool this one does not see hands it back there and leaves this pool alone
+    held = run(state(profile), GetNewBlocks(2))
+    after, _ = step(held, FreeBlocks((1,), foreign=(1,)))
+    assert violation(held, FreeBlocks((), foreign=(1,))) is None
+    assert after.ref_cnt == run(held, FreeBlocks((1,))).ref_cnt
+    assert after.free_queue == run(held, FreeBlocks((1,))).free_queue
+
+
+def test_a_weak_pool_reference_refuses_a_block_whose_pool_is_gone() -> None:
+    held = run(state("seed"), GetNewBlocks(2))
+    problem = violation(held, FreeBlocks((), foreign=(1,)))
+    assert problem is not None and problem.rule == "foreign-route"
+    assert not get_profile("vllm-0.29").strong_pool_reference
