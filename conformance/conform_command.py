@@ -34,6 +34,7 @@ from .manager.target import RequestSetup
 from .report import coverage_tables, print_failure, properties_table, results_table
 from .targets.engines import is_manager_target
 from .targets.loading import TargetLoadError, default_profile, load_manager, load_target
+from .targets.vllm.profile_choice import chosen_reason
 from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
 
 
@@ -260,6 +261,8 @@ def conform(
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
     )
+    if profile is None and (why := chosen_reason(target)) is not None:
+        console.print(f"profile chosen: {why}", markup=False, highlight=False, soft_wrap=True)
     if "events" in level_names:
         promised = chosen_profile.consumer_contract
         console.print(

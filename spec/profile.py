@@ -13,10 +13,10 @@ modelling what the release does with it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from .actions import ALL_ACTIONS
+from .versions import Version, parse_version
 
 
 @dataclass(frozen=True)
@@ -370,20 +370,17 @@ def get_profile(name: str) -> Profile:
 
 
 def profile_for_version(version: str) -> Profile:
-    """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.33.0rc1"``, ...).
+    """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.34.0.dev118+g4ba787ec9"``).
 
-    Releases newer than the last measured one get the newest profile; ``ValueError`` for a
-    version string that is not a release number or a release older than 0.10.1.
+    The last row of :data:`VLLM_RELEASES` at or before ``version`` in PEP 440's order, so a
+    pre-release or development build of X.Y.Z is judged by the newest profile below X.Y.Z,
+    and releases newer than the last measured one get the newest profile. ``ValueError``
+    for a string PEP 440 does not write, or a release older than 0.10.1.
     """
-    match = re.fullmatch(
-        r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\.post\d+)?", version
-    )
-    if match is None:
-        raise ValueError(f"{version!r} is not a vLLM release number (like 0.33.0)")
-    key = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+    parsed = parse_version(version)
     chosen = None
     for first, profile in VLLM_RELEASES:
-        if key >= first:
+        if Version(".".join(map(str, first)), first).key() <= parsed.key():
             chosen = profile
     if chosen is None:
         raise ValueError(f"vLLM {version} is older than 0.10.1, the oldest release with a profile")

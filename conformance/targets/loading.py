@@ -282,19 +282,19 @@ def vllm_version(spec: str) -> str | None:
 
 def default_profile(target_spec: str) -> str | None:
     """The profile a target is checked against unless ``--profile`` says otherwise: the
-    measured profile of its release for a vLLM target, ``None`` for every other target (and
-    for a vLLM tree whose version is unknown)."""
-    from kvpool.spec.profile import profile_for_version
+    measured profile of its release for a vLLM target (of its code, for a tree naming no
+    version: :mod:`.vllm.profile_choice`), ``None`` for every other target."""
+    from .vllm.profile_choice import choose_profile
 
     if target_spec in BUILT_IN_PROFILES:
         return BUILT_IN_PROFILES[target_spec]
     if is_engine_spec(target_spec):
         return engine_profile(target_spec)
-    version = vllm_version(target_spec)
-    if version is None:
+    if not is_vllm_spec(target_spec):
         return None
-    try:
-        return profile_for_version(version).name
+    try:  # from its version, else measured on its code (a clone names no version)
+        version = vllm_version(target_spec)
+        return choose_profile(target_spec, version, lambda: load_vllm(target_spec)).profile
     except ValueError as exc:
         raise TargetLoadError(str(exc)) from exc
 

@@ -54,6 +54,9 @@ H = request_block_hashes([1, 2, 3, 4, 5, 6], 1)
         ("0.32.0", "vllm-0.32"),
         ("0.33.0", "vllm-0.33"),
         ("0.34.0rc1", "vllm-0.33"),
+        ("0.34.0.dev118+g4ba787ec9", "vllm-0.33"),
+        ("0.33.0rc1", "vllm-0.32"),  # a pre-release comes before its release
+        ("0.33.0.post1", "vllm-0.33"),
     ],
 )
 def test_each_release_gets_its_measured_profile(version: str, profile: str) -> None:

@@ -1,0 +1,67 @@
+"""``kvpool targets --explain TARGET``: which profile a target is judged by, why, and what
+its code measures, knob by knob, beside that profile's values."""
+
+from __future__ import annotations
+
+from kvpool.spec import get_profile
+from rich.console import Console
+from rich.table import Table
+
+from .probes import Measurement, measure
+
+
+def shown(value: object) -> str:
+    """A knob's value for a table: operation sets by what they lack or add."""
+    if isinstance(value, frozenset):
+        return ", ".join(sorted(value)) or "(none)"
+    return "undecided" if value is None else str(value)
+
+
+def target_measurements(target: str) -> tuple[str, list[Measurement]]:
+    """The profile ``target`` is judged by unless ``--profile`` says otherwise (and why), and
+    every knob measured on it."""
+    from ..targets.loading import default_profile, load_target, load_vllm
+    from ..targets.vllm.naming import is_vllm_spec
+    from ..targets.vllm.profile_choice import chosen_reason, measure_release
+
+    profile = default_profile(target)
+    if profile is None:
+        reason = "not a pool the suite knows: judged by seed, the contract"
+    else:
+        reason = chosen_reason(target) or f"the profile of target {target}"
+    measured = (
+        measure_release(load_vllm(target))
+        if is_vllm_spec(target)
+        else (measure(load_target(target)[0]))
+    )
+    return f"profile {profile or 'seed'}: {reason}", measured
+
+
+def explain(console: Console, target: str) -> None:
+    """Print the choice and the measurements as a table (raises what loading raises)."""
+    from ..targets.loading import default_profile
+
+    if not console.is_terminal:  # a log or a pipe: room for the evidence column
+        console.width = max(console.width, 140)
+    why, measured = target_measurements(target)
+    profile = get_profile(default_profile(target) or "seed")
+    console.print(f"{target}: {why}", markup=False, highlight=False, soft_wrap=True)
+    table = Table(title=f"knobs measured on {target}, beside profile {profile.name}")
+    table.add_column("knob", no_wrap=True)
+    for column in ("measured", f"{profile.name} says", "agrees", "what the pool did"):
+        table.add_column(column)
+    for m in measured:
+        says = getattr(profile, m.knob)
+        if isinstance(says, frozenset) and isinstance(m.value, frozenset):
+            extra, lacking = sorted(m.value - says), sorted(says - m.value)
+            value = (
+                "as the profile"
+                if m.value == says
+                else (f"+{', '.join(extra)} -{', '.join(lacking)}")
+            )
+            agrees = "yes" if m.value == says else "NO"
+            table.add_row(m.knob, value, "(its list)", agrees, m.evidence)
+            continue
+        agrees = "?" if m.value is None else ("yes" if m.value == says else "NO")
+        table.add_row(m.knob, shown(m.value), shown(says), agrees, m.evidence)
+    console.print(table)
