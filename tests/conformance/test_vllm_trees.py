@@ -11,17 +11,31 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
+from kvpool.conformance.stream.publisher import load_publisher, publisher_source
+from kvpool.conformance.targets.loading import TargetLoadError, load_manager
 from kvpool.conformance.targets.vllm.profile_choice import choice_for_version
-from kvpool.conformance.targets.vllm.wheel import MANIFEST, cached_release
+from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS, PUBLISHER_MEMBERS
+from kvpool.conformance.targets.vllm.wheel import (
+    MANAGER_CACHE,
+    MANIFEST,
+    PUBLISHER_CACHE,
+    cached_release,
+)
 
 DEV_VERSION = "0.34.0.dev118+g4ba787ec9"
 RUN = ["--level", "safety,order,robustness", "--seed", "1", "--max-examples", "25"]
 
 
 def tree(tmp_path: Path, name: str, version: str | None) -> Path:
-    """vLLM 0.33.0's files as a checkout: no manifest, ``_version.py`` only if given."""
+    """vLLM 0.33.0's files as a checkout (the pool's, the manager's and the publisher's):
+    no manifest, ``_version.py`` only if given."""
     root = tmp_path / name
-    shutil.copytree(cached_release("0.33.0"), root)
+    for folder, members in (
+        (MANAGER_CACHE, MANAGER_WHEEL_MEMBERS),
+        (PUBLISHER_CACHE, PUBLISHER_MEMBERS),
+    ):
+        cached = cached_release("0.33.0", folder=folder, members=members)
+        shutil.copytree(cached, root, dirs_exist_ok=True)
     (root / MANIFEST).unlink()
     (root / "vllm" / "_version.py").unlink()
     if version is not None:
@@ -94,3 +108,16 @@ def test_every_version_form_gets_a_profile_and_a_reason(
     choice = choice_for_version(version)
     assert choice.profile == profile
     assert why in choice.reason and choice.reason.startswith(version)
+
+
+def test_the_manager_and_the_publisher_load_from_the_same_tree(tmp_path: Path) -> None:
+    clone = tree(tmp_path, "clone", None)
+    assert load_manager("vllm", f"vllm@{clone}")[1] == "vllm"
+    manager = clone / "vllm" / "v1" / "core" / "kv_cache_manager.py"
+    manager.write_text("raise RuntimeError('the tree of this test')\n")  # the tree's own file
+    with pytest.raises(TargetLoadError, match="the tree of this test"):
+        load_manager("vllm", f"vllm@{clone}")
+    assert publisher_source(f"vllm@{clone}") == f"vllm@{clone}"
+    assert publisher_source("vllm==0.30.0") == "0.30.0"
+    release = load_publisher(f"vllm@{clone}")
+    assert str(clone) in str(release.root) and hasattr(release.kv_events, "ZmqEventPublisher")
