@@ -156,8 +156,12 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
     first (LRU); ``evict_first`` sends every freed block to the front (its contents live
     in another tier). Releases fall back to the back where the profile says so (vLLM before
     0.24). The blocks for the front keep their order and go ahead of the old front; the
-    blocks for the back keep their order and go behind the old back.
+    blocks for the back keep their order and go behind the old back. Where keys die on
+    free (``keys_die_on_free``), a block reaching 0 first loses its keys, each removal
+    published, and is freed as a block without a key.
     """
+    if state.profile.keys_die_on_free:
+        state = drop_keys_of_freed(state, blocks)
     ref_cnt, queue = free_into_queue(
         queue=state.free_queue,
         ref_cnt=state.ref_cnt,
@@ -169,6 +173,19 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
         caching_off_to_front=state.profile.caching_off_free_to_front,
     )
     return replace(state, ref_cnt=ref_cnt, free_queue=queue)
+
+
+def drop_keys_of_freed(state: PoolState, blocks: tuple[int, ...]) -> PoolState:
+    """Strip the keys of every listed block whose last reference this release drops (a
+    pool with a slower tier behind it keeps such contents there, not in its prefix cache).
+    Afterwards none of those blocks has a key; every other block keeps its keys.
+    """
+    released = Counter(blocks)
+    for b in dict.fromkeys(blocks):
+        if b != NULL_BLOCK and state.ref_cnt[b] == released[b]:
+            state, removed = remove_keys(state, b)
+            state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
+    return state
 
 
 def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observation]:

@@ -81,6 +81,10 @@ class Profile:
     #: its owner; with the seed's weak link the owner may be gone, and freeing such a block
     #: breaks rule ``foreign-route``.
     strong_pool_reference: bool = False
+    #: A block's keys die when its last reference is freed (a pool with a slower tier
+    #: behind it: the contents live on there, not in this pool's prefix cache): each key is
+    #: removed and published, and the block is freed as one without a key.
+    keys_die_on_free: bool = False
     #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.

@@ -288,6 +288,22 @@ def strong_pool_reference(factory: TargetFactory) -> Measurement:
     )
 
 
+def keys_die_on_free(factory: TargetFactory) -> Measurement:
+    knob = "keys_die_on_free"
+    probe = Probe(factory, PoolConfig(4, enable_kv_cache_events=False))
+    if not probe.offers("cache_full_blocks"):
+        return Measurement(knob, False, "no cache_full_blocks: no block has a key")
+    probe.target.apply(GetNewBlocks(1))
+    probe.target.apply(CacheFullBlocks(HASHES[:1], (1,), 0, 1, 1))
+    probe.target.apply(FreeBlocks((1,)))
+    if probe.target.view().primary is None:
+        return Measurement(knob, None, "the blocks' keys are not shown")
+    died = probe.primary_hash(1) is None
+    return Measurement(
+        knob, died, f"a cached block freed by its last holder {'lost' if died else 'kept'} its key"
+    )
+
+
 #: Every probe, in the order of the profile's fields.
 PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     unkeyed_free_to_front,
@@ -304,6 +320,7 @@ PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     null_ref_cnt_moves,
     partial_parent_fine_hash,
     strong_pool_reference,
+    keys_die_on_free,
 )
 
 

@@ -51,6 +51,8 @@ def test_the_releases_measured_cover_both_values_of_every_knob() -> None:
     # releases measured must disagree on every knob, so each probe is shown to tell
     profiles = [profile_for_version(v) for v in RELEASES] + [get_profile("seed")]
     for knob in measured_knobs():
+        if knob == "keys_die_on_free":
+            continue  # no release has it: the tiered pool below shows that probe
         assert len({getattr(p, knob) for p in profiles}) > 1, knob
 
 
@@ -63,3 +65,16 @@ def test_our_pool_derives_as_the_seed(tmp_path: Path) -> None:
 def test_an_unloadable_target_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["profile", "derive", "--target", "nowhere"])
     assert result.exit_code == 2 and "unknown target" in result.output
+
+
+def test_a_pool_whose_keys_die_on_free_derives_so_and_passes_its_file(tmp_path: Path) -> None:
+    # no vLLM release has this design: a planted one shows the probe and the knob both work
+    text = derive("tiered_pool:TieredPool", tmp_path / "tiered.toml")
+    assert "[knobs.keys_die_on_free]" in text
+    assert text.count("[knobs.") == 1  # everything else as our pool, the seed
+    runner = CliRunner()
+    run = ["conform", "--target", "tiered_pool:TieredPool", "--seed", "2", "--max-examples", "60"]
+    judged = runner.invoke(main, [*run, "--profile", str(tmp_path / "tiered.toml")])
+    assert judged.exit_code == 0, judged.output
+    by_seed = runner.invoke(main, [*run, "--trace-dir", str(tmp_path / "traces")])
+    assert by_seed.exit_code == 1 and "keys" in by_seed.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kvpool.spec import (
     SEED,
+    BlockRemoved,
     BlockStored,
     CacheFullBlocks,
     CachePartialBlock,
@@ -186,3 +187,18 @@ def test_a_weak_pool_reference_refuses_a_block_whose_pool_is_gone() -> None:
     problem = violation(held, FreeBlocks((), foreign=(1,)))
     assert problem is not None and problem.rule == "foreign-route"
     assert not get_profile("vllm-0.29").strong_pool_reference
+
+
+def test_keys_that_die_on_free_are_removed_published_and_freed_as_unkeyed() -> None:
+    from dataclasses import replace
+
+    tiered = replace(SEED, name="tiered", keys_die_on_free=True)
+    cached = (GetNewBlocks(2), CacheFullBlocks(H[:1], (1,), 0, 1, 1), TakeEvents())
+    s = run(initial_state(PoolConfig(5), tiered), *cached)
+    held_twice = run(s, Touch((1,)), FreeBlocks((1,)))
+    assert held_twice.keys_of(1) != ()  # one holder left: the key lives
+    s, seen = step(run(s, FreeBlocks((1,))), TakeEvents())
+    assert s.keys_of(1) == () and s.free_queue[0] == 1  # freed as a block without a key
+    assert seen.result == (BlockRemoved(H[0], 0),)
+    kept = run(initial_state(PoolConfig(5), SEED), *cached, FreeBlocks((1,)))
+    assert kept.keys_of(1) != () and kept.free_queue[-1] == 1
