@@ -23,7 +23,7 @@ with it.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,11 @@ class Profile:
         "stored and removed, the counting consumer vLLM documents"
     )
 
+    #: The profile this one is written against, and the reason its file gives for each
+    #: knob it sets (``None`` and empty for a profile built in code).
+    base: str | None = field(default=None, compare=False)
+    reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
     def offers(self, operation: str) -> bool:
         """Whether this profile's pool has ``operation``."""
         return operation in self.operations
@@ -109,7 +114,7 @@ class Profile:
 #: Where the built-in profiles live (shipped with the package).
 BUILT_IN_DIR = Path(__file__).with_name("profiles")
 #: Fields a file sets at its top level, not as knobs.
-_NOT_KNOBS = frozenset({"name", "description"})
+_NOT_KNOBS = frozenset({"name", "description", "base", "reasons"})
 #: The knobs whose value may be absent (``"none"`` in a file, as TOML has no null).
 _OPTIONAL = frozenset({"consumer_contract"})
 
@@ -208,7 +213,10 @@ def profile_from_document(
     changes: dict[str, Any] = {
         knob: _knob_value(where, knob, entry, base) for knob, entry in knobs.items()
     }
-    return replace(base, name=name, description=description, **changes)
+    reasons = tuple((knob, str(entry["reason"]).strip()) for knob, entry in knobs.items())
+    return replace(
+        base, name=name, description=description, base=base_name, reasons=reasons, **changes
+    )
 
 
 def _read(path: Path) -> dict[str, Any]:
