@@ -26,7 +26,7 @@ def target_measurements(target: str) -> tuple[str, list[Measurement]]:
 
     profile = default_profile(target)
     if profile is None:
-        reason = "not a pool the suite knows: judged by seed, the contract"
+        reason = "the target has no profile of its own: judged by seed, the contract"
     else:
         reason = chosen_reason(target) or f"the profile of target {target}"
     measured = (

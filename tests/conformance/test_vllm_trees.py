@@ -95,8 +95,8 @@ def test_explain_shows_the_measured_knobs_and_the_choice(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("version", "profile", "why"),
     [
-        ("0.33.0", "vllm-0.33", "its release's"),
-        ("0.33.0.post1", "vllm-0.33", "its release's"),
+        ("0.33.0", "vllm-0.33", "a release the table covers"),
+        ("0.33.0.post1", "vllm-0.33", "a release the table covers"),
         ("0.34.0rc1", "vllm-0.33", "newer than every known release"),
         ("0.33.0rc1", "vllm-0.32", "a pre-release of 0.33.0, which comes before it"),
         ("0.30.0.dev7+gabc123", "vllm-0.29", "the newest profile below it"),

@@ -59,7 +59,9 @@ def choice_for_version(version: str) -> ProfileChoice:
             f"{version}: a pre-release of {parsed.base}, which comes before it; judged as "
             f"{profile.name}, the newest profile below it",
         )
-    return ProfileChoice(profile.name, f"{version}: judged as {profile.name}, its release's")
+    return ProfileChoice(
+        profile.name, f"{version}: a release the table covers; judged as {profile.name}"
+    )
 
 
 def vllm_profiles() -> list[Profile]:
