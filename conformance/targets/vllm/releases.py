@@ -80,6 +80,7 @@ PUBLISHER_MEMBERS = WHEEL_MEMBERS | frozenset(PUBLISHER_MODULES.values())
 #: ``cache_full_blocks``.
 OLDEST = (0, 10, 1)
 
+
 def parse_version(text: str) -> tuple[int, ...]:
     """The release numbers of any version string vLLM writes (PEP 440: ``0.33.0``,
     ``0.34.0rc1``, ``0.33.0.post1``, ``0.34.0.dev118+g4ba787ec9``): ``(0, 33, 0)``, padded
