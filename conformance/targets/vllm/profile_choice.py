@@ -73,7 +73,7 @@ def measure_release(release: VllmRelease) -> list[Measurement]:
     """Every knob the probes measure on ``release``'s pool, and the request attributes its
     block hashes carry (when its modules are at hand)."""
     from ...profiles.probes import Measurement, measure
-    from .key_partitions import MeasurementError, measure_key_attributes
+    from .key_partitions import measure_key_attributes
 
     found = measure(release.target_factory(f"vllm ({release.version})"))
     modules = release.release.modules if release.release is not None else None
@@ -82,8 +82,10 @@ def measure_release(release: VllmRelease) -> list[Measurement]:
         return found
     try:
         attributes = measure_key_attributes(modules)
-    except (MeasurementError, Exception) as exc:  # the release's hasher could not be run
-        found.append(Measurement("key_attributes", None, f"not measured: {exc}"))
+    except Exception as exc:  # the release's hasher could not be run, whatever it raised
+        found.append(
+            Measurement("key_attributes", None, f"not measured: {type(exc).__name__}: {exc}")
+        )
         return found
     found.append(
         Measurement(
