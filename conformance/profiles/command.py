@@ -80,16 +80,23 @@ def derive(target: str, out: Path | None) -> None:
 def show(name: str) -> None:
     """Show every knob of profile NAME (a built-in name or a FILE.toml) beside the seed's."""
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: room for the reasons
+        console.width = max(console.width, 160)
     try:
         chosen = get_profile(name)
     except KeyError as exc:
         fail_usage(console, str(exc.args[0]))
     console.print(f"{chosen.name}: {chosen.description}", markup=False, highlight=False)
-    table = Table(title=f"profile {chosen.name}")
+    reasons = dict(chosen.reasons)
+    table = Table(
+        title=f"profile {chosen.name}" + (f" (base {chosen.base})" if chosen.base else "")
+    )
     table.add_column("knob", no_wrap=True)
     table.add_column("value")
     table.add_column("seed")
+    table.add_column("why (set by this profile)")
     for knob in knob_names():
         value, seed = getattr(chosen, knob), getattr(SEED, knob)
-        table.add_row(knob, shown(value), "same" if value == seed else shown(seed))
+        same = "same" if value == seed else shown(seed)
+        table.add_row(knob, shown(value), same, reasons.get(knob, ""))
     console.print(table)

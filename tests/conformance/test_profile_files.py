@@ -124,3 +124,11 @@ def test_a_missing_file_and_an_unknown_name_are_refused(tmp_path: Path) -> None:
         get_profile(str(tmp_path / "gone.toml"))
     with pytest.raises(KeyError, match=re.escape("or a file NAME.toml")):
         get_profile("vllm-9.9")
+
+
+def test_profile_show_lists_each_knob_with_the_files_reason(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["profile", "show", str(write(tmp_path, THREE_KNOBS))])
+    assert result.exit_code == 0, result.output
+    assert "base seed" in result.output and "KVCacheBlock(idx, pool=self)" in result.output
+    missing = CliRunner().invoke(main, ["profile", "show", str(tmp_path / "gone.toml")])
+    assert missing.exit_code == 2 and "no such profile file" in missing.output
