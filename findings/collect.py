@@ -292,8 +292,6 @@ NOTES = {
     "touch-identity": "`touch` takes a free block that carries no key: not a cache hit, yet "
     "it leaves the free queue.",
     "move-null": "`move_block_hashes` can give the null block keys.",
-    "foreign-route": "A block of a pool that is gone can still be freed: since 0.30 a block "
-    "holds a strong reference to its pool (the seed's is weak).",
     "free-count": "In vLLM 0.10-0.23, `free_blocks` decrements every listed block first and "
     "then queues each block at 0, so a block held twice and freed twice in one call is "
     "queued twice: an in-contract call corrupts the free queue. Fixed in 0.24.",

@@ -131,11 +131,12 @@ def free_blocks_violation(state: PoolState, action: FreeBlocks) -> ContractViola
     op = action.operation
     if action.evict_first and not state.profile.has_evict_first:
         return ContractViolation("evict-first-unsupported", op)
-    if action.foreign:
-        if state.peer is None:
-            return ContractViolation(
-                "foreign-route", op, action.foreign[0], "the block's owning pool is gone"
-            )
+    if action.foreign and state.peer is None and not state.profile.strong_pool_reference:
+        # a weak link: the block's owning pool may be gone (with a strong one it cannot be)
+        return ContractViolation(
+            "foreign-route", op, action.foreign[0], "the block's owning pool is gone"
+        )
+    if action.foreign and state.peer is not None:
         peer_violation = out_of_range(state.peer, action.foreign, op) or over_release(
             state.peer, action.foreign, "free-held", op
         )
@@ -155,8 +156,12 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
     first (LRU); ``evict_first`` sends every freed block to the front (its contents live
     in another tier). Releases fall back to the back where the profile says so (vLLM before
     0.24). The blocks for the front keep their order and go ahead of the old front; the
-    blocks for the back keep their order and go behind the old back.
+    blocks for the back keep their order and go behind the old back. Where keys die on
+    free (``keys_die_on_free``), a block reaching 0 first loses its keys, each removal
+    published, and is freed as a block without a key.
     """
+    if state.profile.keys_die_on_free:
+        state = drop_keys_of_freed(state, blocks)
     ref_cnt, queue = free_into_queue(
         queue=state.free_queue,
         ref_cnt=state.ref_cnt,
@@ -170,10 +175,26 @@ def release(state: PoolState, blocks: tuple[int, ...], evict_first: bool) -> Poo
     return replace(state, ref_cnt=ref_cnt, free_queue=queue)
 
 
+def drop_keys_of_freed(state: PoolState, blocks: tuple[int, ...]) -> PoolState:
+    """Strip the keys of every listed block whose last reference this release drops (a
+    pool with a slower tier behind it keeps such contents there, not in its prefix cache).
+    Afterwards none of those blocks has a key; every other block keeps its keys.
+    """
+    released = Counter(blocks)
+    for b in dict.fromkeys(blocks):
+        if b != NULL_BLOCK and state.ref_cnt[b] == released[b]:
+            state, removed = remove_keys(state, b)
+            state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
+    return state
+
+
 def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observation]:
     """Release each listed block once (a block may be listed several times).
 
-    The null block is skipped; blocks of the peer pool are handed back to it.
+    The null block is skipped; blocks of the peer pool are handed back to it. A block
+    whose pool this one no longer sees (``state.peer is None``) can be freed only where
+    blocks hold their pool strongly (``strong_pool_reference``): that pool is then still
+    alive, kept so by its block, and takes the block back; this pool does not change.
 
     pre: invariants_hold(state)
     pre: free_blocks_violation(state, action) is None
@@ -183,8 +204,7 @@ def free_blocks(state: PoolState, action: FreeBlocks) -> tuple[PoolState, Observ
     """
     refuse(free_blocks_violation(state, action))
     state = release(state, action.blocks, action.evict_first)
-    if action.foreign:
-        assert state.peer is not None
+    if action.foreign and state.peer is not None:
         state = replace(state, peer=release(state.peer, action.foreign, action.evict_first))
     return state, Observation()
 

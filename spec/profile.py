@@ -1,22 +1,34 @@
-"""Profiles: the policy knobs that real pools disagree on.
+"""Profiles: the policy knobs that real pools disagree on, and the files that state them.
 
 The contract (the docs' "The contract in plain words") is the ``seed`` profile (upstream
-vLLM at the seed's commit).
-Released pools differ in a few places (where a freed block goes, which API exists, which
-inputs a caching call accepts); each such difference is one field here, so a profile is a
-readable list of choices. The ``vllm-*`` profiles were measured by running each released
-wheel's ``BlockPool`` (CPU only) against the spec and by reading its code; each one's
-description says what it captures. A field that narrows the caller's contract makes the
-spec refuse such input (a :class:`~kvpool.spec.errors.ContractViolation`) instead of
-modelling what the release does with it.
+vLLM at the seed's commit): every field of :class:`Profile` at its default. Released pools
+differ in a few places (where a freed block goes, which API exists, which inputs a caching
+call accepts); each such difference is one field, a *knob*, so a profile is a readable
+list of choices.
+
+A profile is a short document of what it changes: a TOML file naming its ``base`` profile,
+a one-line ``description``, and under ``[knobs.NAME]`` each knob that differs from the
+base, with its ``value`` (for a set of names: ``add``/``remove`` lists) and a one-line
+``reason``. The built-in profiles are such files, shipped in ``spec/profiles/`` and read
+at import (``vllm-0.33.toml`` is profile ``vllm-0.33``; its ``releases`` list the vLLM
+releases from which it is chosen); a user's file is read by :func:`get_profile` given its
+path (``--profile my-pool.toml``), and that path is its name. The ``vllm-*`` profiles were
+measured by running each released wheel's ``BlockPool`` (CPU only) against the spec and by
+reading its code (``kvpool profile derive`` repeats the measurement). A knob that narrows
+the caller's contract makes the spec refuse such input (a
+:class:`~kvpool.spec.errors.ContractViolation`) instead of modelling what the release does
+with it.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
 
 from .actions import ALL_ACTIONS
+from .versions import Version, VersionError, parse_version
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,15 @@ class Profile:
     #: (vLLM 0.24 on); else it describes the entry's block from its start, its parent the
     #: block before.
     partial_parent_fine_hash: bool = False
+    #: A block holds its pool strongly (``KVCacheBlock.pool``, vLLM 0.30 on): the pool
+    #: lives as long as its blocks, so a block freed through another pool always reaches
+    #: its owner; with the seed's weak link the owner may be gone, and freeing such a block
+    #: breaks rule ``foreign-route``.
+    strong_pool_reference: bool = False
+    #: A block's keys die when its last reference is freed (a pool with a slower tier
+    #: behind it: the contents live on there, not in this pool's prefix cache): each key is
+    #: removed and published, and the block is freed as one without a key.
+    keys_die_on_free: bool = False
     #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.
@@ -80,300 +101,217 @@ class Profile:
         "stored and removed, the counting consumer vLLM documents"
     )
 
+    #: The profile this one is written against, and the reason its file gives for each
+    #: knob it sets (``None`` and empty for a profile built in code).
+    base: str | None = field(default=None, compare=False)
+    reasons: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
     def offers(self, operation: str) -> bool:
         """Whether this profile's pool has ``operation``."""
         return operation in self.operations
 
 
-SEED = Profile(
-    name="seed",
-    description="upstream vLLM at the seed's commit (ef9339e): evict_first, unpin_blocks, "
-    "weak pool references; unkeyed frees to the front, keyed frees to the back; a partial "
-    "entry's BlockStored describes its block from the start, after the block before "
-    "(upstream names the fine hash before num_tokens as parent: issue 58119)",
-)
+#: Where the built-in profiles live (shipped with the package).
+BUILT_IN_DIR = Path(__file__).with_name("profiles")
+#: Fields a file sets at its top level, not as knobs.
+_NOT_KNOBS = frozenset({"name", "description", "base", "reasons"})
+#: The knobs whose value may be absent (``"none"`` in a file, as TOML has no null).
+_OPTIONAL = frozenset({"consumer_contract"})
 
-#: What a release before the written contract promised its subscribers.
-_UNWRITTEN = (
-    "none in writing: the release's kv_events.py and block_pool.py state no consumer "
-    "contract; its pool keeps one block per copy of a hash ('we don't de-duplicate the "
-    "blocks in the cache') and publishes each copy's store and removal"
-)
 
-_EVERY = SEED.operations
-_NEWER = frozenset(
-    {
-        "cache_partial_block",
-        "evict_blocks",
-        "move_block_hashes",
-        "is_block_writable",
-        "unpin_blocks",
-        "peer_get_new_blocks",
+class ProfileFileError(KeyError):
+    """A profile file that cannot be read as one; the message names the file and the key.
+
+    A ``KeyError``, as an unknown profile name is: every ``--profile`` reports both alike.
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def knob_names() -> tuple[str, ...]:
+    """Every knob a profile file may set, in :class:`Profile`'s order."""
+    return tuple(f.name for f in fields(Profile) if f.name not in _NOT_KNOBS)
+
+
+def _knob_value(where: str, knob: str, entry: object, base: Profile) -> object:
+    """The value ``[knobs.KNOB]`` gives, checked against the type of the base's value."""
+    if not isinstance(entry, dict):
+        raise ProfileFileError(f"{where}: knobs.{knob} must be a table with value and reason")
+    reason = entry.get("reason")
+    if not isinstance(reason, str) or not reason.strip():
+        raise ProfileFileError(f"{where}: knobs.{knob} needs a one-line reason")
+    current = getattr(base, knob)
+    extra = sorted(set(entry) - {"value", "add", "remove", "reason"})
+    if extra:
+        raise ProfileFileError(f"{where}: knobs.{knob} has unknown keys {', '.join(extra)}")
+    if isinstance(current, frozenset):
+        return _set_value(where, knob, entry, current)
+    if "value" not in entry or {"add", "remove"} & set(entry):
+        raise ProfileFileError(f"{where}: knobs.{knob} takes value (not add/remove)")
+    value = entry["value"]
+    if knob in _OPTIONAL and value == "none":
+        return None
+    expected = bool if isinstance(current, bool) else str
+    if knob in _OPTIONAL:
+        expected = str
+    if not isinstance(value, expected):
+        raise ProfileFileError(
+            f"{where}: knobs.{knob}: value {value!r} is not a {expected.__name__}"
+        )
+    return value
+
+
+def _set_value(where: str, knob: str, entry: dict[str, Any], current: frozenset[str]) -> object:
+    """A set knob: the whole ``value``, or the base's with ``add`` and ``remove`` applied."""
+    lists = {k: entry[k] for k in ("value", "add", "remove") if k in entry}
+    if not lists or ("value" in lists and len(lists) > 1):
+        raise ProfileFileError(f"{where}: knobs.{knob} takes value, or add and/or remove")
+    for key, names in lists.items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ProfileFileError(f"{where}: knobs.{knob}.{key} must be a list of names")
+    if "value" in lists:
+        return frozenset(lists["value"])
+    missing = sorted(set(lists.get("remove", [])) - current)
+    if missing:
+        raise ProfileFileError(
+            f"{where}: knobs.{knob} removes {', '.join(missing)}, which the base does not have"
+        )
+    return (current | frozenset(lists.get("add", []))) - frozenset(lists.get("remove", []))
+
+
+def profile_from_document(
+    name: str, document: dict[str, Any], known: dict[str, Profile], where: str
+) -> Profile:
+    """The profile a parsed file states: its base (one of ``known``) with its knobs."""
+    extra = sorted(set(document) - {"base", "description", "releases", "knobs"})
+    if extra:
+        raise ProfileFileError(
+            f"{where}: unknown top-level keys {', '.join(extra)} (a profile file has base, "
+            "description, releases and [knobs.NAME] tables)"
+        )
+    description = document.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise ProfileFileError(f"{where}: needs a one-line description")
+    base_name = document.get("base")
+    if base_name is None:
+        base = Profile(name=name, description=description)
+    elif isinstance(base_name, str) and base_name in known:
+        base = known[base_name]
+    else:
+        raise ProfileFileError(
+            f"{where}: base {base_name!r} is not a known profile ({', '.join(sorted(known))})"
+        )
+    knobs = document.get("knobs", {})
+    if not isinstance(knobs, dict):
+        raise ProfileFileError(f"{where}: knobs must be tables: [knobs.NAME]")
+    unknown = sorted(set(knobs) - set(knob_names()))
+    if unknown:
+        raise ProfileFileError(
+            f"{where}: unknown knobs {', '.join(unknown)}; known: {', '.join(knob_names())}"
+        )
+    changes: dict[str, Any] = {
+        knob: _knob_value(where, knob, entry, base) for knob, entry in knobs.items()
     }
-)
-
-#: The request attributes each release's block hashes carry, as measured on its own
-#: ``get_request_block_hasher`` (``conformance/targets/vllm/key_partitions.py``; the
-#: measurement is repeated on one release per profile by ``test_key_partitions.py``).
-_KEYS_0_10 = frozenset({"cache-salt", "lora-name", "mm-identifier"})
-_KEYS_0_12 = _KEYS_0_10 | {"prompt-embeds"}
-_KEYS_0_19 = _KEYS_0_12 | {"mm-offset"}
-_KEYS_0_31 = _KEYS_0_19 | {"lora-path"}
-
-#: vLLM 0.10.1 - 0.11: every freed block to the back; the oldest caching contract.
-VLLM_0_10 = Profile(
-    name="vllm-0.10",
-    description="vLLM 0.10.1-0.11: every freed block goes to the back (also unkeyed and "
-    "caching-off ones); no hash_block_size (block_size == hash_block_size), no block_mask, "
-    "no evict_blocks; cache_full_blocks cannot re-key a keyed block; the BlockStored "
-    "parent hash comes from the parent block's key; touch takes one list per group; "
-    "events carry no group id; block hashes carry the salt, the LoRA adapter's id and the "
-    "multimodal identifiers (not their offsets)",
-    key_attributes=_KEYS_0_10,
-    unkeyed_free_to_front=False,
-    caching_off_free_to_front=False,
-    has_evict_first=False,
-    operations=_EVERY - _NEWER,
-    has_hash_block_size=False,
-    has_block_mask=False,
-    cache_promotes_partial=False,
-    parent_hash_from_block=True,
-    partial_at_boundary=False,
-    has_replace_existing_hashes=False,
-    null_ref_cnt_moves=True,
-    consumer_contract=None,
-    consumer_contract_source=_UNWRITTEN,
-)
-VLLM_0_12 = replace(
-    VLLM_0_10,
-    name="vllm-0.12",
-    description="vLLM 0.12: as 0.10, plus the hash_block_size constructor argument; a block "
-    "spanning several hash blocks is keyed by their hashes concatenated; block hashes "
-    "also carry the prompt embeddings",
-    key_attributes=_KEYS_0_12,
-    has_hash_block_size=True,
-    coarse_hash_concatenates=True,
-)
-VLLM_0_13 = replace(
-    VLLM_0_12,
-    name="vllm-0.13",
-    description="vLLM 0.13: as 0.12, plus evict_blocks",
-    operations=VLLM_0_12.operations | {"evict_blocks"},
-)
-VLLM_0_14 = replace(
-    VLLM_0_13,
-    name="vllm-0.14",
-    description="vLLM 0.14-0.18: every freed block to the back; cache_full_blocks takes "
-    "the parent hash from the request; touch takes a flat list; "
-    "evict_blocks; no block_mask; coarse keys concatenate the hash blocks' hashes",
-    parent_hash_from_block=False,
-)
-VLLM_0_19 = replace(
-    VLLM_0_14,
-    name="vllm-0.19",
-    description="vLLM 0.19-0.21: as 0.14, and a multimodal feature's offset in the block "
-    "enters the block hash; events name their group from 0.20 on",
-    key_attributes=_KEYS_0_19,
-)
-VLLM_0_22 = replace(
-    VLLM_0_19,
-    name="vllm-0.22",
-    description="vLLM 0.22: as 0.19, plus cache_full_blocks's block_mask",
-    has_block_mask=True,
-)
-VLLM_0_23 = replace(
-    VLLM_0_22,
-    name="vllm-0.23",
-    description="vLLM 0.23: as 0.22, plus free_blocks(..., prepend=True) sending every freed "
-    "block to the front in the given order (the seed's evict_first); still every other "
-    "freed block to the back",
-    has_evict_first=True,
-)
-VLLM_0_24 = replace(
-    VLLM_0_22,
-    name="vllm-0.24",
-    description="vLLM 0.24-0.26 (and 0.28): unkeyed and caching-off frees go to the front, "
-    "keyed ones to the back; no prepend/evict_first; cache_partial_block (only strictly "
-    "inside a block, no replace_existing_hashes); partial entries promoted by "
-    "cache_full_blocks; a coarse block is keyed by its last hash block's hash",
-    unkeyed_free_to_front=True,
-    caching_off_free_to_front=True,
-    operations=VLLM_0_22.operations | {"cache_partial_block"},
-    cache_promotes_partial=True,
-    coarse_hash_concatenates=False,
-    partial_parent_fine_hash=True,
-)
-VLLM_0_26 = replace(
-    VLLM_0_24,
-    name="vllm-0.26",
-    description="vLLM 0.26 and 0.28: as 0.24, plus move_block_hashes",
-    operations=VLLM_0_24.operations | {"move_block_hashes"},
-)
-VLLM_0_27 = replace(
-    VLLM_0_26,
-    name="vllm-0.27",
-    description="vLLM 0.27.0 and 0.27.1: as 0.26, but with caching off every freed block "
-    "goes to the back (unkeyed frees go to the front only with caching on)",
-    caching_off_free_to_front=False,
-)
-VLLM_0_29 = replace(
-    VLLM_0_26,
-    name="vllm-0.29",
-    description="vLLM 0.29: as 0.26 (caching-off frees to the front again), plus is_block_writable",
-    operations=VLLM_0_26.operations | {"is_block_writable"},
-)
-VLLM_0_30 = replace(
-    VLLM_0_29,
-    name="vllm-0.30",
-    description="vLLM 0.30: as 0.29, plus unpin_blocks with reuse watchers, "
-    "KVCacheBlock.pool (blocks of another pool are handed back to it) and "
-    "cache_partial_block(replace_existing_hashes=...); partial entries still only "
-    "strictly inside a block unless replacing",
-    operations=VLLM_0_29.operations | {"unpin_blocks", "peer_get_new_blocks"},
-    has_replace_existing_hashes=True,
-    consumer_contract_source="not established: upstream's tests/v1/core/"
-    "test_kv_events_contract.py (each copy of a hash stored and removed) freezes exactly the "
-    "event fields of 0.30-0.32, but the wheels ship no tests, so whether this release "
-    "carries it is unknown; the release's own code states no consumer contract",
-)
-VLLM_0_31 = replace(
-    VLLM_0_30,
-    name="vllm-0.31",
-    description="vLLM 0.31: as 0.30, and the LoRA adapter's path enters the block hash "
-    "beside its name",
-    key_attributes=_KEYS_0_31,
-)
-VLLM_0_32 = replace(
-    VLLM_0_31,
-    name="vllm-0.32",
-    description="vLLM 0.32: as 0.30, and cache_partial_block accepts an entry at any "
-    "hash-block boundary; freeing or touching the null block still moves its ref_cnt",
-    partial_at_boundary=True,
-)
-VLLM_0_33 = replace(
-    VLLM_0_32,
-    name="vllm-0.33",
-    description="vLLM 0.33: as 0.32, and the null block is skipped before its ref_cnt "
-    "changes; the seed's contract except that free_blocks has no evict_first",
-    null_ref_cnt_moves=False,
-    consumer_contract="count",
-    consumer_contract_source="count: upstream's tests/v1/core/test_kv_events_contract.py "
-    "pins 'each copy of a hash is stored and removed' (and docs/features/kv_events.md "
-    "describes a recorder counting residency per medium, group and hash). The test freezes "
-    "the event fields of 0.30-0.32 exactly (0.33 adds lookahead_token_ids), so it was in "
-    "the tree 0.33 was cut from; the wheels ship no tests to tell whether 0.30-0.32 had it",
-)
-
-#: vllm-mlx 0.6.0's ``PagedCacheManager`` (a re-implementation for Apple silicon).
-VLLM_MLX = Profile(
-    name="vllm-mlx",
-    description="vllm-mlx 0.6.0's PagedCacheManager: every freed block to the back; no "
-    "evict_first, no block_mask; cache_full_blocks cannot re-key a keyed block; no "
-    "unpin/partial/evict/move/writable, no events",
-    unkeyed_free_to_front=False,
-    caching_off_free_to_front=False,
-    has_evict_first=False,
-    operations=frozenset(
-        {
-            "get_new_blocks",
-            "free_blocks",
-            "touch",
-            "cache_full_blocks",
-            "get_cached_block",
-            "reset_prefix_cache",
-            "get_usage",
-            "get_num_free_blocks",
-        }
-    ),
-    has_block_mask=False,
-    cache_promotes_partial=False,
-    null_ref_cnt_moves=True,
-    consumer_contract=None,
-    consumer_contract_source="none: its pool publishes no KV events",
-)
-
-#: LMDeploy's ``LogicalAllocator`` (PyTorch engine, 0.18.0): a pool without a prefix cache.
-#: Each field was measured on the real allocator (tests/conformance/test_lmdeploy_target.py).
-LMDEPLOY = Profile(
-    name="lmdeploy",
-    description="LMDeploy's LogicalAllocator (0.18.0): allocation, ref counts and free only "
-    "(its prefix cache is the BlockTrie above it); a freed block is reused first, the "
-    "blocks of one free in the order given (a stack); no evict_first; no null block (the "
-    "adapter leaves the spec's out)",
-    has_evict_first=False,
-    operations=frozenset({"get_new_blocks", "free_blocks", "touch", "get_num_free_blocks"}),
-    has_block_mask=False,
-)
-
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in (
-        SEED,
-        VLLM_0_10,
-        VLLM_0_12,
-        VLLM_0_13,
-        VLLM_0_14,
-        VLLM_0_19,
-        VLLM_0_22,
-        VLLM_0_23,
-        VLLM_0_24,
-        VLLM_0_26,
-        VLLM_0_27,
-        VLLM_0_29,
-        VLLM_0_30,
-        VLLM_0_31,
-        VLLM_0_32,
-        VLLM_0_33,
-        VLLM_MLX,
-        LMDEPLOY,
+    reasons = tuple((knob, str(entry["reason"]).strip()) for knob, entry in knobs.items())
+    return replace(
+        base, name=name, description=description, base=base_name, reasons=reasons, **changes
     )
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileFileError(f"{path}: cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileFileError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _releases(where: str, document: dict[str, Any]) -> list[tuple[int, int, int]]:
+    firsts = []
+    for text in document.get("releases", []):
+        try:
+            version = parse_version(text) if isinstance(text, str) else None
+        except VersionError:
+            version = None
+        if version is None or len(version.release) != 3:
+            raise ProfileFileError(f"{where}: releases: {text!r} is not a release like 0.33.0")
+        major, minor, patch = version.release
+        firsts.append((major, minor, patch))
+    return firsts
+
+
+def _built_in() -> tuple[dict[str, Profile], list[tuple[tuple[int, int, int], Profile]]]:
+    """Every file of :data:`BUILT_IN_DIR`, each read after its base."""
+    documents = {path.stem: (path, _read(path)) for path in sorted(BUILT_IN_DIR.glob("*.toml"))}
+    profiles: dict[str, Profile] = {}
+    releases: list[tuple[tuple[int, int, int], Profile]] = []
+    while len(profiles) < len(documents):
+        ready = [
+            name
+            for name, (_, doc) in documents.items()
+            if name not in profiles and doc.get("base", name) in {name, *profiles}
+        ]
+        if not ready:
+            left = sorted(set(documents) - set(profiles))
+            raise ProfileFileError(f"built-in profiles with a missing or circular base: {left}")
+        for name in ready:
+            path, doc = documents[name]
+            profiles[name] = profile_from_document(name, doc, profiles, str(path))
+            releases += [(first, profiles[name]) for first in _releases(str(path), doc)]
+    return profiles, sorted(releases, key=lambda row: row[0])
+
+
+_FILES, _RELEASES = _built_in()
+_CHOSEN_FOR = [p.name for _, p in _RELEASES]
+#: Every built-in profile by name: the seed, the vLLM releases' in release order, the rest.
+PROFILES: dict[str, Profile] = {
+    name: _FILES[name] for name in dict.fromkeys(["seed", *_CHOSEN_FOR, *sorted(_FILES)])
 }
+SEED = PROFILES["seed"]
+#: vllm-mlx 0.6.0's ``PagedCacheManager`` and LMDeploy's ``LogicalAllocator``.
+VLLM_MLX = PROFILES["vllm-mlx"]
+LMDEPLOY = PROFILES["lmdeploy"]
 
 #: (first release, profile): the profile of a release is the last row at or before it.
-VLLM_RELEASES: tuple[tuple[tuple[int, int, int], Profile], ...] = (
-    ((0, 10, 1), VLLM_0_10),
-    ((0, 12, 0), VLLM_0_12),
-    ((0, 13, 0), VLLM_0_13),
-    ((0, 14, 0), VLLM_0_14),
-    ((0, 19, 0), VLLM_0_19),
-    ((0, 22, 0), VLLM_0_22),
-    ((0, 23, 0), VLLM_0_23),
-    ((0, 24, 0), VLLM_0_24),
-    ((0, 26, 0), VLLM_0_26),
-    ((0, 27, 0), VLLM_0_27),
-    ((0, 28, 0), VLLM_0_26),
-    ((0, 29, 0), VLLM_0_29),
-    ((0, 30, 0), VLLM_0_30),
-    ((0, 31, 0), VLLM_0_31),
-    ((0, 32, 0), VLLM_0_32),
-    ((0, 33, 0), VLLM_0_33),
-)
+VLLM_RELEASES: tuple[tuple[tuple[int, int, int], Profile], ...] = tuple(_RELEASES)
+
+
+def load_profile_file(path: Path) -> Profile:
+    """The profile a user's file states (its base a built-in profile), named by its path."""
+    if not path.is_file():
+        raise ProfileFileError(f"{path}: no such profile file")
+    document = _read(path)
+    if "releases" in document:
+        raise ProfileFileError(f"{path}: releases is for the built-in profiles only")
+    return profile_from_document(str(path), document, PROFILES, str(path))
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``; ``KeyError`` names the known ones."""
-    try:
+    """The built-in profile called ``name``, or the profile of the file at path ``name``
+    (``*.toml``); ``KeyError`` names the known ones, :class:`ProfileFileError` says what is
+    wrong with a file."""
+    if name in PROFILES:
         return PROFILES[name]
-    except KeyError:
-        known = ", ".join(sorted(PROFILES))
-        raise KeyError(f"unknown profile {name!r}; known profiles: {known}") from None
+    if name.endswith(".toml"):
+        return load_profile_file(Path(name).expanduser())
+    known = ", ".join(sorted(PROFILES))
+    raise KeyError(f"unknown profile {name!r}; known profiles: {known}, or a file NAME.toml")
 
 
 def profile_for_version(version: str) -> Profile:
-    """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.33.0rc1"``, ...).
+    """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.34.0.dev118+g4ba787ec9"``).
 
-    Releases newer than the last measured one get the newest profile; ``ValueError`` for a
-    version string that is not a release number or a release older than 0.10.1.
+    The last row of :data:`VLLM_RELEASES` at or before ``version`` in PEP 440's order, so a
+    pre-release or development build of X.Y.Z is judged by the newest profile below X.Y.Z,
+    and releases newer than the last measured one get the newest profile. ``ValueError``
+    for a string PEP 440 does not write, or a release older than 0.10.1.
     """
-    match = re.fullmatch(
-        r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.\d+)?(?:(?:a|b|rc)\d+)?(?:\.post\d+)?", version
-    )
-    if match is None:
-        raise ValueError(f"{version!r} is not a vLLM release number (like 0.33.0)")
-    key = (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+    parsed = parse_version(version)
     chosen = None
     for first, profile in VLLM_RELEASES:
-        if key >= first:
+        if Version(".".join(map(str, first)), first).key() <= parsed.key():
             chosen = profile
     if chosen is None:
         raise ValueError(f"vLLM {version} is older than 0.10.1, the oldest release with a profile")

@@ -29,7 +29,9 @@ from kvpool.spec.rules import RULES
 EVENT_CLASSES: tuple[type, ...] = (BlockStored, BlockRemoved, AllBlocksCleared)
 
 #: Profile fields that name or describe a profile rather than choose a behaviour.
-_NOT_A_CHOICE = frozenset({"name", "description", "consumer_contract", "consumer_contract_source"})
+_NOT_A_CHOICE = frozenset(
+    {"name", "description", "consumer_contract", "consumer_contract_source", "base", "reasons"}
+)
 
 
 def profile_choices() -> tuple[str, ...]:

@@ -82,6 +82,9 @@ def _profile_section(profile: Profile) -> str:
     if profile is SEED:
         lines.append("The contract every other profile is described against.\n")
         return "\n".join(lines)
+    if profile.base is not None and profile.reasons:
+        changes = [f"{code(knob)}: {prose(reason)}" for knob, reason in profile.reasons]
+        lines.append(f"Its file changes from `{profile.base}`:\n\n" + bullets(changes))
     lines.append(
         ("Differs from `seed` in:\n\n" + bullets(differs))
         if differs
@@ -105,7 +108,9 @@ def profiles_page() -> str:
             "goes, which operations exist, which inputs a caching call accepts. `kvpool "
             "conform --profile NAME` checks a pool against one; a vLLM target is checked "
             "against its release's profile by default. Every value here is read from "
-            "`kvpool.spec.profile`.\n",
+            "the profile files `kvpool.spec.profile` loads (`spec/profiles/NAME.toml`: a "
+            "base and the knobs that differ, each with its reason; the guide's Profiles "
+            "page shows the format, and `--profile FILE.toml` takes your own).\n",
             "## vLLM release to profile\n",
             "`profile_for_version(version)` picks the last row at or before the release:\n",
             version_table(),

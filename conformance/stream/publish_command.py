@@ -24,7 +24,13 @@ from ..targets.loading import TargetLoadError, choose_profile, load_target
 from ..targets.options import TARGET
 from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
-from .publisher import DEFAULT_RELEASE, EventTranslator, PublisherError, load_publisher
+from .publisher import (
+    DEFAULT_RELEASE,
+    EventTranslator,
+    PublisherError,
+    load_publisher,
+    publisher_source,
+)
 from .publisher import start_publisher as start_vllm_publisher
 from .twins import Twins
 
@@ -79,9 +85,9 @@ EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 @click.option(
     "--publisher",
     "release",
-    default=DEFAULT_RELEASE,
-    show_default=True,
-    help="The vLLM release whose ZmqEventPublisher and event classes are used.",
+    default=None,
+    help="The vLLM release whose ZmqEventPublisher and event classes are used (default: "
+    f"the target's own, vllm==X.Y.Z or vllm@TREE; else {DEFAULT_RELEASE}).",
 )
 @click.option(
     "--hashes",
@@ -119,7 +125,7 @@ def publish(
     blocks: int,
     block_size: int,
     hash_block_size: int,
-    release: str,
+    release: str | None,
     hashes: str,
     wait: float,
     hold: float,
@@ -156,7 +162,8 @@ def publish(
         factory, name = load_target(target)
         profile = get_profile(choose_profile(target).name)
         int_hashes = None if hashes == "release" else hashes == "int"
-        loaded = load_publisher(release, int_hashes)
+        source = release or publisher_source(target)
+        loaded = load_publisher(source, int_hashes)
     except (TargetLoadError, ReleaseError, IsolationError, PublisherError, KeyError) as exc:
         usage(str(exc.args[0] if isinstance(exc, KeyError) else exc))
     setup = RequestSetup(
@@ -198,7 +205,7 @@ def publish(
     workload = Workload(params)
     status = _Status(console, requests)
     console.print(
-        f"publishing {name}'s KV events through vLLM {release}'s ZmqEventPublisher on "
+        f"publishing {name}'s KV events through vLLM {source}'s ZmqEventPublisher on "
         f"{publisher._endpoint}" + (f" (replay {replay})" if replay else ""),
         highlight=False,
     )
@@ -211,7 +218,7 @@ def publish(
     finally:
         status.done()
         _drain(publisher)
-        _summary(console, name, release, counts, translator, loaded, run.record.steps)
+        _summary(console, name, source, counts, translator, loaded, run.record.steps)
         if hold:
             console.print(f"replay socket up for {hold:g} s more", highlight=False)
             time.sleep(hold)

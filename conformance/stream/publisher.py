@@ -23,13 +23,14 @@ tokens behind the stored blocks, found in the spec manager's requests.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from kvpool.spec import events as spec_events
 from kvpool.spec.manager.state import RequestState, block_hashes
 
 from ..targets.vllm.isolation import Release, load_release
-from ..targets.vllm.releases import PUBLISHER_MEMBERS, PUBLISHER_MODULES
+from ..targets.vllm.releases import PUBLISHER_MEMBERS, PUBLISHER_MODULES, version_in_tree
 from ..targets.vllm.wheel import PUBLISHER_CACHE, cached_release
 
 #: The medium vLLM's GPU block pool publishes.
@@ -43,10 +44,27 @@ class PublisherError(ValueError):
     """The publisher cannot be loaded or started as asked; the message says why."""
 
 
-def load_publisher(version: str, int_hashes: bool | None = None) -> Release:
-    """Release ``version``'s event module, loaded in isolation (downloading the wheel's
-    missing files once). ``int_hashes`` overrides the release's hash setting."""
-    root = cached_release(version, folder=PUBLISHER_CACHE, members=PUBLISHER_MEMBERS)
+def publisher_source(target: str) -> str:
+    """Whose publisher ``kvpool publish --target TARGET`` uses unless ``--publisher`` says:
+    the target's own (``vllm==X.Y.Z``: that release; ``vllm@TREE``: that tree, so a working
+    copy publishes through its own code), else :data:`DEFAULT_RELEASE`."""
+    if target.startswith("vllm=="):
+        return target.removeprefix("vllm==")
+    if target.startswith("vllm@") and Path(target.removeprefix("vllm@")).expanduser().is_dir():
+        return target
+    return DEFAULT_RELEASE
+
+
+def load_publisher(source: str, int_hashes: bool | None = None) -> Release:
+    """The event module of release ``source`` (a version: its wheel's files, downloaded
+    once) or of the tree ``vllm@TREE``, loaded in isolation. ``int_hashes`` overrides the
+    release's hash setting."""
+    if source.startswith("vllm@"):
+        root = Path(source.removeprefix("vllm@")).expanduser()
+        version = version_in_tree(root)
+    else:
+        root = cached_release(source, folder=PUBLISHER_CACHE, members=PUBLISHER_MEMBERS)
+        version = source
     release = load_release(root, version, PUBLISHER_MODULES)
     events = release.kv_events
     missing = [
@@ -55,7 +73,7 @@ def load_publisher(version: str, int_hashes: bool | None = None) -> Release:
         if not hasattr(events, name)
     ]
     if missing:
-        raise PublisherError(f"vLLM {version}'s kv_events.py has no {', '.join(missing)}")
+        raise PublisherError(f"vLLM {source}'s kv_events.py has no {', '.join(missing)}")
     envs = release.modules.get("vllm.envs")
     if int_hashes is not None and envs is not None:
         setattr(envs, INT_HASHES_SETTING, int_hashes)

@@ -26,13 +26,23 @@ from .registry import EngineEntry, engine, registered
     type=TARGET,
     help="Also describe this target (repeatable), e.g. vllm==0.24.0 (downloaded if needed).",
 )
-def targets(extra: tuple[TargetDescription, ...]) -> None:
+@click.option(
+    "--explain",
+    metavar="TARGET",
+    default=None,
+    help="Only say which profile TARGET is judged by and why (its version, or for a vLLM "
+    "clone naming none, its code), with every knob measured on it beside the profile's.",
+)
+def targets(extra: tuple[TargetDescription, ...], explain: str | None) -> None:
     """The targets that can be checked (every engine registered under the kvpool.engines
     entry-point group, kvpool's own and any installed package's), the actions each one
     takes, the managers and the profiles. vLLM releases already in the cache are described
     too."""
     from kvpool.spec import ALL_ACTIONS
 
+    if explain is not None:
+        _explain(explain)
+        return
     console = Console()
     entries, broken = _entries()
     forms = Table(title="targets (--target)", show_header=False)
@@ -85,6 +95,18 @@ def targets(extra: tuple[TargetDescription, ...]) -> None:
     for known in PROFILES.values():
         profiles.add_row(known.name, known.description)
     console.print(profiles)
+
+
+def _explain(target: str) -> None:
+    """``--explain``: the profile choice and the measured knobs; exit 2 if it cannot load."""
+    from ..profiles.explain import explain
+    from ..usage import fail_usage
+
+    console = Console()
+    try:
+        explain(console, target)
+    except (TargetLoadError, KeyError) as exc:
+        fail_usage(console, str(exc.args[0] if isinstance(exc, KeyError) else exc))
 
 
 def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]]]:

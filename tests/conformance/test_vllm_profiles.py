@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kvpool.spec import (
     SEED,
+    BlockRemoved,
     BlockStored,
     CacheFullBlocks,
     CachePartialBlock,
@@ -54,6 +55,9 @@ H = request_block_hashes([1, 2, 3, 4, 5, 6], 1)
         ("0.32.0", "vllm-0.32"),
         ("0.33.0", "vllm-0.33"),
         ("0.34.0rc1", "vllm-0.33"),
+        ("0.34.0.dev118+g4ba787ec9", "vllm-0.33"),
+        ("0.33.0rc1", "vllm-0.32"),  # a pre-release comes before its release
+        ("0.33.0.post1", "vllm-0.33"),
     ],
 )
 def test_each_release_gets_its_measured_profile(version: str, profile: str) -> None:
@@ -165,3 +169,36 @@ def test_no_profile_takes_the_null_block_out_of_caching_calls(profile: str) -> N
     after, _ = step(s, action)
     assert after.keys_of(0) == ()
     assert after.keys_of(1) != ()
+
+
+@pytest.mark.parametrize("profile", ["vllm-0.30", "vllm-0.33"])
+def test_strong_pool_references_keep_a_freed_blocks_pool_alive(profile: str) -> None:
+    # 0.30 on build KVCacheBlock(idx, pool=self): a block's pool outlives it, so freeing a
+    # block of a pool this one does not see hands it back there and leaves this pool alone
+    held = run(state(profile), GetNewBlocks(2))
+    after, _ = step(held, FreeBlocks((1,), foreign=(1,)))
+    assert violation(held, FreeBlocks((), foreign=(1,))) is None
+    assert after.ref_cnt == run(held, FreeBlocks((1,))).ref_cnt
+    assert after.free_queue == run(held, FreeBlocks((1,))).free_queue
+
+
+def test_a_weak_pool_reference_refuses_a_block_whose_pool_is_gone() -> None:
+    held = run(state("seed"), GetNewBlocks(2))
+    problem = violation(held, FreeBlocks((), foreign=(1,)))
+    assert problem is not None and problem.rule == "foreign-route"
+    assert not get_profile("vllm-0.29").strong_pool_reference
+
+
+def test_keys_that_die_on_free_are_removed_published_and_freed_as_unkeyed() -> None:
+    from dataclasses import replace
+
+    tiered = replace(SEED, name="tiered", keys_die_on_free=True)
+    cached = (GetNewBlocks(2), CacheFullBlocks(H[:1], (1,), 0, 1, 1), TakeEvents())
+    s = run(initial_state(PoolConfig(5), tiered), *cached)
+    held_twice = run(s, Touch((1,)), FreeBlocks((1,)))
+    assert held_twice.keys_of(1) != ()  # one holder left: the key lives
+    s, seen = step(run(s, FreeBlocks((1,))), TakeEvents())
+    assert s.keys_of(1) == () and s.free_queue[0] == 1  # freed as a block without a key
+    assert seen.result == (BlockRemoved(H[0], 0),)
+    kept = run(initial_state(PoolConfig(5), SEED), *cached, FreeBlocks((1,)))
+    assert kept.keys_of(1) != () and kept.free_queue[-1] == 1

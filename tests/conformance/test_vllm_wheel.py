@@ -217,7 +217,8 @@ def test_the_profile_chosen_for_each_target_form(tmp_path: Path) -> None:
     (tmp_path / "tree/vllm/_version.py").write_text("__version__ = version = '0.30.0'\n")
     assert choose_profile(f"vllm@{tmp_path / 'tree'}").name == "vllm-0.30"
     assert version_in_tree(tmp_path) == "unknown"
-    assert choose_profile(f"vllm@{tmp_path}").name == "seed"
+    with pytest.raises(TargetLoadError, match="not a vLLM source tree"):
+        choose_profile(f"vllm@{tmp_path}")  # no version: its code decides, and it has none
     with pytest.raises(TargetLoadError, match=re.escape("older than 0.10.1")):
         choose_profile("vllm==0.9.2")
     with pytest.raises(TargetLoadError, match="not a vLLM release number"):

@@ -116,21 +116,19 @@ class VllmEntry(EngineEntry):
         return self.profile_of(described)
 
     def profile_of(self, described: TargetDescription) -> ProfileChoice:
-        """The profile of a target of this entry's own package."""
-        from kvpool.spec.profile import profile_for_version
+        """The profile of a target of this entry's own package: from its version (PEP 440:
+        a pre-release of X.Y is judged by the newest profile below it), else, for a tree
+        naming none, from its code (:mod:`.profile_choice`: the built-in profile agreeing
+        with every knob measured on it)."""
+        from .profile_choice import choose_profile
+        from .releases import ReleaseError
 
         version = vllm_version(described)
-        if version is None:
-            return ProfileChoice(
-                "seed",
-                f"{described.text} says no version: judged by the seed's contract (a guess; "
-                "name the release's profile with --profile)",
-            )
         try:
-            chosen = profile_for_version(version).name
-        except ValueError as exc:
-            raise TargetLoadError(str(exc)) from exc
-        return ProfileChoice(chosen, f"the measured profile of vLLM {version}")
+            chosen = choose_profile(described.text, version, lambda: load_vllm(described))
+        except (ReleaseError, ValueError) as exc:
+            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        return ProfileChoice(chosen.profile, chosen.reason)
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kvpool.spec import versions
+
 
 class ReleaseError(ValueError):
     """A vLLM version string or source tree that the suite cannot use; the message says why."""
@@ -78,21 +80,18 @@ PUBLISHER_MEMBERS = WHEEL_MEMBERS | frozenset(PUBLISHER_MODULES.values())
 #: ``cache_full_blocks``.
 OLDEST = (0, 10, 1)
 
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:(a|b|rc)(\d+))?(?:\.post(\d+))?")
-
 
 def parse_version(text: str) -> tuple[int, ...]:
-    """``"0.33.0"`` -> ``(0, 33, 0)``; pre- and post-release suffixes are dropped from the key.
+    """The release numbers of any version string vLLM writes (PEP 440: ``0.33.0``,
+    ``0.34.0rc1``, ``0.33.0.post1``, ``0.34.0.dev118+g4ba787ec9``): ``(0, 33, 0)``, padded
+    to three numbers; pre-, post-, development and local segments are dropped from the key.
 
-    Raises :class:`ReleaseError` for anything that is not a plain release number.
+    Raises :class:`ReleaseError` for anything PEP 440 does not write.
     """
-    match = _VERSION.fullmatch(text)
-    if match is None:
-        raise ReleaseError(
-            f"{text!r} is not a vLLM release number: write it like 0.33.0 (digits and dots, "
-            "optionally rcN or .postN)"
-        )
-    numbers = [int(part) for part in match.group(1, 2, 3, 4) if part is not None]
+    try:
+        numbers = list(versions.parse_version(text).release)
+    except versions.VersionError as exc:
+        raise ReleaseError(str(exc)) from None
     while len(numbers) < 3:
         numbers.append(0)
     return tuple(numbers)

@@ -245,6 +245,8 @@ class VllmApiTarget:
                     action.group_id,
                     **extra,
                 )
+                new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
+                self._remember_coarse_keys(action.block_size, new)
                 return None
             case CachePartialBlock():
                 if action.replace_existing_hashes and not self.api.replace_existing_hashes:
@@ -299,6 +301,15 @@ class VllmApiTarget:
         raise TypeError(f"unknown action {action!r}")
 
     # --- events -------------------------------------------------------------------------
+
+    def _remember_coarse_keys(self, block_size: int, ids: tuple[int, ...]) -> None:
+        """What the pool keyed these blocks by, when each spans several hash blocks: the
+        integer an event publishes for such a key is that of its last fine hash too."""
+        if block_size <= self.config.hash_block_size:
+            return
+        keys = [getattr(self.pool.blocks[b], "block_hash", None) for b in ids]
+        hashes = [hash_of(bytes(k)) for k in keys if isinstance(k, bytes | bytearray)]
+        self._events.remember_coarse(block_size, hashes)
 
     @property
     def known_hashes(self) -> dict[int, bytes]:

@@ -1,0 +1,59 @@
+"""Event hashes published as 64-bit integers (vLLM's default), for releases that key a
+block spanning several hash blocks by their hashes concatenated (0.12-0.23): the integer
+of such a key is the integer of its last fine hash, and must be read back as the key the
+pool registered, not as that fine hash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kvpool.conformance.engine.levels import level_for
+from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.targets.loading import load_vllm
+from kvpool.conformance.targets.vllm.target import INT_HASHES_SETTING
+from kvpool.conformance.targets.vllm_api.events import EventReader, int_hash
+from kvpool.spec.hashing import request_block_hashes
+from kvpool.spec.profile import profile_for_version
+
+FINE = request_block_hashes([1, 2, 3, 4], 1)
+
+
+def test_a_concatenated_hash_shares_the_integer_of_its_last_fine_hash() -> None:
+    coarse = FINE[0] + FINE[1]
+    assert int_hash(coarse) == int_hash(FINE[1])
+    reader = EventReader()
+    reader.remember(FINE)
+    reader.remember_coarse(2, [coarse])
+    assert reader.hash(int_hash(coarse), block_size=2) == coarse  # a stored coarse block
+    assert reader.hash(int_hash(FINE[1]), block_size=1) == FINE[1]  # a stored fine block
+    assert reader.hash(int_hash(coarse)) == coarse  # a removal: the key the pool registered
+    assert reader.hash(int_hash(FINE[2])) == FINE[2]
+
+
+def events_run(version: str, int_hashes: bool) -> Any:
+    release = load_vllm(f"vllm=={version}")
+    assert release.release is not None
+    setattr(release.release.modules["vllm.envs"], INT_HASHES_SETTING, int_hashes)
+    factory = release.target_factory(f"vllm=={version}")
+    level = level_for("events", "count")
+    profile = profile_for_version(version)
+    return run_level(factory, profile, level, max_examples=60, steps=30, seed=1, max_blocks=8)
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.23.0"])
+def test_int_hashes_are_judged_as_the_bytes_they_stand_for(version: str) -> None:
+    by_bytes, by_ints = events_run(version, False), events_run(version, True)
+    assert by_bytes.failure is None, by_bytes.failure
+    assert by_ints.failure is None, by_ints.failure
+    assert by_ints.record.steps == by_bytes.record.steps
+
+
+def test_reading_a_coarse_integer_as_its_fine_hash_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the reading before the fix: every integer maps back to the fine hash it shares
+    monkeypatch.setattr(EventReader, "remember_coarse", lambda *_: None)
+    result = events_run("0.23.0", True)
+    assert result.failure is not None
+    assert "property 'events-replay-index' broken" in result.failure.message
