@@ -228,6 +228,13 @@ def _line(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def print_repeat(console: Console, result: LevelResult, number: int, first: str) -> None:
+    """A finding identical to one already printed (the same message): named, not repeated."""
+    count = f" (finding {number} of {len(result.failures)})" if len(result.failures) > 1 else ""
+    console.print(f"\n[bold red]Nonconformance: {result.label}{count}[/bold red]")
+    _line(console, f"  the same finding as {first}'s, printed above: not repeated")
+
+
 def print_failure(console: Console, result: LevelResult, failure: Failure, number: int = 1) -> None:
     """One finding: the difference, and the shrunk sequence that shows it."""
     count = f" (finding {number} of {len(result.failures)})" if len(result.failures) > 1 else ""

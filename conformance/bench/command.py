@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..usage import EXIT_FINDING
 from . import managers
 from .measure import (
     Contender,
@@ -629,7 +630,7 @@ def bench(
             which = "managers" if on_managers else "pools"
             for d in report["disagreements"]:
                 err.print(f"{which} disagree: {d}")
-        sys.exit(1)
+        sys.exit(EXIT_FINDING)
 
 
 __all__ = ["Program", "bench", "run_bench", "run_manager_bench"]

@@ -36,6 +36,7 @@ from .contracts import spec_step
 from .coverage import situations
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
+from .surface import SurfaceMismatch, fault_of
 from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 
@@ -229,6 +230,14 @@ class LockstepRun:
         self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception
     ) -> None:
         if expected is None:
+            fault = fault_of(exc)
+            if fault == "mismatch":  # the suite called the pool the way it does not take
+                raise SurfaceMismatch(
+                    f"{action.operation}: the suite's call into the target failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if fault == "suite":
+                raise exc
             raise Nonconformance(
                 f"{action.operation} was refused although it is allowed: "
                 f"{type(exc).__name__}: {exc}"

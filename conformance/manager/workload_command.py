@@ -16,7 +16,7 @@ from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.runner import LevelResult
 from ..report import action_line, properties_table
 from ..targets.loading import TargetLoadError, default_profile, load_manager, load_target
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .machine import RequestRun, RunBuilder
 from .runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder
 from .target import RequestSetup
@@ -173,7 +173,7 @@ def workload(
     )
     if checked is not None:
         console.print(checked)
-    sys.exit(EXIT_NONCONFORMANCE if failed else EXIT_PASS)
+    sys.exit(EXIT_FINDING if failed else EXIT_PASS)
 
 
 def _run_workload(

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from ..targets.loading import TargetLoadError
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 
 
 @click.command()
@@ -58,4 +58,4 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
             soft_wrap=True,
         )
     console.print(verdict.describe(), style="red", highlight=False, markup=False, soft_wrap=True)
-    sys.exit(EXIT_NONCONFORMANCE)
+    sys.exit(EXIT_FINDING)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..targets.loading import TargetLoadError
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 
 
 @click.group()
@@ -73,4 +73,4 @@ def vectors_check(directory: str, target: str, profile: str | None) -> None:
         console.print(f"FAIL {group}/{name}: {why}", markup=False, highlight=False, soft_wrap=True)
     total = sum(r.passed for r in results.values())
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
-    sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
+    sys.exit(EXIT_FINDING if failures else EXIT_PASS)

@@ -1,0 +1,69 @@
+"""Pools whose surface the suite cannot drive, one pool whose own code crashes, and one that
+breaks a rule as it is built: each a small variant of :class:`tiny_pool.TinyPool`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiny_pool import Block, TinyPool  # on sys.path via pytest
+
+
+class NoFreeCount:
+    """The README's pool without ``get_num_free_blocks``."""
+
+    def __init__(self, num_gpu_blocks: int, **_: Any) -> None:
+        self.pool = TinyPool(num_gpu_blocks)
+        self.blocks = self.pool.blocks
+
+    def get_new_blocks(self, n: int) -> list[Block]:
+        return self.pool.get_new_blocks(n)
+
+    def free_blocks(self, blocks: list[Block]) -> None:
+        self.pool.free_blocks(blocks)
+
+    def touch(self, blocks: list[Block]) -> None:
+        self.pool.touch(blocks)
+
+    def get_cached_block(self, block_hash: bytes, groups: list[int]) -> None:
+        return None
+
+
+class OneArgumentLookup(TinyPool):
+    """``get_cached_block`` without the groups argument."""
+
+    def get_cached_block(self, block_hash: bytes) -> None:  # type: ignore[override]
+        return None
+
+
+class NoBlocksAndNoFreeCount:
+    """Two things missing at once: the blocks list and the free count."""
+
+    def __init__(self, num_gpu_blocks: int, **_: Any) -> None:
+        self.pool = TinyPool(num_gpu_blocks)
+
+    def get_new_blocks(self, n: int) -> list[Block]:
+        return self.pool.get_new_blocks(n)
+
+    def free_blocks(self, blocks: list[Block]) -> None:
+        self.pool.free_blocks(blocks)
+
+
+class IdsForBlocks(TinyPool):
+    """``get_new_blocks`` hands out ids, not blocks: a shape no signature shows."""
+
+    def get_new_blocks(self, n: int) -> list[int]:  # type: ignore[override]
+        return [b.block_id for b in super().get_new_blocks(n)]
+
+
+class TouchCrashes(TinyPool):
+    """The pool's own ``touch`` raises: a crash of the pool, so a finding."""
+
+    def touch(self, blocks: list[Block]) -> None:
+        raise RuntimeError("touch is broken in this pool")
+
+
+class FreeCountOffByOne(TinyPool):
+    """Counts one block too many from the start: a rule broken by building the pool."""
+
+    def get_num_free_blocks(self) -> int:
+        return super().get_num_free_blocks() + 1
