@@ -7,6 +7,7 @@ import math
 import random
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .engine.contracts import checking_contracts
+from .engine.expectations import ExpectationsError, read_expectations
 from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .engine.lockstep import RunRecord
 from .engine.quick_pass import hunt_level
@@ -34,6 +36,7 @@ from .manager.runner import (
 from .manager.target import RequestSetup
 from .report import (
     coverage_tables,
+    expected_table,
     print_failure,
     print_repeat,
     properties_table,
@@ -174,6 +177,16 @@ from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
     help="Print which actions and situations the run reached.",
 )
 @click.option(
+    "--expect",
+    "expect_file",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The target's known findings (TOML or JSON: each with its rule, situation and "
+    "upstream link; see docs/guide/expectations.md). A known finding is reported as "
+    "expected and the run goes on past it; one that no longer shows up, and every new "
+    "one, fail the run.",
+)
+@click.option(
     "--check-contracts",
     is_flag=True,
     help="Debug the spec itself: on every step, check the pre: and post: lines of the "
@@ -197,6 +210,7 @@ def conform(
     min_valid: float,
     trace_dir: str,
     coverage: bool,
+    expect_file: Path | None,
     check_contracts: bool,
 ) -> None:
     """Run the lockstep conformance suite: the spec and TARGET, step by step.
@@ -230,6 +244,12 @@ def conform(
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
+    expected = None
+    if expect_file is not None:
+        try:
+            expected = read_expectations(expect_file)
+        except ExpectationsError as exc:
+            fail_usage(console, str(exc))
     problems = surface_problems(factory, chosen_profile, PoolConfig(4))
     if problems:
         fail_usage(console, surface_message(name, problems))
@@ -339,7 +359,7 @@ def conform(
                     hunt_level(
                         factory,
                         chosen_profile,
-                        level_for(level_name, consumer_model),
+                        replace(level_for(level_name, consumer_model), expected=expected),
                         max_examples=max_examples,
                         steps=steps,
                         seed=run_seed,
@@ -355,7 +375,7 @@ def conform(
                     run_level(
                         factory,
                         chosen_profile,
-                        level_for(level_name, consumer_model),
+                        replace(level_for(level_name, consumer_model), expected=expected),
                         max_examples=max_examples,
                         steps=steps,
                         seed=run_seed,
@@ -399,6 +419,22 @@ def conform(
     checked = properties_table(results)
     if checked is not None:
         console.print(checked)
+    unmet = []
+    if expected is not None:
+        console.print(expected_table(expected, results))
+        unmet = expected.unmet({r.level.name for r in results if r.machine == "pool"})
+        for entry in unmet:
+            console.print(
+                f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
+                highlight=False,
+            )
+            console.print(
+                f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
+                "if it was fixed",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     failed = [r for r in results if r.failures]
     if failed:  # the trace writer is imported only when there is a trace to write
         from .trace.model import Trace, TraceMeta
@@ -452,6 +488,8 @@ def conform(
             highlight=False,
             soft_wrap=True,
         )
+        sys.exit(EXIT_FINDING)
+    if unmet:
         sys.exit(EXIT_FINDING)
     if any(not r.passed for r in results):
         sys.exit(EXIT_TOO_FEW)

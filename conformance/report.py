@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .engine.block_states import BLOCK_STATES
 from .engine.coverage import SITUATIONS
+from .engine.expectations import Expectations
 from .engine.runner import Failure, LevelResult
 from .engine.state_coverage import ROWS, missed, reachable_cells
 from .manager.coverage import REQUEST_SITUATIONS
@@ -226,6 +227,24 @@ def _count(n: int) -> str:
 def _line(console: Console, text: str) -> None:
     """One line as it is: no markup, no highlighting, never wrapped."""
     console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def expected_table(expected: Expectations, results: list[LevelResult]) -> Table:
+    """The known findings (``--expect``): each with how often each run met it and how
+    many test cases it ended (where the spec could not take the target's state)."""
+    table = Table(title=f"known findings ({expected.source})")
+    table.add_column("rule")
+    table.add_column("situation")
+    pool_runs = [r for r in results if r.machine == "pool"]
+    for r in pool_runs:
+        table.add_column(r.label, justify="right")
+    table.add_column("upstream")
+    for entry in expected.entries:
+        counts = [str(r.record.expected[entry.rule]) for r in pool_runs]
+        table.add_row(entry.rule, entry.situation, *counts, entry.upstream)
+    ended = [str(r.record.expected_ended) for r in pool_runs]
+    table.add_row("(test cases ended)", "", *ended, "")
+    return table
 
 
 def print_repeat(console: Console, result: LevelResult, number: int, first: str) -> None:

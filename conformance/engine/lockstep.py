@@ -44,6 +44,11 @@ class Nonconformance(AssertionError):
     """The target did something the spec does not allow."""
 
 
+class ExpectedEnd(Exception):
+    """A test case met a known finding whose state the spec cannot take: it ends there,
+    counted (``RunRecord.expected_ended``), neither valid nor a finding."""
+
+
 def signature(message: str) -> str:
     """What kind of failure ``message`` reports, to tell distinct findings apart: the
     broken rule or property with its operation, else the message up to its details
@@ -97,6 +102,9 @@ class RunRecord:
     #: Test cases that ran a cell's witness at the end of the run (:mod:`.sweep`), for the
     #: reachable cells the drawn ones missed.
     swept: int = 0
+    #: Known findings (:mod:`.expectations`) met, by rule; test cases one of them ended.
+    expected: Counter[str] = field(default_factory=Counter)
+    expected_ended: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,10 +160,41 @@ class LockstepRun:
         return takes is None or bool(takes(action))
 
     def apply(self, action: Action) -> Observation | None:
-        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference.
+        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference
+        other than a known one (:mod:`.expectations`): a known finding is counted, the spec
+        adopts the target's state and the run goes on (:class:`ExpectedEnd` when it cannot).
 
-        Returns what the spec expected (``None`` when the action was rightly refused).
+        Returns what the spec expected (``None`` when the action was rightly refused, or
+        the difference was a known one).
         """
+        try:
+            return self.judge(action)
+        except Nonconformance as exc:
+            known = self.level.expected
+            entry = known.match(str(exc), self.level.name) if known is not None else None
+            if entry is None:
+                raise
+            self.record.expected[entry.rule] += 1
+            self.adopt_target_state(entry.rule)
+            return None
+
+    def adopt_target_state(self, rule: str) -> None:
+        """After a known finding: the spec takes the target's free queue and reference
+        counts, if the target shows both and they keep the spec's invariants; else
+        :class:`ExpectedEnd`."""
+        view = self.target.view()
+        if view.free_queue is None or view.ref_cnt is None:
+            raise ExpectedEnd(f"known finding {rule}: the target's state is not shown")
+        adopted = replace(
+            self.state, free_queue=tuple(view.free_queue), ref_cnt=tuple(view.ref_cnt)
+        )
+        still = compare_views(adopted, view, self.level.exact_order)
+        if broken_invariants(adopted) or still:
+            raise ExpectedEnd(f"known finding {rule}: the spec cannot take the target's state")
+        self.state = adopted
+
+    def judge(self, action: Action) -> Observation | None:
+        """One step of :meth:`apply`, every difference raised."""
         self.record.trace.append(action)
         self.record.steps += 1
         self.record.operations[action.operation] += 1
@@ -174,10 +213,32 @@ class LockstepRun:
                 f"{action.operation} was accepted although it breaks the "
                 f"contract: {expected_violation}"
             )
-        taken = self.judge_events(action, actual)
+        taken, stream_fault = self.judge_events(action, actual)
+        before_state = self.state
+        try:
+            expected = self.judge_step(action, actual)
+        except Nonconformance as exc:
+            if stream_fault is None:
+                raise
+            # the root first: the pool's own state (its index, its blocks) disagrees with
+            # the spec, and the stream that follows from that state is wrong with it
+            raise Nonconformance(
+                f"{exc}; which explains the events finding that follows from it: {stream_fault}"
+            ) from exc
+        if stream_fault is not None:
+            raise Nonconformance(stream_fault)
+        if taken is not None:
+            self.settle_events(action, taken)
+        self.record.situations.update(situations(before_state, action, self.state, expected))
+        self.record.cells.update(cells(before_state, action, expected))
+        return expected
+
+    def judge_step(self, action: Action, actual: Observation) -> Observation:
+        """The spec takes the step (adopting the target's choice of blocks where the order
+        is free); the target's result, view and structure must agree with it. Returns what
+        the spec expected."""
         if not self.level.exact_order:
             self.adopt(action, actual.result)
-        before_state = self.state
         self.state, expected = spec_step(self.state, action)
         self.last = Outcomes(expected, actual)
         problems = compare_observation(action, expected, actual, self.target.observes)
@@ -187,26 +248,25 @@ class LockstepRun:
         self.check_structure(action)
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
-        if taken is not None:
-            self.settle_events(action, taken)
-        self.record.situations.update(situations(before_state, action, self.state, expected))
-        self.record.cells.update(cells(before_state, action, expected))
         return expected
 
-    def judge_events(self, action: Action, actual: Observation) -> tuple[Observation, bool] | None:
+    def judge_events(
+        self, action: Action, actual: Observation
+    ) -> tuple[tuple[Observation, bool] | None, str | None]:
         """The events level: take the target's events (the action's own, when it took
-        them), feed them to the consumer and judge them against the target's keys, before
-        anything else of the step is compared. Returns what was taken (``None`` at other
-        levels) and whether the target's keys were known."""
+        them), feed them to the consumer and judge them against the target's keys. Returns
+        what was taken (``None`` at other levels) with whether the target's keys were known,
+        and what the consumer found wrong (``None``: nothing). What it found is reported
+        after the rest of the step is compared: a pool whose own state is wrong publishes
+        a stream that follows from it, and the state is the root to report."""
         if self.events is None:
-            return None
+            return None, None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
         residency = target_residency(self.target.view())
         events = taken_events(taken.result)
         found = self.events.feed(events, residency)
-        if found:
-            raise Nonconformance(describe(found[0], self.events.model, action.operation, events))
-        return taken, residency is not None
+        fault = describe(found[0], self.events.model, action.operation, events) if found else None
+        return (taken, residency is not None), fault
 
     def settle_events(self, action: Action, taken: tuple[Observation, bool]) -> None:
         """The spec takes its events too, and they must be the target's; without the

@@ -32,7 +32,7 @@ from ..events.caller import manager_could_call
 from . import draw
 from .choices import Choices, HypothesisChoices
 from .levels import Level
-from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
+from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord, signature
 from .surface import fault_of
 from .target import TargetFactory
 
@@ -175,6 +175,10 @@ def apply_in_case(
     other is raised."""
     try:
         apply(action)
+    except ExpectedEnd:
+        if record is not None:
+            record.expected_ended += 1
+        reject()
     except Exception as exc:
         if not isinstance(exc, Nonconformance) and fault_of(exc) != "target":
             raise  # a usage error or a bug in kvpool: never a finding, never dropped

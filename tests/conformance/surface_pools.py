@@ -67,3 +67,26 @@ class FreeCountOffByOne(TinyPool):
 
     def get_num_free_blocks(self) -> int:
         return super().get_num_free_blocks() + 1
+
+
+class TwoFaults(TinyPool):
+    """Two bugs, the second behind the first: a batch of freed blocks is queued in reverse
+    order (an order-level finding every multi-block free meets), and a block of such a
+    batch handed out again gets a reference count of 2 instead of 1."""
+
+    def __init__(self, num_gpu_blocks: int, **kwargs: Any) -> None:
+        super().__init__(num_gpu_blocks, **kwargs)
+        self.batched: set[int] = set()
+
+    def free_blocks(self, blocks: list[Block]) -> None:
+        if len(blocks) > 1:
+            self.batched |= {b.block_id for b in blocks}
+        super().free_blocks(list(reversed(blocks)))
+
+    def get_new_blocks(self, n: int) -> list[Block]:
+        taken = super().get_new_blocks(n)
+        for block in taken:
+            if block.block_id in self.batched:
+                self.batched.discard(block.block_id)
+                block.ref_cnt = 2
+        return taken
