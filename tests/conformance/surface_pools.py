@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvpool.impl import BlockPool
 from tiny_pool import Block, TinyPool  # on sys.path via pytest
 
 
@@ -69,24 +70,33 @@ class FreeCountOffByOne(TinyPool):
         return super().get_num_free_blocks() + 1
 
 
-class TwoFaults(TinyPool):
+class TwoFaults(BlockPool):
     """Two bugs, the second behind the first: a batch of freed blocks is queued in reverse
-    order (an order-level finding every multi-block free meets), and a block of such a
-    batch handed out again gets a reference count of 2 instead of 1."""
+    order (an order-level finding at every multi-block free), and a block of such a batch
+    handed out again gets a reference count of 2 instead of 1 (met only after the first)."""
 
-    def __init__(self, num_gpu_blocks: int, **kwargs: Any) -> None:
-        super().__init__(num_gpu_blocks, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.batched: set[int] = set()
 
-    def free_blocks(self, blocks: list[Block]) -> None:
-        if len(blocks) > 1:
-            self.batched |= {b.block_id for b in blocks}
-        super().free_blocks(list(reversed(blocks)))
+    def free_blocks(self, ordered_blocks: Any, *args: Any, **kwargs: Any) -> None:
+        blocks = list(ordered_blocks)
+        released = [b for b in blocks if b.ref_cnt == 1 and blocks.count(b) == 1]
+        if len(released) > 1 and all(b.block_hash is None for b in blocks):
+            # two or more unkeyed blocks reach the front together: the reversal shows
+            self.batched |= {b.block_id for b in released}
+        super().free_blocks(list(reversed(blocks)), *args, **kwargs)
 
-    def get_new_blocks(self, n: int) -> list[Block]:
-        taken = super().get_new_blocks(n)
+    def get_new_blocks(self, num_blocks: int) -> Any:
+        taken = super().get_new_blocks(num_blocks)
         for block in taken:
             if block.block_id in self.batched:
                 self.batched.discard(block.block_id)
                 block.ref_cnt = 2
         return taken
+
+
+class ReversedBatch(TwoFaults):
+    """The first of :class:`TwoFaults`'s bugs alone."""
+
+    get_new_blocks = BlockPool.get_new_blocks
