@@ -41,7 +41,19 @@ from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 
 class Nonconformance(AssertionError):
-    """The target did something the spec does not allow."""
+    """The target did something the spec does not allow. A step that shows several
+    differences keeps them apart (``problems``, each to be read after ``where``), so that a
+    known one (:mod:`.expectations`) is told from a new one beside it."""
+
+    def __init__(self, message: str, *, where: str = "", problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.where = where
+        self.problems = tuple(problems)
+
+
+def differences(where: str, problems: Sequence[str]) -> Nonconformance:
+    """The nonconformance of a step that showed ``problems`` (``where``: its prefix)."""
+    return Nonconformance(where + "; ".join(problems), where=where, problems=problems)
 
 
 class ExpectedEnd(Exception):
@@ -171,11 +183,19 @@ class LockstepRun:
             return self.judge(action)
         except Nonconformance as exc:
             known = self.level.expected
-            entry = known.match(str(exc), self.level.name) if known is not None else None
-            if entry is None:
+            if known is None:
                 raise
-            self.record.expected[entry.rule] += 1
-            self.adopt_target_state(entry.rule)
+            parts = [exc.where + p for p in exc.problems] if exc.problems else [str(exc)]
+            entries = [known.match(part, self.level.name) for part in parts]
+            new = [p for p, e in zip(exc.problems or parts, entries, strict=True) if e is None]
+            if new:  # a new difference beside the known ones: that one is the finding
+                if not exc.problems or len(new) == len(parts):
+                    raise
+                raise differences(exc.where, new) from exc
+            rules = sorted({e.rule for e in entries if e is not None})
+            for rule in rules:
+                self.record.expected[rule] += 1
+            self.adopt_target_state(", ".join(rules))
             return None
 
     def adopt_target_state(self, rule: str) -> None:
@@ -243,7 +263,7 @@ class LockstepRun:
         self.last = Outcomes(expected, actual)
         problems = compare_observation(action, expected, actual, self.target.observes)
         if problems:
-            raise Nonconformance("; ".join(problems))
+            raise differences("", problems)
         self.check_view(f"after {action.operation}")
         self.check_structure(action)
         broken = broken_invariants(self.state)
@@ -335,14 +355,12 @@ class LockstepRun:
     def check_view(self, where: str) -> None:
         problems = compare_views(self.state, self.target.view(), self.level.exact_order)
         if problems:
-            raise Nonconformance(f"{where}: " + "; ".join(problems))
+            raise differences(f"{where}: ", problems)
 
     def check_structure(self, action: Action) -> None:
         problems = self.target.structure_problems()
         if problems:
-            raise Nonconformance(
-                f"after {action.operation}: free list corrupted: " + "; ".join(problems)
-            )
+            raise differences(f"after {action.operation}: free list corrupted: ", problems)
 
 
 def replay(
