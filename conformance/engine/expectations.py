@@ -21,6 +21,7 @@ gives either expectations or one :class:`ExpectationsError` naming the entry and
     rule = "free-held"                   # the rule id (or the finding's kind)
     operation = "free_blocks"            # optional: only on this operation
     level = "robustness"                 # optional: only at this level
+    text = "but held 1"                  # optional: words the finding's message holds
     situation = "free_blocks([b, b]) on a block held once queues it twice"
     upstream = "https://github.com/vllm-project/vllm/issues/42571"
 """
@@ -40,7 +41,7 @@ MAX_BYTES = 1_000_000
 MAX_ENTRIES = 1_000
 MAX_TEXT = 2_000
 
-FIELDS = ("rule", "situation", "upstream", "operation", "level")
+FIELDS = ("rule", "situation", "upstream", "operation", "level", "text")
 REQUIRED = ("rule", "situation", "upstream")
 
 _NAMED = re.compile(r"(?:rule|invariant|property) '([a-z0-9-]+)'")
@@ -59,11 +60,16 @@ class Expectation:
     upstream: str
     operation: str | None = None
     level: str | None = None
+    #: Words the finding's message must contain, to tell one situation from another
+    #: under the same rule (``maps to blocks [0]``: the null block's key).
+    text: str | None = None
 
     def matches(self, message: str, level: str) -> bool:
         """Whether the finding ``message`` at ``level`` is this one: its first named rule
         (the root, reported first) or its kind is :attr:`rule`, on :attr:`operation`."""
         if self.level is not None and self.level != level:
+            return False
+        if self.text is not None and self.text not in message:
             return False
         from .lockstep import signature
 
@@ -173,4 +179,5 @@ def _entry(path: Path, number: int, entry: Any) -> Expectation:
         upstream=upstream,
         operation=values["operation"],
         level=values["level"],
+        text=values["text"],
     )
