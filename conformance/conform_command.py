@@ -37,6 +37,7 @@ from .manager.target import RequestSetup
 from .report import (
     coverage_tables,
     expected_table,
+    print_expected,
     print_failure,
     print_repeat,
     properties_table,
@@ -422,6 +423,7 @@ def conform(
     unmet = []
     if expected is not None:
         console.print(expected_table(expected, results))
+        print_expected(console, expected)
         unmet = expected.unmet({r.level.name for r in results if r.machine == "pool"})
         for entry in unmet:
             console.print(

@@ -232,19 +232,24 @@ def _line(console: Console, text: str) -> None:
 def expected_table(expected: Expectations, results: list[LevelResult]) -> Table:
     """The known findings (``--expect``): each with how often each run met it and how
     many test cases it ended (where the spec could not take the target's state)."""
-    table = Table(title=f"known findings ({expected.source})")
-    table.add_column("rule")
-    table.add_column("situation")
+    table = Table(title=f"known findings ({expected.source}), times met")
+    table.add_column("#", justify="right")
+    table.add_column("rule", overflow="fold")
     pool_runs = [r for r in results if r.machine == "pool"]
     for r in pool_runs:
         table.add_column(r.label, justify="right")
-    table.add_column("upstream")
-    for entry in expected.entries:
-        counts = [str(r.record.expected[entry.rule]) for r in pool_runs]
-        table.add_row(entry.rule, entry.situation, *counts, entry.upstream)
+    for number, entry in enumerate(expected.entries, 1):
+        counts = [str(r.record.expected[entry]) for r in pool_runs]
+        table.add_row(str(number), entry.rule, *counts)
     ended = [str(r.record.expected_ended) for r in pool_runs]
-    table.add_row("(test cases ended)", "", *ended, "")
+    table.add_row("", "test cases a known finding ended", *ended)
     return table
+
+
+def print_expected(console: Console, expected: Expectations) -> None:
+    """Each known finding's situation and upstream link, by its number in the table."""
+    for number, entry in enumerate(expected.entries, 1):
+        _line(console, f"  {number:>2}. {entry.situation} ({entry.upstream})")
 
 
 def print_repeat(console: Console, result: LevelResult, number: int, first: str) -> None:

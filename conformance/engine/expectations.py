@@ -3,7 +3,8 @@
 Web-platform-tests keeps one expectations file per implementation; so does kvpool. Each
 entry names the rule a known finding breaks (its rule, invariant or property id, or the
 kind of difference the finding reports, e.g. ``after free_blocks: free queue order``), the
-situation in words, and the upstream link. A finding that matches is reported as expected:
+situation in words, and the upstream link. A step whose first difference (its root: the
+other differences of that step follow from it) matches an entry is reported as expected:
 the spec takes the target's behaviour for that one rule (it adopts the target's free queue
 and reference counts, as the safety level adopts its choice of blocks) and the test case
 goes on, so a second bug behind the first is still found. A state the spec cannot adopt
@@ -21,7 +22,7 @@ gives either expectations or one :class:`ExpectationsError` naming the entry and
     rule = "free-held"                   # the rule id (or the finding's kind)
     operation = "free_blocks"            # optional: only on this operation
     level = "robustness"                 # optional: only at this level
-    text = "but held 1"                  # optional: words the finding's message holds
+    text = "but held 1"                  # optional: a regular expression the message matches
     situation = "free_blocks([b, b]) on a block held once queues it twice"
     upstream = "https://github.com/vllm-project/vllm/issues/42571"
 """
@@ -60,8 +61,9 @@ class Expectation:
     upstream: str
     operation: str | None = None
     level: str | None = None
-    #: Words the finding's message must contain, to tell one situation from another
-    #: under the same rule (``maps to blocks [0]``: the null block's key).
+    #: A regular expression the finding's message must match, to tell one situation from
+    #: another under the same rule (``maps to blocks \[(.*, )?0(, .*)?\]``: the null block
+    #: in the index).
     text: str | None = None
 
     def matches(self, message: str, level: str) -> bool:
@@ -69,7 +71,7 @@ class Expectation:
         (the root, reported first) or its kind is :attr:`rule`, on :attr:`operation`."""
         if self.level is not None and self.level != level:
             return False
-        if self.text is not None and self.text not in message:
+        if self.text is not None and re.search(self.text, message) is None:
             return False
         from .lockstep import signature
 
@@ -170,6 +172,11 @@ def _entry(path: Path, number: int, entry: Any) -> Expectation:
         if isinstance(value, str) and len(value) > MAX_TEXT:
             raise ExpectationsError(f"{where}: '{name}' is longer than {MAX_TEXT} characters")
         values[name] = value
+    if values["text"] is not None:
+        try:
+            re.compile(values["text"])
+        except re.error as exc:
+            raise ExpectationsError(f"{where}: 'text' is not a regular expression: {exc}") from None
     upstream = values["upstream"] or ""
     if not upstream.startswith(("https://", "http://")):
         raise ExpectationsError(f"{where}: 'upstream' must be a link (https://...)")

@@ -34,6 +34,7 @@ from ..events.check import EventsCheck, describe, taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
+from .expectations import Expectation
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch, fault_of
@@ -46,6 +47,7 @@ class Nonconformance(AssertionError):
     known one (:mod:`.expectations`) is told from a new one beside it."""
 
     def __init__(self, message: str, *, where: str = "", problems: Sequence[str] = ()) -> None:
+        # the first of ``problems`` is the step's root (the order the comparisons report)
         super().__init__(message)
         self.where = where
         self.problems = tuple(problems)
@@ -115,7 +117,7 @@ class RunRecord:
     #: reachable cells the drawn ones missed.
     swept: int = 0
     #: Known findings (:mod:`.expectations`) met, by rule; test cases one of them ended.
-    expected: Counter[str] = field(default_factory=Counter)
+    expected: Counter[Expectation] = field(default_factory=Counter)
     expected_ended: int = 0
 
 
@@ -186,16 +188,12 @@ class LockstepRun:
             if known is None:
                 raise
             parts = [exc.where + p for p in exc.problems] if exc.problems else [str(exc)]
-            entries = [known.match(part, self.level.name) for part in parts]
-            new = [p for p, e in zip(exc.problems or parts, entries, strict=True) if e is None]
-            if new:  # a new difference beside the known ones: that one is the finding
-                if not exc.problems or len(new) == len(parts):
-                    raise
-                raise differences(exc.where, new) from exc
-            rules = sorted({e.rule for e in entries if e is not None})
-            for rule in rules:
-                self.record.expected[rule] += 1
-            self.adopt_target_state(", ".join(rules))
+            entry = known.match(parts[0], self.level.name)
+            if entry is None:  # the step's root difference is new: that is the finding
+                raise
+            # the differences after the root follow from it (they are the same step's)
+            self.record.expected[entry] += 1
+            self.adopt_target_state(entry.rule)
             return None
 
     def adopt_target_state(self, rule: str) -> None:
