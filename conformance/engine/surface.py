@@ -60,10 +60,6 @@ POOL_CALLS: dict[str, tuple[str, ...]] = {
 #: reads after every step.
 REQUIRED_METHODS = ("get_new_blocks", "free_blocks", "get_num_free_blocks")
 
-#: The operations every Target offers (the pool machine and the request machine both
-#: allocate and release blocks).
-REQUIRED_OPERATIONS = ("get_new_blocks", "free_blocks")
-
 #: What each required method is for, said in the message that asks for it.
 PURPOSE = {
     "get_new_blocks": "get_new_blocks(num_blocks) -> list of blocks, taken from the free queue",
@@ -98,12 +94,8 @@ def surface_problems(factory: TargetFactory, profile: Profile, config: PoolConfi
 
     if isinstance(target, VllmApiTarget):
         return _pool_problems(target.pool, target.api, config)
-    lacking = [op for op in REQUIRED_OPERATIONS if op not in target.operations]
-    if lacking:
-        problems.append(
-            f"the Target {type(target).__name__}'s operations lack {', '.join(lacking)}: every "
-            f"run allocates and releases blocks; {TARGET_PAGE}"
-        )
+    # a Target of its own is judged on the operations it declares (the pool machine draws
+    # only those; the request machine says so when it lacks the ones it needs)
     return problems
 
 
