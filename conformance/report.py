@@ -240,7 +240,7 @@ def expected_table(expected: Expectations, results: list[LevelResult]) -> Table:
         table.add_column(r.label, justify="right")
     for number, entry in enumerate(expected.entries, 1):
         counts = [str(r.record.expected[entry]) for r in pool_runs]
-        table.add_row(str(number), entry.rule, *counts)
+        table.add_row(str(number), entry.rule + (" (rare)" if entry.rare else ""), *counts)
     ended = [str(r.record.expected_ended) for r in pool_runs]
     table.add_row("", "test cases a known finding ended", *ended)
     return table
