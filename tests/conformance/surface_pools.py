@@ -100,3 +100,19 @@ class ReversedBatch(TwoFaults):
     """The first of :class:`TwoFaults`'s bugs alone."""
 
     get_new_blocks = BlockPool.get_new_blocks
+
+
+class _HalfTarget:
+    """A Target with no ``view`` and no ``structure_problems``."""
+
+    name = "half"
+    operations = frozenset({"get_new_blocks"})
+    observes: frozenset[str] = frozenset()
+
+    def apply(self, action: object) -> object:
+        raise NotImplementedError
+
+
+def half_target(config: object, profile: object) -> _HalfTarget:
+    """A factory taking ``(config, profile)``: the suite uses what it builds as a Target."""
+    return _HalfTarget()

@@ -145,3 +145,11 @@ def test_whose_fault_an_exception_is() -> None:
     with pytest.raises(AttributeError) as ours:
         violation(None, GetNewBlocks(1))  # type: ignore[arg-type]
     assert fault_of(ours.value) == "suite"
+
+
+def test_a_target_missing_protocol_methods_exits_2_naming_each() -> None:
+    result = conform("--target", "surface_pools:half_target", "--machine", "pool")
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "has no method view()" in result.output
+    assert "has no method structure_problems()" in result.output
+    assert "tutorial/adapter.md" in result.output
