@@ -441,7 +441,7 @@ def known_findings(path: Path, folder: str) -> list[str]:
         "|---|---|---|---|",
     ]
     for e in expected.entries:
-        level = e.level or "every level"
+        level = (e.level or "every level") + (" (rare)" if e.rare else "")
         cells = (f"`{e.rule}`", level, e.situation, f"<{e.upstream}>")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return [*lines, ""]
