@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import click
+from rich.console import Console
 
 from .conform_command import conform
 from .manager.workload_command import workload
@@ -12,6 +14,7 @@ from .reference.rules_command import rules
 from .targets.command import targets
 from .trace.replay_command import replay
 from .trace.show_command import show_trace
+from .usage import fail_bug, invoked_command
 from .vectors.command import vectors
 
 #: The commands imported only when they are run or listed, so that ``kvpool conform``
@@ -44,6 +47,17 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; an exception none of its checks expects is a bug of kvpool,
+        not a finding: it exits 4 with the command and the traceback (:func:`fail_bug`)."""
+        words = ["kvpool", *getattr(ctx, "_protected_args", ()), *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            fail_bug(Console(stderr=True), exc, invoked_command(words))
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
@@ -55,6 +69,10 @@ def main() -> None:
       kvpool conform --target mypkg.pool:make_pool
                                              check your own vLLM-style pool
       kvpool targets                         what can be checked, and the profiles
+
+    \b
+    Exit status (every command): 0 conformant, 1 a finding, 2 a usage or loading
+    error, 3 too few valid test cases, 4 a bug in kvpool (printed with its traceback).
     """
 
 

@@ -7,6 +7,7 @@ import math
 import random
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,10 +19,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .engine.contracts import checking_contracts
+from .engine.expectations import ExpectationsError, read_expectations
 from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .engine.lockstep import RunRecord
 from .engine.quick_pass import hunt_level
 from .engine.runner import LevelResult, run_level
+from .engine.surface import SurfaceMismatch, surface_message, surface_problems
 from .manager.machine import RunBuilder
 from .manager.runner import (
     ON_MANAGER,
@@ -33,7 +36,15 @@ from .manager.runner import (
     run_requests,
 )
 from .manager.target import RequestSetup
-from .report import coverage_tables, print_failure, properties_table, results_table
+from .report import (
+    coverage_tables,
+    expected_table,
+    print_expected,
+    print_failure,
+    print_repeat,
+    properties_table,
+    results_table,
+)
 from .targets.description import TargetDescription
 from .targets.loading import (
     TargetLoadError,
@@ -44,7 +55,7 @@ from .targets.loading import (
 )
 from .targets.options import MANAGER, TARGET, package_option
 from .targets.registry import describe_target
-from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_usage
+from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
 
 
 @click.command()
@@ -181,6 +192,16 @@ from .usage import EXIT_NONCONFORMANCE, EXIT_TOO_FEW_VALID, comma_names, fail_us
     help="Print which actions and situations the run reached.",
 )
 @click.option(
+    "--expect",
+    "expect_file",
+    default=None,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The target's known findings (TOML or JSON: each with its rule, situation and "
+    "upstream link; see docs/guide/expectations.md). A known finding is reported as "
+    "expected and the run goes on past it; one that no longer shows up, and every new "
+    "one, fail the run.",
+)
+@click.option(
     "--check-contracts",
     is_flag=True,
     help="Debug the spec itself: on every step, check the pre: and post: lines of the "
@@ -204,6 +225,7 @@ def conform(
     min_valid: float,
     trace_dir: str,
     coverage: bool,
+    expect_file: Path | None,
     check_contracts: bool,
 ) -> None:
     """Run the lockstep conformance suite: the spec and TARGET, step by step.
@@ -214,8 +236,10 @@ def conform(
     table gives each run's valid test cases, those rejected (they ran into a finding
     already reported) and draws skipped (outside the contract), and its steps per second.
 
-    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error,
-    3 a run with fewer valid test cases than --min-valid (and no nonconformance).
+    Exit status: 0 every level passed, 1 a nonconformance, 2 a usage or loading error (also
+    a target lacking a method, field or signature the chosen levels call: checked before
+    any test case, all listed in one message), 3 a run with fewer valid test cases than
+    --min-valid (and no nonconformance), 4 a bug in kvpool (with its traceback).
     """
     console = Console()
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
@@ -240,6 +264,15 @@ def conform(
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
+    expected = None
+    if expect_file is not None:
+        try:
+            expected = read_expectations(expect_file)
+        except ExpectationsError as exc:
+            fail_usage(console, str(exc))
+    problems = surface_problems(factory, chosen_profile, PoolConfig(4))
+    if problems:
+        fail_usage(console, surface_message(name, problems))
     try:
         probe = factory(PoolConfig(2), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool
@@ -319,84 +352,90 @@ def conform(
     def stopped(done: list[LevelResult]) -> bool:
         return fail_fast and any(r.failures for r in done)
 
-    with (
-        checking_contracts(check_contracts),
-        Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress,
-    ):
+    try:
+        with (
+            checking_contracts(check_contracts),
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[examples]} examples, {task.fields[steps]} steps"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            ) as progress,
+        ):
 
-        def ticker(label: str) -> Callable[[RunRecord], None]:
-            task = progress.add_task(f"{label:<20}", total=max_examples, examples=0, steps=0)
+            def ticker(label: str) -> Callable[[RunRecord], None]:
+                task = progress.add_task(f"{label:<20}", total=max_examples, examples=0, steps=0)
 
-            def tick(record: RunRecord) -> None:
-                progress.update(
-                    task,
-                    completed=min(record.examples, max_examples),
-                    examples=record.examples,
-                    steps=record.steps,
-                )
+                def tick(record: RunRecord) -> None:
+                    progress.update(
+                        task,
+                        completed=min(record.examples, max_examples),
+                        examples=record.examples,
+                        steps=record.steps,
+                    )
 
-            return tick
+                return tick
 
-        pool_levels = level_names if "pool" in machine_names else []
-        for level_name in pool_levels if fail_fast else ():
-            # the quick pass first: the seeded-random driver runs ~10x the steps a second
-            if stopped(results):
-                not_run.append(f"pool/{level_name} (random)")
-                continue
-            results.append(
-                hunt_level(
-                    factory,
-                    chosen_profile,
-                    level_for(level_name, consumer_model),
-                    max_examples=max_examples,
-                    steps=steps,
-                    seed=run_seed,
-                    max_blocks=blocks,
-                    on_example=ticker(f"pool/{level_name} (random)"),
+            pool_levels = level_names if "pool" in machine_names else []
+            for level_name in pool_levels if fail_fast else ():
+                # the quick pass first: the seeded-random driver runs ~10x the steps a second
+                if stopped(results):
+                    not_run.append(f"pool/{level_name} (random)")
+                    continue
+                results.append(
+                    hunt_level(
+                        factory,
+                        chosen_profile,
+                        replace(level_for(level_name, consumer_model), expected=expected),
+                        max_examples=max_examples,
+                        steps=steps,
+                        seed=run_seed,
+                        max_blocks=blocks,
+                        on_example=ticker(f"pool/{level_name} (random)"),
+                    )
                 )
-            )
-        for level_name in pool_levels:
-            if stopped(results):
-                not_run.append(f"pool/{level_name}")
-                continue
-            results.append(
-                run_level(
-                    factory,
-                    chosen_profile,
-                    level_for(level_name, consumer_model),
-                    max_examples=max_examples,
-                    steps=steps,
-                    seed=run_seed,
-                    max_blocks=blocks,
-                    max_findings=per_run,
-                    on_example=ticker(f"pool/{level_name}"),
-                    min_valid=floor,
+            for level_name in pool_levels:
+                if stopped(results):
+                    not_run.append(f"pool/{level_name}")
+                    continue
+                results.append(
+                    run_level(
+                        factory,
+                        chosen_profile,
+                        replace(level_for(level_name, consumer_model), expected=expected),
+                        max_examples=max_examples,
+                        steps=steps,
+                        seed=run_seed,
+                        max_blocks=blocks,
+                        max_findings=per_run,
+                        on_example=ticker(f"pool/{level_name}"),
+                        min_valid=floor,
+                    )
                 )
-            )
-        for on, build in request_runs:
-            if stopped(results):
-                not_run.append(f"requests/{on.name}")
-                continue
-            results.append(
-                run_requests(
-                    build,
-                    on,
-                    max_examples=max_examples,
-                    steps=steps,
-                    seed=run_seed,
-                    max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
-                    max_findings=per_run,
-                    on_example=ticker(f"requests/{on.name}"),
-                    min_valid=floor,
+            for on, build in request_runs:
+                if stopped(results):
+                    not_run.append(f"requests/{on.name}")
+                    continue
+                results.append(
+                    run_requests(
+                        build,
+                        on,
+                        max_examples=max_examples,
+                        steps=steps,
+                        seed=run_seed,
+                        max_blocks=max(REQUEST_MIN_BLOCKS, blocks),
+                        max_findings=per_run,
+                        on_example=ticker(f"requests/{on.name}"),
+                        min_valid=floor,
+                    )
                 )
-            )
+    except SurfaceMismatch as exc:  # a call the surface check could not foresee
+        fail_usage(
+            console,
+            f"target {name!r} does not take a call the suite makes (this is not a finding): {exc}",
+        )
     console.print(results_table(name, chosen_profile.name, results))
     if not_run:
         console.print(
@@ -409,12 +448,34 @@ def conform(
     checked = properties_table(results)
     if checked is not None:
         console.print(checked)
+    unmet = []
+    if expected is not None:
+        console.print(expected_table(expected, results))
+        print_expected(console, expected)
+        unmet = expected.unmet({r.level.name for r in results if r.machine == "pool"})
+        for entry in unmet:
+            console.print(
+                f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
+                highlight=False,
+            )
+            console.print(
+                f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
+                "if it was fixed",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     failed = [r for r in results if r.failures]
     if failed:  # the trace writer is imported only when there is a trace to write
         from .trace.model import Trace, TraceMeta
         from .trace.save import kvpool_version, save_trace
+    first_seen: dict[str, str] = {}  # a finding's message -> the run that reported it first
     for result in failed:
         for number, failure in enumerate(result.failures, 1):
+            if failure.message in first_seen:  # identical findings are reported once
+                print_repeat(console, result, number, first_seen[failure.message])
+                continue
+            first_seen[failure.message] = result.label
             print_failure(console, result, failure, number)
             if failure.config is None:
                 continue
@@ -458,9 +519,11 @@ def conform(
             highlight=False,
             soft_wrap=True,
         )
-        sys.exit(EXIT_NONCONFORMANCE)
+        sys.exit(EXIT_FINDING)
+    if unmet:
+        sys.exit(EXIT_FINDING)
     if any(not r.passed for r in results):
-        sys.exit(EXIT_TOO_FEW_VALID)
+        sys.exit(EXIT_TOO_FEW)
     console.print("[green]every run passed[/green]")
 
 

@@ -7,6 +7,8 @@ import sys
 
 from rich.console import Console
 
+from .usage import EXIT_USAGE
+
 
 def require(module: str, package: str, command: str) -> None:
     """Exit 2 with the install line when ``module`` (from ``package``) is missing."""
@@ -17,4 +19,4 @@ def require(module: str, package: str, command: str) -> None:
             highlight=False,
             soft_wrap=True,
         )
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)

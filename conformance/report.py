@@ -12,6 +12,7 @@ from rich.table import Table
 
 from .engine.block_states import BLOCK_STATES
 from .engine.coverage import SITUATIONS
+from .engine.expectations import Expectations
 from .engine.runner import Failure, LevelResult
 from .engine.state_coverage import ROWS, missed, reachable_cells
 from .manager.coverage import REQUEST_SITUATIONS
@@ -226,6 +227,36 @@ def _count(n: int) -> str:
 def _line(console: Console, text: str) -> None:
     """One line as it is: no markup, no highlighting, never wrapped."""
     console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def expected_table(expected: Expectations, results: list[LevelResult]) -> Table:
+    """The known findings (``--expect``): each with how often each run met it and how
+    many test cases it ended (where the spec could not take the target's state)."""
+    table = Table(title=f"known findings ({expected.source}), times met")
+    table.add_column("#", justify="right")
+    table.add_column("rule", overflow="fold")
+    pool_runs = [r for r in results if r.machine == "pool"]
+    for r in pool_runs:
+        table.add_column(r.label, justify="right")
+    for number, entry in enumerate(expected.entries, 1):
+        counts = [str(r.record.expected[entry]) for r in pool_runs]
+        table.add_row(str(number), entry.rule + (" (rare)" if entry.rare else ""), *counts)
+    ended = [str(r.record.expected_ended) for r in pool_runs]
+    table.add_row("", "test cases a known finding ended", *ended)
+    return table
+
+
+def print_expected(console: Console, expected: Expectations) -> None:
+    """Each known finding's situation and upstream link, by its number in the table."""
+    for number, entry in enumerate(expected.entries, 1):
+        _line(console, f"  {number:>2}. {entry.situation} ({entry.upstream})")
+
+
+def print_repeat(console: Console, result: LevelResult, number: int, first: str) -> None:
+    """A finding identical to one already printed (the same message): named, not repeated."""
+    count = f" (finding {number} of {len(result.failures)})" if len(result.failures) > 1 else ""
+    console.print(f"\n[bold red]Nonconformance: {result.label}{count}[/bold red]")
+    _line(console, f"  the same finding as {first}'s, printed above: not repeated")
 
 
 def print_failure(console: Console, result: LevelResult, failure: Failure, number: int = 1) -> None:

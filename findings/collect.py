@@ -61,6 +61,9 @@ MANAGER_ONLY = (
 MANAGER_EVENTS = frozenset({"sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"})
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
 EVENTS_ONLY = frozenset({"vllm==0.30.0"})
+#: A target's known findings with their upstream links, beside its traces: the file
+#: ``kvpool conform --expect`` reads (docs/guide/expectations.md).
+EXPECT_FILE = "expect.toml"
 #: The consumer models the events level runs under, each one a column of the page.
 CONSUMERS = ("count", "set")
 #: What the events level of a target that publishes no events says (exit status 2).
@@ -127,8 +130,12 @@ def main() -> None:
                 events = ["--machine", machine, "--level", "events", "--consumer", consumer]
                 if conform(target, events, tmp) == 2:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
+            expect = out / folder / EXPECT_FILE  # the known findings stay: written by hand
+            kept = expect.read_bytes() if expect.exists() else None
             shutil.rmtree(out / folder, ignore_errors=True)
             keep_traces(tmp, out / folder, signature, read_trace)
+            if kept is not None:
+                expect.write_bytes(kept)
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
 
 
@@ -393,6 +400,7 @@ def page() -> str:
     lines += [f"| {p.name} | {p.description} |" for p in PROFILES.values()]
     for folder, found in traces.items():
         lines += ["", f"## {folder}", "", ABOUT[folder] + ".", ""]
+        lines += known_findings(out / folder / EXPECT_FILE, folder)
         if not found:
             lines.append("No findings.")
         for path, trace in zip(sorted((out / folder).glob("*.itf.json")), found, strict=True):
@@ -424,6 +432,28 @@ def page() -> str:
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def known_findings(path: Path, folder: str) -> list[str]:
+    """The page's table of a target's known findings, from its expectations file (none:
+    no lines)."""
+    if not path.exists():
+        return []
+    from kvpool.conformance.engine.expectations import read_expectations
+
+    expected = read_expectations(path)
+    lines = [
+        f"Known findings (`findings/{folder}/{EXPECT_FILE}`; `kvpool conform --expect` "
+        "passes them and fails on any other):",
+        "",
+        "| rule | level | situation | upstream |",
+        "|---|---|---|---|",
+    ]
+    for e in expected.entries:
+        level = (e.level or "every level") + (" (rare)" if e.rare else "")
+        cells = (f"`{e.rule}`", level, e.situation, f"<{e.upstream}>")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return [*lines, ""]
 
 
 def title(message: str, note: str = "") -> str:

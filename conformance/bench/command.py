@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ..targets.description import TargetDescription
 from ..targets.options import TARGET
+from ..usage import EXIT_FINDING
 from . import managers
 from .measure import (
     Contender,
@@ -632,7 +633,7 @@ def bench(
             which = "managers" if on_managers else "pools"
             for d in report["disagreements"]:
                 err.print(f"{which} disagree: {d}")
-        sys.exit(1)
+        sys.exit(EXIT_FINDING)
 
 
 __all__ = ["Program", "bench", "run_bench", "run_manager_bench"]

@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..extras import require
+from ..usage import EXIT_FINDING, EXIT_USAGE
 
 #: The bounded CI selection: the flat rule functions, which CrossHair searches well.
 CURATED: tuple[str, ...] = (
@@ -465,9 +466,9 @@ def crosshair(
         if r.error:
             console.print(f"ERROR in {r.target}: {r.error}", highlight=False, markup=False)
     if found:
-        sys.exit(1)
+        sys.exit(EXIT_FINDING)
     if any(r.error for r in results):
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     console.print("No counterexample found (a bounded search, not a proof).", highlight=False)
 
 

@@ -6,7 +6,6 @@ import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -20,19 +19,13 @@ from ..targets.options import TARGET
 from ..trace.files import TraceFileError
 from ..trace.model import Trace
 from ..trace.trust import replay_command
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .loading import Pair, load_pair
 from .output import differences_table, print_difference, print_header, print_summary
 from .run import DiffResult, run_diff
 from .save import save_difference
 
-EXIT_SAME, EXIT_DIFFERENT, EXIT_USAGE = 0, 1, 2
 LEVELS = {SAFETY.name: SAFETY, ORDER.name: ORDER}
-
-
-def _fail_usage(console: Console, message: str) -> NoReturn:
-    console.print("[red]error:[/red] ", end="")
-    console.print(message, markup=False, highlight=False, soft_wrap=True)
-    sys.exit(EXIT_USAGE)
 
 
 @click.command()
@@ -130,7 +123,7 @@ def diff(
     try:
         pair = load_pair(pool_a, pool_b, profile_a, profile_b)
     except (TargetLoadError, KeyError) as exc:
-        _fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
+        fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
     chosen = LEVELS[level]
     run_seed = seed if seed is not None else random.randrange(2**32)
     print_header(console, pair, chosen, run_seed)
@@ -155,7 +148,7 @@ def diff(
     print_summary(console, result)
     if not result.differences:
         console.print("[green]no difference: A and B agree on every action drawn[/green]")
-        sys.exit(EXIT_SAME)
+        sys.exit(EXIT_PASS)
     _report(console, pair, result, run_seed, Path(trace_dir))
     console.print(
         f"Reproduce with: kvpool diff {pool_a.text} {pool_b.text} --level {chosen.name} "
@@ -164,7 +157,7 @@ def diff(
         highlight=False,
         soft_wrap=True,
     )
-    sys.exit(EXIT_DIFFERENT)
+    sys.exit(EXIT_FINDING)
 
 
 def _ticker(progress: Progress, total: int) -> Callable[[RunRecord], None]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+from .expectations import Expectations
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,9 @@ class Level:
     #: The events level: the consumer model (``count`` or ``set``, see
     #: :mod:`kvpool.spec.consumer`) fed the target's KV events after every step.
     consumer: str | None = None
+    #: The target's known findings (``--expect``): met, they are counted and the run goes
+    #: on past them (see :mod:`.expectations`).
+    expected: Expectations | None = field(default=None, compare=False)
 
 
 SAFETY = Level(

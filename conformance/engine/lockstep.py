@@ -34,13 +34,33 @@ from ..events.check import EventsCheck, describe, taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
+from .expectations import Expectation
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
+from .surface import SurfaceMismatch, fault_of
 from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 
 class Nonconformance(AssertionError):
-    """The target did something the spec does not allow."""
+    """The target did something the spec does not allow. A step that shows several
+    differences keeps them apart (``problems``, each to be read after ``where``), so that a
+    known one (:mod:`.expectations`) is told from a new one beside it."""
+
+    def __init__(self, message: str, *, where: str = "", problems: Sequence[str] = ()) -> None:
+        # the first of ``problems`` is the step's root (the order the comparisons report)
+        super().__init__(message)
+        self.where = where
+        self.problems = tuple(problems)
+
+
+def differences(where: str, problems: Sequence[str]) -> Nonconformance:
+    """The nonconformance of a step that showed ``problems`` (``where``: its prefix)."""
+    return Nonconformance(where + "; ".join(problems), where=where, problems=problems)
+
+
+class ExpectedEnd(Exception):
+    """A test case met a known finding whose state the spec cannot take: it ends there,
+    counted (``RunRecord.expected_ended``), neither valid nor a finding."""
 
 
 def signature(message: str) -> str:
@@ -96,6 +116,9 @@ class RunRecord:
     #: Test cases that ran a cell's witness at the end of the run (:mod:`.sweep`), for the
     #: reachable cells the drawn ones missed.
     swept: int = 0
+    #: Known findings (:mod:`.expectations`) met, by rule; test cases one of them ended.
+    expected: Counter[Expectation] = field(default_factory=Counter)
+    expected_ended: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,10 +174,45 @@ class LockstepRun:
         return takes is None or bool(takes(action))
 
     def apply(self, action: Action) -> Observation | None:
-        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference.
+        """Apply ``action`` to both; raise :class:`Nonconformance` on any difference
+        other than a known one (:mod:`.expectations`): a known finding is counted, the spec
+        adopts the target's state and the run goes on (:class:`ExpectedEnd` when it cannot).
 
-        Returns what the spec expected (``None`` when the action was rightly refused).
+        Returns what the spec expected (``None`` when the action was rightly refused, or
+        the difference was a known one).
         """
+        try:
+            return self.judge(action)
+        except Nonconformance as exc:
+            known = self.level.expected
+            if known is None:
+                raise
+            parts = [exc.where + p for p in exc.problems] if exc.problems else [str(exc)]
+            entry = known.match(parts[0], self.level.name)
+            if entry is None:  # the step's root difference is new: that is the finding
+                raise
+            # the differences after the root follow from it (they are the same step's)
+            self.record.expected[entry] += 1
+            self.adopt_target_state(entry.rule)
+            return None
+
+    def adopt_target_state(self, rule: str) -> None:
+        """After a known finding: the spec takes the target's free queue and reference
+        counts, if the target shows both and they keep the spec's invariants; else
+        :class:`ExpectedEnd`."""
+        view = self.target.view()
+        if view.free_queue is None or view.ref_cnt is None:
+            raise ExpectedEnd(f"known finding {rule}: the target's state is not shown")
+        adopted = replace(
+            self.state, free_queue=tuple(view.free_queue), ref_cnt=tuple(view.ref_cnt)
+        )
+        still = compare_views(adopted, view, self.level.exact_order)
+        if broken_invariants(adopted) or still:
+            raise ExpectedEnd(f"known finding {rule}: the spec cannot take the target's state")
+        self.state = adopted
+
+    def judge(self, action: Action) -> Observation | None:
+        """One step of :meth:`apply`, every difference raised."""
         self.record.trace.append(action)
         self.record.steps += 1
         self.record.operations[action.operation] += 1
@@ -173,39 +231,60 @@ class LockstepRun:
                 f"{action.operation} was accepted although it breaks the "
                 f"contract: {expected_violation}"
             )
-        taken = self.judge_events(action, actual)
-        if not self.level.exact_order:
-            self.adopt(action, actual.result)
+        taken, stream_fault = self.judge_events(action, actual)
         before_state = self.state
-        self.state, expected = spec_step(self.state, action)
-        self.last = Outcomes(expected, actual)
-        problems = compare_observation(action, expected, actual, self.target.observes)
-        if problems:
-            raise Nonconformance("; ".join(problems))
-        self.check_view(f"after {action.operation}")
-        self.check_structure(action)
-        broken = broken_invariants(self.state)
-        assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+        try:
+            expected = self.judge_step(action, actual)
+        except Nonconformance as exc:
+            if stream_fault is None:
+                raise
+            # the root first: the pool's own state (its index, its blocks) disagrees with
+            # the spec, and the stream that follows from that state is wrong with it
+            raise Nonconformance(
+                f"{exc}; which explains the events finding that follows from it: {stream_fault}"
+            ) from exc
+        if stream_fault is not None:
+            raise Nonconformance(stream_fault)
         if taken is not None:
             self.settle_events(action, taken)
         self.record.situations.update(situations(before_state, action, self.state, expected))
         self.record.cells.update(cells(before_state, action, expected))
         return expected
 
-    def judge_events(self, action: Action, actual: Observation) -> tuple[Observation, bool] | None:
+    def judge_step(self, action: Action, actual: Observation) -> Observation:
+        """The spec takes the step (adopting the target's choice of blocks where the order
+        is free); the target's result, view and structure must agree with it. Returns what
+        the spec expected."""
+        if not self.level.exact_order:
+            self.adopt(action, actual.result)
+        self.state, expected = spec_step(self.state, action)
+        self.last = Outcomes(expected, actual)
+        problems = compare_observation(action, expected, actual, self.target.observes)
+        if problems:
+            raise differences("", problems)
+        self.check_view(f"after {action.operation}")
+        self.check_structure(action)
+        broken = broken_invariants(self.state)
+        assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+        return expected
+
+    def judge_events(
+        self, action: Action, actual: Observation
+    ) -> tuple[tuple[Observation, bool] | None, str | None]:
         """The events level: take the target's events (the action's own, when it took
-        them), feed them to the consumer and judge them against the target's keys, before
-        anything else of the step is compared. Returns what was taken (``None`` at other
-        levels) and whether the target's keys were known."""
+        them), feed them to the consumer and judge them against the target's keys. Returns
+        what was taken (``None`` at other levels) with whether the target's keys were known,
+        and what the consumer found wrong (``None``: nothing). What it found is reported
+        after the rest of the step is compared: a pool whose own state is wrong publishes
+        a stream that follows from it, and the state is the root to report."""
         if self.events is None:
-            return None
+            return None, None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
         residency = target_residency(self.target.view())
         events = taken_events(taken.result)
         found = self.events.feed(events, residency)
-        if found:
-            raise Nonconformance(describe(found[0], self.events.model, action.operation, events))
-        return taken, residency is not None
+        fault = describe(found[0], self.events.model, action.operation, events) if found else None
+        return (taken, residency is not None), fault
 
     def settle_events(self, action: Action, taken: tuple[Observation, bool]) -> None:
         """The spec takes its events too, and they must be the target's; without the
@@ -229,6 +308,14 @@ class LockstepRun:
         self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception
     ) -> None:
         if expected is None:
+            fault = fault_of(exc)
+            if fault == "mismatch":  # the suite called the pool the way it does not take
+                raise SurfaceMismatch(
+                    f"{action.operation}: the suite's call into the target failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if fault == "suite":
+                raise exc
             raise Nonconformance(
                 f"{action.operation} was refused although it is allowed: "
                 f"{type(exc).__name__}: {exc}"
@@ -266,14 +353,12 @@ class LockstepRun:
     def check_view(self, where: str) -> None:
         problems = compare_views(self.state, self.target.view(), self.level.exact_order)
         if problems:
-            raise Nonconformance(f"{where}: " + "; ".join(problems))
+            raise differences(f"{where}: ", problems)
 
     def check_structure(self, action: Action) -> None:
         problems = self.target.structure_problems()
         if problems:
-            raise Nonconformance(
-                f"after {action.operation}: free list corrupted: " + "; ".join(problems)
-            )
+            raise differences(f"after {action.operation}: free list corrupted: ", problems)
 
 
 def replay(
@@ -317,6 +402,8 @@ def replay_actions(
             apply(action)
         except Nonconformance as exc:
             return str(exc), done
+        except ExpectedEnd:  # a known finding ended the run: no difference
+            return None, done
         except Exception as exc:  # the adapter, the target or the spec failed
             return f"{type(exc).__name__}: {exc}", done
     return None, done

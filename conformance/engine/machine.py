@@ -32,7 +32,8 @@ from ..events.caller import manager_could_call
 from . import draw
 from .choices import Choices, HypothesisChoices
 from .levels import Level
-from .lockstep import LockstepRun, Nonconformance, RunRecord, signature
+from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord, signature
+from .surface import fault_of
 from .target import TargetFactory
 
 #: How often each operation is drawn, relative to the others: the ones that build state
@@ -174,7 +175,13 @@ def apply_in_case(
     other is raised."""
     try:
         apply(action)
+    except ExpectedEnd:
+        if record is not None:
+            record.expected_ended += 1
+        reject()
     except Exception as exc:
+        if not isinstance(exc, Nonconformance) and fault_of(exc) != "target":
+            raise  # a usage error or a bug in kvpool: never a finding, never dropped
         message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
         if signature(message) in known:
             if record is not None:
@@ -214,7 +221,11 @@ def lockstep_machine(
 
         @initialize(config=draw.configs(max_blocks, level.out_of_contract))
         def build(self, config: PoolConfig) -> None:
-            self.run = LockstepRun(factory, profile, level, config, record)
+            def start(config: PoolConfig) -> None:
+                self.run = LockstepRun(factory, profile, level, config, record)
+
+            # a pool that breaks a rule as it is built: once known, such a case is dropped
+            apply_in_case(start, config, known, record)
             self.ctx = draw.Context(
                 evict_first=self.run.evict_first,
                 peer=self.run.peer,

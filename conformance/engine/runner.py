@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 from hypothesis import seed as use_seed
 from hypothesis.database import ExampleDatabase
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from kvpool.spec import Profile
 
@@ -19,6 +19,7 @@ from .lockstep import Nonconformance, RunRecord, signature
 from .machine import lockstep_machine
 from .shrink import shrink
 from .source_constants import without_source_constants
+from .surface import SurfaceMismatch, fault_of
 from .sweep import sweep
 from .target import TargetFactory
 
@@ -240,7 +241,12 @@ def lockstep_settings(
 
 
 def failure_from(exc: Exception, record: RunRecord) -> Failure:
-    """What a run that raised ``exc`` found, with the actions the record saw."""
+    """What a run that raised ``exc`` found, with the actions the record saw.
+
+    Only a nonconformance, a nondeterministic target and a crash inside the target's own
+    code are findings: a call the target does not take raises :class:`SurfaceMismatch`
+    (a usage error), and an exception of kvpool's own code (the engine, the adapter, the
+    spec, Hypothesis) is raised again as it is (a bug in kvpool)."""
     if isinstance(exc, Nonconformance):
         message = str(exc)
     elif isinstance(exc, Flaky):
@@ -248,8 +254,17 @@ def failure_from(exc: Exception, record: RunRecord) -> Failure:
             "the target is nondeterministic: the same actions gave different "
             f"results on a second run ({exc})"
         )
-    else:  # the target crashed inside the adapter, or the spec broke
-        message = f"{type(exc).__name__}: {exc}"
+    elif isinstance(exc, SurfaceMismatch | HypothesisException):
+        raise exc
+    else:
+        fault = fault_of(exc)
+        if fault == "mismatch":
+            raise SurfaceMismatch(
+                f"the suite's call into the target failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if fault == "suite":
+            raise exc
+        message = f"{type(exc).__name__}: {exc}"  # the target crashed in its own code
     return Failure(message, tuple(record.trace), record.config)
 
 
@@ -269,6 +284,8 @@ def explore(
     try:
         with without_source_constants():
             run_state_machine_as_test(machine, settings=run_settings)
+    except Unsatisfiable:  # every test case ran into a known finding: nothing new found
+        return None
     except Exception as exc:
         return failure_from(exc, record)
     return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 import sys
-from typing import NoReturn
 
 import click
 from kvpool.spec import PROFILES, PoolConfig, get_profile
@@ -17,20 +16,12 @@ from ..manager.target import RequestSetup
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from ..targets.options import MANAGER, TARGET
-from ..usage import comma_names
+from ..usage import EXIT_BUG, EXIT_FINDING, comma_names, fail_usage
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors
 from .status import clock, coverage_lines, findings_lines, jobs_table
 from .supervise import CRASHED, supervise
-
-EXIT_PASS, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-
-def _fail_usage(console: Console, message: str) -> NoReturn:
-    console.print("[red]error:[/red] ", end="")
-    console.print(message, markup=False, highlight=False, soft_wrap=True)
-    sys.exit(EXIT_USAGE)
 
 
 def _until(duration: float, max_actions: int | None) -> str:
@@ -192,8 +183,8 @@ def fuzz(
     anywhere replays everywhere. Each kind of failure is shrunk, printed and its trace
     written the moment it is found.
 
-    Exit status: 0 no failure, 1 a failure was found, 2 a usage or loading error (or a
-    worker failed).
+    Exit status: 0 no failure, 1 a failure was found, 2 a usage or loading error, 4 a
+    worker failed (a bug in kvpool).
     """
     console = Console()
     try:
@@ -203,18 +194,18 @@ def fuzz(
         factory, name = load_target(target)
         manager_factory, manager_name = load_manager(manager, target)
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
-        _fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
+        fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
     try:
         factory(PoolConfig(2), chosen_profile)
         if manager_factory is not None:
             manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool or a manager
-        _fail_usage(console, f"target {name!r} could not be built: {type(exc).__name__}: {exc}")
+        fail_usage(console, f"target {name!r} could not be built: {type(exc).__name__}: {exc}")
     database = DatabaseSpec(db_dir, redis_url)
     try:
         open_database(database, DatabaseErrors())
     except DatabaseError as exc:
-        _fail_usage(console, str(exc))
+        fail_usage(console, str(exc))
     jobs = [JobSpec("pool", level) for level in level_names if "pool" in machine_names]
     if "requests" in machine_names:
         jobs.append(JobSpec("requests", "pool"))
@@ -289,7 +280,7 @@ def fuzz(
     if tally.findings:
         kinds = len(tally.findings)
         console.print(f"[red]{kinds} kind{'s' if kinds > 1 else ''} of failure found[/red]")
-        sys.exit(EXIT_FAILURE)
+        sys.exit(EXIT_FINDING)
     if outcome.crashes or outcome.reason == CRASHED:
-        sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_BUG)
     console.print("[green]no failure found[/green]")

@@ -44,6 +44,7 @@ from kvpool.spec.manager import (
 
 from ..engine.levels import SAFETY, Level
 from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.surface import SurfaceMismatch
 from ..engine.target import TargetFactory
 from .checks import PropertyBroken, RequestChecks
 from .coverage import request_situations
@@ -99,7 +100,7 @@ class PoolRequestRun:
         self.setup = setup
         missing = ESSENTIAL - self.lockstep.operations
         if missing:
-            raise Nonconformance(
+            raise SurfaceMismatch(
                 f"the pool lacks {', '.join(sorted(missing))}: the request machine needs them"
             )
         self.state: ManagerState = initial_manager_state(setup.manager, setup.pool)

@@ -18,7 +18,7 @@ from ..report import action_line, properties_table
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from ..targets.options import MANAGER, TARGET
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .machine import RequestRun, RunBuilder
 from .runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder
 from .target import RequestSetup
@@ -178,7 +178,7 @@ def workload(
     )
     if checked is not None:
         console.print(checked)
-    sys.exit(EXIT_NONCONFORMANCE if failed else EXIT_PASS)
+    sys.exit(EXIT_FINDING if failed else EXIT_PASS)
 
 
 def _run_workload(

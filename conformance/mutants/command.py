@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..usage import EXIT_BUG, EXIT_FINDING, EXIT_USAGE
 from .corpus import MUTANTS, MUTANTS_BY_NAME
 from .run import MutantResult, clean_run, kill
 
@@ -49,8 +50,8 @@ def mutants(
     The unmutated pool runs first under the same settings and must pass. A kill is a
     nonconformance of the mutant that shows what its corpus entry says (an observable or
     a rule). Exit 1 if a mutant survived or was killed by something else (a wrong kill);
-    exit 2 if the clean pool fails or a run broke (the harness or the spec failed, not
-    the mutant)."""
+    exit 2 if the clean pool fails at these settings; exit 4 if a run broke (the harness or
+    the spec failed, not the mutant: a bug in kvpool)."""
     console = Console()
     if list_only:
         table = Table(title=f"{len(MUTANTS)} mutants of kvpool.impl")
@@ -65,7 +66,7 @@ def mutants(
     unknown = [n for n in only if n not in MUTANTS_BY_NAME]
     if unknown:
         console.print(f"[red]error:[/red] unknown mutant(s) {', '.join(unknown)}; see --list")
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     names = list(only) or [m.name for m in MUTANTS]
     with console.status("the unmutated pool first, at the same settings"):
         clean = clean_run(seed, max_examples)
@@ -75,7 +76,7 @@ def mutants(
             f"seed {seed}): {clean.problem}; a kill would mean nothing, no mutant was run",
             highlight=False,
         )
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     console.print(f"the unmutated pool passes every level ({clean.seconds:.1f}s)", highlight=False)
     results: list[MutantResult] = []
     with (
@@ -120,9 +121,9 @@ def mutants(
     if survived:
         console.print(f"[red]survived:[/red] {', '.join(survived)}", highlight=False)
     if any(r.outcome == "error" for r in results):
-        sys.exit(2)
+        sys.exit(EXIT_BUG)
     if len(killed) < len(results):
-        sys.exit(1)
+        sys.exit(EXIT_FINDING)
 
 
 #: How each outcome reads in the table.

@@ -187,8 +187,9 @@ def kill(mutant: Mutant, seed: int, max_examples: int, budget_seconds: float) ->
         level = LEVELS[level_name]
         try:
             run = _run(factory, level, seed, max_examples, budget_seconds)
-        except Exception as exc:  # the runner itself broke
-            return result("error", f"pool/{level_name}", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # the runner itself broke (a bug in kvpool, or a mismatch)
+            broke = f"not a nonconformance of the target: {type(exc).__name__}: {exc}"
+            return result("error", f"pool/{level_name}", broke)
         failure = run.failure
         if failure is None:
             continue

@@ -15,8 +15,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..extras import require
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from ..usage import EXIT_FINDING, EXIT_PASS
 
 COUNTING_NOTE = (
     "counting invariants: 'free count = number of free blocks' is proved as the "
@@ -228,9 +227,9 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
         for line in model:
             console.print(f"    {line}")
     if failed:
-        return EXIT_FAILED
+        return EXIT_FINDING
     console.print(f"[green]every obligation proved[/green] (solver time {total:.2f} s)")
-    return EXIT_OK
+    return EXIT_PASS
 
 
 def _run_bmc(
@@ -272,20 +271,20 @@ def _run_bmc(
     console.print(table)
     if result.unknown:
         console.print(f"[yellow]unknown[/yellow] at depth {result.depth_reached}: a failure")
-        return EXIT_FAILED
+        return EXIT_FINDING
     if fault is None:
         if result.found:
             console.print("[red]an invariant breaks[/red] on the correct encoding:")
             for i, action in enumerate(result.actions, 1):
                 console.print(f"  {i}. {action}")
-            return EXIT_FAILED
+            return EXIT_FINDING
         console.print(
             f"no violation on any run of up to {depth} steps (bounded check, not a proof)"
         )
-        return EXIT_OK
+        return EXIT_PASS
     if not result.found:
         console.print(f"[red]no run of up to {depth} steps shows {fault}[/red]")
-        return EXIT_FAILED
+        return EXIT_FINDING
     console.print(f"shortest run showing {fault} ({result.depth_reached} step(s)):")
     for i, action in enumerate(result.actions, 1):
         console.print(f"  {i}. {action}")
@@ -297,4 +296,4 @@ def _run_bmc(
         f"replay it: {replay_command(str(written), trace_of(result).meta)}   (from "
         "tests/conformance, where faulty_pools is importable; --target impl to see impl conform)"
     )
-    return EXIT_OK
+    return EXIT_PASS

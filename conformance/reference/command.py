@@ -13,8 +13,7 @@ from pathlib import Path
 import click
 
 from ..extras import require
-
-EXIT_FAILED = 1
+from ..usage import EXIT_FINDING
 
 #: The repository root when kvpool runs from a checkout (an editable install).
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -107,7 +106,7 @@ def docs_build(config: Path | None, out: Path | None) -> None:
         build_site(path, out)
     except MkDocsException as exc:
         click.echo(f"error: the site did not build: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        sys.exit(EXIT_FINDING)
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
     where = out if out is not None else path.parent / "site"
@@ -132,7 +131,7 @@ def docs_serve(config: Path | None, port: int, host: str) -> None:
         serve(str(path), dev_addr=f"{host}:{port}")
     except MkDocsException as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        sys.exit(EXIT_FINDING)
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
 

@@ -7,19 +7,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRIPTIONS
 from rich.console import Console
 from rich.table import Table
 
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
 from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint
 from .watch import Finding, StreamWatch
 from .wire import MalformedFrame, WireBatch, WireMessage, decode_batch, decode_message
 
-EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
 
 
@@ -121,38 +120,32 @@ def monitor(
     live = [s for s in sources if s.startswith(LIVE_PREFIXES)]
     files = [s for s in sources if not s.startswith(LIVE_PREFIXES)]
     if live and files:
-        _usage(err, "give live endpoints or one recorded file, not both")
+        fail_usage(err, "give live endpoints or one recorded file, not both")
     if len(files) > 1:
-        _usage(err, "give one recorded file at a time")
+        fail_usage(err, "give one recorded file at a time")
     if files and (save or replay or snapshot):
-        _usage(err, "--save, --replay and --snapshot apply to live endpoints only")
+        fail_usage(err, "--save, --replay and --snapshot apply to live endpoints only")
     watch = StreamWatch(consumer, lambda f: _print_finding(out, f), window=window)
     status = _Status(err, watch)
     if files:
         try:
             _read_file(Path(files[0]), watch, status, max_events)
         except RecordingError as exc:
-            _usage(err, str(exc))
+            fail_usage(err, str(exc))
     else:
         source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
         received = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
         if not received:
             status.done()
             _summary(out, watch, consumer)
-            _usage(
+            fail_usage(
                 err,
                 f"nothing received from {', '.join(live)}: is the publisher running "
                 "there, with this --topic?",
             )
     status.done()
     _summary(out, watch, consumer)
-    sys.exit(EXIT_VIOLATIONS if watch.totals.violations else EXIT_CLEAN)
-
-
-def _usage(console: Console, message: str) -> NoReturn:
-    console.print("[red]error:[/red] ", end="")
-    console.print(message, markup=False, soft_wrap=True)
-    sys.exit(EXIT_USAGE)
+    sys.exit(EXIT_FINDING if watch.totals.violations else EXIT_PASS)
 
 
 def _expand(sources: list[str], ranks: int) -> list[str]:
@@ -189,7 +182,7 @@ def _follow(
         endpoints = _expand(source.endpoints, ranks)
         subscriber = Subscriber(endpoints, source.topic, replay, snapshot)
     except EndpointError as exc:
-        _usage(err, str(exc))
+        fail_usage(err, str(exc))
     recorder = Recorder(source.save, endpoints) if source.save is not None else None
     err.print(f"monitoring {', '.join(endpoints)}" + (f" (replay {replay})" if replay else ""))
 

@@ -31,10 +31,9 @@ from .publisher import (
     load_publisher,
     publisher_source,
 )
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .publisher import start_publisher as start_vllm_publisher
 from .twins import Twins
-
-EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 
 
 @click.command()
@@ -152,9 +151,7 @@ def publish(
     console = Console(stderr=True)
 
     def usage(message: str) -> None:
-        console.print("[red]error:[/red] ", end="")
-        console.print(message, markup=False, highlight=False, soft_wrap=True)
-        sys.exit(EXIT_USAGE)
+        fail_usage(console, message)
 
     if block_size % hash_block_size:
         usage("--block-size must be a multiple of --hash-block-size")
@@ -226,7 +223,7 @@ def publish(
     if problem is not None:
         console.print(f"[bold red]{name} diverged from the spec:[/bold red] ", end="")
         console.print(problem, markup=False, highlight=False)
-        sys.exit(EXIT_NONCONFORMANCE)
+        sys.exit(EXIT_FINDING)
     sys.exit(EXIT_PASS)
 
 

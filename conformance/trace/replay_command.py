@@ -11,7 +11,7 @@ from rich.console import Console
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
 from ..targets.options import MANAGER, TARGET, text_of
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 
 
 @click.command()
@@ -69,4 +69,4 @@ def replay(
             soft_wrap=True,
         )
     console.print(verdict.describe(), style="red", highlight=False, markup=False, soft_wrap=True)
-    sys.exit(EXIT_NONCONFORMANCE)
+    sys.exit(EXIT_FINDING)

@@ -13,7 +13,7 @@ from rich.table import Table
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
 from ..targets.options import TARGET
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 
 
 @click.group()
@@ -77,4 +77,4 @@ def vectors_check(directory: str, target: TargetDescription, profile: str | None
         console.print(f"FAIL {group}/{name}: {why}", markup=False, highlight=False, soft_wrap=True)
     total = sum(r.passed for r in results.values())
     console.print(f"{total} passed, {len(failures)} failed", highlight=False)
-    sys.exit(EXIT_NONCONFORMANCE if failures else EXIT_PASS)
+    sys.exit(EXIT_FINDING if failures else EXIT_PASS)

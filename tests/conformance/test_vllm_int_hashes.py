@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from kvpool.conformance.engine.levels import level_for
 from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.targets.loading import load_vllm
+from kvpool.conformance.targets.loading import described
+from kvpool.conformance.targets.vllm.entry import load_vllm
 from kvpool.conformance.targets.vllm.target import INT_HASHES_SETTING
 from kvpool.conformance.targets.vllm_api.events import EventReader, int_hash
 from kvpool.spec.hashing import request_block_hashes
@@ -32,7 +33,7 @@ def test_a_concatenated_hash_shares_the_integer_of_its_last_fine_hash() -> None:
 
 
 def events_run(version: str, int_hashes: bool) -> Any:
-    release = load_vllm(f"vllm=={version}")
+    release = load_vllm(described(f"vllm=={version}"))
     assert release.release is not None
     setattr(release.release.modules["vllm.envs"], INT_HASHES_SETTING, int_hashes)
     factory = release.target_factory(f"vllm=={version}")

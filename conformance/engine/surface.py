@@ -1,0 +1,257 @@
+"""The target's surface, checked before any test case is drawn, and what an exception
+raised during a run says about whose fault it is.
+
+A pool that lacks a method the suite will call, or takes other arguments than the suite
+passes, is not a nonconforming pool: it is a target the suite cannot drive. That is a usage
+error (exit 2), listed in one message before anything runs (:func:`surface_problems`); and
+when a run still meets such a mismatch (an ``AttributeError`` or ``TypeError`` at the
+suite's call into the pool), it stops with :class:`SurfaceMismatch`, never a finding.
+Any other exception of the suite's own code is a bug in kvpool (exit 4).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from kvpool.spec import PoolConfig, Profile
+
+from .target import TAKES, TargetFactory
+
+#: Where the docs say what each operation's call takes and returns.
+OPERATION_PAGE = (
+    "docs: Reference > Pool operations > {operation} (reference/actions/{operation}.md)"
+)
+TARGET_PAGE = "docs: Tutorial > Writing an adapter (tutorial/adapter.md)"
+
+#: What a Target (the protocol of :mod:`.target`) must define.
+TARGET_ATTRIBUTES = ("name", "operations", "observes")
+TARGET_METHODS = ("apply", "view", "structure_problems")
+
+#: The positional arguments the vLLM-API adapter passes to each pool method, and the
+#: keyword arguments it passes where the pool takes them (read off its signature).
+POOL_CALLS: dict[str, tuple[str, ...]] = {
+    "get_new_blocks": ("num_blocks",),
+    "free_blocks": ("ordered_blocks",),
+    "touch": ("blocks",),
+    "unpin_blocks": ("blocks", "on_reuse"),
+    "cache_full_blocks": (
+        "request",
+        "blocks",
+        "num_cached_blocks",
+        "num_full_blocks",
+        "block_size",
+        "kv_cache_group_id",
+    ),
+    "cache_partial_block": ("request", "block", "num_tokens", "kv_cache_group_id", "block_size"),
+    "get_cached_block": ("block_hash", "kv_cache_group_ids"),
+    "evict_blocks": ("block_ids",),
+    "move_block_hashes": ("src_block", "dst_block"),
+    "reset_prefix_cache": (),
+    "is_block_writable": ("block",),
+    "get_usage": (),
+    "get_num_free_blocks": (),
+    "take_events": (),
+}
+
+#: The pool methods every run calls: allocation, release, and the free count the suite
+#: reads after every step.
+REQUIRED_METHODS = ("get_new_blocks", "free_blocks", "get_num_free_blocks")
+
+#: What each required method is for, said in the message that asks for it.
+PURPOSE = {
+    "get_new_blocks": "get_new_blocks(num_blocks) -> list of blocks, taken from the free queue",
+    "free_blocks": "free_blocks(ordered_blocks) -> None, each block's ref_cnt down by one",
+    "get_num_free_blocks": "get_num_free_blocks() -> int, the free-queue length (read after "
+    "every step)",
+}
+
+
+class SurfaceMismatch(Exception):
+    """The target does not offer what the suite calls: a usage error, not a finding."""
+
+
+def surface_problems(factory: TargetFactory, profile: Profile, config: PoolConfig) -> list[str]:
+    """Everything missing from the surface of the target ``factory`` builds for
+    ``config``, each with what to do; ``[]`` when the suite can drive it."""
+    try:
+        target = factory(config, profile)
+    except Exception as exc:  # the factory or the pool's constructor failed
+        if fault_of(exc) != "mismatch":
+            return [f"the target could not build a pool: {_text(exc)}"]
+        pool = getattr(exc, "obj", None)  # the adapter read a pool that lacks something
+        if pool is not None and callable(getattr(pool, "get_new_blocks", None)):
+            from ..targets.vllm_api.detection import detect_api
+
+            return _pool_problems(pool, detect_api(type(pool), pool), config)
+        return [f"building the target failed at the suite's call: {_text(exc)}; {TARGET_PAGE}"]
+    problems = _target_problems(target)
+    if problems:
+        return problems
+    from ..targets.vllm_api.adapter import VllmApiTarget
+
+    if isinstance(target, VllmApiTarget):
+        return _pool_problems(target.pool, target.api, config)
+    # a Target of its own is judged on the operations it declares (the pool machine draws
+    # only those; the request machine says so when it lacks the ones it needs)
+    return problems
+
+
+def surface_message(name: str, problems: list[str]) -> str:
+    """The one usage error listing everything the target lacks."""
+    lines = "".join(f"\n  - {p}" for p in problems)
+    return (
+        f"target {name!r} does not offer what the chosen checks call (nothing was run; this "
+        f"is not a finding):{lines}"
+    )
+
+
+def _target_problems(target: object) -> list[str]:
+    """What a Target lacks of the protocol (name, operations, observes, apply, view,
+    structure_problems)."""
+    problems = []
+    kind = type(target).__name__
+    for name in TARGET_ATTRIBUTES:
+        if not hasattr(target, name):
+            problems.append(f"the Target {kind} has no attribute {name!r}; {TARGET_PAGE}")
+    for name in TARGET_METHODS:
+        if not callable(getattr(target, name, None)):
+            problems.append(f"the Target {kind} has no method {name}(); {TARGET_PAGE}")
+    takes = getattr(target, TAKES, None)
+    if takes is not None and not callable(takes):
+        problems.append(f"the Target {kind}'s {TAKES} is not callable; {TARGET_PAGE}")
+    return problems
+
+
+def _pool_problems(pool: Any, api: Any, config: PoolConfig) -> list[str]:
+    """What a pool with vLLM's BlockPool API (called as ``api`` says) lacks: the methods
+    every run calls, calls its own signatures do not allow, the blocks list and its blocks'
+    ids."""
+    kind = type(pool).__name__
+    problems = []
+    for method in REQUIRED_METHODS:
+        if not callable(getattr(pool, method, None)):
+            problems.append(
+                f"the pool {kind} has no method {method}: add {PURPOSE[method]}; "
+                + OPERATION_PAGE.format(operation=method)
+            )
+    for method, arguments in POOL_CALLS.items():
+        found = getattr(pool, method, None)
+        if not callable(found):
+            continue
+        problem = _call_problem(found, arguments, _keywords(api, method))
+        if problem is not None:
+            problems.append(
+                f"the pool {kind}'s {method} cannot be called as {method}"
+                f"({', '.join(arguments)}): {problem}; give it those parameters, or drive the "
+                "pool your way with a Target of your own (a factory taking (config, profile)); "
+                + OPERATION_PAGE.format(operation=method)
+            )
+    problems += _block_problems(pool, kind, config)
+    return problems
+
+
+def _keywords(api: Any, method: str) -> tuple[str, ...]:
+    """The keyword arguments the adapter passes to ``method`` of a pool read as ``api``."""
+    if method == "free_blocks" and api.evict_first_arg is not None:
+        return (api.evict_first_arg,)
+    if method == "cache_full_blocks" and api.block_mask:
+        return ("block_mask",)
+    if method == "cache_partial_block" and api.replace_existing_hashes:
+        return ("replace_existing_hashes",)
+    return ()
+
+
+def _call_problem(method: Any, arguments: tuple[str, ...], keywords: Iterable[str]) -> str | None:
+    """Why ``method`` cannot be called with ``arguments`` (by position) and ``keywords``,
+    or ``None`` (also when its signature cannot be read)."""
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*arguments, **dict.fromkeys(keywords))
+    except TypeError as exc:
+        return f"its signature is {method.__name__}{signature}, and {exc}"
+    return None
+
+
+def _block_problems(pool: Any, kind: str, config: PoolConfig) -> list[str]:
+    """The pool's ``blocks``: one per id, each with its ``block_id``."""
+    blocks = getattr(pool, "blocks", None)
+    where = OPERATION_PAGE.format(operation="get_new_blocks")
+    try:
+        count = len(blocks)  # type: ignore[arg-type]
+        listed = [blocks[i] for i in range(count)]  # type: ignore[index]
+    except Exception:  # no list at all, or one that cannot be read by index
+        return [
+            f"the pool {kind} has no blocks list: add blocks, the pool's blocks indexed by "
+            f"id (blocks[i].block_id == i); {where}"
+        ]
+    problems = []
+    if count != config.num_gpu_blocks:
+        problems.append(
+            f"the pool {kind}'s blocks list has {count} blocks, built with num_gpu_blocks="
+            f"{config.num_gpu_blocks}: it must hold every block, the null block 0 included"
+        )
+    wrong = [i for i, b in enumerate(listed) if getattr(b, "block_id", None) != i]
+    if wrong:
+        problems.append(
+            f"the pool {kind}'s blocks {wrong} have no block_id equal to their place in "
+            f"blocks (the suite names blocks by that id); {where}"
+        )
+    return problems
+
+
+def _text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --- whose fault an exception is -----------------------------------------------------------
+
+_CONFORMANCE = Path(__file__).resolve().parents[1]
+_ADAPTERS = _CONFORMANCE / "targets"
+_SPEC = Path(inspect.getfile(Profile)).resolve().parent
+
+Fault = Literal["target", "mismatch", "suite"]
+
+
+def fault_of(exc: BaseException) -> Fault:
+    """Whose fault ``exc``, raised during a run, is:
+
+    - ``mismatch``: an ``AttributeError`` or ``TypeError`` raised where an adapter calls the
+      target (a method it lacks, arguments its signature refuses, a result of another
+      shape), or the target reading a field the suite's own objects (a request) do not
+      have: a usage error;
+    - ``target``: raised inside the target's own code (its pool, its manager): a crash
+      of the target, which the lockstep run judges;
+    - ``suite``: raised anywhere else in kvpool's code (the engine, the spec): a bug in
+      kvpool.
+    """
+    if isinstance(exc, AttributeError) and _is_suite_object(getattr(exc, "obj", None)):
+        return "mismatch"
+    where = _innermost_file(exc)
+    if where is None or (not _inside(where, _CONFORMANCE) and not _inside(where, _SPEC)):
+        return "target"
+    if isinstance(exc, AttributeError | TypeError) and _inside(where, _ADAPTERS):
+        return "mismatch"
+    return "suite"
+
+
+def _is_suite_object(obj: object) -> bool:
+    return obj is not None and type(obj).__module__.startswith("kvpool.conformance.")
+
+
+def _innermost_file(exc: BaseException) -> Path | None:
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return Path(tb.tb_frame.f_code.co_filename).resolve()
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents

@@ -1,0 +1,48 @@
+"""When one step breaks several rules, the one that explains the others is reported first.
+
+A pool whose eviction drops a block's keys and sends the right events, but leaves an entry
+in its index (``index_faults``), publishes a stream the events level's consumer cannot
+reconcile with that index: the stream follows from the stale index. The finding names the
+index rule first and says the events finding follows from it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from index_faults import FAULTS  # on sys.path via pytest
+from kvpool.conformance.engine.levels import level_for
+from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.engine.target import Target
+from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+from kvpool.spec import PoolConfig, Profile
+from kvpool.spec.profile import SEED
+
+STALE_INDEX = ("extra keys left in the index", "duplicate kept on eviction")
+
+
+@pytest.mark.parametrize("fault", STALE_INDEX)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_stale_index_is_named_before_the_stream_that_follows_from_it(
+    fault: str, seed: int
+) -> None:
+    pool_class = FAULTS[fault][0]
+
+    def target(config: PoolConfig, profile: Profile) -> Target:
+        return VllmApiTarget(pool_class, config, profile, name=pool_class.__name__)
+
+    result = run_level(
+        target,
+        SEED,
+        level_for("events", "count"),
+        max_examples=150,
+        steps=40,
+        seed=seed,
+        max_blocks=8,
+        shrink_seconds=1.0,
+    )
+    assert result.failure is not None, f"{fault} passed the events level on seed {seed}"
+    message = result.failure.message
+    root, _, follows = message.partition("which explains the events finding")
+    assert "invariant 'map-matches-block-keys'" in root, message
+    assert "events-" not in root, message
+    assert "events-replay-index" in follows, message
