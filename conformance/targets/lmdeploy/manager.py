@@ -3,19 +3,21 @@
 LMDeploy's PyTorch engine keeps a ``DefaultBlockManager`` (a ``LogicalAllocator`` with ref
 counts) and a ``BlockTrie`` over it: a trie of full blocks per adapter, each node keyed by
 its block's tokens (a Python ``hash`` confirmed by comparing the tokens) and holding one
-reference on its block. The adapter makes the calls LMDeploy's scheduler makes (the
-scheduler itself is not loaded), on the release's own ``SchedulerSequenceDefault``:
+reference on its block. The adapter runs the release's prefill scheduler for admission and makes the
+calls LMDeploy's ``Scheduler`` makes for the rest (the ``Scheduler`` class itself, with its
+queues, is not loaded), on the release's own ``SchedulerSequenceDefault``:
 
 =======================  ================================================================
 protocol call            LMDeploy
 =======================  ================================================================
-``admit`` / ``resume``   the prefill admission: ``BlockTrie.match`` (shared blocks
-                         appended, ``set_step`` to the hit), ``try_make_capacity_for``
-                         (``BlockTrie.evict`` of the shortfall); short: the tentative
-                         match rolled back (``release_paging_resources``), ``None``;
-                         else ``allocate(seq, prealloc)``, ``BlockTrie.allocate`` (the
-                         new full blocks attached: keyed when scheduled) and
-                         ``finalize_match``; the sequence made ``RUNNING``
+``admit`` / ``resume``   a prefill turn with the sequence as the one waiting request:
+                         the release's ``_PrefillScheduler.schedule`` (its tentative
+                         ``BlockTrie.match``, ``try_make_capacity_for`` with
+                         ``BlockTrie.evict`` of the shortfall, and on success
+                         ``allocate(seq, prealloc)``, ``BlockTrie.allocate``, the new
+                         full blocks keyed when scheduled, ``finalize_match``; when
+                         short its own rollback of the match, and ``None``); the
+                         sequence then dispatched (``READY -> RUNNING``)
 ``append(tokens)``       ``update_token_ids(tokens)`` as a decode step, with
                          ``schedule_running``'s rule: when the sequence needs a block
                          for one more token, room made first (``None``, nothing
@@ -81,6 +83,16 @@ def supported_setup(setup: RequestSetup) -> RequestSetup:
     """``setup`` narrowed to one full-attention group (the default block manager; the
     window block manager is another class)."""
     return replace(setup, manager=ManagerConfig(setup.manager.block_size, (FULL_ATTENTION,)))
+
+
+@dataclass(frozen=True)
+class PrefillLimits:
+    """What LMDeploy's prefill scheduler reads of its scheduler and cache configs: one
+    sequence per prefill turn (the protocol admits one request at a time) and LMDeploy's
+    default prefill token budget, far above any sequence the suite draws."""
+
+    max_batches: int = 1
+    max_prefill_token_num: int = 8192
 
 
 @dataclass
@@ -175,6 +187,25 @@ class LmdeployManagerTarget:
             load_coordinator=None,  # only asked about queued sequences; none is passed
             is_ssm=False,
         )
+        prefill = m("pytorch.paging.prefill_scheduler")
+        self.load_coordinator: Any = m("pytorch.paging.kv_load_coordinator").KVLoadCoordinator(
+            lookup_enabled=False,
+            connector=None,
+            block_manager=self.block_manager,
+            block_trie=self.trie,
+            sessions={},
+        )
+        self.prefill: Any = prefill._PrefillScheduler(
+            PrefillLimits(),
+            PrefillLimits(),
+            is_ssm=False,
+            block_manager=self.block_manager,
+            block_trie=self.trie,
+            state_manager=state_manager,
+            eviction_helper=self.eviction,
+            load_coordinator=self.load_coordinator,
+        )
+        self.turn_policy: Any = prefill._PrefillTurnPolicy.STANDARD
         self.requests: dict[str, _Request] = {}
         self._keys: dict[tuple[str | None, tuple[int, ...]], bytes] = {}
 
@@ -184,34 +215,22 @@ class LmdeployManagerTarget:
         return self.np.array(tokens, dtype=self.np.int64)
 
     def _schedule(self, seq: Any) -> Scheduled | None:
-        """The prefill admission of ``_PrefillAdmissionAttempt`` (no external KV, no
-        long-context chunking, no queued sequence to reclaim)."""
-        if self.caching:
-            self.trie.match(seq)
-        if not self.eviction.try_make_capacity_for(seq, [], self.prealloc):
-            self._roll_back_match(seq)
+        """A prefill turn with ``seq`` the one waiting sequence: LMDeploy's own
+        ``_PrefillScheduler.schedule`` (no external KV, no queued sequence to reclaim),
+        which matches, makes room, allocates and commits the match, or rolls the match
+        back and schedules nothing; the engine then dispatches it (``READY -> RUNNING``)."""
+        running = self.prefill.schedule(
+            waiting=[seq],
+            stopped=[],
+            num_ready=0,
+            num_running=0,
+            turn_policy=self.turn_policy,
+            prealloc_size=self.prealloc,
+        )
+        if seq not in running:
             return None
-        self.block_manager.allocate(seq, self.prealloc)
-        if self.caching:
-            self.trie.allocate(seq)
-            self.trie.finalize_match(seq)
-        seq.state.activate()  # WAITING -> READY
-        seq.state.activate()  # READY -> RUNNING
+        seq.state.activate()  # READY -> RUNNING: the scheduler's activate_seqs
         return self._scheduled(seq)
-
-    def _roll_back_match(self, seq: Any) -> None:
-        """``_TentativePrefixMatch._reset_to_unmatched``."""
-        if seq.num_blocks > 0:
-            seq.state.release_paging_resources()
-        elif seq.num_history_ids > 0:
-            seq.set_step(0)
-        seq.kv_token_limit = None
-        prefix_cache = seq.prefix_cache
-        prefix_cache.trie_cursor = None
-        prefix_cache.restore.clear()
-        prefix_cache.match_start_step = -1
-        prefix_cache.recompute_overlap.clear_tracking()
-        seq.cached_tokens = 0
 
     def _scheduled(self, seq: Any) -> Scheduled:
         table = tuple(spec_id(b) for b in seq.logical_blocks.get_real_blocks())
@@ -281,6 +300,7 @@ class LmdeployManagerTarget:
         request = self.requests[request_id]
         seq = request.seq
         seq.state.deactivate()  # RUNNING -> READY
+        self.load_coordinator.release_tracking(seq)
         seq.state.evict()  # READY -> WAITING
         if self.caching:
             seq.prefix_cache.suppress_match_stats = True
@@ -293,6 +313,7 @@ class LmdeployManagerTarget:
             request.seq.state.finish()  # RUNNING -> STOPPED
         else:
             request.seq.state.stop()
+        self.load_coordinator.release_tracking(request.seq)
         self.session.end_sequence(request.seq)
 
     def reset_prefix_cache(self) -> bool:

@@ -1,14 +1,18 @@
 """Which files of an LMDeploy release the manager target runs, and the stand-ins they need.
 
-LMDeploy's scheduler admits a sequence through its prefix trie (``BlockTrie.match``), makes
-room (``RecomputeEvictionHelper``: ``BlockTrie.evict`` of the shortfall), allocates through
-the block manager (``DefaultBlockManager``) and attaches the new full blocks to the trie
-(``BlockTrie.allocate``); a sequence's blocks go back through its lifecycle
+LMDeploy's scheduler admits a waiting sequence through its prefill scheduler
+(``_PrefillScheduler.schedule``: the tentative prefix match on the trie, ``BlockTrie.match``,
+room made by ``RecomputeEvictionHelper`` with ``BlockTrie.evict`` of the shortfall, the match
+rolled back when there is no room, else ``DefaultBlockManager.allocate`` and
+``BlockTrie.allocate``); a sequence's blocks go back through its lifecycle
 (``SequenceLifecycle.release_paging_resources``). Those files run as the release ships
 them, with the sequence model they act on:
 
+- ``pytorch/paging/prefill_scheduler.py`` (the admission and its match transaction),
+  ``pytorch/paging/kv_load_coordinator.py`` (built with external loads off) and
+  ``pytorch/long_context.py`` (the chunk limit the admission asks);
 - ``pytorch/paging/block_manager/{base,default}_block_manager.py``;
-- ``pytorch/paging/block_trie/{node,checkpoint,checkpoint_lifecycle,kv_lifecycle,trie}.py``;
+- ``pytorch/paging/block_trie/{__init__,node,checkpoint,checkpoint_lifecycle,kv_lifecycle,trie}.py``;
 - ``pytorch/paging/{state_manager,seq_states/states,eviction_helper/recompute_eviction_helper}.py``;
 - ``pytorch/{messages,block,prefix_cache_state}.py`` and
   ``pytorch/strategies/{base,ar}/sequence.py`` (``SchedulerSequenceDefault``: the real
@@ -17,10 +21,14 @@ them, with the sequence model they act on:
 They need numpy (the ``lmdeploy`` extra). ``messages.py`` imports torch for ``Tensor``,
 which it names in annotations and ``isinstance`` checks of inputs the suite always gives as
 numpy arrays, and uses only for logits (never asked for): torch is a stand-in module whose
-``Tensor`` is a class nothing is an instance of. The other stand-ins are classes named in
-annotations or defaults and never built (generation config, migration request, multimodal
-inputs, model inputs, the cache config, the event types) and ``get_logger`` (Python's
-logging). Nothing else of LMDeploy is loaded.
+``Tensor`` is a class nothing is an instance of; the prefill scheduler's profiler decorator
+(``torch.profiler.record_function``) leaves the function as it is. The other stand-ins are
+classes named in annotations or defaults and never built (generation config, migration
+request, multimodal inputs, model inputs, the cache and scheduler configs, the connector's
+load result), ``get_logger`` (Python's logging), the two settings the prefill scheduler
+reads from ``pytorch/envs.py`` at their defaults (no environment variable is read), and the
+metrics events a scheduled sequence records (kept, never read). Nothing else of LMDeploy is
+loaded.
 
 **The clock.** The allocator stamps blocks with ``time.perf_counter()`` into an ``int64``
 array (whole seconds), and the trie evicts the leaf with the oldest stamp, ties by the
@@ -32,7 +40,9 @@ LMDeploy's LRU as it is when calls are a second apart, and a run replays exactly
 
 from __future__ import annotations
 
+import enum
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -58,12 +68,19 @@ MODULES = (
     "pytorch.paging.block_trie.trie",
     "pytorch.paging.seq_states.states",
     "pytorch.paging.eviction_helper.recompute_eviction_helper",
+    "pytorch.paging.block_trie",
+    "pytorch.long_context",
+    "pytorch.paging.kv_load_coordinator",
+    "pytorch.paging.prefill_scheduler",
 )
+#: Modules that are packages: their file is the folder's ``__init__.py``.
+PACKAGES = frozenset({"pytorch.paging.block_trie"})
 VERSION_FILE = "lmdeploy/version.py"
 
 
 def file_of(module: str) -> str:
-    return "lmdeploy/" + module.replace(".", "/") + ".py"
+    path = "lmdeploy/" + module.replace(".", "/")
+    return path + "/__init__.py" if module in PACKAGES else path + ".py"
 
 
 FILES = EngineFiles(
@@ -86,6 +103,43 @@ def _get_logger(name: str | None = None, **_: object) -> logging.Logger:
     return logging.getLogger("kvpool.lmdeploy")
 
 
+def _record_function(name: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
+    """Stand-in for ``torch.profiler.record_function`` as a decorator: the function as it is."""
+
+    def unchanged(function: Callable[..., object]) -> Callable[..., object]:
+        return function
+
+    return unchanged
+
+
+class EventType(enum.Enum):
+    """Stand-in for ``lmdeploy.messages.EventType``: the metrics events a sequence records."""
+
+    QUEUED = enum.auto()
+    SCHEDULED = enum.auto()
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    """Stand-in for ``lmdeploy.messages.EngineEvent`` (a sequence's metrics log; never read)."""
+
+    type: EventType
+    timestamp: float | None
+
+    @classmethod
+    def new_event(cls, event_type: EventType, timestamp: float | None = None) -> EngineEvent:
+        return cls(event_type, timestamp)
+
+
+class Envs:
+    """Stand-in for ``lmdeploy.pytorch.envs``: the prefill scheduler's two settings at the
+    defaults ``envs.py`` gives them (``LMDEPLOY_PT_TTFT_POLICY``, ``LMDEPLOY_PT_TTFT_AGING_SEC``
+    unset)."""
+
+    opt_ttft_policy = "size"
+    opt_ttft_aging_sec = 2.0
+
+
 class SecondsClock:
     """``time`` for the allocator module: each reading one second after the last."""
 
@@ -100,8 +154,8 @@ class SecondsClock:
 def _stand_ins() -> dict[str, dict[str, object]]:
     return {
         "lmdeploy.messages": {
-            "EngineEvent": _NeverBuilt,
-            "EventType": _NeverBuilt,
+            "EngineEvent": EngineEvent,
+            "EventType": EventType,
             "GenerationConfig": _NeverBuilt,
             "LogitsProcessor": _NeverBuilt,
         },
@@ -112,7 +166,12 @@ def _stand_ins() -> dict[str, dict[str, object]]:
         },
         "lmdeploy.utils": {"get_logger": _get_logger},
         "lmdeploy.vl.constants": {"Modality": _NeverBuilt},
-        "lmdeploy.pytorch.config": {"CacheConfig": _NeverBuilt},
+        "lmdeploy.pytorch.config": {"CacheConfig": _NeverBuilt, "SchedulerConfig": _NeverBuilt},
+        "lmdeploy.pytorch.envs": {
+            "opt_ttft_policy": Envs.opt_ttft_policy,
+            "opt_ttft_aging_sec": Envs.opt_ttft_aging_sec,
+        },
+        "lmdeploy.pytorch.kv_connector": {"KVLoadResult": _NeverBuilt},
         "lmdeploy.pytorch.engine.model_agent": {"BatchedOutputs": _NeverBuilt},
         "lmdeploy.pytorch.model_inputs": {
             "ModelInputs": _NeverBuilt,
@@ -155,7 +214,10 @@ def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
             "lmdeploy",
             files,
             _stand_ins(),
-            outside={"torch": {"Tensor": Tensor}},
+            outside={
+                "torch": {"Tensor": Tensor},
+                "torch.profiler": {"record_function": _record_function},
+            },
             allow=frozenset({"torch"}),
         )
     except IsolatedLoadError as exc:
