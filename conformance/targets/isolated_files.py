@@ -75,11 +75,11 @@ class _Finder(importlib.abc.MetaPathFinder):
         if not outside and fullname != self.package and not fullname.startswith(self.package + "."):
             return None
         if fullname in self.files:
-            path = self.files[fullname]
+            file = self.files[fullname]
             # a package's __init__.py: its submodules are found by this finder, not a path
-            inner = [] if path.name == "__init__.py" else None
+            inner: list[str] | None = [] if file.name == "__init__.py" else None
             return importlib.util.spec_from_file_location(
-                fullname, path, submodule_search_locations=inner
+                fullname, file, submodule_search_locations=inner
             )
         if fullname in self.stand_ins:
             loader = _StandIn(self.stand_ins[fullname])

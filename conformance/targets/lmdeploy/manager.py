@@ -70,6 +70,7 @@ from kvpool.spec.manager.properties import expected_key
 from ...engine.target import PoolView
 from ...manager.target import RequestSetup
 from .allocator import allocator_problems, spec_id
+from .generations import scheduling_for
 from .manager_release import LmdeployManagerRelease
 
 OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
@@ -83,16 +84,6 @@ def supported_setup(setup: RequestSetup) -> RequestSetup:
     """``setup`` narrowed to one full-attention group (the default block manager; the
     window block manager is another class)."""
     return replace(setup, manager=ManagerConfig(setup.manager.block_size, (FULL_ATTENTION,)))
-
-
-@dataclass(frozen=True)
-class PrefillLimits:
-    """What LMDeploy's prefill scheduler reads of its scheduler and cache configs: one
-    sequence per prefill turn (the protocol admits one request at a time) and LMDeploy's
-    default prefill token budget, far above any sequence the suite draws."""
-
-    max_batches: int = 1
-    max_prefill_token_num: int = 8192
 
 
 @dataclass
@@ -154,58 +145,10 @@ class LmdeployManagerTarget:
         self.caching = setup.pool.enable_caching
         self.prealloc = prealloc
         self.num_blocks = setup.pool.num_gpu_blocks - 1
-        m = release.module
-        messages = m("pytorch.messages")
-        self.messages = messages
-        self.block_manager: Any = m(
-            "pytorch.paging.block_manager.default_block_manager"
-        ).DefaultBlockManager(self.num_blocks, 0)
-        self.trie: Any = m("pytorch.paging.block_trie.trie").BlockTrie(
-            allocator=self.block_manager.allocator, block_size=self.bs, enabled=self.caching
-        )
-        self.strategy = m("pytorch.strategies.ar.sequence").ARSequenceStrategy()
-        seq_meta = messages.SequenceMeta(
-            self.bs, strategy=self.strategy, enable_prefix_caching=self.caching
-        )
-        state_manager = m("pytorch.paging.state_manager").StateManager(num_states=None)
-        self.lifecycle: Any = m("pytorch.paging.seq_states.states").SequenceLifecycle(
-            seq_manager=messages.SequenceManager(seq_meta),
-            block_manager=self.block_manager,
-            state_manager=state_manager,
-            state_checkpoints=self.trie.state_checkpoints,
-            prefix_cache_enabled=self.caching,
-            is_ssm=False,
-            connector=None,
-        )
-        self.session: Any = messages.SchedulerSession(0, seq_meta, self.lifecycle)
-        self.eviction: Any = m(
-            "pytorch.paging.eviction_helper.recompute_eviction_helper"
-        ).RecomputeEvictionHelper(
-            block_manager=self.block_manager,
-            block_trie=self.trie,
-            state_manager=state_manager,
-            load_coordinator=None,  # only asked about queued sequences; none is passed
-            is_ssm=False,
-        )
-        prefill = m("pytorch.paging.prefill_scheduler")
-        self.load_coordinator: Any = m("pytorch.paging.kv_load_coordinator").KVLoadCoordinator(
-            lookup_enabled=False,
-            connector=None,
-            block_manager=self.block_manager,
-            block_trie=self.trie,
-            sessions={},
-        )
-        self.prefill: Any = prefill._PrefillScheduler(
-            PrefillLimits(),
-            PrefillLimits(),
-            is_ssm=False,
-            block_manager=self.block_manager,
-            block_trie=self.trie,
-            state_manager=state_manager,
-            eviction_helper=self.eviction,
-            load_coordinator=self.load_coordinator,
-        )
-        self.turn_policy: Any = prefill._PrefillTurnPolicy.STANDARD
+        self.messages = release.module("pytorch.messages")
+        self.engine = scheduling_for(release, self.num_blocks, self.bs, self.caching)
+        self.block_manager: Any = self.engine.block_manager
+        self.trie: Any = self.engine.trie
         self.requests: dict[str, _Request] = {}
         self._keys: dict[tuple[str | None, tuple[int, ...]], bytes] = {}
 
@@ -215,21 +158,9 @@ class LmdeployManagerTarget:
         return self.np.array(tokens, dtype=self.np.int64)
 
     def _schedule(self, seq: Any) -> Scheduled | None:
-        """A prefill turn with ``seq`` the one waiting sequence: LMDeploy's own
-        ``_PrefillScheduler.schedule`` (no external KV, no queued sequence to reclaim),
-        which matches, makes room, allocates and commits the match, or rolls the match
-        back and schedules nothing; the engine then dispatches it (``READY -> RUNNING``)."""
-        running = self.prefill.schedule(
-            waiting=[seq],
-            stopped=[],
-            num_ready=0,
-            num_running=0,
-            turn_policy=self.turn_policy,
-            prealloc_size=self.prealloc,
-        )
-        if seq not in running:
+        """A prefill admission by the release's own scheduler (see :mod:`.generations`)."""
+        if not self.engine.schedule(seq, self.prealloc):
             return None
-        seq.state.activate()  # READY -> RUNNING: the scheduler's activate_seqs
         return self._scheduled(seq)
 
     def _scheduled(self, seq: Any) -> Scheduled:
@@ -243,18 +174,10 @@ class LmdeployManagerTarget:
         return not isinstance(action, ResetCache | EvictCached)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
-        messages = self.messages
-        seq = self.strategy.make_sequence(
-            seq_id=self.lifecycle.new_sequence_id(),
-            session=self.session,
-            sampling_param=messages.SamplingParam(),
-            adapter_name=salt,
-        )
-        seq.update_token_ids(self._tokens(tokens), mode=messages.UpdateTokenMode.INPUTS)
-        self.lifecycle.add_sequence(seq, messages.MessageStatus.WAITING)
+        seq = self.engine.new_sequence(self._tokens(tokens), salt)
         result = self._schedule(seq)
         if result is None:
-            self.lifecycle.remove_sequence(seq)
+            self.engine.drop(seq)
             return None
         self.requests[request_id] = _Request(seq)
         return result
@@ -270,7 +193,7 @@ class LmdeployManagerTarget:
         seq = self.requests[request_id].seq
         grown = _Grown(seq, len(tokens))
         needs_block = self.block_manager.num_required_blocks(grown, 1) > 0
-        if needs_block and not self.eviction.try_make_capacity_for(grown, [], self.prealloc):
+        if needs_block and not self.engine.make_room(grown, self.prealloc):
             return None
         mode = self.messages.UpdateTokenMode
         # after a forward pass nothing is pending: the engine's decode update; before one,
@@ -298,23 +221,12 @@ class LmdeployManagerTarget:
     def preempt(self, request_id: str) -> None:
         """``preempt_seqs``, then the reclaim that frees a waiting sequence's blocks."""
         request = self.requests[request_id]
-        seq = request.seq
-        seq.state.deactivate()  # RUNNING -> READY
-        self.load_coordinator.release_tracking(seq)
-        seq.state.evict()  # READY -> WAITING
-        if self.caching:
-            seq.prefix_cache.suppress_match_stats = True
-        seq.state.release_paging_resources()
+        self.engine.preempt(request.seq)
         request.running = False
 
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
-        if request.running:
-            request.seq.state.finish()  # RUNNING -> STOPPED
-        else:
-            request.seq.state.stop()
-        self.load_coordinator.release_tracking(request.seq)
-        self.session.end_sequence(request.seq)
+        self.engine.finish(request.seq, request.running)
 
     def reset_prefix_cache(self) -> bool:
         raise NotImplementedError("LMDeploy's BlockTrie has no flush")

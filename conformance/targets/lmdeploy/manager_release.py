@@ -12,7 +12,8 @@ them, with the sequence model they act on:
   ``pytorch/paging/kv_load_coordinator.py`` (built with external loads off) and
   ``pytorch/long_context.py`` (the chunk limit the admission asks);
 - ``pytorch/paging/block_manager/{base,default}_block_manager.py``;
-- ``pytorch/paging/block_trie/{__init__,node,checkpoint,checkpoint_lifecycle,kv_lifecycle,trie}.py``;
+- ``pytorch/paging/block_trie/`` (``__init__``, ``node``, ``checkpoint``,
+  ``checkpoint_lifecycle``, ``kv_lifecycle``, ``trie``);
 - ``pytorch/paging/{state_manager,seq_states/states,eviction_helper/recompute_eviction_helper}.py``;
 - ``pytorch/{messages,block,prefix_cache_state}.py`` and
   ``pytorch/strategies/{base,ar}/sequence.py`` (``SchedulerSequenceDefault``: the real
@@ -42,17 +43,19 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..engine_wheel import EngineFiles
+from ..engine_wheel import EngineFiles, engine_dir, valid_cache
 from ..isolated_files import IsolatedLoadError, load_isolated
 from .release import INSTALL_LINE, LmdeployUnavailable, release_root
 
-#: Module names (under ``lmdeploy.``) in load order.
-MODULES = (
+#: The files both API generations run (module names under ``lmdeploy.``, in load order).
+COMMON = (
     "pytorch.block",
     "pytorch.prefix_cache_state",
     "pytorch.messages",
@@ -67,14 +70,42 @@ MODULES = (
     "pytorch.paging.block_trie.kv_lifecycle",
     "pytorch.paging.block_trie.trie",
     "pytorch.paging.seq_states.states",
+)
+#: Releases whose prefill admission is ``paging/prefill_scheduler.py`` (0.18): the sequence
+#: lifecycle, eviction helper and load coordinator are built from their parts.
+PREFILL_SCHEDULER = (
+    *COMMON,
     "pytorch.paging.eviction_helper.recompute_eviction_helper",
     "pytorch.paging.block_trie",
     "pytorch.long_context",
     "pytorch.paging.kv_load_coordinator",
     "pytorch.paging.prefill_scheduler",
 )
+#: Trees whose admission lives in ``paging/scheduler.py`` (the 0.16.0 source): the eviction
+#: helper is built from a ``Scheduler``, so the ``Scheduler`` runs, with the builders it calls.
+SCHEDULER = (
+    *COMMON,
+    "pytorch.paging.block_manager.window_block_manager",
+    "pytorch.paging.block_manager",
+    "pytorch.paging.block_trie",
+    "pytorch.paging.seq_states",
+    "pytorch.long_context",
+    "pytorch.paging.scheduler",
+    "pytorch.paging.eviction_helper",
+    "pytorch.paging.eviction_helper.base_eviction_helper",
+    "pytorch.paging.eviction_helper.recompute_eviction_helper",
+)
+#: API generation -> its files; told apart by the file only the newer one has.
+GENERATIONS = {"prefill-scheduler": PREFILL_SCHEDULER, "scheduler": SCHEDULER}
 #: Modules that are packages: their file is the folder's ``__init__.py``.
-PACKAGES = frozenset({"pytorch.paging.block_trie"})
+PACKAGES = frozenset(
+    {
+        "pytorch.paging.block_trie",
+        "pytorch.paging.block_manager",
+        "pytorch.paging.seq_states",
+        "pytorch.paging.eviction_helper",
+    }
+)
 VERSION_FILE = "lmdeploy/version.py"
 
 
@@ -83,8 +114,27 @@ def file_of(module: str) -> str:
     return path + "/__init__.py" if module in PACKAGES else path + ".py"
 
 
+#: The file only the prefill-scheduler generation has.
+PREFILL_FILE = file_of("pytorch.paging.prefill_scheduler")
+
+
+def generation_of(root: Path) -> str:
+    """The API generation of the tree under ``root``: ``prefill-scheduler`` when it has
+    ``paging/prefill_scheduler.py``, else ``scheduler``."""
+    return "prefill-scheduler" if (root / PREFILL_FILE).is_file() else "scheduler"
+
+
+#: What the suite fetches of a release on the index, per generation: the newer layout is
+#: tried first, and a wheel that lacks its files is fetched again for the older one.
 FILES = EngineFiles(
-    "lmdeploy-manager", "lmdeploy", frozenset({VERSION_FILE, *(file_of(m) for m in MODULES)})
+    "lmdeploy-manager",
+    "lmdeploy",
+    frozenset({VERSION_FILE, *(file_of(m) for m in PREFILL_SCHEDULER)}),
+)
+SCHEDULER_FILES = EngineFiles(
+    "lmdeploy-manager-scheduler",
+    "lmdeploy",
+    frozenset({VERSION_FILE, *(file_of(m) for m in SCHEDULER)}),
 )
 
 
@@ -154,6 +204,7 @@ class SecondsClock:
 def _stand_ins() -> dict[str, dict[str, object]]:
     return {
         "lmdeploy.messages": {
+            "ScheduleMetrics": _NeverBuilt,
             "EngineEvent": EngineEvent,
             "EventType": EventType,
             "GenerationConfig": _NeverBuilt,
@@ -188,26 +239,49 @@ class LmdeployManagerRelease:
     #: The loaded modules by their name under ``lmdeploy.`` (``pytorch.messages``, ...).
     modules: dict[str, ModuleType]
     clock: SecondsClock
+    #: ``prefill-scheduler`` or ``scheduler`` (see :data:`GENERATIONS`).
+    generation: str
+    #: Every module the load made (files, stand-ins, parent packages) by its full name.
+    everything: dict[str, ModuleType]
 
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
 
+    @contextmanager
+    def importable(self) -> Iterator[None]:
+        """The loaded modules under their names in ``sys.modules`` for the length of a
+        call whose body imports one of them (the 0.16.0 source imports the sequence states
+        inside ``SchedulerSession.add_sequence`` and the eviction helper inside its
+        builder); whatever was there before is put back afterwards."""
+        saved = {name: sys.modules.get(name) for name in self.everything}
+        sys.modules.update(self.everything)
+        try:
+            yield
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
+
 
 def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
-    """The block manager, trie and sequence files under ``root`` (which holds
-    ``lmdeploy/``), loaded in isolation."""
+    """The block manager, trie, scheduler and sequence files of ``root``'s API generation
+    (``root`` holds ``lmdeploy/``), loaded in isolation."""
     try:
         import numpy  # noqa: F401  (the files' one dependency)
     except ImportError:
         raise LmdeployUnavailable(
             f"LMDeploy's block manager needs numpy, which is not installed: {INSTALL_LINE}"
         ) from None
-    files = {f"lmdeploy.{m}": root / file_of(m) for m in MODULES}
-    absent = [file_of(m) for m in MODULES if not (root / file_of(m)).is_file()]
+    generation = generation_of(root)
+    names = GENERATIONS[generation]
+    files = {f"lmdeploy.{m}": root / file_of(m) for m in names}
+    absent = [file_of(m) for m in names if not (root / file_of(m)).is_file()]
     if absent:
         raise LmdeployUnavailable(
             f"{root} lacks {', '.join(absent)}: not an LMDeploy tree with the prefix trie of "
-            "0.18.x (the manager target knows that layout)"
+            "0.16.0 to 0.18.x (the manager target knows those layouts)"
         )
     try:
         loaded = load_isolated(
@@ -222,12 +296,20 @@ def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
         )
     except IsolatedLoadError as exc:
         raise LmdeployUnavailable(f"LMDeploy {version}: {exc}") from exc
-    modules = {m: loaded[f"lmdeploy.{m}"] for m in MODULES}
+    modules = {m: loaded[f"lmdeploy.{m}"] for m in names}
     clock = SecondsClock()
     modules["pytorch.paging.block_manager.base_block_manager"].time = clock  # type: ignore[attr-defined]
-    return LmdeployManagerRelease(version, root, modules, clock)
+    return LmdeployManagerRelease(version, root, modules, clock, generation, loaded)
 
 
 def load_manager_release(version: str) -> LmdeployManagerRelease:
-    """Release ``version``'s manager files, from the cache or downloaded into it once."""
-    return load_manager_tree(release_root(FILES, version), version)
+    """Release ``version``'s manager files, from the cache or downloaded into it once: the
+    prefill-scheduler generation's files, or, when the wheel lacks them, the scheduler
+    generation's."""
+    if not valid_cache(engine_dir(SCHEDULER_FILES, version), SCHEDULER_FILES, version):
+        try:
+            return load_manager_tree(release_root(FILES, version), version)
+        except LmdeployUnavailable as exc:
+            if PREFILL_FILE not in str(exc):  # not the older layout: a real failure
+                raise
+    return load_manager_tree(release_root(SCHEDULER_FILES, version), version)
