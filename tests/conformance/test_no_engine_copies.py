@@ -229,8 +229,8 @@ def test_a_planted_copy_is_caught(
     layout does not hide it) is found, with where it came from."""
     path, body = _shortest_copyable_body(sources[engine])
     adapter = REPO / "conformance" / "targets" / "lmdeploy" / "manager.py"
-    planted = adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(
-        body, "    "
+    planted = (
+        adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(body, "    ")
     )
     found = copies(adapter, tokens_of(planted), sources, MIN_RUN)
     assert any(run.theirs == path for run in found), (engine, path)
@@ -242,9 +242,7 @@ def test_the_lmdeploy_rollback_once_restated_is_caught(
     """The body the LMDeploy adapter once restated (``_reset_to_unmatched`` of 0.18.0's
     prefill scheduler, less its SSM lines) is longer than :data:`MIN_RUN`: had it stayed,
     this check would have failed."""
-    prefill = next(
-        (p, t) for p, t in sources["LMDeploy"] if p.name == "prefill_scheduler.py"
-    )
+    prefill = next((p, t) for p, t in sources["LMDeploy"] if p.name == "prefill_scheduler.py")
     text = prefill[0].read_text(encoding="utf-8")
     start = text.index("        if seq.num_blocks > 0 or seq.logical_state >= 0:")
     end = text.index("    def _clear(self)")
