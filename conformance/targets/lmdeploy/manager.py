@@ -72,6 +72,7 @@ from ...manager.target import RequestSetup
 from .allocator import allocator_problems, spec_id
 from .generations import scheduling_for
 from .manager_release import LmdeployManagerRelease
+from .release import numpy_module
 
 OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 #: The one attribute a trie key carries: the adapter, in the place of a salt.
@@ -134,9 +135,7 @@ class LmdeployManagerTarget:
     def __init__(
         self, release: LmdeployManagerRelease, setup: RequestSetup, name: str, prealloc: int
     ) -> None:
-        import numpy as np
-
-        self.np = np
+        self.np = numpy_module("block manager")
         self.name = name
         self.version = release.version
         self.setup = setup

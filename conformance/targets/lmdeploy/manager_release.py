@@ -52,7 +52,7 @@ from types import ModuleType
 
 from ..engine_wheel import EngineFiles, engine_dir, valid_cache
 from ..isolated_files import IsolatedLoadError, load_isolated
-from .release import INSTALL_LINE, LmdeployUnavailable, release_root
+from .release import LmdeployUnavailable, numpy_module, release_root
 
 #: The files both API generations run (module names under ``lmdeploy.``, in load order).
 COMMON = (
@@ -268,12 +268,7 @@ class LmdeployManagerRelease:
 def load_manager_tree(root: Path, version: str) -> LmdeployManagerRelease:
     """The block manager, trie, scheduler and sequence files of ``root``'s API generation
     (``root`` holds ``lmdeploy/``), loaded in isolation."""
-    try:
-        import numpy  # noqa: F401  (the files' one dependency)
-    except ImportError:
-        raise LmdeployUnavailable(
-            f"LMDeploy's block manager needs numpy, which is not installed: {INSTALL_LINE}"
-        ) from None
+    numpy_module("block manager")
     generation = generation_of(root)
     names = GENERATIONS[generation]
     files = {f"lmdeploy.{m}": root / file_of(m) for m in names}
