@@ -6,7 +6,10 @@ torch tensor, slot 0 kept for padding); with page size ``P > 1`` it is
 ``PagedTokenToKVPoolAllocator`` (free pages ``1..size/P``, page ``p`` holding slots
 ``p*P .. p*P+P-1``), and the radix tree then matches, splits and inserts whole pages only:
 a hit is cut down to a page boundary. Its scheduler (0.4.6) drives the two as below; the
-adapter makes the same calls in the same order (the scheduler itself is not loaded):
+adapter makes the same calls in the same order (the scheduler itself is not loaded), and
+the cache's own ``cache_unfinished_req`` and ``cache_finished_req`` run as the release
+ships them, given a small ``Req`` (:class:`SglangReq`: the six fields they read) whose
+``req_to_token`` row is in the release's own ``ReqToTokenPool``:
 
 =======================  ================================================================
 protocol call            SGLang
