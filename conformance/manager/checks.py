@@ -81,6 +81,10 @@ class RequestChecks:
         #: Per block, the request whose tokens the engine last wrote into it (its
         #: signature then): what a request hitting the block reads.
         self.origin: dict[int, Signature] = {}
+        #: For a manager that keys a block when it schedules it: per block, its key and the
+        #: first request whose table held it under that key (its signature then): whom a
+        #: later hit on the block shares with, from the moment of keying.
+        self.keyed_by: dict[int, tuple[bytes, Signature]] = {}
         self.bs = setup.manager.block_size
         self.hbs = setup.pool.hash_block_size
         self.caching = setup.pool.enable_caching
@@ -177,19 +181,15 @@ class RequestChecks:
 
     def cached_prefix(self, request_id: str, view: PoolView) -> int | None:
         """Before a new request's admission: how many leading blocks of its prefix the
-        cache holds under its own keys in every group, each written by a request agreeing
-        with it in the tokens and every attribute (the ``keys-shared`` promise); ``None``
-        where it promises nothing (keys not shown, caching off, a sliding window, or a
-        manager that keys blocks before they are written)."""
+        cache holds under its own keys in every group, each left by a request agreeing
+        with it in the tokens and every attribute (the ``keys-shared`` promise). A block
+        counts once written by such a request, or, for a manager that keys blocks when it
+        schedules them, once such a request's table held it under its key: sharing is
+        promised from the moment of keying. ``None`` where it promises nothing (keys not
+        shown, caching off, a sliding window)."""
         keys_of = self._keys_of(view)
         config = self.setup.manager
-        if (
-            keys_of is None
-            or not self.caching
-            or config.has_sliding_window
-            or self.registers_when_scheduled
-            or self.keyed_tokens is not None
-        ):
+        if keys_of is None or not self.caching or config.has_sliding_window:
             return None
         r = self.requests[request_id]
         hashes = r.hashes(self.hbs)
@@ -206,12 +206,35 @@ class RequestChecks:
                 agreeing = [
                     b
                     for b in keyed.get(key, [])
-                    if b in self.origin and not differing(me, self.origin[b], end, self.hbs)
+                    if (left := self._left_by(b, key)) is not None
+                    and not differing(me, left, end, self.hbs)
                 ]
                 if not agreeing:
                     return length
             length += 1
         return length
+
+    def _left_by(self, block: int, key: bytes) -> Signature | None:
+        """Who left ``block`` under ``key``: the writer of its data, or, for a manager
+        keying when it schedules, the request it was keyed for."""
+        if not self.registers_when_scheduled:
+            return self.origin.get(block)
+        found = self.keyed_by.get(block)
+        return found[1] if found is not None and found[0] == key else None
+
+    def _note_keyed(self, r: Tracked, view: PoolView) -> None:
+        """For a manager keying blocks when it schedules them: each block of ``r``'s
+        tables carrying ``r``'s key for its entry was keyed for ``r``."""
+        keys_of = self._keys_of(view)
+        if not self.registers_when_scheduled or keys_of is None:
+            return
+        hashes = r.hashes(self.hbs)
+        full = len(r.tokens) // self.bs
+        for g, table in enumerate(r.tables):
+            for i, b in enumerate(table[:full]):
+                key = props.expected_key(hashes, self.hbs, self.bs, i, g)
+                if b and key in keys_of(b) and self.keyed_by.get(b, (None,))[0] != key:
+                    self.keyed_by[b] = (key, r.signature)
 
     def appended(self, request_id: str, tokens: tuple[int, ...]) -> None:
         r = self.requests[request_id]
@@ -282,6 +305,7 @@ class RequestChecks:
             before = self._swapped(r, result, view) if self.swaps_in_cached else r.tables
             broken += props.table_growth(request_id, groups, before, result.tables)
         r.tables, r.num_computed_tokens, r.running = result.tables, result.num_computed_tokens, True
+        self._note_keyed(r, view)
         keys_of = self._keys_of(view)
         if self.caching and keys_of is not None:
             self._count("hit-keys")

@@ -75,7 +75,12 @@ class _Finder(importlib.abc.MetaPathFinder):
         if not outside and fullname != self.package and not fullname.startswith(self.package + "."):
             return None
         if fullname in self.files:
-            return importlib.util.spec_from_file_location(fullname, self.files[fullname])
+            file = self.files[fullname]
+            # a package's __init__.py: its submodules are found by this finder, not a path
+            inner: list[str] | None = [] if file.name == "__init__.py" else None
+            return importlib.util.spec_from_file_location(
+                fullname, file, submodule_search_locations=inner
+            )
         if fullname in self.stand_ins:
             loader = _StandIn(self.stand_ins[fullname])
             package = fullname in self.parents  # triton, when triton.language stands in too

@@ -2,7 +2,9 @@
 as short traces, and two copies of one release show none.
 
 Each release is downloaded once into the user's cache; when a wheel can be neither found
-in the cache nor fetched (offline), its tests are skipped with pip's reason.
+in the cache nor fetched (offline), its tests are skipped with pip's reason (a failure in
+CI, where ``KVPOOL_REQUIRE_ENGINES`` is set: see ``tests/conftest.py``). Any other load
+error, a loader bug, fails.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ def release_pair(a: str, b: str) -> Pair:
     try:
         return load_pair(a, b)
     except TargetLoadError as exc:
+        if "could not download" not in str(exc):
+            raise  # the wheel is there: loading it failed, a bug to see
         pytest.skip(f"cannot load the releases (offline?): {exc}")
 
 

@@ -60,10 +60,16 @@ VERSION = "0.18.0"
 SETUP = RequestSetup(ManagerConfig(2), PoolConfig(9, True, 2))
 
 
-@pytest.fixture(scope="module")
-def lmdeploy() -> LmdeployManagerFactory:
-    factory, name = load_manager("auto", f"lmdeploy=={VERSION}")
-    assert isinstance(factory, LmdeployManagerFactory) and name == f"lmdeploy=={VERSION}"
+#: One release per API generation (``generations.py``): the prefill scheduler (0.18.0) and
+#: the scheduler (0.16.0, whose files are the 0.16.0 source as stored upstream).
+RELEASES = (VERSION, "0.16.0")
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def lmdeploy(request: pytest.FixtureRequest) -> LmdeployManagerFactory:
+    version = request.param
+    factory, name = load_manager("auto", f"lmdeploy=={version}")
+    assert isinstance(factory, LmdeployManagerFactory) and name == f"lmdeploy=={version}"
     return factory
 
 
@@ -115,6 +121,30 @@ def test_manager_forms_load_the_same_files(lmdeploy: LmdeployManagerFactory) -> 
     tree, name = load_manager(f"lmdeploy@{lmdeploy.release.origin}", "impl")
     assert name == f"lmdeploy@{lmdeploy.release.origin}"
     assert run(tree, Admit("a", (1, 2, 3), None), Compute("a"), Finish("a")) is None
+
+
+def test_each_generation_admits_through_the_releases_own_scheduler(
+    lmdeploy: LmdeployManagerFactory,
+) -> None:
+    """0.18.0 admits through its ``_PrefillScheduler``, 0.16.0 through its ``Scheduler``:
+    objects of the release's classes, not of ours."""
+    t = target(lmdeploy)
+    release = lmdeploy.release
+    if release.version == VERSION:
+        assert release.generation == "prefill-scheduler"
+        owner = t.engine.prefill  # type: ignore[attr-defined]
+        assert type(owner).__module__ == "lmdeploy.pytorch.paging.prefill_scheduler"
+    else:
+        assert release.generation == "scheduler"
+        owner = t.engine.scheduler  # type: ignore[attr-defined]
+        assert type(owner).__module__ == "lmdeploy.pytorch.paging.scheduler"
+    assert owner.block_trie is t.trie and owner.block_manager is t.block_manager
+    # a request too large for the pool is refused by the release's rollback, which leaves
+    # the sequence unmatched and the trie's blocks as they were
+    assert served(t, "a", (1, 2, 3, 4, 5)) == 0
+    before = t.view()
+    assert t.admit("b", (1, 2, 3, 4) + (9,) * 20, None) is None
+    assert t.view() == before
 
 
 def test_a_tree_without_the_trie_is_refused_or_left_out(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ from kvpool.spec import (
 from kvpool.spec.profile import LMDEPLOY
 
 from ...engine.target import PoolView
-from .release import LmdeployRelease
+from .release import LmdeployRelease, numpy_module
 
 OPERATIONS = LMDEPLOY.operations
 OBSERVES = frozenset({"free_queue", "ref_cnt", "structure"})
@@ -71,9 +71,7 @@ class LmdeployAllocatorTarget:
     observes = OBSERVES
 
     def __init__(self, release: LmdeployRelease, config: PoolConfig, profile: Profile) -> None:
-        import numpy as np
-
-        self.np = np
+        self.np = numpy_module("allocator")
         self.version = release.version
         self.name = f"lmdeploy=={release.version}"
         self.config = config

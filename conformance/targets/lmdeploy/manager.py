@@ -3,19 +3,21 @@
 LMDeploy's PyTorch engine keeps a ``DefaultBlockManager`` (a ``LogicalAllocator`` with ref
 counts) and a ``BlockTrie`` over it: a trie of full blocks per adapter, each node keyed by
 its block's tokens (a Python ``hash`` confirmed by comparing the tokens) and holding one
-reference on its block. The adapter makes the calls LMDeploy's scheduler makes (the
-scheduler itself is not loaded), on the release's own ``SchedulerSequenceDefault``:
+reference on its block. The adapter runs the release's prefill scheduler for admission and makes the
+calls LMDeploy's ``Scheduler`` makes for the rest (the ``Scheduler`` class itself, with its
+queues, is not loaded), on the release's own ``SchedulerSequenceDefault``:
 
 =======================  ================================================================
 protocol call            LMDeploy
 =======================  ================================================================
-``admit`` / ``resume``   the prefill admission: ``BlockTrie.match`` (shared blocks
-                         appended, ``set_step`` to the hit), ``try_make_capacity_for``
-                         (``BlockTrie.evict`` of the shortfall); short: the tentative
-                         match rolled back (``release_paging_resources``), ``None``;
-                         else ``allocate(seq, prealloc)``, ``BlockTrie.allocate`` (the
-                         new full blocks attached: keyed when scheduled) and
-                         ``finalize_match``; the sequence made ``RUNNING``
+``admit`` / ``resume``   a prefill turn with the sequence as the one waiting request:
+                         the release's ``_PrefillScheduler.schedule`` (its tentative
+                         ``BlockTrie.match``, ``try_make_capacity_for`` with
+                         ``BlockTrie.evict`` of the shortfall, and on success
+                         ``allocate(seq, prealloc)``, ``BlockTrie.allocate``, the new
+                         full blocks keyed when scheduled, ``finalize_match``; when
+                         short its own rollback of the match, and ``None``); the
+                         sequence then dispatched (``READY -> RUNNING``)
 ``append(tokens)``       ``update_token_ids(tokens)`` as a decode step, with
                          ``schedule_running``'s rule: when the sequence needs a block
                          for one more token, room made first (``None``, nothing
@@ -68,7 +70,9 @@ from kvpool.spec.manager.properties import expected_key
 from ...engine.target import PoolView
 from ...manager.target import RequestSetup
 from .allocator import allocator_problems, spec_id
+from .generations import scheduling_for
 from .manager_release import LmdeployManagerRelease
+from .release import numpy_module
 
 OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 #: The one attribute a trie key carries: the adapter, in the place of a salt.
@@ -131,9 +135,7 @@ class LmdeployManagerTarget:
     def __init__(
         self, release: LmdeployManagerRelease, setup: RequestSetup, name: str, prealloc: int
     ) -> None:
-        import numpy as np
-
-        self.np = np
+        self.np = numpy_module("block manager")
         self.name = name
         self.version = release.version
         self.setup = setup
@@ -142,39 +144,10 @@ class LmdeployManagerTarget:
         self.caching = setup.pool.enable_caching
         self.prealloc = prealloc
         self.num_blocks = setup.pool.num_gpu_blocks - 1
-        m = release.module
-        messages = m("pytorch.messages")
-        self.messages = messages
-        self.block_manager: Any = m(
-            "pytorch.paging.block_manager.default_block_manager"
-        ).DefaultBlockManager(self.num_blocks, 0)
-        self.trie: Any = m("pytorch.paging.block_trie.trie").BlockTrie(
-            allocator=self.block_manager.allocator, block_size=self.bs, enabled=self.caching
-        )
-        self.strategy = m("pytorch.strategies.ar.sequence").ARSequenceStrategy()
-        seq_meta = messages.SequenceMeta(
-            self.bs, strategy=self.strategy, enable_prefix_caching=self.caching
-        )
-        state_manager = m("pytorch.paging.state_manager").StateManager(num_states=None)
-        self.lifecycle: Any = m("pytorch.paging.seq_states.states").SequenceLifecycle(
-            seq_manager=messages.SequenceManager(seq_meta),
-            block_manager=self.block_manager,
-            state_manager=state_manager,
-            state_checkpoints=self.trie.state_checkpoints,
-            prefix_cache_enabled=self.caching,
-            is_ssm=False,
-            connector=None,
-        )
-        self.session: Any = messages.SchedulerSession(0, seq_meta, self.lifecycle)
-        self.eviction: Any = m(
-            "pytorch.paging.eviction_helper.recompute_eviction_helper"
-        ).RecomputeEvictionHelper(
-            block_manager=self.block_manager,
-            block_trie=self.trie,
-            state_manager=state_manager,
-            load_coordinator=None,  # only asked about queued sequences; none is passed
-            is_ssm=False,
-        )
+        self.messages = release.module("pytorch.messages")
+        self.engine = scheduling_for(release, self.num_blocks, self.bs, self.caching)
+        self.block_manager: Any = self.engine.block_manager
+        self.trie: Any = self.engine.trie
         self.requests: dict[str, _Request] = {}
         self._keys: dict[tuple[str | None, tuple[int, ...]], bytes] = {}
 
@@ -184,34 +157,10 @@ class LmdeployManagerTarget:
         return self.np.array(tokens, dtype=self.np.int64)
 
     def _schedule(self, seq: Any) -> Scheduled | None:
-        """The prefill admission of ``_PrefillAdmissionAttempt`` (no external KV, no
-        long-context chunking, no queued sequence to reclaim)."""
-        if self.caching:
-            self.trie.match(seq)
-        if not self.eviction.try_make_capacity_for(seq, [], self.prealloc):
-            self._roll_back_match(seq)
+        """A prefill admission by the release's own scheduler (see :mod:`.generations`)."""
+        if not self.engine.schedule(seq, self.prealloc):
             return None
-        self.block_manager.allocate(seq, self.prealloc)
-        if self.caching:
-            self.trie.allocate(seq)
-            self.trie.finalize_match(seq)
-        seq.state.activate()  # WAITING -> READY
-        seq.state.activate()  # READY -> RUNNING
         return self._scheduled(seq)
-
-    def _roll_back_match(self, seq: Any) -> None:
-        """``_TentativePrefixMatch._reset_to_unmatched``."""
-        if seq.num_blocks > 0:
-            seq.state.release_paging_resources()
-        elif seq.num_history_ids > 0:
-            seq.set_step(0)
-        seq.kv_token_limit = None
-        prefix_cache = seq.prefix_cache
-        prefix_cache.trie_cursor = None
-        prefix_cache.restore.clear()
-        prefix_cache.match_start_step = -1
-        prefix_cache.recompute_overlap.clear_tracking()
-        seq.cached_tokens = 0
 
     def _scheduled(self, seq: Any) -> Scheduled:
         table = tuple(spec_id(b) for b in seq.logical_blocks.get_real_blocks())
@@ -224,18 +173,10 @@ class LmdeployManagerTarget:
         return not isinstance(action, ResetCache | EvictCached)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
-        messages = self.messages
-        seq = self.strategy.make_sequence(
-            seq_id=self.lifecycle.new_sequence_id(),
-            session=self.session,
-            sampling_param=messages.SamplingParam(),
-            adapter_name=salt,
-        )
-        seq.update_token_ids(self._tokens(tokens), mode=messages.UpdateTokenMode.INPUTS)
-        self.lifecycle.add_sequence(seq, messages.MessageStatus.WAITING)
+        seq = self.engine.new_sequence(self._tokens(tokens), salt)
         result = self._schedule(seq)
         if result is None:
-            self.lifecycle.remove_sequence(seq)
+            self.engine.drop(seq)
             return None
         self.requests[request_id] = _Request(seq)
         return result
@@ -251,7 +192,7 @@ class LmdeployManagerTarget:
         seq = self.requests[request_id].seq
         grown = _Grown(seq, len(tokens))
         needs_block = self.block_manager.num_required_blocks(grown, 1) > 0
-        if needs_block and not self.eviction.try_make_capacity_for(grown, [], self.prealloc):
+        if needs_block and not self.engine.make_room(grown, self.prealloc):
             return None
         mode = self.messages.UpdateTokenMode
         # after a forward pass nothing is pending: the engine's decode update; before one,
@@ -279,21 +220,12 @@ class LmdeployManagerTarget:
     def preempt(self, request_id: str) -> None:
         """``preempt_seqs``, then the reclaim that frees a waiting sequence's blocks."""
         request = self.requests[request_id]
-        seq = request.seq
-        seq.state.deactivate()  # RUNNING -> READY
-        seq.state.evict()  # READY -> WAITING
-        if self.caching:
-            seq.prefix_cache.suppress_match_stats = True
-        seq.state.release_paging_resources()
+        self.engine.preempt(request.seq)
         request.running = False
 
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
-        if request.running:
-            request.seq.state.finish()  # RUNNING -> STOPPED
-        else:
-            request.seq.state.stop()
-        self.session.end_sequence(request.seq)
+        self.engine.finish(request.seq, request.running)
 
     def reset_prefix_cache(self) -> bool:
         raise NotImplementedError("LMDeploy's BlockTrie has no flush")

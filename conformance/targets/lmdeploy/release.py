@@ -11,10 +11,12 @@ and the sequence model they work on; it is fetched into a cache folder of its ow
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
 from ..isolated_files import IsolatedLoadError, load_isolated
@@ -71,14 +73,21 @@ def version_in_tree(root: Path) -> str:
     return "unknown"
 
 
-def load_tree(root: Path, version: str) -> LmdeployRelease:
-    """The allocator file under ``root`` (which holds ``lmdeploy/``), loaded in isolation."""
+def numpy_module(what: str) -> Any:
+    """numpy, the one dependency of LMDeploy's paging files (imported by name: the suite
+    is type-checked alike with and without the extra); :class:`LmdeployUnavailable`
+    naming the install line when it is missing."""
     try:
-        import numpy  # noqa: F401  (the allocator's one dependency)
+        return importlib.import_module("numpy")
     except ImportError:
         raise LmdeployUnavailable(
-            f"LMDeploy's allocator needs numpy, which is not installed: {INSTALL_LINE}"
+            f"LMDeploy's {what} needs numpy, which is not installed: {INSTALL_LINE}"
         ) from None
+
+
+def load_tree(root: Path, version: str) -> LmdeployRelease:
+    """The allocator file under ``root`` (which holds ``lmdeploy/``), loaded in isolation."""
+    numpy_module("allocator")
     path = root / FILE
     if not path.is_file():
         raise LmdeployUnavailable(f"{root} holds no {FILE}: not an LMDeploy tree or wheel")

@@ -6,7 +6,10 @@ torch tensor, slot 0 kept for padding); with page size ``P > 1`` it is
 ``PagedTokenToKVPoolAllocator`` (free pages ``1..size/P``, page ``p`` holding slots
 ``p*P .. p*P+P-1``), and the radix tree then matches, splits and inserts whole pages only:
 a hit is cut down to a page boundary. Its scheduler (0.4.6) drives the two as below; the
-adapter makes the same calls in the same order (the scheduler itself is not loaded):
+adapter makes the same calls in the same order (the scheduler itself is not loaded), and
+the cache's own ``cache_unfinished_req`` and ``cache_finished_req`` run as the release
+ships them, given a small ``Req`` (:class:`SglangReq`: the six fields they read) whose
+``req_to_token`` row is in the release's own ``ReqToTokenPool``:
 
 =======================  ================================================================
 protocol call            SGLang
@@ -110,6 +113,27 @@ def event_hash(value: int) -> bytes:
     return int(value).to_bytes(8, "little", signed=True)
 
 
+#: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
+#: above what the request machine draws.
+MAX_REQUESTS, MAX_CONTEXT = 128, 1024
+#: The output token sampled after the last forward pass: in ``output_ids`` but without KV
+#: (``cache_finished_req`` caches all tokens but the last).
+SAMPLED = -1
+
+
+@dataclass
+class SglangReq:
+    """The fields of SGLang's ``Req`` that ``cache_unfinished_req`` and
+    ``cache_finished_req`` read and write, nothing else."""
+
+    origin_input_ids: list[int]
+    output_ids: list[int]
+    fill_ids: list[int]
+    req_pool_idx: int
+    prefix_indices: Any
+    last_node: Any
+
+
 @dataclass
 class _Request:
     tokens: list[int]
@@ -121,6 +145,8 @@ class _Request:
     #: The leading tokens the tree holds for it (its locked prefix).
     tree_len: int = 0
     last_node: Any = None
+    #: Its row of SGLang's ``ReqToTokenPool`` while it is scheduled.
+    req_pool_idx: int | None = None
     computed: int = 0
     running: bool = True
     #: No forward pass since admission or resumption: the next one is a prefill.
@@ -157,8 +183,14 @@ class SglangManagerTarget:
             paged_class = release.paged_allocator.PagedTokenToKVPoolAllocator
             self.allocator = paged_class(size, self.page, torch.float16, "cpu", None)
         self.publishes_events = setup.pool.enable_kv_cache_events
+        self.req_pool: Any = release.memory_pool.ReqToTokenPool(
+            MAX_REQUESTS, MAX_CONTEXT, "cpu", False
+        )
         self.cache: Any = release.radix_cache.RadixCache(
-            None, self.allocator, page_size=self.page, enable_kv_cache_events=self.publishes_events
+            self.req_pool,
+            self.allocator,
+            page_size=self.page,
+            enable_kv_cache_events=self.publishes_events,
         )
         self.requests: dict[str, _Request] = {}
         self._keys: dict[tuple[int, ...], tuple[bytes, ...]] = {}
@@ -203,6 +235,7 @@ class SglangManagerTarget:
         if rest is None:
             self.cache.dec_lock_ref(node)
             return None
+        (request.req_pool_idx,) = self.req_pool.alloc(1)
         request.slots, request.last_node = hit + rest, node
         request.prefix_len = request.tree_len = request.computed = len(hit)
         request.running, request.prefilling = True, True
@@ -211,13 +244,21 @@ class SglangManagerTarget:
     def _whole_pages(self, count: int) -> int:
         return count // self.page * self.page
 
-    def _insert(self, request: _Request, upto: int) -> int:
-        """Insert the first ``upto`` (whole pages of) tokens; free the request's
-        duplicates of what the tree had. The tree's prefix length it returned."""
-        tokens, slots = request.tokens[:upto], request.slots[:upto]
-        new_prefix_len = int(self.cache.insert(list(tokens), self._tensor(slots)))
-        self._free(request.slots[request.prefix_len : new_prefix_len])
-        return new_prefix_len
+    def _req(self, request: _Request, computed: list[int], sampled: list[int]) -> SglangReq:
+        """The ``Req`` SGLang's cache calls read, its ``req_to_token`` row written with the
+        request's slots: ``computed`` the tokens whose KV is written, ``sampled`` the
+        output token sampled after them (no KV: the protocol's next ``append``)."""
+        idx = request.req_pool_idx
+        assert idx is not None and len(request.slots) <= MAX_CONTEXT
+        self.req_pool.write((idx, slice(0, len(request.slots))), self._tensor(request.slots))
+        return SglangReq(
+            origin_input_ids=list(computed),
+            output_ids=list(sampled),
+            fill_ids=list(computed),
+            req_pool_idx=idx,
+            prefix_indices=self._tensor(request.slots[: request.prefix_len]),
+            last_node=request.last_node,
+        )
 
     # --- the protocol ---------------------------------------------------------------------
 
@@ -258,23 +299,20 @@ class SglangManagerTarget:
         return None
 
     def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
-        """``cache_unfinished_req`` after a prefill; nothing after a decode step."""
+        """The release's ``cache_unfinished_req`` after a prefill; nothing after a decode
+        step."""
         request = self.requests[request_id]
         request.computed = len(request.tokens)
         if not request.prefilling:
             return self._scheduled(request)
         request.prefilling = False
-        whole = self._whole_pages(request.computed)
-        self._insert(request, whole)
-        found, node = self.cache.match_prefix(key=list(request.tokens[:whole]))
-        found_slots = [int(s) for s in found.tolist()]
-        request.slots[request.prefix_len : len(found_slots)] = found_slots[request.prefix_len :]
-        self.cache.dec_lock_ref(request.last_node)
-        self.cache.inc_lock_ref(node)
-        request.tree_len, request.last_node = len(found_slots), node
-        # ``req.prefix_indices``: the tree's part, then (with pages) the request's own
-        # slots of the partial page after it
-        request.prefix_len = len(found_slots) if self.page == 1 else request.computed
+        req = self._req(request, request.tokens[: request.computed], [])
+        self.cache.cache_unfinished_req(req)
+        row = self.req_pool.req_to_token[req.req_pool_idx, : len(request.slots)]
+        request.slots = [int(s) for s in row.tolist()]
+        # the tree now holds the computed tokens' whole pages, all matched again
+        request.tree_len, request.last_node = self._whole_pages(request.computed), req.last_node
+        request.prefix_len = len(req.prefix_indices)
         return self._scheduled(request)
 
     def preempt(self, request_id: str) -> None:
@@ -282,20 +320,23 @@ class SglangManagerTarget:
         request = self.requests[request_id]
         self._free(request.slots[self._whole_pages(request.prefix_len) :])
         self.cache.dec_lock_ref(request.last_node)
-        request.slots, request.last_node = [], None
+        self.req_pool.free(request.req_pool_idx)
+        request.slots, request.last_node, request.req_pool_idx = [], None, None
         request.prefix_len = request.tree_len = request.computed = 0
         request.running = False
 
     def finish(self, request_id: str) -> None:
-        """``cache_finished_req``: the slots past the computed tokens' last whole page are
-        freed (slots never computed with them, in the same call), the rest inserted."""
+        """The release's ``cache_finished_req``: the slots past the computed tokens' last
+        whole page freed, the rest inserted, duplicates freed, the lock dropped."""
         request = self.requests.pop(request_id)
         if not request.running:
             return
-        whole = self._whole_pages(request.computed)
-        self._free(request.slots[whole:])
-        self._insert(request, whole)
-        self.cache.dec_lock_ref(request.last_node)
+        # the pages after the computed tokens' last one hold no KV: freed first (that
+        # last page itself, partly computed, is freed by cache_finished_req)
+        self._free(request.slots[-(-request.computed // self.page) * self.page :])
+        del request.slots[request.computed :]
+        req = self._req(request, request.tokens[: request.computed], [SAMPLED])
+        self.cache.cache_finished_req(req)
 
     def reset_prefix_cache(self) -> bool:
         """``Scheduler.flush_cache``: only with no request running or waiting."""

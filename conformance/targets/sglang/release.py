@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -58,6 +59,21 @@ class _Placeholder:
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise RuntimeError("a stand-in of kvpool's SGLang loader was called")
+
+
+class MemorySaver:
+    """Stand-in for ``TorchMemorySaverAdapter`` as ``ReqToTokenPool`` uses it, disabled:
+    ``create(enable=False)`` and a ``region()`` that changes nothing."""
+
+    @classmethod
+    def create(cls, enable: bool) -> MemorySaver:
+        if enable:
+            raise RuntimeError("kvpool's SGLang loader has no torch memory saver")
+        return cls()
+
+    @contextmanager
+    def region(self) -> Iterator[None]:
+        yield
 
 
 @dataclass(frozen=True)
@@ -100,7 +116,7 @@ def _stand_ins() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, obje
             "next_power_of_2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
         },
         "sglang.srt.layers.radix_attention": {"RadixAttention": _Placeholder},
-        "sglang.srt.torch_memory_saver_adapter": {"TorchMemorySaverAdapter": _Placeholder},
+        "sglang.srt.torch_memory_saver_adapter": {"TorchMemorySaverAdapter": MemorySaver},
         "sglang.srt.disaggregation.kv_events": {
             "AllBlocksCleared": ClearedEvent,
             "BlockRemoved": RemovedEvent,

@@ -1,0 +1,267 @@
+"""No adapter restates an engine's code: every file of the suite's engine adapters
+(``conformance/targets/``, and the engine helpers of the tests) is compared, token by
+token, with every engine source file the suite loads (the cached files of each engine's
+release: vLLM's pool and manager, vllm-mlx, LMDeploy's allocator and both manager
+generations, both nano-vllm distributions, SGLang), and any run of :data:`MIN_RUN` or more
+shared tokens fails, naming both places.
+
+Tokens are Python's own (``tokenize``) less layout and comments: names, operators, numbers
+and whole strings. Calls into an engine's API share short runs (``seq.state.activate()``
+is 7 tokens, an attribute chain with a keyword call a few more: the longest run any adapter
+shares today is 15 tokens); a copied function body is long: the LMDeploy adapter's
+``_roll_back_match`` (commit ``b2422f7``) shared 63 tokens with 0.18.0's
+``_TentativePrefixMatch._reset_to_unmatched``. :data:`MIN_RUN` (40) sits between the two,
+and :func:`test_a_planted_copy_is_caught` shows that a function body copied from each
+engine (its shortest long function: 50 to 113 tokens) is caught.
+
+Needs the engines' files (downloaded into the cache once; the extras are not needed to
+read them).
+"""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kvpool.conformance.targets.engine_wheel import cached_files
+from kvpool.conformance.targets.lmdeploy import manager_release
+from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
+from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.targets.sglang import release as sglang_release
+from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.targets.vllm.wheel import MANAGER_CACHE, cached_release
+from kvpool.conformance.targets.vllm_mlx import load_paged_cache
+
+#: The shortest shared run that fails: above what a call into an engine's API shares (the
+#: longest such run in the adapters as they are is printed by the report test), below a
+#: copied function body.
+MIN_RUN = 40
+
+REPO = Path(__file__).resolve().parents[2]
+#: Our files that drive engines: the adapters and the tests' engine helpers.
+OURS = sorted(
+    [
+        *(REPO / "conformance" / "targets").rglob("*.py"),
+        *(REPO / "tests" / "conformance").glob("*sglang*.py"),
+        REPO / "tests" / "conformance" / "engine_managers.py",
+    ]
+)
+SKIPPED = frozenset(
+    {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENDMARKER,
+        tokenize.ENCODING,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    line: int
+
+
+def tokens_of(source: str) -> list[Token]:
+    """``source``'s tokens less layout and comments (an unreadable file: no tokens)."""
+    found: list[Token] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type not in SKIPPED:
+                found.append(Token(tok.string, tok.start[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return found
+    return found
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A run of tokens two files share: where it starts in each and how long it is."""
+
+    ours: Path
+    our_line: int
+    theirs: Path
+    their_line: int
+    length: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.ours.relative_to(REPO)}:{self.our_line} shares {self.length} tokens "
+            f"with {self.theirs}:{self.their_line}"
+        )
+
+
+def shared_runs(
+    ours: Path, mine: list[Token], theirs: Path, their: list[Token], at_least: int
+) -> Iterator[SharedRun]:
+    """Every maximal run of ``at_least`` or more tokens of ``mine`` found in ``their``."""
+    if len(mine) < at_least or len(their) < at_least:
+        return
+    starts: dict[tuple[str, ...], list[int]] = {}
+    texts = [t.text for t in their]
+    for j in range(len(texts) - at_least + 1):
+        starts.setdefault(tuple(texts[j : j + at_least]), []).append(j)
+    i = 0
+    while i <= len(mine) - at_least:
+        window = tuple(t.text for t in mine[i : i + at_least])
+        if window not in starts:
+            i += 1
+            continue
+        best, where = 0, 0
+        for j in starts[window]:
+            n = at_least
+            while i + n < len(mine) and j + n < len(their) and mine[i + n].text == texts[j + n]:
+                n += 1
+            if n > best:
+                best, where = n, j
+        yield SharedRun(ours, mine[i].line, theirs, their[where].line, best)
+        i += best
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if p.is_file())
+
+
+def engine_sources() -> dict[str, list[Path]]:
+    """Every engine source file the suite loads, by engine (downloaded once if need be)."""
+    lmdeploy = [
+        lmdeploy_release.release_root(lmdeploy_release.FILES, lmdeploy_release.DEFAULT_VERSION),
+        lmdeploy_release.release_root(manager_release.FILES, lmdeploy_release.DEFAULT_VERSION),
+        lmdeploy_release.release_root(manager_release.SCHEDULER_FILES, "0.16.0"),
+    ]
+    nanovllm = [
+        cached_files(nanovllm_release.files_of(name), version)
+        for name, (_, version, _) in nanovllm_release.DISTRIBUTIONS.items()
+    ]
+    sglang = [cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION)]
+    vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
+    vllm_mlx = load_paged_cache().__file__
+    assert vllm_mlx is not None
+    return {
+        "vLLM": [f for root in vllm for f in _files(root)],
+        "vllm-mlx": [Path(vllm_mlx)],
+        "LMDeploy": [f for root in lmdeploy for f in _files(root)],
+        "nano-vllm": [f for root in nanovllm for f in _files(root)],
+        "SGLang": [f for root in sglang for f in _files(root)],
+    }
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, list[tuple[Path, list[Token]]]]:
+    return {
+        engine: [(f, tokens_of(f.read_text(encoding="utf-8", errors="replace"))) for f in files]
+        for engine, files in engine_sources().items()
+    }
+
+
+def copies(
+    ours: Path, mine: list[Token], sources: dict[str, list[tuple[Path, list[Token]]]], n: int
+) -> list[SharedRun]:
+    return [
+        run
+        for files in sources.values()
+        for theirs, their in files
+        for run in shared_runs(ours, mine, theirs, their, n)
+    ]
+
+
+def test_every_engine_has_sources(sources: dict[str, list[tuple[Path, list[Token]]]]) -> None:
+    """The comparison reads something of every engine (a loader that found no file would
+    make the check pass vacuously)."""
+    for engine, files in sources.items():
+        assert files and sum(len(t) for _, t in files) > 1000, engine
+
+
+@pytest.mark.parametrize("ours", OURS, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_adapter_shares_a_long_run_with_an_engine(
+    ours: Path, sources: dict[str, list[tuple[Path, list[Token]]]]
+) -> None:
+    found = copies(ours, tokens_of(ours.read_text(encoding="utf-8")), sources, MIN_RUN)
+    assert not found, "code restated from an engine:\n" + "\n".join(map(str, found))
+
+
+def _longest_function(source: str) -> str:
+    """The longest top-level or method ``def`` of ``source``, as written."""
+    lines = source.splitlines()
+    best: list[str] = []
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        if not stripped.startswith("def "):
+            continue
+        indent = len(line) - len(stripped)
+        body = [line]
+        for nxt in lines[i + 1 :]:
+            if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+                break
+            body.append(nxt)
+        if len(body) > len(best):
+            best = body
+    return textwrap.dedent("\n".join(best))
+
+
+def _shortest_copyable_body(files: list[tuple[Path, list[Token]]]) -> tuple[Path, str]:
+    """Of each engine file's longest function, the one with the fewest tokens but at least
+    :data:`MIN_RUN` plus ten: a short copied body."""
+    candidates = []
+    for path, _ in files:
+        body = _longest_function(path.read_text(encoding="utf-8", errors="replace"))
+        n = len(tokens_of(body))
+        if n >= MIN_RUN + 10:
+            candidates.append((n, path, body))
+    assert candidates
+    _, path, body = min(candidates, key=lambda c: c[0])
+    return path, body
+
+
+@pytest.mark.parametrize("engine", ["vLLM", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang"])
+def test_a_planted_copy_is_caught(
+    engine: str, sources: dict[str, list[tuple[Path, list[Token]]]]
+) -> None:
+    """A function body of the engine pasted into an adapter (as a method, re-indented:
+    layout does not hide it) is found, with where it came from."""
+    path, body = _shortest_copyable_body(sources[engine])
+    adapter = REPO / "conformance" / "targets" / "lmdeploy" / "manager.py"
+    planted = (
+        adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(body, "    ")
+    )
+    found = copies(adapter, tokens_of(planted), sources, MIN_RUN)
+    assert any(run.theirs == path for run in found), (engine, path)
+
+
+def test_the_lmdeploy_rollback_once_restated_is_caught(
+    sources: dict[str, list[tuple[Path, list[Token]]]],
+) -> None:
+    """The body the LMDeploy adapter once restated (``_reset_to_unmatched`` of 0.18.0's
+    prefill scheduler, less its SSM lines) is longer than :data:`MIN_RUN`: had it stayed,
+    this check would have failed."""
+    prefill = next((p, t) for p, t in sources["LMDeploy"] if p.name == "prefill_scheduler.py")
+    text = prefill[0].read_text(encoding="utf-8")
+    start = text.index("        if seq.num_blocks > 0 or seq.logical_state >= 0:")
+    end = text.index("    def _clear(self)")
+    restated = "def _roll_back_match(self, seq):\n" + textwrap.dedent(text[start:end])
+    found = [
+        run
+        for run in shared_runs(Path("planted.py"), tokens_of(restated), prefill[0], prefill[1], 1)
+        if run.length >= MIN_RUN
+    ]
+    assert found and max(r.length for r in found) >= MIN_RUN
+
+
+def test_the_longest_run_an_adapter_shares_is_short(
+    sources: dict[str, list[tuple[Path, list[Token]]]],
+) -> None:
+    """The margin: the adapters' longest shared run today is well under :data:`MIN_RUN`
+    (12 or more tokens, as API calls are, found and reported: the measure itself works)."""
+    longest = 0
+    for ours in OURS:
+        for run in copies(ours, tokens_of(ours.read_text(encoding="utf-8")), sources, 12):
+            longest = max(longest, run.length)
+    assert 12 <= longest < MIN_RUN, longest
