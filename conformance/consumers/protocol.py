@@ -21,7 +21,7 @@ from kvpool.spec.consumer import EventViolation
 from kvpool.spec.events import Event
 
 
-class ConsumerError(Exception):
+class ConsumerError(ValueError):
     """A consumer could not be built or fed (its package missing, its process dead, an
     answer it cannot give): a usage or loading problem, never a finding."""
 
