@@ -22,7 +22,14 @@ from ..manager.workload import Workload, WorkloadParams
 from ..targets.loading import TargetLoadError, default_profile, load_target
 from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
-from .publisher import DEFAULT_RELEASE, EventTranslator, PublisherError, load_publisher
+from .publisher import (
+    DEFAULT_RELEASE,
+    LOOPBACK,
+    EventTranslator,
+    PublisherError,
+    bind_host,
+    load_publisher,
+)
 from .publisher import start_publisher as start_vllm_publisher
 from .twins import Twins
 
@@ -41,8 +48,17 @@ EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
     "--endpoint",
     default="tcp://*:5557",
     show_default=True,
-    help="vLLM's PUB address: tcp://*:PORT binds (subscribers connect to "
-    "tcp://HOST:PORT); tcp://HOST:PORT connects to a subscriber that binds.",
+    help="vLLM's PUB address: tcp://*:PORT binds (on the --bind interface; subscribers "
+    "connect to tcp://HOST:PORT); tcp://HOST:PORT connects to a subscriber that binds.",
+)
+@click.option(
+    "--bind",
+    default=LOOPBACK,
+    show_default=True,
+    metavar="HOST|tcp://HOST:PORT",
+    help="The interface the wildcard endpoints (tcp://*:PORT) are bound on: loopback by "
+    "default, '*' for every interface (as vLLM binds them). tcp://HOST:PORT binds the PUB "
+    "endpoint there (the replay endpoint's port on the same interface).",
 )
 @click.option(
     "--replay-endpoint",
@@ -105,6 +121,7 @@ EXIT_PASS, EXIT_NONCONFORMANCE, EXIT_USAGE = 0, 1, 2
 def publish(
     target: str,
     endpoint: str,
+    bind: str,
     replay_endpoint: str,
     topic: str,
     rate: float,
@@ -130,6 +147,8 @@ def publish(
     `AllBlocksCleared`), published by the release's `ZmqEventPublisher` (loaded from the
     wheel in isolation, no torch) with its replay socket. A KV-aware router, or `kvpool
     monitor`, subscribes as it would to a vLLM server: no GPU needed.
+
+    Wildcard endpoints are bound on loopback unless --bind says otherwise.
 
     \b
     Two shells:
@@ -165,7 +184,8 @@ def publish(
     translator = EventTranslator(loaded, run.setup.pool.hash_block_size)
     try:
         replay = None if replay_endpoint == "none" else replay_endpoint
-        publisher = start_vllm_publisher(loaded, endpoint, replay, topic)
+        host, bound = bind_host(bind)
+        publisher = start_vllm_publisher(loaded, bound or endpoint, replay, topic, bind=host)
     except PublisherError as exc:
         usage(str(exc))
     params = WorkloadParams(
@@ -196,7 +216,7 @@ def publish(
     status = _Status(console, requests)
     console.print(
         f"publishing {name}'s KV events through vLLM {release}'s ZmqEventPublisher on "
-        f"{publisher._endpoint}" + (f" (replay {replay})" if replay else ""),
+        f"{publisher._endpoint}" + (f" (replay {publisher._replay_endpoint})" if replay else ""),
         highlight=False,
     )
     time.sleep(wait)
