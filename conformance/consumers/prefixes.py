@@ -32,6 +32,9 @@ class PrefixBook:
         self.parent: dict[tuple[int, bytes], bytes | None] = {}
         #: (group, hash) of prefix ends, most recently stored last.
         self.ends: OrderedDict[tuple[int, bytes], None] = OrderedDict()
+        #: (group, hash) named before another hash: never an end again (its prefix is
+        #: asked about as the start of the longer one).
+        self.inner: set[tuple[int, bytes]] = set()
 
     def note(self, events: Iterable[Event]) -> None:
         for event in events:
@@ -46,9 +49,11 @@ class PrefixBook:
                 else:
                     self.parent[where] = before
                 if before is not None:
+                    self.inner.add((group, before))
                     self.ends.pop((group, before), None)  # no longer an end
                 self.ends.pop(where, None)
-                self.ends[where] = None
+                if where not in self.inner:
+                    self.ends[where] = None
                 before = h
 
     def prefix(self, group: int, block_hash: bytes) -> tuple[bytes, ...] | None:
