@@ -305,7 +305,7 @@ def parent_blocks(state: PoolState, ctx: Context) -> list[int]:
     placed = [
         (positions[hash_of(k)], group_of(k), k) for k in state.cache if hash_of(k) in positions
     ]
-    found = set()
+    found: set[int] = set()
     for (request, index), group, key in placed:
         if any(r == request and g == group and i > index for (r, i), g, _ in placed):
             found.update(state.cache[key])

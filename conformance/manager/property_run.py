@@ -55,7 +55,7 @@ class PropertyRun(ManagerRun):
     ) -> None:
         narrow = getattr(factory, "supported_setup", None)
         super().__init__(factory, profile, narrow(setup) if narrow else setup, record)
-        #: The consumer model judging the manager's own KV events, if asked for.
+        #: The consumer judging the manager's own KV events, if asked for.
         self.events: StreamJudge | None = None
         if consumer is not None:
             if not callable(getattr(self.target, "take_events", None)):
