@@ -26,6 +26,7 @@ LAZY_COMMANDS = {
     "fuzz": ".fuzz.command:fuzz",
     "publish": ".stream.publish_command:publish",
     "monitor": ".stream.monitor_command:monitor",
+    "route-check": ".routes.command:route_check",
 }
 
 
