@@ -116,7 +116,7 @@ def route_check(
 
     if tables:
         try:
-            out.print(contract_table([read_recording(p) for p in tables]), markup=False)
+            click.echo(contract_table([read_recording(p) for p in tables]))
         except RecordingError as exc:
             usage(str(exc))
         sys.exit(EXIT_PASS)
