@@ -87,6 +87,11 @@ def parse_consumer(name: str) -> str:
     return name
 
 
+def is_registered(name: str) -> bool:
+    """Whether the plugin ``name`` was named (and loaded) on this command line."""
+    return name in _plugins
+
+
 def is_model(name: str | None) -> bool:
     """Whether ``name`` is one of the spec's models (judged by its replay alone)."""
     return name in CONSUMER_MODELS

@@ -17,7 +17,19 @@ from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 @click.option("--target", "-t", default=None, help="Replay against this target instead.")
 @click.option("--manager", default=None, help="Replay against this manager instead.")
 @click.option("--versus", default=None, help="A diff trace: replay against this pool B instead.")
-def replay(trace_file: str, target: str | None, manager: str | None, versus: str | None) -> None:
+@click.option(
+    "--consumer",
+    default=None,
+    help="An events trace judged by a consumer plugin (module:factory): load it (a trace "
+    "names a plugin but never loads it).",
+)
+def replay(
+    trace_file: str,
+    target: str | None,
+    manager: str | None,
+    versus: str | None,
+    consumer: str | None,
+) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
     one trace: nondeterministic), 2 if the file or target cannot be used.
@@ -32,6 +44,10 @@ def replay(trace_file: str, target: str | None, manager: str | None, versus: str
 
     console = Console()
     try:
+        if consumer is not None:
+            from ..consumers.naming import parse_consumer
+
+            parse_consumer(consumer)
         trace = read_trace(Path(trace_file))
         verdict = replay_trace(trace, target, manager, versus=versus)
     except NamedInFile as exc:

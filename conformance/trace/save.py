@@ -36,7 +36,7 @@ def save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1)
         console.print(f"  (no trace written: replaying for the record failed: {exc})")
         return None
     suffix = f"-{number}" if number > 1 else ""
-    level = meta.level if meta.consumer is None else f"{meta.level}-{meta.consumer}"
+    level = meta.level if meta.consumer is None else f"{meta.level}-{slug(meta.consumer)}"
     name = f"{slug(meta.target)}-{meta.machine}-{level}-{meta.seed}{suffix}.itf.json"
     path = write_trace(recorded, trace_dir / name)
     test = write_pytest(path, recorded)

@@ -92,3 +92,25 @@ def test_the_request_machine_judges_a_router() -> None:
     )
     assert result.exit_code == 1, result.output
     assert "property 'router-recall' broken for the counting-router consumer" in result.output
+
+
+def test_a_plugin_routers_trace_replays_only_when_the_plugin_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    plugin = "planted_consumers:ForgetsCopies"
+    runner = CliRunner()
+    found = runner.invoke(
+        main,
+        ["conform", "--level", "events", "--machine", "pool", "--consumer", plugin,
+         "--seed", "1", "--max-findings", "1", "--no-coverage", "--trace-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert found.exit_code == 1, found.output
+    (trace,) = tmp_path.glob("*.itf.json")
+    assert ":" not in trace.name
+    from kvpool.conformance.consumers import naming
+
+    naming._plugins.clear()  # a fresh process: nothing named on its command line yet
+    refused = runner.invoke(main, ["replay", str(trace)])
+    assert refused.exit_code == 2
+    assert f"--consumer {plugin}" in refused.output  # the command that replays it
+    replayed = runner.invoke(main, ["replay", str(trace), "--consumer", plugin])
+    assert replayed.exit_code == 1, replayed.output
+    assert "property 'router-recall' broken for the counting-router consumer" in replayed.output
