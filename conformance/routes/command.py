@@ -15,8 +15,8 @@ from rich.table import Table
 
 from ..consumers.naming import BUILT_IN, parse_consumer
 from ..consumers.protocol import ConsumerError
-from ..stream.publisher import DEFAULT_RELEASE, PublisherError
-from ..targets.loading import TargetLoadError
+from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher
+from ..targets.loading import TargetLoadError, load_target
 from ..targets.vllm.isolation import IsolationError as ReleaseIsolationError
 from ..targets.vllm.releases import ReleaseError
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, EXIT_USAGE, comma_names
@@ -131,6 +131,12 @@ def route_check(
     if not names:
         usage("--consumer names no consumer")
     if INDEXER in names and not inside():
+        # the namespace has no network: the release's files are fetched (cached) out here
+        try:
+            load_target(target)
+            load_publisher(release)
+        except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
+            usage(str(exc))
         argv = ["route-check", "--consumer", consumers, "--target", target, "--scenario",
                 scenarios, "--requests", str(requests), "--publisher", release, "--every",
                 str(every), "--seed", str(seed)]  # fmt: skip

@@ -118,6 +118,14 @@ def start_publisher(
     sequence numbers, the replay socket and the thread stay the release's own.
     """
     publisher_class = release.kv_events.ZmqEventPublisher
+    one_interface = bind is not None and bind != ALL_INTERFACES
+    wildcard = endpoint.startswith("tcp://*:")
+    if one_interface and wildcard and not hasattr(publisher_class, "_is_bind_endpoint"):
+        raise PublisherError(
+            f"vLLM {release.version}'s publisher binds only wildcard addresses (it has no "
+            "_is_bind_endpoint to tell it otherwise): --bind '*' binds every interface, "
+            "or publish through a newer release's publisher (--publisher 0.33.0)"
+        )
     if bind is not None and bind != ALL_INTERFACES:
         endpoint = on_interface(endpoint, bind)
         if replay_endpoint is not None:
