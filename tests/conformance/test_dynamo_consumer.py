@@ -98,3 +98,19 @@ def test_vllm_0_33_loses_dynamo_a_duplicate_copy(tmp_path: Path) -> None:
     finding = out[out.index("property 'router-recall'") :]
     shrunk = int(finding.split("Shrunk action sequence (")[1].split(" ")[0])
     assert shrunk <= 6, finding
+
+
+STREAMS = Path(__file__).parent / "stream" / "data"
+
+
+def test_the_monitor_judges_dynamo_on_a_recorded_twins_stream() -> None:
+    """vLLM 0.33.0's own publisher, 16 requests with two twins (`kvpool publish --twins 2`,
+    saved by `kvpool monitor --save`): the count model holds every copy; Dynamo's tree,
+    fed the same stream, loses prefixes the worker still holds."""
+    recording = str(STREAMS / "vllm-0.33.0-twins.jsonl")
+    counted = CliRunner().invoke(main, ["monitor", "--consumer", "count", recording])
+    assert counted.exit_code == 0, counted.output
+    judged = CliRunner().invoke(main, ["monitor", "--consumer", "dynamo", recording])
+    assert judged.exit_code == 1, judged.output
+    assert "violation(s) of router-recall" in judged.output
+    assert "the dynamo consumer believes the worker holds" in judged.output
