@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "publish": ".stream.publish_command:publish",
     "monitor": ".stream.monitor_command:monitor",
     "profile": ".profiles.command:profile",
+    "route-check": ".routes.command:route_check",
 }
 
 

@@ -12,12 +12,15 @@ from pathlib import Path
 
 import click
 from click.core import ParameterSource
-from kvpool.spec import CONSUMER_MODELS, PROFILES, PoolConfig, get_profile
+from kvpool.spec import PROFILES, PoolConfig, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .consumers.naming import BUILT_IN as CONSUMERS
+from .consumers.naming import parse_consumer
+from .consumers.protocol import ConsumerError
 from .engine.contracts import checking_contracts
 from .engine.expectations import ExpectationsError, read_expectations
 from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
@@ -93,12 +96,15 @@ from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
 )
 @click.option(
     "--consumer",
-    type=click.Choice(CONSUMER_MODELS),
     default=None,
-    help="The consumer model the events level judges the stream by: count (residency "
-    "counted per medium, group and hash; every copy stored and removed: vLLM's documented "
-    "contract) or set (the hashes present per group, as some routers keep them). "
-    "[default: the one the profile's release promises; count where it promises none]",
+    metavar="NAME",
+    help="Who the events level judges the stream by: count (residency counted per medium, "
+    "group and hash; every copy stored and removed: vLLM's documented contract), set (the "
+    "hashes present per group), dynamo (NVIDIA Dynamo's radix-tree index in process, the "
+    "extra [dynamo]: asked after every step about every prefix the pool serves; "
+    "router-recall and router-precision), or a plugin module:factory (see the contract "
+    "page). Built in: " + ", ".join(CONSUMERS) + ". [default: the one the profile's release "
+    "promises; count where it promises none]",
 )
 @click.option(
     "--machine",
@@ -289,6 +295,11 @@ def conform(
         )
     if consumer is not None and "events" not in level_names:
         fail_usage(console, "--consumer judges the events level, which this run leaves out")
+    if consumer is not None:
+        try:
+            parse_consumer(consumer)
+        except ConsumerError as exc:
+            fail_usage(console, str(exc))
     consumer_model = consumer or chosen_profile.consumer_contract or "count"
     if manager_factory is not None:
         events_asked = manager_only and levels is not None and "events" in level_names

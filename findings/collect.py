@@ -66,6 +66,10 @@ EVENTS_ONLY = frozenset({"vllm==0.30.0"})
 EXPECT_FILE = "expect.toml"
 #: The consumer models the events level runs under, each one a column of the page.
 CONSUMERS = ("count", "set")
+#: Routers run at the events level (pool and requests machines) on these targets; their
+#: findings go to the page's consumers section, not to the table of pool runs.
+ROUTERS = ("dynamo",)
+ROUTER_TARGETS = ("vllm==0.33.0",)
 #: What the events level of a target that publishes no events says (exit status 2).
 NO_EVENTS = "no events"
 
@@ -132,11 +136,21 @@ def main() -> None:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             expect = out / folder / EXPECT_FILE  # the known findings stay: written by hand
             kept = expect.read_bytes() if expect.exists() else None
+            if target in ROUTER_TARGETS and not manager_runs_only:
+                collect_routers(target, tmp)
             shutil.rmtree(out / folder, ignore_errors=True)
             keep_traces(tmp, out / folder, signature, read_trace)
             if kept is not None:
                 expect.write_bytes(kept)
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
+
+
+def collect_routers(target: str, tmp: str) -> None:
+    """The events level judged by each router of :data:`ROUTERS`, both machines."""
+    for router in ROUTERS:
+        events = ["--machine", "pool,requests", "--level", "events", "--consumer", router]
+        if conform(target, events, tmp) == 2:
+            print(f"{target}: the {router} consumer could not run (its extra missing?)")
 
 
 def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None:
@@ -145,7 +159,8 @@ def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None
     for path in sorted(Path(tmp).glob("*.itf.json")):
         trace = read_trace(path)
         events_run = trace.meta.consumer is not None
-        if events_run and "property 'events-" not in trace.meta.message:
+        judged = ("property 'events-", "property 'router-")
+        if events_run and not any(p in trace.meta.message for p in judged):
             # the events level runs in lockstep too: a pool-level finding it ran into is the
             # pool levels' to report
             print(f"{folder.name}: events run also met: {trace.meta.message[:100]}")
@@ -398,12 +413,15 @@ def page() -> str:
     from kvpool.spec import PROFILES
 
     lines += [f"| {p.name} | {p.description} |" for p in PROFILES.values()]
+    lines += consumers_section(out, traces, read_trace, action_text, replay_command)
     for folder, found in traces.items():
         lines += ["", f"## {folder}", "", ABOUT[folder] + ".", ""]
         lines += known_findings(out / folder / EXPECT_FILE, folder)
-        if not found:
+        paths = sorted((out / folder).glob("*.itf.json"))
+        kept = [(p, t) for p, t in zip(paths, found, strict=True) if t.meta.consumer not in ROUTERS]
+        if not kept:
             lines.append("No findings.")
-        for path, trace in zip(sorted((out / folder).glob("*.itf.json")), found, strict=True):
+        for path, trace in kept:
             stem = path.name.removesuffix(".itf.json")
             notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
             note = next((text for end, text in notes if stem.endswith(end)), "")
@@ -454,6 +472,76 @@ def known_findings(path: Path, folder: str) -> list[str]:
         cells = (f"`{e.rule}`", level, e.situation, f"<{e.upstream}>")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return [*lines, ""]
+
+
+#: What each router expects of the stream, and where that is written.
+ROUTER_CONTRACTS = {
+    "dynamo": "logical presence: `Stored` when a hash becomes present, `Removed` when its "
+    "last copy goes (a Dynamo maintainer's review, "
+    "[ai-dynamo/dynamo PR #10666](https://github.com/ai-dynamo/dynamo/pull/10666)); its "
+    "radix tree keeps one node per hash under its parent",
+}
+#: What the stream follows, and where that is written.
+STREAM_CONTRACT = (
+    "count residency: one `BlockStored` per physical copy, one `BlockRemoved` per copy "
+    "that goes (vLLM's own tests and docs pin it; "
+    "[the KV events contract](guide/kv-events-contract.md))"
+)
+
+
+def consumers_section(
+    out: Path, traces: dict[str, list[Any]], read_trace: Any, action_text: Any, replay: Any
+) -> list[str]:
+    """The page's consumers section: every router finding, with which contract the stream
+    follows and which the router expects, and whose fault each one is."""
+    lines = [
+        "",
+        "## Consumers: routers judged on the streams",
+        "",
+        "`kvpool conform --level events --consumer ROUTER` feeds the release's stream to a",
+        "real router's index and asks it, after every step, about every prefix the stream",
+        "named: `router-recall` (it knows every prefix the worker serves) and",
+        "`router-precision` (it claims nothing the worker does not serve), against what a",
+        "lookup on the spec's pool hits. The spec's count model runs beside it as the",
+        "reference: a stream fault is reported as the stream's (`events-*`, for the count",
+        "consumer) before any router is asked. Live measurements of the same routers are on",
+        "[the KV events contract](guide/kv-events-contract.md#routers-on-a-live-stream).",
+    ]
+    for folder, found in traces.items():
+        paths = sorted((out / folder).glob("*.itf.json"))
+        for path, trace in zip(paths, found, strict=True):
+            router = trace.meta.consumer
+            if router not in ROUTERS:
+                continue
+            run = f"{trace.meta.machine}/{trace.meta.level} ({router} consumer)"
+            if "property 'router-" in trace.meta.message:
+                note = (
+                    f"The router's side of a contract mismatch. The stream follows "
+                    f"{STREAM_CONTRACT}; {router} expects {ROUTER_CONTRACTS[router]}. The "
+                    "count model on the same stream holds every copy; the router drops the "
+                    "prefix (and what hangs under it) at the first removal."
+                )
+            else:
+                note = (
+                    "The stream's fault, not the router's: the reference count model cannot "
+                    "place the store either (vLLM's partial-block stores name a parent never "
+                    "published: [#58119](https://github.com/vllm-project/vllm/issues/58119))."
+                )
+            lines += [
+                "",
+                f"### {folder} · {run}: {title(trace.meta.message)}",
+                "",
+                note,
+                "",
+                f"> {trace.meta.message}",
+                "",
+                "```",
+                *[f"{i:>3}. {action_text(a)}" for i, a in enumerate(trace.actions, 1)],
+                "```",
+                "",
+                f"Replay: `{replay(f'findings/{folder}/{path.name}', trace.meta)}`",
+            ]
+    return lines
 
 
 def title(message: str, note: str = "") -> str:

@@ -41,6 +41,9 @@ The API
   compared (``events-replay-index``). A monitor without a pool runs a ``count`` consumer
   beside a ``set`` consumer as the ground truth vLLM documents, and learns what the set
   consumer lost (a hash the pool still holds in N copies) or keeps in excess.
+- :func:`served_blocks` ``(pool_state, block_hashes, group_id)``: how many leading blocks of
+  a prefix a lookup on the pool would hit, the truth a router's answer is judged by
+  (``router-recall``: it answers no fewer; ``router-precision``: no more).
 - :data:`EVENT_PROPERTIES`: id -> one-line statement, for ``kvpool rules`` and the docs.
 
 Every violation is an :class:`EventViolation`: the property id, the hash and group it is
@@ -60,7 +63,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event
-from .keys import group_of, hash_of
+from .keys import group_of, hash_of, make_key
 from .state import PoolState
 
 #: The consumer models, by name.
@@ -85,6 +88,12 @@ EVENT_PROPERTIES: dict[str, str] = {
     "their number of copies for the count consumer, as a set for the set consumer",
     "events-cleared-empty": "after AllBlocksCleared the pool holds no key the stream has not "
     "stored again since",
+    "router-recall": "for every prefix the stream has named, the consumer believes the worker "
+    "holds at least the leading blocks a lookup on the pool would hit (it loses no prefix the "
+    "worker still serves)",
+    "router-precision": "for every prefix the stream has named, the consumer believes the "
+    "worker holds no more leading blocks than a lookup on the pool would hit (it claims "
+    "nothing the worker no longer serves)",
 }
 
 #: Where a consumer keeps one hash: ``(medium, group, hash)``.
@@ -228,6 +237,21 @@ def residency_of_keys(keys: Iterable[bytes]) -> dict[tuple[int, bytes], int]:
 def pool_residency(state: PoolState) -> dict[tuple[int, bytes], int]:
     """``{(group, hash): copies}``: the keys ``state`` holds, each with its number of blocks."""
     return {(group_of(k), hash_of(k)): len(blocks) for k, blocks in state.cache.items()}
+
+
+def served_blocks(state: PoolState, block_hashes: Iterable[bytes], group_id: int) -> int:
+    """How many leading blocks of the prefix ``block_hashes`` (in ``group_id``) a lookup on
+    ``state`` hits: a lookup walks the hashes in order and stops at the first one the pool
+    caches in no block of that group.
+
+    post: 0 <= __return__
+    """
+    served = 0
+    for h in block_hashes:
+        if not state.cache.get(make_key(h, group_id)):
+            break
+        served += 1
+    return served
 
 
 def _differences(

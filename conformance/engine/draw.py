@@ -297,7 +297,25 @@ def draw_get_cached_block(data: Choices, state: PoolState, ctx: Context) -> Acti
     return GetCachedBlock(block_hash, tuple(groups))
 
 
+def parent_blocks(state: PoolState, ctx: Context) -> list[int]:
+    """Blocks cached under a key that comes before another cached key of the same request
+    and group: evicting one leaves a child cached after its parent went (what a router's
+    tree, which hangs a child under its parent, gets wrong)."""
+    positions = {h: (n, i) for n, r in enumerate(ctx.requests) for i, h in enumerate(r)}
+    placed = [
+        (positions[hash_of(k)], group_of(k), k) for k in state.cache if hash_of(k) in positions
+    ]
+    found: set[int] = set()
+    for (request, index), group, key in placed:
+        if any(r == request and g == group and i > index for (r, i), g, _ in placed):
+            found.update(state.cache[key])
+    return sorted(found)
+
+
 def draw_evict_blocks(data: Choices, state: PoolState, ctx: Context) -> Action:
+    parents = parent_blocks(state, ctx) if ctx.for_events else []
+    if parents and data.boolean("evict a parent"):
+        return EvictBlocks((data.choice(parents, "parent block"),))
     blocks = range(state.num_blocks)
     count = data.choice([2, 1, 0], "ids")
     return EvictBlocks(tuple(by_state(data, state, blocks, "id", SEEK_RARE) for _ in range(count)))

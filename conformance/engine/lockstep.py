@@ -29,8 +29,9 @@ from kvpool.spec import (
     violation,
 )
 
+from ..consumers.judge import StreamJudge
 from ..events.caller import manager_could_call
-from ..events.check import EventsCheck, describe, taken_events, target_residency
+from ..events.check import taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
@@ -155,11 +156,11 @@ class LockstepRun:
         self.record.drawable = Drawable(profile, self.operations, self.evict_first)
         self.last = Outcomes(None, None)
         #: The events level's consumer of the target's stream (``None`` at other levels).
-        self.events: EventsCheck | None = None
+        self.events: StreamJudge | None = None
         if level.consumer is not None:
             if "take_events" not in self.operations:
                 raise ValueError(f"target {self.target.name!r} publishes no KV events")
-            self.events = EventsCheck(level.consumer)
+            self.events = StreamJudge(level.consumer)
         self.check_view("after construction")
 
     def can_apply(self, action: Action) -> bool:
@@ -283,12 +284,13 @@ class LockstepRun:
         residency = target_residency(self.target.view())
         events = taken_events(taken.result)
         found = self.events.feed(events, residency)
-        fault = describe(found[0], self.events.model, action.operation, events) if found else None
+        fault = self.events.finding(found[0], action.operation, events) if found else None
         return (taken, residency is not None), fault
 
     def settle_events(self, action: Action, taken: tuple[Observation, bool]) -> None:
         """The spec takes its events too, and they must be the target's; without the
-        target's keys the consumer is compared with the spec's pool."""
+        target's keys the consumer is compared with the spec's pool; a router is then
+        asked about every prefix, against what a lookup on the spec's pool hits."""
         assert self.events is not None
         observed, keys_known = taken
         events = taken_events(observed.result)
@@ -301,7 +303,12 @@ class LockstepRun:
             cleared = any(isinstance(e, AllBlocksCleared) for e in events)
             found = self.events.against_spec(self.state, cleared)
             if found:
-                message = describe(found[0], self.events.model, action.operation, events)
+                message = self.events.finding(found[0], action.operation, events)
+                raise Nonconformance(message)
+        if self.events.is_router:
+            found = self.events.routes_on_spec(self.state)
+            if found:
+                message = self.events.finding(found[0], action.operation, events)
                 raise Nonconformance(message)
 
     def refused(

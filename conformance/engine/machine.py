@@ -112,6 +112,8 @@ def kinds(
         boost.add("get_cached_block")  # a key just lost a block: is it still served?
     if any(len(blocks) > 1 for blocks in state.cache.values()):
         boost.add("evict_blocks")  # duplicates: evict them one at a time
+    if ctx.for_events and len(state.cache) >= 2:
+        boost.add("evict_blocks")  # a parent evicted before its child: routers' trees
     if any(n >= 2 for n in state.ref_cnt):
         boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
     if draw.rare_blocks(state):

@@ -1,31 +1,19 @@
-"""Feeding a target's events to a consumer model, step by step.
+"""The events level's side of a step: a target's events taken, and a finding worded.
 
 At the ``events`` level a :class:`~kvpool.conformance.engine.lockstep.LockstepRun` takes the
-target's events after every action (the action's own ``take_events``, or one more call),
-applies them to a consumer (:mod:`kvpool.spec.consumer`) and compares what the consumer
-holds with the keys the target shows: its index if it shows one, else its blocks' keys,
-else the spec's. The stream is judged before the lockstep compares anything else of the
-step, so a finding here is about the stream itself.
+target's events after every action (the action's own ``take_events``, or one more call)
+and hands them to the one judge of streams (:class:`~kvpool.conformance.consumers.judge.
+StreamJudge`), with the keys the target shows: its index if it shows one, else its blocks'
+keys, else the spec's. The stream is judged before the lockstep compares anything else of
+the step, so a finding here is about the stream itself; a router's answers are judged
+after the spec has taken the same events.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 
-from kvpool.spec import (
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    ConsumerState,
-    Event,
-    EventViolation,
-    PoolState,
-    apply_events,
-    new_consumer,
-    pool_residency,
-    pool_violations,
-)
+from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventViolation
 from kvpool.spec.consumer import residency_of_keys, short_hash
 
 from ..engine.target import PoolView
@@ -69,48 +57,13 @@ def event_line(event: Event) -> str:
 
 
 def describe(
-    violation: EventViolation, model: str, operation: str, events: tuple[Event, ...] = ()
+    violation: EventViolation, consumer: str, operation: str, events: tuple[Event, ...] = ()
 ) -> str:
     """A finding's message: the step, the property (quoted as the lockstep's findings quote
-    theirs, so one property is one finding), the consumer model it breaks and the events
-    the step published."""
+    theirs, so one property is one finding), the consumer it breaks (``count consumer``)
+    and the events the step published."""
     published = "; ".join(event_line(e) for e in events) or "nothing"
     return (
-        f"after {operation}: property '{violation.property}' broken for the {model} "
-        f"consumer: {violation.message} (this step published: {published})"
+        f"after {operation}: property '{violation.property}' broken for the {consumer}: "
+        f"{violation.message} (this step published: {published})"
     )
-
-
-class EventsCheck:
-    """One consumer of one target's stream, and the last violations it saw."""
-
-    def __init__(self, model: str) -> None:
-        self.consumer: ConsumerState = new_consumer(model)
-        #: Every event taken so far, in order (for messages and tests).
-        self.stream: list[Event] = []
-        self.checked: Counter[str] = Counter()
-
-    @property
-    def model(self) -> str:
-        return self.consumer.model
-
-    def feed(
-        self, events: tuple[Event, ...], residency: Residency | None
-    ) -> tuple[EventViolation, ...]:
-        """Apply ``events``; the violations of the stream properties, then (when the pool's
-        keys are known) of the comparison with them."""
-        self.stream.extend(events)
-        self.consumer, found = apply_events(self.consumer, events)
-        self.checked.update(("events-parent-known", "events-removed-known"))
-        if residency is None:
-            return found
-        cleared = any(isinstance(e, AllBlocksCleared) for e in events)
-        self.checked.update(("events-replay-index",))
-        if cleared:
-            self.checked.update(("events-cleared-empty",))
-        return found + pool_violations(self.consumer, residency, cleared=cleared)
-
-    def against_spec(self, state: PoolState, cleared: bool) -> tuple[EventViolation, ...]:
-        """The consumer compared with the spec's pool (for a target that shows no keys)."""
-        self.checked.update(("events-replay-index",))
-        return pool_violations(self.consumer, pool_residency(state), cleared=cleared)

@@ -20,6 +20,7 @@ from kvpool.spec import (
     TakeEvents,
     canonical_events,
     initial_state,
+    pool_residency,
 )
 from kvpool.spec.manager import (
     NO_EXTRA,
@@ -41,6 +42,7 @@ from kvpool.spec.manager import (
     request_violation,
 )
 
+from ..consumers.judge import StreamJudge
 from ..engine.compare import compare_views
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.target import PoolView
@@ -97,6 +99,9 @@ class ManagerRun:
         self.checks = RequestChecks(setup, self.record.properties, profile.key_attributes)
         #: The latest action's results: the spec's and the target's (or its exception).
         self.last: tuple[ManagerResult, ManagerResult | Exception] = (None, None)
+        #: The one judge of streams, fed the manager's pool's events (the count model: the
+        #: contract the spec's pool keeps); the spec's own events are compared exactly after.
+        self.stream_judge = StreamJudge("count")
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
@@ -133,9 +138,11 @@ class ManagerRun:
         return actual
 
     def check_events(self, where: str) -> None:
-        """The KV events the manager's pool published during the step, against the spec's
-        pool's: when events are on and the target offers ``take_events`` (in the spec's
-        vocabulary and keys; ``None`` when it cannot say) and the profile publishes them."""
+        """The KV events the manager's pool published during the step: judged as a stream
+        (:class:`~kvpool.conformance.consumers.judge.StreamJudge`, against the spec's
+        pool's keys), then compared with the spec's pool's own events; when events are on
+        and the target offers ``take_events`` (in the spec's vocabulary and keys; ``None``
+        when it cannot say) and the profile publishes them."""
         take = getattr(self.target, "take_events", None)
         if take is None or not self.setup.pool.enable_kv_cache_events:
             return
@@ -149,6 +156,10 @@ class ManagerRun:
             return
         self.pool_state = pool.state
         assert isinstance(expected, tuple)
+        found = self.stream_judge.feed(actual, pool_residency(self.pool_state))
+        if found:
+            operation = where.removeprefix("after ")
+            raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
         if canonical_events(cast("tuple[Event, ...]", expected)) != canonical_events(actual):
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"

@@ -29,9 +29,10 @@ from kvpool.spec.manager import (
 )
 from kvpool.spec.state import PrimaryKey
 
+from ..consumers.judge import StreamJudge
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.target import PoolView
-from ..events.check import EventsCheck, describe, taken_events
+from ..events.check import taken_events
 from .manager_run import ManagerRun
 from .target import ManagerTargetFactory, RequestSetup
 
@@ -54,12 +55,12 @@ class PropertyRun(ManagerRun):
     ) -> None:
         narrow = getattr(factory, "supported_setup", None)
         super().__init__(factory, profile, narrow(setup) if narrow else setup, record)
-        #: The consumer model judging the manager's own KV events, if asked for.
-        self.events: EventsCheck | None = None
+        #: The consumer judging the manager's own KV events, if asked for.
+        self.events: StreamJudge | None = None
         if consumer is not None:
             if not callable(getattr(self.target, "take_events", None)):
                 raise ValueError(f"manager {self.target.name!r} publishes no KV events")
-            self.events = EventsCheck(consumer)
+            self.events = StreamJudge(consumer)
             self.judge_events("construction")
         self.checks.registers_when_scheduled = bool(
             getattr(self.target, "registers_when_scheduled", False)
@@ -88,10 +89,12 @@ class PropertyRun(ManagerRun):
         events = taken_events(target.take_events())
         residency = target.event_residency() if hasattr(target, "event_residency") else None
         found = self.events.feed(events, residency)
+        if not found and residency is not None and self.events.is_router:
+            found = self.events.routes_on_residency(residency)
         self.record.properties.update(self.events.checked)
         self.events.checked.clear()
         if found:
-            raise Nonconformance(describe(found[0], self.events.model, operation, events))
+            raise Nonconformance(self.events.finding(found[0], operation, events))
 
     def follow(self, action: RequestAction, result: ManagerResult) -> None:
         """Track the requests as the manager under test answered."""

@@ -29,6 +29,13 @@ Linker = Callable[[str], str]
 MARKER = re.compile(r"[ \t]*<!--\s*kvpool:([a-z0-9-]+)\s*-->[ \t]*")
 
 
+def route_check_table(folder: Path) -> str:
+    """The contract page's scenario x consumer table, from every recording in ``folder``."""
+    from kvpool.conformance.routes.recording import contract_table, read_recording
+
+    return contract_table([read_recording(p) for p in sorted(folder.glob("*.json"))])
+
+
 def levels_table(link: Linker, docs_dir: Path) -> str:
     """The conformance levels, from ``kvpool.conformance.engine.levels``."""
     rows = [
@@ -71,6 +78,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "target x consumer model at the events level, read from the committed findings "
         "(findings/*/pool-events-*.itf.json)",
         lambda link, docs_dir: events_matrix(docs_dir.parent / "findings"),
+    ),
+    "route-check-table": (
+        "scenario x consumer on live streams, read from the committed recordings "
+        "(docs/data/route-check/*.json, written by kvpool route-check --record)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check"),
     ),
     "consumer-contracts": (
         "the consumer model each profile promises, and where it is written",

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
-from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRIPTIONS
+from kvpool.spec.consumer import EVENT_PROPERTIES
 from rich.console import Console
 from rich.table import Table
 
 from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
+from ..consumers.naming import DESCRIPTIONS, parse_consumer
+from ..consumers.protocol import ConsumerError
 from .recording import Recorder, RecordingError, read_recording
 from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint
 from .watch import Finding, StreamWatch
@@ -26,12 +28,13 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option(
     "--consumer",
-    type=click.Choice(CONSUMER_MODELS),
     default="count",
     show_default=True,
-    help="The consumer model to judge the stream by: "
-    + "; ".join(f"{m}: {d}" for m, d in MODEL_DESCRIPTIONS.items())
-    + ".",
+    metavar="NAME",
+    help="Who to judge the stream by: "
+    + "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
+    + "; or a plugin module:factory. A router is asked after every batch about every prefix "
+    "the stream named, against the count model beside it (router-recall, router-precision).",
 )
 @click.option("--topic", default="", show_default=True, help="Subscribe to this topic.")
 @click.option(
@@ -125,6 +128,10 @@ def monitor(
         fail_usage(err, "give one recorded file at a time")
     if files and (save or replay or snapshot):
         fail_usage(err, "--save, --replay and --snapshot apply to live endpoints only")
+    try:
+        parse_consumer(consumer)
+    except ConsumerError as exc:
+        fail_usage(err, str(exc))
     watch = StreamWatch(consumer, lambda f: _print_finding(out, f), window=window)
     status = _Status(err, watch)
     if files:

@@ -26,8 +26,10 @@ from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
 from .publisher import (
     DEFAULT_RELEASE,
+    LOOPBACK,
     EventTranslator,
     PublisherError,
+    bind_host,
     load_publisher,
     publisher_source,
 )
@@ -49,8 +51,17 @@ from .twins import Twins
     "--endpoint",
     default="tcp://*:5557",
     show_default=True,
-    help="vLLM's PUB address: tcp://*:PORT binds (subscribers connect to "
-    "tcp://HOST:PORT); tcp://HOST:PORT connects to a subscriber that binds.",
+    help="vLLM's PUB address: tcp://*:PORT binds (on the --bind interface; subscribers "
+    "connect to tcp://HOST:PORT); tcp://HOST:PORT connects to a subscriber that binds.",
+)
+@click.option(
+    "--bind",
+    default=LOOPBACK,
+    show_default=True,
+    metavar="HOST|tcp://HOST:PORT",
+    help="The interface the wildcard endpoints (tcp://*:PORT) are bound on: loopback by "
+    "default, '*' for every interface (as vLLM binds them). tcp://HOST:PORT binds the PUB "
+    "endpoint there (the replay endpoint's port on the same interface).",
 )
 @click.option(
     "--replay-endpoint",
@@ -113,6 +124,7 @@ from .twins import Twins
 def publish(
     target: TargetDescription,
     endpoint: str,
+    bind: str,
     replay_endpoint: str,
     topic: str,
     rate: float,
@@ -139,6 +151,8 @@ def publish(
     wheel in isolation, no torch) with its replay socket. A KV-aware router, or `kvpool
     monitor`, subscribes as it would to a vLLM server: no GPU needed.
 
+    Wildcard endpoints are bound on loopback unless --bind says otherwise.
+
     \b
     Two shells:
       kvpool publish --target vllm==0.33.0 --endpoint tcp://*:5557
@@ -159,7 +173,7 @@ def publish(
         factory, name = load_target(target)
         profile = get_profile(choose_profile(target).name)
         int_hashes = None if hashes == "release" else hashes == "int"
-        source = release or publisher_source(target)
+        source = release or publisher_source(target.text)
         loaded = load_publisher(source, int_hashes)
     except (TargetLoadError, ReleaseError, IsolationError, PublisherError, KeyError) as exc:
         usage(str(exc.args[0] if isinstance(exc, KeyError) else exc))
@@ -172,7 +186,8 @@ def publish(
     translator = EventTranslator(loaded, run.setup.pool.hash_block_size)
     try:
         replay = None if replay_endpoint == "none" else replay_endpoint
-        publisher = start_vllm_publisher(loaded, endpoint, replay, topic)
+        host, bound = bind_host(bind)
+        publisher = start_vllm_publisher(loaded, bound or endpoint, replay, topic, bind=host)
     except PublisherError as exc:
         usage(str(exc))
     params = WorkloadParams(
@@ -203,7 +218,7 @@ def publish(
     status = _Status(console, requests)
     console.print(
         f"publishing {name}'s KV events through vLLM {source}'s ZmqEventPublisher on "
-        f"{publisher._endpoint}" + (f" (replay {replay})" if replay else ""),
+        f"{publisher._endpoint}" + (f" (replay {publisher._replay_endpoint})" if replay else ""),
         highlight=False,
     )
     time.sleep(wait)

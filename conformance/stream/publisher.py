@@ -89,6 +89,36 @@ def check_endpoint(endpoint: str, what: str) -> None:
         raise PublisherError(f"{what} {endpoint!r} is not a ZMQ address like tcp://*:5557")
 
 
+#: Where ``kvpool publish`` binds a wildcard endpoint unless told otherwise: loopback.
+LOOPBACK = "127.0.0.1"
+#: ``--bind`` for every interface, as vLLM binds ``tcp://*:PORT``.
+ALL_INTERFACES = "*"
+
+
+def on_interface(endpoint: str, host: str) -> str:
+    """A wildcard endpoint ``tcp://*:PORT`` on one interface (``tcp://HOST:PORT``); any
+    other endpoint, and every endpoint when ``host`` is ``*``, as it is."""
+    if host == ALL_INTERFACES or not endpoint.startswith("tcp://*:"):
+        return endpoint
+    return f"tcp://{host}:{endpoint.removeprefix('tcp://*:')}"
+
+
+def bind_host(bind: str) -> tuple[str, str | None]:
+    """``--bind`` read: ``HOST`` (``127.0.0.1``, ``*``) or ``tcp://HOST:PORT`` (the PUB
+    endpoint itself, bound on that interface). Returns the host and that endpoint (or
+    ``None``); :class:`PublisherError` for anything else."""
+    if bind.startswith("tcp://"):
+        host, colon, port = bind.removeprefix("tcp://").rpartition(":")
+        if not colon or not host or not port.isdigit() or int(port) == 0:
+            raise PublisherError(
+                f"--bind {bind!r}: give tcp://HOST:PORT, e.g. tcp://127.0.0.1:5557"
+            )
+        return host, bind
+    if not bind or "/" in bind or ":" in bind.replace("::", ""):
+        raise PublisherError(f"--bind {bind!r}: give a host (127.0.0.1, *) or tcp://HOST:PORT")
+    return bind, None
+
+
 def start_publisher(
     release: Release,
     endpoint: str,
@@ -96,12 +126,32 @@ def start_publisher(
     topic: str,
     rank: int = 0,
     buffer_steps: int = 10_000,
+    bind: str | None = None,
 ) -> Any:
-    """The release's ``ZmqEventPublisher``, bound (``tcp://*:PORT``) or connected."""
+    """The release's ``ZmqEventPublisher``, bound (``tcp://*:PORT``) or connected.
+
+    With ``bind`` (a host), wildcard endpoints are bound on that interface only
+    (``tcp://127.0.0.1:PORT``); vLLM would connect to such an address, so the publisher
+    is the release's class with one decision changed: its PUB endpoint is bound. Framing,
+    sequence numbers, the replay socket and the thread stay the release's own.
+    """
+    publisher_class = release.kv_events.ZmqEventPublisher
+    one_interface = bind is not None and bind != ALL_INTERFACES
+    wildcard = endpoint.startswith("tcp://*:")
+    if one_interface and wildcard and not hasattr(publisher_class, "_is_bind_endpoint"):
+        raise PublisherError(
+            f"vLLM {release.version}'s publisher binds only wildcard addresses (it has no "
+            "_is_bind_endpoint to tell it otherwise): --bind '*' binds every interface, "
+            "or publish through a newer release's publisher (--publisher 0.33.0)"
+        )
+    if bind is not None and bind != ALL_INTERFACES:
+        endpoint = on_interface(endpoint, bind)
+        if replay_endpoint is not None:
+            replay_endpoint = on_interface(replay_endpoint, bind)
+        publisher_class = _bound(publisher_class)
     check_endpoint(endpoint, "endpoint")
     if replay_endpoint is not None:
         check_endpoint(replay_endpoint, "replay endpoint")
-    publisher_class = release.kv_events.ZmqEventPublisher
     try:
         return publisher_class(
             data_parallel_rank=rank,
@@ -112,6 +162,15 @@ def start_publisher(
         )
     except Exception as exc:  # zmq.ZMQError (address in use, bad address) and the like
         raise PublisherError(f"vLLM's publisher could not start on {endpoint}: {exc}") from None
+
+
+def _bound(publisher_class: Any) -> Any:
+    """The release's publisher class, binding its PUB endpoint whatever its form."""
+    return type(
+        publisher_class.__name__,
+        (publisher_class,),
+        {"_is_bind_endpoint": staticmethod(lambda endpoint: True)},
+    )
 
 
 class EventTranslator:

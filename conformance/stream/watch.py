@@ -20,8 +20,13 @@ until its history is known; ``fill_gap`` is asked for the batches from 0 first.
 Each event is fed to the consumer model of :mod:`kvpool.spec.consumer` (``count`` or
 ``set``). A ``set`` consumer runs beside a ``count`` consumer, the contract vLLM documents,
 so that a hash the set consumer loses while copies remain is reported
-(``events-replay-index``) when it happens. Every violation carries the window of events
-that led to it: the last events of its rank and every event that named its hash.
+(``events-replay-index``) when it happens. A router (``--consumer dynamo``, or a plugin)
+is judged by the one judge of streams (:class:`~kvpool.conformance.consumers.judge.
+StreamJudge`): it is fed the GPU pool's events of its rank (the medium a router routes
+by), and after every batch it is asked about every prefix the stream has named, against
+the count model beside it (``router-recall``, ``router-precision``). Every violation
+carries the window of events that led to it: the last events of its rank and every event
+that named its hash.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 
 from kvpool.spec import events as spec_events
 from kvpool.spec.consumer import (
+    CONSUMER_MODELS,
     ConsumerState,
     EventViolation,
     apply_event,
@@ -39,6 +45,8 @@ from kvpool.spec.consumer import (
     new_consumer,
 )
 
+from ..consumers.judge import StreamJudge
+from ..consumers.naming import make_consumer
 from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
 
 #: How many of a rank's last events a violation shows, and how many per hash.
@@ -101,6 +109,9 @@ class RankState:
     open_differences: set[tuple[str, int | None, bytes | None]] = field(default_factory=set)
     #: The last batches applied, by sequence (to tell a duplicate from a restart).
     recent: dict[int, WireBatch] = field(default_factory=dict)
+    #: The router judged on this rank (``None`` for a model consumer), made when the rank's
+    #: first batch is applied (a restart starts a fresh one).
+    router: StreamJudge | None = None
 
 
 def _fresh(
@@ -164,6 +175,11 @@ class StreamWatch:
         take_snapshot: SnapshotTaker | None = None,
         window: int = WINDOW,
     ) -> None:
+        #: A router is judged beside the count model (its reference); a model on its own.
+        self.router_name: str | None = None
+        if model not in CONSUMER_MODELS:
+            make_consumer(model)  # ConsumerError for an unknown one, before anything runs
+            self.router_name, model = model, "count"
         new_consumer(model)  # ValueError for an unknown model, before anything runs
         self.model = model
         self.report = report
@@ -336,6 +352,9 @@ class StreamWatch:
         self._apply_batch(state, message)
 
     def _apply_batch(self, state: RankState, message: WireMessage) -> None:
+        if self.router_name is not None and state.router is None:
+            state.router = StreamJudge(self.router_name)
+        seen: Seen | None = None
         for index, event in enumerate(message.batch.events):
             self.totals.events += 1
             seen = Seen(state.rank, message.sequence, index, event.describe())
@@ -345,6 +364,25 @@ class StreamWatch:
                 state.history.setdefault((group, h), deque(maxlen=HASH_HISTORY)).append(seen)
             for spec_event in spec_events_of(event):
                 self._apply_one(state, spec_event, event.medium, seen)
+                if state.router is not None and event.medium in CLEARED_MEDIA:
+                    state.router.feed((spec_event,), None)
+        if state.router is not None and seen is not None:
+            self._judge_router(state, state.router, seen)
+
+    def _judge_router(self, state: RankState, router: StreamJudge, seen: Seen) -> None:
+        """After a batch: the router asked about every prefix, against the count model
+        beside it; a difference is reported once while it lasts."""
+        now = router.routes(router.model.held_blocks)
+        keys = {(v.property, v.group_id, v.block_hash) for v in now}
+        router_open = {k for k in state.open_differences if k[0].startswith("router-")}
+        state.open_differences = (state.open_differences - router_open) | keys
+        for violation in now:
+            if (violation.property, violation.group_id, violation.block_hash) in router_open:
+                continue
+            if not state.complete:
+                self.totals.unjudged[violation.property] += 1
+                continue
+            self._violation(state, violation, seen)
 
     def _apply_one(
         self, state: RankState, event: spec_events.Event, medium: str | None, seen: Seen
@@ -378,7 +416,8 @@ class StreamWatch:
         fresh = [
             v for v in now if (v.property, v.group_id, v.block_hash) not in state.open_differences
         ]
-        state.open_differences = keys
+        router_open = {k for k in state.open_differences if k[0].startswith("router-")}
+        state.open_differences = keys | router_open
         return fresh
 
     def _violation(self, state: RankState, violation: EventViolation, seen: Seen) -> None:

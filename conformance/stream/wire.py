@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+from kvpool.spec.consumer import short_hash
 
 #: Sequence frames: the plain one, and the one carrying a publisher identity.
 SEQUENCE_BYTES = 8
@@ -94,10 +95,8 @@ class WireMessage:
     batch: WireBatch
 
 
-def short(block_hash: bytes | None) -> str:
-    if block_hash is None:
-        return "none"
-    return block_hash[:8].hex() + ("..." if len(block_hash) > 8 else "")
+#: A hash as messages show it (one way, the spec's).
+short = short_hash
 
 
 def hash_bytes(value: object, what: str) -> bytes:

@@ -23,11 +23,18 @@ from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 @click.option(
     "--versus", default=None, type=TARGET, help="A diff trace: replay against this pool B instead."
 )
+@click.option(
+    "--consumer",
+    default=None,
+    help="An events trace judged by a consumer plugin (module:factory): load it (a trace "
+    "names a plugin but never loads it).",
+)
 def replay(
     trace_file: str,
     target: TargetDescription | None,
     manager: TargetDescription | str | None,
     versus: TargetDescription | None,
+    consumer: str | None,
 ) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
@@ -43,6 +50,10 @@ def replay(
 
     console = Console()
     try:
+        if consumer is not None:
+            from ..consumers.naming import parse_consumer
+
+            parse_consumer(consumer)
         trace = read_trace(Path(trace_file))
         verdict = replay_trace(trace, text_of(target), text_of(manager), versus=text_of(versus))
     except NamedInFile as exc:

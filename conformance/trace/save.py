@@ -36,7 +36,7 @@ def save_trace(console: Console, trace: Trace, trace_dir: Path, number: int = 1)
         console.print(f"  (no trace written: replaying for the record failed: {exc})")
         return None
     suffix = f"-{number}" if number > 1 else ""
-    level = meta.level if meta.consumer is None else f"{meta.level}-{meta.consumer}"
+    level = meta.level if meta.consumer is None else f"{meta.level}-{slug(meta.consumer)}"
     # a manager's trace is named after the manager (its run may have named no pool)
     named = meta.manager if meta.level == "manager" and meta.manager else meta.target
     name = f"{slug(named)}-{meta.machine}-{level}-{meta.seed}{suffix}.itf.json"

@@ -55,7 +55,11 @@ class NamedInFile(TraceFileError):
 
 
 def _what(meta: TraceMeta, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
-    label = {"--target": "pool" if meta.versus is None else "pool A", "--manager": "manager"}
+    label = {
+        "--target": "pool" if meta.versus is None else "pool A",
+        "--manager": "manager",
+        "--consumer": "consumer",
+    }
     return [(label.get(option, "pool B"), value) for option, value in options]
 
 
@@ -76,7 +80,22 @@ def needed_options(meta: TraceMeta) -> tuple[tuple[str, str], ...]:
         options.append(("--manager", meta.manager or "auto"))
     if meta.versus is not None and meta.versus not in FILE_TARGETS:
         options.append(("--versus", meta.versus))
+    if meta.consumer is not None and not _built_in_consumer(meta.consumer):
+        options.append(("--consumer", meta.consumer))  # a router plugin
     return tuple(options)
+
+
+def _built_in_consumer(name: str) -> bool:
+    from ..consumers.naming import BUILT_IN
+
+    return name in BUILT_IN
+
+
+def _consumer_given(name: str | None) -> str | None:
+    """The trace's plugin consumer, when the command line has named (and loaded) it."""
+    from ..consumers.naming import is_registered
+
+    return name if name is not None and is_registered(name) else None
 
 
 def _uses_manager(meta: TraceMeta) -> bool:
@@ -92,7 +111,12 @@ def choose(
     """What to load for a replay of a trace with ``meta``: the command line's ``target``,
     ``manager`` and ``versus`` where given, else the file's names if they are built in.
     Raises :class:`NamedInFile` listing every option still needed."""
-    given = {"--target": target, "--manager": manager, "--versus": versus}
+    given = {
+        "--target": target,
+        "--manager": manager,
+        "--versus": versus,
+        "--consumer": _consumer_given(meta.consumer),
+    }
     missing = tuple((o, v) for o, v in needed_options(meta) if given[o] is None)
     if missing:
         raise NamedInFile(meta, missing)

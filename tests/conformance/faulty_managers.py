@@ -233,5 +233,5 @@ CAUGHT_BY = {
     "WritesRegisteredTail": "property 'write-guard'",
     "CopyRewritesTable": "property 'append-only'",
     "SaltIgnored": "property 'hit-keys'",
-    "EvictionsUnpublished": "KV events differ",
+    "EvictionsUnpublished": "property 'events-replay-index' broken for the count consumer",
 }

@@ -32,8 +32,8 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
+from kvpool.conformance.consumers.judge import StreamJudge  # noqa: E402
 from kvpool.conformance.engine.lockstep import Nonconformance  # noqa: E402
-from kvpool.conformance.events.check import EventsCheck  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
@@ -406,8 +406,8 @@ def test_the_first_insert_names_the_roots_hash_as_its_parent(sglang: SglangManag
     assert stored[0].block_size == 2 and stored[0].num_tokens == 2  # a node, not a page
 
 
-def _judged(t: SglangManagerTarget, model: str) -> tuple[EventsCheck, list[str]]:
-    check = EventsCheck(model)
+def _judged(t: SglangManagerTarget, model: str) -> tuple[StreamJudge, list[str]]:
+    check = StreamJudge(model)
     found = check.feed(t.take_events(), t.event_residency())
     return check, [v.property for v in found if v.property != "events-parent-known"]
 

@@ -146,5 +146,21 @@ def test_every_property_is_described() -> None:
         "events-removed-known",
         "events-replay-index",
         "events-cleared-empty",
+        "router-recall",
+        "router-precision",
     }
     assert all(text and text[0].islower() for text in EVENT_PROPERTIES.values())
+
+
+def test_a_lookup_is_served_up_to_the_first_missing_block() -> None:
+    from dataclasses import replace
+
+    from kvpool.spec.consumer import served_blocks
+
+    empty = initial_state(PoolConfig(4))
+    pool = replace(empty, cache={make_key(A, 0): (1,), make_key(B, 0): (2, 3)})
+    assert served_blocks(pool, [A, B], 0) == 2
+    assert served_blocks(pool, [B, A], 0) == 2
+    assert served_blocks(pool, [A, C, B], 0) == 1
+    assert served_blocks(pool, [A, B], 1) == 0
+    assert served_blocks(pool, [], 0) == 0

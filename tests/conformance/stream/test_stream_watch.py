@@ -181,5 +181,5 @@ def test_a_snapshot_rebuilds_the_cache_and_the_live_stream_follows_it() -> None:
 
 
 def test_unknown_consumer_model_is_refused() -> None:
-    with pytest.raises(ValueError, match="known models: count, set"):
+    with pytest.raises(ValueError, match="unknown consumer 'bag': built in are count, set"):
         StreamWatch("bag", lambda f: None)

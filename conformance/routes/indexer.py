@@ -1,0 +1,127 @@
+"""Dynamo's standalone indexer as a process: started, asked over HTTP, stopped.
+
+``python -m dynamo.indexer`` subscribes to a vLLM ZMQ stream itself (nothing is
+translated: it reads vLLM's wire) and answers ``POST /query`` with ``{"model_name",
+"token_ids"}``: the leading tokens each worker holds (whole blocks, by its own hash of the
+tokens), per worker and data-parallel rank. Its
+``/metrics`` count every event it applied, by type and status (``ok``,
+``parent_block_not_found``, ``block_not_found``, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Sequence
+
+from ..consumers.protocol import ConsumerError
+
+MODEL = "default"
+WORKER = 1
+#: How long the process may take to answer its first request, and any one request.
+START_SECONDS = 30.0
+REQUEST_SECONDS = 5.0
+APPLIED = re.compile(
+    r'^dynamo_kvrouter_kv_cache_events_applied\{event_type="(\w+)",status="(\w+)"\} (\d+)',
+    re.MULTILINE,
+)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class IndexerProcess:
+    """One ``dynamo.indexer`` process subscribed to ``endpoint`` (worker 1, rank 0)."""
+
+    def __init__(self, endpoint: str, block_size: int) -> None:
+        self.port = free_port()
+        self.block_size = block_size
+        self.base = f"http://127.0.0.1:{self.port}"
+        command = [
+            sys.executable, "-m", "dynamo.indexer", "--block-size", str(block_size),
+            "--port", str(self.port), "--threads", "1", "--workers", f"{WORKER}={endpoint}",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={"DYN_LOG": "error", "PATH": "/usr/bin:/bin"},
+        )
+        self._wait_ready()
+
+    def _get(self, path: str) -> str:
+        with urllib.request.urlopen(self.base + path, timeout=REQUEST_SECONDS) as reply:
+            return str(reply.read().decode())
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                problem = self.process.stderr.read().decode()[-400:] if self.process.stderr else ""
+                raise ConsumerError(f"Dynamo's indexer exited at start: {problem.strip()}")
+            try:
+                workers = json.loads(self._get("/workers"))
+            except (urllib.error.URLError, ConnectionError, ValueError):
+                time.sleep(0.1)
+                continue
+            listeners = [w.get("listeners", {}) for w in workers if isinstance(w, dict)]
+            if any(one.get("status") == "active" for ls in listeners for one in ls.values()):
+                time.sleep(0.5)  # the subscription reaches the publisher (ZMQ's slow join)
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise ConsumerError(f"Dynamo's indexer did not answer within {START_SECONDS:g} s")
+
+    def applied(self) -> Counter[tuple[str, str]]:
+        """Events it has taken, by ``(event type, status)``."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for kind, status, n in APPLIED.findall(self._get("/metrics")):
+            counts[(kind, status)] += int(n)
+        return counts
+
+    def wait_applied(self, events: int, seconds: float = 3.0) -> bool:
+        """Whether it has taken ``events`` events (applied or dropped) within ``seconds``."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if sum(self.applied().values()) >= events:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def held_blocks(self, token_ids: Sequence[int]) -> int:
+        """The leading blocks of ``token_ids`` it believes worker 1 holds."""
+        body = json.dumps({"model_name": MODEL, "token_ids": list(token_ids)}).encode()
+        request = urllib.request.Request(
+            self.base + "/query", body, {"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=REQUEST_SECONDS) as reply:
+            answer = json.loads(reply.read().decode())
+        # {"scores": {"<worker>": {"<dp rank>": matched tokens}}, ...}: tokens, not blocks
+        scores = answer.get("scores", {}) if isinstance(answer, dict) else {}
+        ranks = scores.get(str(WORKER), {}) if isinstance(scores, dict) else {}
+        tokens = ranks.get("0", 0) if isinstance(ranks, dict) else 0
+        if not isinstance(tokens, int):
+            raise ConsumerError(f"Dynamo's indexer answered {answer!r}: no token count")
+        return tokens // self.block_size
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
