@@ -14,12 +14,12 @@ from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRI
 from rich.console import Console
 from rich.table import Table
 
+from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
-from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint
+from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint, snapshot_of
 from .watch import Finding, StreamWatch
 from .wire import MalformedFrame, WireBatch, WireMessage, decode_batch, decode_message
 
-EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_USAGE = 0, 1, 2
 LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
 
 
@@ -146,13 +146,11 @@ def monitor(
             )
     status.done()
     _summary(out, watch, consumer)
-    sys.exit(EXIT_VIOLATIONS if watch.totals.violations else EXIT_CLEAN)
+    sys.exit(EXIT_NONCONFORMANCE if watch.totals.violations else EXIT_PASS)
 
 
 def _usage(console: Console, message: str) -> NoReturn:
-    console.print("[red]error:[/red] ", end="")
-    console.print(message, markup=False, soft_wrap=True)
-    sys.exit(EXIT_USAGE)
+    fail_usage(console, message)
 
 
 def _expand(sources: list[str], ranks: int) -> list[str]:
@@ -198,7 +196,9 @@ def _follow(
             recorder.record(frames, via)
 
     def fill_gap(rank: int, first: int, last: int) -> list[WireMessage]:
-        got = []
+        got: list[WireMessage] = []
+        if rank >= ranks:
+            return got  # no endpoint was given for this rank: nothing to ask
         for frames in subscriber.replay(rank, first):
             record(frames, "replay")
             try:
@@ -208,6 +208,8 @@ def _follow(
         return got
 
     def take_snapshot(rank: int) -> tuple[int, bytes, list[WireBatch]] | None:
+        if rank >= ranks:
+            return None
         answer = subscriber.snapshot(rank)
         if isinstance(answer, str):
             return None
@@ -272,12 +274,11 @@ def _read_file(path: Path, watch: StreamWatch, status: _Status, max_events: int 
         if max_events is not None and watch.totals.events >= max_events:
             break
         if entry.via == "snapshot":
-            frames = entry.frames
-            if len(frames) < 2:
-                watch.malformed("snapshot entry without sequence and identity", "snapshot")
+            answer = snapshot_of(entry.frames)
+            if isinstance(answer, str):
+                watch.malformed(answer, "snapshot")
                 continue
-            sequence = int.from_bytes(frames[0], "big", signed=True)
-            got = _snapshot_batches(Snapshot(sequence, frames[1], frames[2:]), watch)
+            got = _snapshot_batches(answer, watch)
             if got is not None:
                 rank = next((b.data_parallel_rank or 0 for b in got[2]), 0)
                 watch.install_snapshot(rank, *got)

@@ -9,6 +9,13 @@ payload). Snapshot (newer vLLM with a ``snapshot_endpoint``): the client sends
 none yet, -2 for unavailable), the 16-byte publisher identity, then the batches that
 rebuild the publisher's current cache. Endpoints of rank r are the rank-0 endpoint with
 its TCP port offset by r, as vLLM binds them.
+
+Every socket keeps the bounds of :mod:`kvpool.conformance.bounds`: no frame above
+``MAX_FRAME_BYTES`` is taken in (ZMQ drops the connection that sends one and connects
+again), at most ``MAX_QUEUED_MESSAGES`` live messages wait, a replay answer is cut at
+``MAX_REPLAY_MESSAGES``; and an endpoint that did not answer is not asked again for
+``SILENT_ENDPOINT_SECONDS``, so a stream that names many ranks or restarts often costs
+one wait per endpoint, not one per rank or restart.
 """
 
 from __future__ import annotations
@@ -18,6 +25,12 @@ from dataclasses import dataclass
 
 import zmq
 
+from ..bounds import (
+    MAX_FRAME_BYTES,
+    MAX_QUEUED_MESSAGES,
+    MAX_REPLAY_MESSAGES,
+    SILENT_ENDPOINT_SECONDS,
+)
 from .wire import END_OF_REPLAY, IDENTITY_BYTES, SEQUENCE_BYTES
 
 #: How long a replay or snapshot request may take before it is given up.
@@ -47,6 +60,18 @@ class Snapshot:
     chunks: list[bytes]
 
 
+def snapshot_of(frames: list[bytes]) -> Snapshot | str:
+    """A snapshot reply's frames (as received, or as saved), or what is wrong with them."""
+    if len(frames) < 2 or len(frames[0]) != SEQUENCE_BYTES or len(frames[1]) != IDENTITY_BYTES:
+        return "malformed snapshot reply (expected sequence, publisher identity, batches)"
+    sequence = int.from_bytes(frames[0], "big", signed=True)
+    if sequence == SNAPSHOT_UNAVAILABLE:
+        return "the publisher's snapshot is unavailable (-2)"
+    if sequence < SNAPSHOT_NONE:
+        return f"malformed snapshot sequence {sequence}"
+    return Snapshot(sequence, bytes(frames[1]), list(frames[2:]))
+
+
 class Subscriber:
     """Live messages from ``sources``; replays and snapshots on request."""
 
@@ -61,11 +86,29 @@ class Subscriber:
         self.sources = sources
         self.replay_endpoint = replay
         self.snapshot_endpoint = snapshot
-        self.sub = self.context.socket(zmq.SUB)
-        self.sub.setsockopt(zmq.LINGER, 0)
+        #: Endpoints that did not answer, and until when they are not asked again.
+        self.silent: dict[str, float] = {}
+        self.sub = self._socket(zmq.SUB)
+        self.sub.setsockopt(zmq.RCVHWM, MAX_QUEUED_MESSAGES)
         self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
         for source in sources:
             self._connect(self.sub, source)
+
+    def _socket(self, kind: int) -> zmq.Socket[bytes]:
+        socket: zmq.Socket[bytes] = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        return socket
+
+    def _asked(self, endpoint: str) -> bool:
+        """Whether ``endpoint`` may be asked now (it has not just failed to answer)."""
+        return self.silent.get(endpoint, 0.0) <= time.monotonic()
+
+    def _answered(self, endpoint: str, answered: bool) -> None:
+        if answered:
+            self.silent.pop(endpoint, None)
+        else:
+            self.silent[endpoint] = time.monotonic() + SILENT_ENDPOINT_SECONDS
 
     def _connect(self, socket: zmq.Socket[bytes], endpoint: str) -> None:
         try:
@@ -84,20 +127,29 @@ class Subscriber:
         up to the end marker; ``[]`` without a replay endpoint or when it does not answer."""
         if self.replay_endpoint is None:
             return []
-        socket = self.context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
+        endpoint = rank_endpoint(self.replay_endpoint, rank)
+        if not self._asked(endpoint):
+            return []
+        socket = self._socket(zmq.DEALER)
         try:
-            self._connect(socket, rank_endpoint(self.replay_endpoint, rank))
+            self._connect(socket, endpoint)
             socket.send_multipart([b"", first.to_bytes(SEQUENCE_BYTES, "big")])
             got: list[list[bytes]] = []
+            ended = False
             deadline = time.monotonic() + REQUEST_SECONDS
-            while (left := deadline - time.monotonic()) > 0 and socket.poll(int(left * 1000)):
+            while (
+                len(got) < MAX_REPLAY_MESSAGES
+                and (left := deadline - time.monotonic()) > 0
+                and socket.poll(int(left * 1000))
+            ):
                 frames = socket.recv_multipart()
                 if frames and frames[0] == b"":
                     frames = frames[1:]  # the delimiter a REQ-style envelope carries
                 if len(frames) == 3 and frames[1] == END_OF_REPLAY and not frames[2]:
+                    ended = True
                     break
                 got.append(frames)
+            self._answered(endpoint, ended or bool(got))
             return got
         finally:
             socket.close()
@@ -106,24 +158,21 @@ class Subscriber:
         """The publisher's snapshot of ``rank``, or why there is none."""
         if self.snapshot_endpoint is None:
             return "no snapshot endpoint"
-        socket = self.context.socket(zmq.REQ)
-        socket.setsockopt(zmq.LINGER, 0)
+        endpoint = rank_endpoint(self.snapshot_endpoint, rank)
+        if not self._asked(endpoint):
+            return f"{endpoint} did not answer lately"
+        socket = self._socket(zmq.REQ)
         try:
-            self._connect(socket, rank_endpoint(self.snapshot_endpoint, rank))
+            self._connect(socket, endpoint)
             socket.send(SNAPSHOT_REQUEST)
-            if not socket.poll(int(REQUEST_SECONDS * 1000)):
+            answered = bool(socket.poll(int(REQUEST_SECONDS * 1000)))
+            self._answered(endpoint, answered)
+            if not answered:
                 return f"no snapshot reply within {REQUEST_SECONDS:g} s"
             frames = socket.recv_multipart()
         finally:
             socket.close()
-        if len(frames) < 2 or len(frames[0]) != SEQUENCE_BYTES or len(frames[1]) != IDENTITY_BYTES:
-            return "malformed snapshot reply (expected sequence, publisher identity, batches)"
-        sequence = int.from_bytes(frames[0], "big", signed=True)
-        if sequence == SNAPSHOT_UNAVAILABLE:
-            return "the publisher's snapshot is unavailable (-2)"
-        if sequence < SNAPSHOT_NONE:
-            return f"malformed snapshot sequence {sequence}"
-        return Snapshot(sequence, bytes(frames[1]), list(frames[2:]))
+        return snapshot_of(frames)
 
     def close(self) -> None:
         self.sub.close()

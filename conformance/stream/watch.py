@@ -39,6 +39,7 @@ from kvpool.spec.consumer import (
     new_consumer,
 )
 
+from ..bounds import MAX_RANKS, MAX_WINDOW_HASHES
 from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
 
 #: How many of a rank's last events a violation shows, and how many per hash.
@@ -163,9 +164,11 @@ class StreamWatch:
         fill_gap: GapFiller | None = None,
         take_snapshot: SnapshotTaker | None = None,
         window: int = WINDOW,
+        max_ranks: int = MAX_RANKS,
     ) -> None:
         new_consumer(model)  # ValueError for an unknown model, before anything runs
         self.model = model
+        self.max_ranks = max_ranks
         self.report = report
         self.fill_gap = fill_gap
         self.take_snapshot = take_snapshot
@@ -187,15 +190,27 @@ class StreamWatch:
         except MalformedFrame as exc:
             self.malformed(str(exc), via)
             return
-        self.feed(message)
+        self.feed(message, via)
 
     def malformed(self, reason: str, via: str = "live") -> None:
         self.totals.malformed += 1
         self.report(Finding("malformed", None, None, f"malformed {via} message: {reason}"))
 
-    def feed(self, message: WireMessage) -> None:
+    def _followed(self, rank: int, via: str) -> bool:
+        """Whether ``rank`` is followed: known already, or a new one within the bound (a
+        message of a rank beyond it is counted as malformed, and costs nothing more)."""
+        if rank in self.ranks or len(self.ranks) < self.max_ranks:
+            return True
+        self.malformed(
+            f"rank {rank} refused: this monitor follows at most {self.max_ranks} ranks", via
+        )
+        return False
+
+    def feed(self, message: WireMessage, via: str = "live") -> None:
         rank = message.batch.data_parallel_rank or 0
         seq = message.sequence
+        if not self._followed(rank, via):
+            return
         state = self.ranks.get(rank)
         if state is None:
             state = self._first(rank, message)
@@ -231,6 +246,8 @@ class StreamWatch:
         """Start ``rank`` over from a snapshot: its batches rebuild the cache (they are
         not judged: a snapshot may store evicted ancestors and then remove them), and the
         live stream continues after ``sequence``."""
+        if not self._followed(rank, "snapshot"):
+            return
         state = _fresh(rank, self.model, publisher, False, self.window)
         self.ranks[rank] = state
         for batch in batches:
@@ -343,6 +360,8 @@ class StreamWatch:
             group = event.group_idx or 0
             for h in {*event.block_hashes, *filter(None, [event.parent_block_hash])}:
                 state.history.setdefault((group, h), deque(maxlen=HASH_HISTORY)).append(seen)
+            while len(state.history) > MAX_WINDOW_HASHES:
+                del state.history[next(iter(state.history))]  # the longest remembered
             for spec_event in spec_events_of(event):
                 self._apply_one(state, spec_event, event.medium, seen)
 

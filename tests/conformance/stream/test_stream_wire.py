@@ -8,6 +8,15 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kvpool.conformance.bounds import (
+    MAX_EVENTS_PER_BATCH,
+    MAX_FRAME_BYTES,
+    MAX_HASH_BYTES,
+    MAX_HASHES_PER_EVENT,
+    MAX_RANK,
+    MAX_TOKENS_PER_EVENT,
+    MAX_TOPIC_BYTES,
+)
 from kvpool.conformance.stream.wire import (
     MalformedFrame,
     decode_batch,
@@ -66,6 +75,21 @@ def test_24_byte_sequence_carries_the_publisher_identity() -> None:
         ([b"", b"\0" * 8, payload([removed([True])])], "block hash is bool"),
         ([b"", b"\0" * 8, payload([], rank=-1)], "data_parallel_rank -1"),
         ([b"", b"\0" * 8, payload([{**stored([b"a"]), "token_ids": "ab"}])], "token_ids"),
+        ([b"", b"\0" * 8, b"\x91" * 200_000 + b"\x00"], "nests deeper than the msgpack"),
+        ([b"", b"\0" * 8, b"\x00" * (MAX_FRAME_BYTES + 1)], f"at most {MAX_FRAME_BYTES}"),
+        ([b"t" * (MAX_TOPIC_BYTES + 1), b"\0" * 8, payload([])], "topic frame of"),
+        ([b"", b"\0" * 8, payload([removed([b"h" * (MAX_HASH_BYTES + 1)])])], "block hash of"),
+        ([b"", b"\0" * 8, payload([], rank=MAX_RANK + 1)], f"is not a rank \\(0..{MAX_RANK}"),
+        ([b"", b"\0" * 8, payload([0] * (MAX_EVENTS_PER_BATCH + 1))], "events in a batch"),
+        ([b"", b"\0" * 8, payload([removed([1] * (MAX_HASHES_PER_EVENT + 1))])], "block hashes"),
+        (
+            [
+                b"",
+                b"\0" * 8,
+                payload([{**stored([b"a"]), "token_ids": [0] * (MAX_TOKENS_PER_EVENT + 1)}]),
+            ],
+            "token ids \\(at most",
+        ),
     ],
 )
 def test_malformed_frames_are_named(frames: list[bytes], says: str) -> None:
