@@ -22,6 +22,9 @@ from typing import Any
 #: 128k-token prompt at once, about 650 kB). Also the socket's per-frame limit, so a
 #: larger frame is never buffered.
 MAX_FRAME_BYTES = 4 * 1024 * 1024
+#: How deep a payload's arrays and maps may nest (a batch, its events, an event, its
+#: extra keys, one of them: 5).
+MAX_FRAME_NESTING = 16
 #: The largest topic frame.
 MAX_TOPIC_BYTES = 1024
 #: Events in one batch, hashes in one event, token ids in one event, bytes in one hash.
@@ -57,6 +60,14 @@ MAX_TRACE_BYTES = 20_000_000
 MAX_JSON_NESTING = 64
 
 
+# --- the fuzz campaign's example database (conformance/fuzz/sharing.py) ------------------
+
+#: One stored example (a choice sequence: a few kilobytes for our machines' test cases).
+MAX_EXAMPLE_BYTES = 1024 * 1024
+#: Examples replayed per key (Hypothesis replays a handful; a flooded key costs no more).
+MAX_EXAMPLES_PER_KEY = 10_000
+
+
 class BoundsError(ValueError):
     """Input outside a bound, or not the format at all; the message says which."""
 
@@ -83,18 +94,16 @@ def load_json(data: bytes | str, what: str, max_bytes: int = MAX_TRACE_BYTES) ->
 
 
 def nesting_exceeds(value: object, limit: int) -> bool:
-    """Whether lists and dicts in ``value`` nest deeper than ``limit`` (walked without
-    recursion, so any depth is measured safely)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+    """Whether lists, tuples and dicts in ``value`` nest deeper than ``limit`` (walked
+    without recursion, so any depth is measured safely)."""
+    containers = (list, tuple, dict)
+    level: list[Any] = [value] if isinstance(value, containers) else []
+    for _ in range(limit):
+        deeper: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            deeper.extend(c for c in children if isinstance(c, containers))
+        if not deeper:
+            return False
+        level = deeper
+    return True

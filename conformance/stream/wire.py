@@ -22,7 +22,7 @@ An empty batch is a heartbeat (newer vLLM sends one every second while idle). An
 else is malformed: :func:`decode_message` raises :class:`MalformedFrame` saying what was
 wrong, never another exception, and so does a message outside the bounds of
 :mod:`kvpool.conformance.bounds` (frame bytes, events per batch, hashes and token ids per
-event, hash bytes, the rank); nesting is bounded by the msgpack decoder's recursion guard.
+event, hash bytes, the rank, how deep the payload nests).
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ import msgspec
 from ..bounds import (
     MAX_EVENTS_PER_BATCH,
     MAX_FRAME_BYTES,
+    MAX_FRAME_NESTING,
     MAX_HASH_BYTES,
     MAX_HASHES_PER_EVENT,
     MAX_RANK,
     MAX_TOKENS_PER_EVENT,
     MAX_TOPIC_BYTES,
+    nesting_exceeds,
 )
 
 #: Sequence frames: the plain one, and the one carrying a publisher identity.
@@ -159,10 +161,10 @@ def decode_batch(payload: bytes) -> WireBatch:
         raw = _DECODER.decode(payload)
     except msgspec.DecodeError as exc:
         raise MalformedFrame(f"payload is not msgpack ({len(payload)} bytes): {exc}") from None
-    except RecursionError:
-        raise MalformedFrame(
-            f"payload nests deeper than the msgpack decoder allows ({len(payload)} bytes)"
-        ) from None
+    except RecursionError:  # the decoder's own guard, far deeper than the bound
+        raise MalformedFrame(f"payload nests deeper than {MAX_FRAME_NESTING} levels") from None
+    if nesting_exceeds(raw, MAX_FRAME_NESTING):
+        raise MalformedFrame(f"payload nests deeper than {MAX_FRAME_NESTING} levels")
     if not isinstance(raw, list) or not 2 <= len(raw) <= 3:
         raise MalformedFrame("payload is not a batch array [ts, events, data_parallel_rank]")
     ts, events = raw[0], raw[1]

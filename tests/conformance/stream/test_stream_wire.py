@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kvpool.conformance.bounds import (
     MAX_EVENTS_PER_BATCH,
     MAX_FRAME_BYTES,
+    MAX_FRAME_NESTING,
     MAX_HASH_BYTES,
     MAX_HASHES_PER_EVENT,
     MAX_RANK,
@@ -75,7 +76,10 @@ def test_24_byte_sequence_carries_the_publisher_identity() -> None:
         ([b"", b"\0" * 8, payload([removed([True])])], "block hash is bool"),
         ([b"", b"\0" * 8, payload([], rank=-1)], "data_parallel_rank -1"),
         ([b"", b"\0" * 8, payload([{**stored([b"a"]), "token_ids": "ab"}])], "token_ids"),
-        ([b"", b"\0" * 8, b"\x91" * 200_000 + b"\x00"], "nests deeper than the msgpack"),
+        (
+            [b"", b"\0" * 8, b"\x91" * 200_000 + b"\x00"],
+            f"nests deeper than {MAX_FRAME_NESTING} levels",
+        ),
         ([b"", b"\0" * 8, b"\x00" * (MAX_FRAME_BYTES + 1)], f"at most {MAX_FRAME_BYTES}"),
         ([b"t" * (MAX_TOPIC_BYTES + 1), b"\0" * 8, payload([])], "topic frame of"),
         ([b"", b"\0" * 8, payload([removed([b"h" * (MAX_HASH_BYTES + 1)])])], "block hash of"),
@@ -106,3 +110,23 @@ def test_any_truncation_or_garbage_is_a_malformed_frame_never_a_crash(
     for data in (good[:cut], good[:cut] + junk, junk):
         with contextlib.suppress(MalformedFrame):
             decode_message([b"", b"\0" * 8, data])
+
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_nesting_is_bounded_at_the_bound_not_at_the_stack() -> None:
+    """A batch nests 3 deep before an event's fields: a field nested to the bound decodes
+    (it is ignored), one level more is refused, at any call depth."""
+
+    def batch(depth: int) -> bytes:
+        event = {**stored([b"a"]), "extra_keys": _nested(depth - 3)}
+        return payload([event])
+
+    assert decode_batch(batch(MAX_FRAME_NESTING)).events[0].block_hashes == (b"a",)
+    with pytest.raises(MalformedFrame, match=f"nests deeper than {MAX_FRAME_NESTING} levels"):
+        decode_batch(batch(MAX_FRAME_NESTING + 1))
