@@ -101,11 +101,13 @@ def monitor(
       events-removed-known  a BlockRemoved names a hash the consumer holds
       events-replay-index   (set) the set consumer holds what the count consumer holds
 
-    Lost batches are asked of --replay, or reported as a gap (the rank is then not judged
-    until its cache is cleared); a sequence reset or a new publisher identity is a
-    restart (the rank's consumer starts over); each data-parallel rank has its own
-    consumer; a malformed frame is counted and reported. A status line shows events,
-    batches, keys held and violations.
+    Lost batches are asked of --replay; what it cannot give is reported as a gap, and the
+    rank is re-based from --snapshot when that covers the gap, else not judged until its
+    cache is cleared (never judged across the gap). A sequence reset or a new publisher
+    identity is a restart (the rank's consumer starts over); each data-parallel rank has
+    its own consumer; a malformed frame is counted and reported, and input outside the
+    bounds (frame bytes, events, ranks: kvpool.conformance.bounds) is malformed too. A
+    status line shows events, batches, keys held and violations.
 
     \b
     Examples:
@@ -114,7 +116,7 @@ def monitor(
       kvpool monitor --consumer set run.jsonl
 
     Exit 0: no violation; 1: violations; 2: usage or connection error (also when a live
-    source sent nothing).
+    source sent nothing), or a recorded file with a line that is not a saved message.
     """
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
