@@ -13,6 +13,7 @@ import click
 from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRIPTIONS
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
@@ -289,22 +290,28 @@ def _read_file(path: Path, watch: StreamWatch, status: _Status, max_events: int 
         status.show()
 
 
+#: Each finding's label and its style.
+LABELS = {
+    "violation": ("VIOLATION", "bold red"),
+    "gap": ("GAP", "yellow"),
+    "restart": ("RESTART", "cyan"),
+    "malformed": ("MALFORMED", "magenta"),
+}
+
+
 def _print_finding(console: Console, finding: Finding) -> None:
-    label = {
-        "violation": "[bold red]VIOLATION[/bold red]",
-        "gap": "[yellow]GAP[/yellow]",
-        "restart": "[cyan]RESTART[/cyan]",
-        "malformed": "[magenta]MALFORMED[/magenta]",
-    }[finding.kind]
-    console.print(f"{label} ", end="")
-    console.print(finding.message, markup=False)
+    """One finding, in one print (a flood of malformed messages is printed as fast as it
+    can be); what the stream said is text, never markup."""
+    label, style = LABELS[finding.kind]
+    lines = [Text.assemble((label, style), " ", finding.message)]
     if finding.window:
-        console.print(
-            "  events that led to it (the rank's last ones, and every one naming the hash):"
+        lines.append(
+            Text("  events that led to it (the rank's last ones, and every one naming the hash):")
         )
         for seen in finding.window:
             here = " <- here" if seen == finding.at else ""
-            console.print(f"    {seen.line()}{here}", markup=False)
+            lines.append(Text(f"    {seen.line()}{here}"))
+    console.print(Text("\n").join(lines))
 
 
 class _Status:
