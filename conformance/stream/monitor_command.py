@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..bounds import MAX_FRAME_BYTES
 from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
 from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint, snapshot_of
@@ -138,17 +139,17 @@ def monitor(
             _usage(err, str(exc))
     else:
         source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
-        received = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
+        received, resets = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
         if not received:
             status.done()
-            _summary(out, watch, consumer)
+            _summary(out, watch, consumer, resets)
             _usage(
                 err,
                 f"nothing received from {', '.join(live)}: is the publisher running "
                 "there, with this --topic?",
             )
     status.done()
-    _summary(out, watch, consumer)
+    _summary(out, watch, consumer, None if files else resets)
     sys.exit(EXIT_NONCONFORMANCE if watch.totals.violations else EXIT_PASS)
 
 
@@ -183,8 +184,9 @@ class Limits:
 
 def _follow(
     source: LiveSource, watch: StreamWatch, status: _Status, err: Console, limits: Limits
-) -> bool:
-    """Follow live endpoints until a limit; whether anything arrived."""
+) -> tuple[bool, int]:
+    """Follow live endpoints until a limit; whether anything arrived, and how many times a
+    connection dropped and was connected again."""
     replay, snapshot, ranks = source.replay, source.snapshot, source.ranks
     try:
         endpoints = _expand(source.endpoints, ranks)
@@ -227,6 +229,7 @@ def _follow(
     start = time.monotonic()
     last_message = start
     received = False
+    resets = 0
     try:
         if replay:  # the history so far, for a monitor started after the publisher
             for rank in range(ranks):
@@ -244,6 +247,9 @@ def _follow(
                 break
             frames = subscriber.receive(0.1)
             status.show()
+            while len(subscriber.resets) > resets:
+                _print_reset(err, subscriber.resets[resets])
+                resets += 1
             if frames is None:
                 continue
             received = True
@@ -253,10 +259,11 @@ def _follow(
     except KeyboardInterrupt:
         pass
     finally:
+        resets = len(subscriber.resets)
         subscriber.close()
         if recorder is not None:
             recorder.close()
-    return received
+    return received, resets
 
 
 def _snapshot_batches(
@@ -340,7 +347,17 @@ class _Status:
             self.console.file.flush()
 
 
-def _summary(console: Console, watch: StreamWatch, model: str) -> None:
+def _print_reset(console: Console, endpoint: str) -> None:
+    console.print(
+        Text.assemble(
+            ("RESET", "magenta"),
+            f" {endpoint}: the connection dropped (the publisher went away, or sent a frame "
+            f"above {MAX_FRAME_BYTES} bytes); connected again",
+        )
+    )
+
+
+def _summary(console: Console, watch: StreamWatch, model: str, resets: int | None) -> None:
     t = watch.totals
     table = Table(title=f"kvpool monitor — {model} consumer")
     for column in ("rank", "batches", "keys held", "judged", "publisher"):
@@ -358,7 +375,7 @@ def _summary(console: Console, watch: StreamWatch, model: str) -> None:
         f"events {t.events}, batches {t.batches} (heartbeats {t.heartbeats}, replayed "
         f"{t.replayed}, duplicates {t.duplicates}), gaps {t.gaps} ({t.missing_batches} "
         f"batches lost), restarts {t.restarts}, snapshots {t.snapshots}, malformed "
-        f"{t.malformed}"
+        f"{t.malformed}" + ("" if resets is None else f", connection resets {resets}")
     )
     if t.violations:
         for prop, n in sorted(t.properties.items()):

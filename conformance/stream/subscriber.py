@@ -11,8 +11,9 @@ rebuild the publisher's current cache. Endpoints of rank r are the rank-0 endpoi
 its TCP port offset by r, as vLLM binds them.
 
 Every socket keeps the bounds of :mod:`kvpool.conformance.bounds`: no frame above
-``MAX_FRAME_BYTES`` is taken in (ZMQ drops the connection that sends one and connects
-again), at most ``MAX_QUEUED_MESSAGES`` live messages wait, a replay answer is cut at
+``MAX_FRAME_BYTES`` is taken in (ZMQ drops the connection that sends one, and does not
+connect again by itself: the subscriber does, and counts it in :attr:`Subscriber.resets`),
+at most ``MAX_QUEUED_MESSAGES`` live messages wait, a replay answer is cut at
 ``MAX_REPLAY_MESSAGES``; and an endpoint that did not answer is not asked again for
 ``SILENT_ENDPOINT_SECONDS``, so a stream that names many ranks or restarts often costs
 one wait per endpoint, not one per rank or restart.
@@ -24,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ..bounds import (
     MAX_FRAME_BYTES,
@@ -86,13 +88,29 @@ class Subscriber:
         self.sources = sources
         self.replay_endpoint = replay
         self.snapshot_endpoint = snapshot
+        self.topic = topic
         #: Endpoints that did not answer, and until when they are not asked again.
         self.silent: dict[str, float] = {}
+        #: Each endpoint whose connection dropped, in order (see :meth:`receive`).
+        self.resets: list[str] = []
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        """A SUB socket on every source, and a monitor of its connections dropping."""
         self.sub = self._socket(zmq.SUB)
         self.sub.setsockopt(zmq.RCVHWM, MAX_QUEUED_MESSAGES)
-        self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
-        for source in sources:
+        self.sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode("utf-8"))
+        self._events = self.sub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._poller = zmq.Poller()
+        self._poller.register(self.sub, zmq.POLLIN)
+        self._poller.register(self._events, zmq.POLLIN)
+        for source in self.sources:
             self._connect(self.sub, source)
+
+    def _unsubscribe(self) -> None:
+        self.sub.disable_monitor()
+        self._events.close()
+        self.sub.close()
 
     def _socket(self, kind: int) -> zmq.Socket[bytes]:
         socket: zmq.Socket[bytes] = self.context.socket(kind)
@@ -117,10 +135,28 @@ class Subscriber:
             raise EndpointError(f"cannot connect to {endpoint}: {exc}") from None
 
     def receive(self, timeout: float) -> list[bytes] | None:
-        """The next live message's frames, or ``None`` after ``timeout`` seconds."""
-        if not self.sub.poll(max(0, int(timeout * 1000))):
+        """The next live message's frames, or ``None`` after ``timeout`` seconds. A
+        connection that dropped (a publisher gone, or a frame above the bound) is
+        connected again and recorded in :attr:`resets`."""
+        ready = dict(self._poller.poll(max(0, int(timeout * 1000))))
+        if self._events in ready:
+            self._reconnect()
+        if self.sub not in ready:
             return None
         return self.sub.recv_multipart()
+
+    def _reconnect(self) -> None:
+        """A new SUB socket in place of one whose connection dropped: ZMQ does not connect
+        again after a frame above its limit, and a socket that lost a connection in the
+        middle of a message must not be read on (libzmq asserts). What the old socket
+        still held is lost: the stream shows it as a gap."""
+        dropped = []
+        while self._events.poll(0):
+            endpoint = recv_monitor_message(self._events)["endpoint"]
+            dropped.append(endpoint.decode("utf-8", "replace"))
+        self.resets.extend(dropped)
+        self._unsubscribe()
+        self._subscribe()
 
     def replay(self, rank: int, first: int) -> list[list[bytes]]:
         """Every buffered message of ``rank`` from sequence ``first`` (frames, undecoded),
@@ -175,5 +211,5 @@ class Subscriber:
         return snapshot_of(frames)
 
     def close(self) -> None:
-        self.sub.close()
+        self._unsubscribe()
         self.context.term()

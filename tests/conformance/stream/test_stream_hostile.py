@@ -132,6 +132,35 @@ def test_the_deep_payload_live_is_one_malformed_message() -> None:
     assert "malformed 1" in out and "no violation" in out
 
 
+def test_a_frame_above_the_bound_resets_the_connection_and_monitoring_goes_on() -> None:
+    """ZMQ drops a connection that sends a frame above the socket's limit and does not
+    connect again by itself: the monitor does, says so, and hears what follows."""
+    port = free_port()
+    context = zmq.Context()
+    pub = context.socket(zmq.XPUB)
+    pub.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscription, also a repeated one
+    pub.bind(f"tcp://127.0.0.1:{port}")
+    try:
+        process = start_monitor("--idle", "3", f"tcp://127.0.0.1:{port}")
+        assert pub.poll(30_000), "the monitor never subscribed"
+        pub.recv()
+        pub.send_multipart(message(0, [stored([b"a"])]))
+        pub.send_multipart([b"", (1).to_bytes(8, "big"), b"\x00" * (MAX_FRAME_BYTES + 1)])
+        while True:  # the old connection's unsubscription may come first
+            assert pub.poll(30_000), "the monitor never subscribed again"
+            if pub.recv().startswith(b"\x01"):
+                break
+        pub.send_multipart(message(2, [removed([b"a"])]))
+        code, out = finish(process)
+    finally:
+        pub.close(linger=0)
+        context.term()
+    assert code == EXIT_PASS, out
+    assert "RESET tcp://127.0.0.1:" in out and "connected again" in out
+    assert "connection resets 1" in out and "events 2," in out, out
+    assert "GAP rank 0: 1 batch(es) lost (sequence 1..1)" in out
+
+
 def test_many_ranks_and_restarts_cost_one_replay_wait_per_endpoint() -> None:
     """40 ranks heard late and 10 restarts of rank 0, behind silent replay servers on the
     ports of ranks 0..39: only rank 0's endpoint (the one --dp-ranks 1 names) is asked,
