@@ -130,3 +130,51 @@ def test_a_snapshot_older_than_the_gap_does_not_rebase() -> None:
     w.feed_frames(message(9, [removed([b"b"])], publisher=ONE))
     assert kinds(found) == ["gap"] and "not judged" in found[0].message
     assert not w.ranks[0].complete and w.totals.violations == 0
+
+
+def test_the_restart_gap_live_reports_a_gap_and_no_violation() -> None:
+    """Issue 27 on the real wire: `kvpool monitor --snapshot`, the publisher restarts with
+    a snapshot at 5 and the monitor next hears batch 9, removing a hash stored in 6-8."""
+    import threading
+
+    import zmq
+    from test_stream_publish_monitor import finish, free_port, start_monitor
+
+    live, snap = free_port(), free_port()
+    context = zmq.Context()
+    pub = context.socket(zmq.XPUB)
+    pub.bind(f"tcp://127.0.0.1:{live}")
+    server = context.socket(zmq.REP)
+    server.bind(f"tcp://127.0.0.1:{snap}")
+    chunk = payload([stored([b"a"])])
+    replies = [
+        [(0).to_bytes(8, "big", signed=True), ONE, chunk],
+        [(5).to_bytes(8, "big"), TWO, chunk],
+    ]
+
+    def serve() -> None:
+        for reply in replies:
+            if server.poll(60_000):
+                server.recv()
+                server.send_multipart(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        process = start_monitor(
+            "--idle", "2", "--snapshot", f"tcp://127.0.0.1:{snap}", f"tcp://127.0.0.1:{live}"
+        )
+        assert pub.poll(30_000), "the monitor never subscribed"
+        pub.recv()
+        pub.send_multipart(message(1, [stored([b"b"], b"a")], publisher=ONE))
+        pub.send_multipart(message(9, [removed([b"stored-in-7"])], publisher=TWO))
+        code, out = finish(process)
+    finally:
+        thread.join(timeout=5)
+        pub.close(linger=0)
+        server.close(linger=0)
+        context.term()
+    assert code == 0, out
+    assert "GAP rank 0: 3 batch(es) lost (sequence 6..8)" in out
+    assert "VIOLATION" not in out and "gaps 1 (3 batches lost), restarts 1, snapshots 2" in out
+    assert "no (history unknown)" in out
