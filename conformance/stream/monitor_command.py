@@ -7,7 +7,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
 
 import click
 from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRIPTIONS
@@ -125,25 +124,25 @@ def monitor(
     live = [s for s in sources if s.startswith(LIVE_PREFIXES)]
     files = [s for s in sources if not s.startswith(LIVE_PREFIXES)]
     if live and files:
-        _usage(err, "give live endpoints or one recorded file, not both")
+        fail_usage(err, "give live endpoints or one recorded file, not both")
     if len(files) > 1:
-        _usage(err, "give one recorded file at a time")
+        fail_usage(err, "give one recorded file at a time")
     if files and (save or replay or snapshot):
-        _usage(err, "--save, --replay and --snapshot apply to live endpoints only")
+        fail_usage(err, "--save, --replay and --snapshot apply to live endpoints only")
     watch = StreamWatch(consumer, lambda f: _print_finding(out, f), window=window)
     status = _Status(err, watch)
     if files:
         try:
             _read_file(Path(files[0]), watch, status, max_events)
         except RecordingError as exc:
-            _usage(err, str(exc))
+            fail_usage(err, str(exc))
     else:
         source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
         received, resets = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
         if not received:
             status.done()
             _summary(out, watch, consumer, resets)
-            _usage(
+            fail_usage(
                 err,
                 f"nothing received from {', '.join(live)}: is the publisher running "
                 "there, with this --topic?",
@@ -151,10 +150,6 @@ def monitor(
     status.done()
     _summary(out, watch, consumer, None if files else resets)
     sys.exit(EXIT_NONCONFORMANCE if watch.totals.violations else EXIT_PASS)
-
-
-def _usage(console: Console, message: str) -> NoReturn:
-    fail_usage(console, message)
 
 
 def _expand(sources: list[str], ranks: int) -> list[str]:
@@ -192,7 +187,7 @@ def _follow(
         endpoints = _expand(source.endpoints, ranks)
         subscriber = Subscriber(endpoints, source.topic, replay, snapshot)
     except EndpointError as exc:
-        _usage(err, str(exc))
+        fail_usage(err, str(exc))
     recorder = Recorder(source.save, endpoints) if source.save is not None else None
     err.print(f"monitoring {', '.join(endpoints)}" + (f" (replay {replay})" if replay else ""))
 
