@@ -44,6 +44,9 @@ MAX_REPLAY_MESSAGES = 100_000
 #: Live messages the subscriber's socket queues before it drops (a drop is then a gap):
 #: with :data:`MAX_FRAME_BYTES` this bounds what a fast publisher can make it hold.
 MAX_QUEUED_MESSAGES = 64
+#: Keys one rank's consumer may hold (a pool of 4M blocks; a cache of 100 GB of 16-token
+#: blocks of a 70B model is about 300k): past it the consumer starts over, unjudged.
+MAX_KEYS_PER_RANK = 4 * 1024 * 1024
 #: Keys whose events a rank remembers for a violation's window (the oldest go first).
 MAX_WINDOW_HASHES = 65_536
 #: Seconds a replay or snapshot endpoint that did not answer is not asked again: a stream

@@ -370,7 +370,9 @@ def _summary(console: Console, watch: StreamWatch, model: str, resets: int | Non
         f"events {t.events}, batches {t.batches} (heartbeats {t.heartbeats}, replayed "
         f"{t.replayed}, duplicates {t.duplicates}), gaps {t.gaps} ({t.missing_batches} "
         f"batches lost), restarts {t.restarts}, snapshots {t.snapshots}, malformed "
-        f"{t.malformed}" + ("" if resets is None else f", connection resets {resets}")
+        f"{t.malformed}"
+        + ("" if resets is None else f", connection resets {resets}")
+        + (f", consumers over the key bound {t.overflows}" if t.overflows else "")
     )
     if t.violations:
         for prop, n in sorted(t.properties.items()):

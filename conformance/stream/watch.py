@@ -43,7 +43,7 @@ from kvpool.spec.consumer import (
     new_consumer,
 )
 
-from ..bounds import MAX_RANKS, MAX_WINDOW_HASHES
+from ..bounds import MAX_KEYS_PER_RANK, MAX_RANKS, MAX_WINDOW_HASHES
 from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
 
 #: How many of a rank's last events a violation shows, and how many per hash.
@@ -152,6 +152,8 @@ class Totals:
     replayed: int = 0
     restarts: int = 0
     snapshots: int = 0
+    #: Times a rank's consumer held more keys than the bound and started over.
+    overflows: int = 0
     violations: int = 0
     #: Violations not judged because the rank's history was incomplete (by property).
     unjudged: Counter[str] = field(default_factory=Counter)
@@ -169,10 +171,12 @@ class StreamWatch:
         take_snapshot: SnapshotTaker | None = None,
         window: int = WINDOW,
         max_ranks: int = MAX_RANKS,
+        max_keys: int = MAX_KEYS_PER_RANK,
     ) -> None:
         new_consumer(model)  # ValueError for an unknown model, before anything runs
         self.model = model
         self.max_ranks = max_ranks
+        self.max_keys = max_keys
         self.report = report
         self.fill_gap = fill_gap
         self.take_snapshot = take_snapshot
@@ -408,6 +412,29 @@ class StreamWatch:
         if message.batch.heartbeat:
             self.totals.heartbeats += 1
         self._apply_batch(state, message)
+        if len(state.consumer.held) > self.max_keys:
+            self._overflow(state, message.sequence)
+
+    def _overflow(self, state: RankState, sequence: int) -> None:
+        """A rank holds more keys than the monitor keeps (its memory bound): its consumer
+        starts over from empty, and is not judged until the rank's cache is cleared (it
+        now lacks what was stored, just as after a gap)."""
+        self.totals.overflows += 1
+        self.report(
+            Finding(
+                "gap",
+                state.rank,
+                sequence,
+                f"rank {state.rank}: holds more than {self.max_keys} keys, the most this "
+                "monitor keeps for one rank; its consumer starts over from empty, and the "
+                "stream properties are not judged on this rank until its cache is cleared",
+            )
+        )
+        state.consumer = new_consumer(self.model)
+        state.truth = new_consumer("count") if state.truth is not None else None
+        state.history.clear()
+        state.open_differences.clear()
+        state.complete = False
 
     def _apply_batch(self, state: RankState, message: WireMessage) -> None:
         for index, event in enumerate(message.batch.events):

@@ -263,3 +263,15 @@ def _free_run(n: int) -> int:
                 s.close()
         return base
     raise RuntimeError(f"no {n} adjacent free ports")
+
+
+def test_a_rank_holding_more_keys_than_the_bound_starts_over_unjudged() -> None:
+    found: list[Finding] = []
+    watch = StreamWatch("set", found.append, max_keys=3)
+    watch.feed_frames(message(0, [stored([b"a"]), stored([b"b"], b"a"), stored([b"c"], b"b")]))
+    assert found == [] and watch.keys_held() == 3
+    watch.feed_frames(message(1, [stored([b"d"], b"c")]))
+    assert [f.kind for f in found] == ["gap"] and "holds more than 3 keys" in found[0].message
+    assert watch.keys_held() == 0 and watch.totals.overflows == 1
+    watch.feed_frames(message(2, [removed([b"a"])]))  # stored before: not judged
+    assert watch.totals.violations == 0 and watch.totals.unjudged["events-removed-known"] == 1
