@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from hypothesis.database import ExampleDatabase
 
+from ..bounds import MAX_EXAMPLE_BYTES, MAX_EXAMPLES_PER_KEY
+
 
 class SharedExamples(ExampleDatabase):
     """A worker's view of the campaign's database (see the module docstring)."""
@@ -58,7 +60,10 @@ class DatabaseErrors:
 
 class Tolerant(ExampleDatabase):
     """One backend whose errors are counted in ``errors`` instead of raised: a fetch that
-    fails finds nothing, a save that fails is lost."""
+    fails finds nothing, a save that fails is lost. What a fetch reads is data from
+    outside: an example above ``MAX_EXAMPLE_BYTES`` is dropped and counted, and at most
+    ``MAX_EXAMPLES_PER_KEY`` are taken (Hypothesis reads what comes back as a choice
+    sequence, and one that does not parse is skipped)."""
 
     def __init__(self, backend: ExampleDatabase, name: str, errors: DatabaseErrors) -> None:
         super().__init__()
@@ -70,11 +75,18 @@ class Tolerant(ExampleDatabase):
         return f"Tolerant({self.backend!r})"
 
     def fetch(self, key: bytes) -> Iterable[bytes]:
+        taken: list[bytes] = []
         try:
-            return list(self.backend.fetch(key))
+            for value in self.backend.fetch(key):
+                if len(value) > MAX_EXAMPLE_BYTES:
+                    self._refused(f"an example of {len(value)} bytes (at most {MAX_EXAMPLE_BYTES})")
+                    continue
+                taken.append(value)
+                if len(taken) == MAX_EXAMPLES_PER_KEY:
+                    break
         except Exception as exc:  # whatever the backend raises: the campaign goes on
             self._failed("fetch", exc)
-            return []
+        return taken
 
     def save(self, key: bytes, value: bytes) -> None:
         try:
@@ -95,5 +107,8 @@ class Tolerant(ExampleDatabase):
             self._failed("move", exc)
 
     def _failed(self, operation: str, exc: Exception) -> None:
+        self._refused(f"{operation}: {type(exc).__name__}: {exc}")
+
+    def _refused(self, what: str) -> None:
         self.errors.count += 1
-        self.errors.last = f"{self.name} {operation}: {type(exc).__name__}: {exc}"
+        self.errors.last = f"{self.name} {what}"

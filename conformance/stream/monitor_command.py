@@ -12,12 +12,14 @@ import click
 from kvpool.spec.consumer import EVENT_PROPERTIES
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
+from ..bounds import MAX_FRAME_BYTES
 from ..consumers.naming import DESCRIPTIONS, parse_consumer
 from ..consumers.protocol import ConsumerError
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
-from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint
+from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint, snapshot_of
 from .watch import Finding, StreamWatch
 from .wire import MalformedFrame, WireBatch, WireMessage, decode_batch, decode_message
 
@@ -103,11 +105,13 @@ def monitor(
       events-removed-known  a BlockRemoved names a hash the consumer holds
       events-replay-index   (set) the set consumer holds what the count consumer holds
 
-    Lost batches are asked of --replay, or reported as a gap (the rank is then not judged
-    until its cache is cleared); a sequence reset or a new publisher identity is a
-    restart (the rank's consumer starts over); each data-parallel rank has its own
-    consumer; a malformed frame is counted and reported. A status line shows events,
-    batches, keys held and violations.
+    Lost batches are asked of --replay; what it cannot give is reported as a gap, and the
+    rank is re-based from --snapshot when that covers the gap, else not judged until its
+    cache is cleared (never judged across the gap). A sequence reset or a new publisher
+    identity is a restart (the rank's consumer starts over); each data-parallel rank has
+    its own consumer; a malformed frame is counted and reported, and input outside the
+    bounds (frame bytes, events, ranks: kvpool.conformance.bounds) is malformed too. A
+    status line shows events, batches, keys held and violations.
 
     \b
     Examples:
@@ -116,7 +120,7 @@ def monitor(
       kvpool monitor --consumer set run.jsonl
 
     Exit 0: no violation; 1: violations; 2: usage or connection error (also when a live
-    source sent nothing).
+    source sent nothing), or a recorded file with a line that is not a saved message.
     """
     out = Console(highlight=False, soft_wrap=True)
     err = Console(stderr=True, highlight=False)
@@ -141,17 +145,17 @@ def monitor(
             fail_usage(err, str(exc))
     else:
         source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
-        received = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
+        received, resets = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
         if not received:
             status.done()
-            _summary(out, watch, consumer)
+            _summary(out, watch, consumer, resets)
             fail_usage(
                 err,
                 f"nothing received from {', '.join(live)}: is the publisher running "
                 "there, with this --topic?",
             )
     status.done()
-    _summary(out, watch, consumer)
+    _summary(out, watch, consumer, None if files else resets)
     sys.exit(EXIT_FINDING if watch.totals.violations else EXIT_PASS)
 
 
@@ -182,8 +186,9 @@ class Limits:
 
 def _follow(
     source: LiveSource, watch: StreamWatch, status: _Status, err: Console, limits: Limits
-) -> bool:
-    """Follow live endpoints until a limit; whether anything arrived."""
+) -> tuple[bool, int]:
+    """Follow live endpoints until a limit; whether anything arrived, and how many times a
+    connection dropped and was connected again."""
     replay, snapshot, ranks = source.replay, source.snapshot, source.ranks
     try:
         endpoints = _expand(source.endpoints, ranks)
@@ -198,7 +203,9 @@ def _follow(
             recorder.record(frames, via)
 
     def fill_gap(rank: int, first: int, last: int) -> list[WireMessage]:
-        got = []
+        got: list[WireMessage] = []
+        if rank >= ranks:
+            return got  # no endpoint was given for this rank: nothing to ask
         for frames in subscriber.replay(rank, first):
             record(frames, "replay")
             try:
@@ -208,6 +215,8 @@ def _follow(
         return got
 
     def take_snapshot(rank: int) -> tuple[int, bytes, list[WireBatch]] | None:
+        if rank >= ranks:
+            return None
         answer = subscriber.snapshot(rank)
         if isinstance(answer, str):
             return None
@@ -222,6 +231,7 @@ def _follow(
     start = time.monotonic()
     last_message = start
     received = False
+    resets = 0
     try:
         if replay:  # the history so far, for a monitor started after the publisher
             for rank in range(ranks):
@@ -239,6 +249,9 @@ def _follow(
                 break
             frames = subscriber.receive(0.1)
             status.show()
+            while len(subscriber.resets) > resets:
+                _print_reset(err, subscriber.resets[resets])
+                resets += 1
             if frames is None:
                 continue
             received = True
@@ -248,10 +261,11 @@ def _follow(
     except KeyboardInterrupt:
         pass
     finally:
+        resets = len(subscriber.resets)
         subscriber.close()
         if recorder is not None:
             recorder.close()
-    return received
+    return received, resets
 
 
 def _snapshot_batches(
@@ -272,12 +286,11 @@ def _read_file(path: Path, watch: StreamWatch, status: _Status, max_events: int 
         if max_events is not None and watch.totals.events >= max_events:
             break
         if entry.via == "snapshot":
-            frames = entry.frames
-            if len(frames) < 2:
-                watch.malformed("snapshot entry without sequence and identity", "snapshot")
+            answer = snapshot_of(entry.frames)
+            if isinstance(answer, str):
+                watch.malformed(answer, "snapshot")
                 continue
-            sequence = int.from_bytes(frames[0], "big", signed=True)
-            got = _snapshot_batches(Snapshot(sequence, frames[1], frames[2:]), watch)
+            got = _snapshot_batches(answer, watch)
             if got is not None:
                 rank = next((b.data_parallel_rank or 0 for b in got[2]), 0)
                 watch.install_snapshot(rank, *got)
@@ -286,22 +299,28 @@ def _read_file(path: Path, watch: StreamWatch, status: _Status, max_events: int 
         status.show()
 
 
+#: Each finding's label and its style.
+LABELS = {
+    "violation": ("VIOLATION", "bold red"),
+    "gap": ("GAP", "yellow"),
+    "restart": ("RESTART", "cyan"),
+    "malformed": ("MALFORMED", "magenta"),
+}
+
+
 def _print_finding(console: Console, finding: Finding) -> None:
-    label = {
-        "violation": "[bold red]VIOLATION[/bold red]",
-        "gap": "[yellow]GAP[/yellow]",
-        "restart": "[cyan]RESTART[/cyan]",
-        "malformed": "[magenta]MALFORMED[/magenta]",
-    }[finding.kind]
-    console.print(f"{label} ", end="")
-    console.print(finding.message, markup=False)
+    """One finding, in one print (a flood of malformed messages is printed as fast as it
+    can be); what the stream said is text, never markup."""
+    label, style = LABELS[finding.kind]
+    lines = [Text.assemble((label, style), " ", finding.message)]
     if finding.window:
-        console.print(
-            "  events that led to it (the rank's last ones, and every one naming the hash):"
+        lines.append(
+            Text("  events that led to it (the rank's last ones, and every one naming the hash):")
         )
         for seen in finding.window:
             here = " <- here" if seen == finding.at else ""
-            console.print(f"    {seen.line()}{here}", markup=False)
+            lines.append(Text(f"    {seen.line()}{here}"))
+    console.print(Text("\n").join(lines))
 
 
 class _Status:
@@ -330,7 +349,17 @@ class _Status:
             self.console.file.flush()
 
 
-def _summary(console: Console, watch: StreamWatch, model: str) -> None:
+def _print_reset(console: Console, endpoint: str) -> None:
+    console.print(
+        Text.assemble(
+            ("RESET", "magenta"),
+            f" {endpoint}: the connection dropped (the publisher went away, or sent a frame "
+            f"above {MAX_FRAME_BYTES} bytes); connected again",
+        )
+    )
+
+
+def _summary(console: Console, watch: StreamWatch, model: str, resets: int | None) -> None:
     t = watch.totals
     table = Table(title=f"kvpool monitor — {model} consumer")
     for column in ("rank", "batches", "keys held", "judged", "publisher"):
@@ -349,6 +378,8 @@ def _summary(console: Console, watch: StreamWatch, model: str) -> None:
         f"{t.replayed}, duplicates {t.duplicates}), gaps {t.gaps} ({t.missing_batches} "
         f"batches lost), restarts {t.restarts}, snapshots {t.snapshots}, malformed "
         f"{t.malformed}"
+        + ("" if resets is None else f", connection resets {resets}")
+        + (f", consumers over the key bound {t.overflows}" if t.overflows else "")
     )
     if t.violations:
         for prop, n in sorted(t.properties.items()):

@@ -13,18 +13,24 @@ and every further line one message exactly as it came off the socket::
 from the replay socket to fill a gap) or ``snapshot``; ``frames`` are the message's frames
 in base64 (topic, sequence, payload for live and replayed messages, malformed ones as they
 were). Reading a file back feeds the same frames through the same decoder: a file is data,
-its frames are decoded and checked, nothing in it is run.
+its frames are decoded and checked, nothing in it is run. A line that is not UTF-8, not
+JSON, nested too deep or longer than :data:`~kvpool.conformance.bounds.MAX_RECORDING_LINE_BYTES`
+is a :class:`RecordingError` naming the line; a frame that does not decode is counted and
+reported by the monitor like a malformed live one.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from ..bounds import MAX_RECORDING_LINE_BYTES, BoundsError, load_json
 
 FORMAT = "kvpool-kv-events"
 VERSION = 1
@@ -66,17 +72,18 @@ class Recorder:
 def read_recording(path: Path) -> Iterator[Recorded]:
     """The messages of a saved stream, in order; :class:`RecordingError` on a bad line."""
     try:
-        lines = path.open(encoding="utf-8")
+        lines = path.open("rb")
     except OSError as exc:
         raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
     with lines:
-        header = _line(lines.readline(), path, 1)
+        header = _line(_read_line(lines, path, 1), path, 1)
         if header.get("format") != FORMAT or header.get("version") != VERSION:
             raise RecordingError(
                 f"{path} line 1: not a saved KV-event stream (expected a header with "
                 f'"format": "{FORMAT}", "version": {VERSION})'
             )
-        for number, text in enumerate(lines, start=2):
+        number = 1
+        while text := _read_line(lines, path, number := number + 1):
             if not text.strip():
                 continue
             entry = _line(text, path, number)
@@ -86,6 +93,7 @@ def read_recording(path: Path) -> Iterator[Recorded]:
                 not isinstance(frames, list)
                 or not all(isinstance(f, str) for f in frames)
                 or not isinstance(t, int | float)
+                or isinstance(t, bool)
                 or not isinstance(via, str)
             ):
                 raise RecordingError(
@@ -94,16 +102,27 @@ def read_recording(path: Path) -> Iterator[Recorded]:
                 )
             try:
                 decoded = [base64.b64decode(f, validate=True) for f in frames]
-            except ValueError:
+            except (ValueError, binascii.Error):
                 raise RecordingError(f"{path} line {number}: a frame is not base64") from None
             yield Recorded(float(t), via, decoded)
 
 
-def _line(text: str, path: Path, number: int) -> dict[str, object]:
+def _read_line(lines: IO[bytes], path: Path, number: int) -> bytes:
+    """The next line (``b""`` at the end), read no further than the line bound."""
     try:
-        value = json.loads(text)
-    except ValueError:
-        raise RecordingError(f"{path} line {number}: not JSON") from None
+        text = lines.readline(MAX_RECORDING_LINE_BYTES + 1)
+    except OSError as exc:
+        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(text) > MAX_RECORDING_LINE_BYTES:
+        raise RecordingError(f"{path} line {number}: longer than {MAX_RECORDING_LINE_BYTES} bytes")
+    return text
+
+
+def _line(text: bytes, path: Path, number: int) -> dict[str, object]:
+    try:
+        value = load_json(text, f"{path} line {number}", MAX_RECORDING_LINE_BYTES)
+    except BoundsError as exc:
+        raise RecordingError(str(exc)) from None
     if not isinstance(value, dict):
         raise RecordingError(f"{path} line {number}: not a JSON object")
     return value

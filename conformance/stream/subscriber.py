@@ -9,6 +9,14 @@ payload). Snapshot (newer vLLM with a ``snapshot_endpoint``): the client sends
 none yet, -2 for unavailable), the 16-byte publisher identity, then the batches that
 rebuild the publisher's current cache. Endpoints of rank r are the rank-0 endpoint with
 its TCP port offset by r, as vLLM binds them.
+
+Every socket keeps the bounds of :mod:`kvpool.conformance.bounds`: no frame above
+``MAX_FRAME_BYTES`` is taken in (ZMQ drops the connection that sends one, and does not
+connect again by itself: the subscriber does, and counts it in :attr:`Subscriber.resets`),
+at most ``MAX_QUEUED_MESSAGES`` live messages wait, a replay answer is cut at
+``MAX_REPLAY_MESSAGES``; and an endpoint that did not answer is not asked again for
+``SILENT_ENDPOINT_SECONDS``, so a stream that names many ranks or restarts often costs
+one wait per endpoint, not one per rank or restart.
 """
 
 from __future__ import annotations
@@ -17,7 +25,14 @@ import time
 from dataclasses import dataclass
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
+from ..bounds import (
+    MAX_FRAME_BYTES,
+    MAX_QUEUED_MESSAGES,
+    MAX_REPLAY_MESSAGES,
+    SILENT_ENDPOINT_SECONDS,
+)
 from .wire import END_OF_REPLAY, IDENTITY_BYTES, SEQUENCE_BYTES
 
 #: How long a replay or snapshot request may take before it is given up.
@@ -47,6 +62,18 @@ class Snapshot:
     chunks: list[bytes]
 
 
+def snapshot_of(frames: list[bytes]) -> Snapshot | str:
+    """A snapshot reply's frames (as received, or as saved), or what is wrong with them."""
+    if len(frames) < 2 or len(frames[0]) != SEQUENCE_BYTES or len(frames[1]) != IDENTITY_BYTES:
+        return "malformed snapshot reply (expected sequence, publisher identity, batches)"
+    sequence = int.from_bytes(frames[0], "big", signed=True)
+    if sequence == SNAPSHOT_UNAVAILABLE:
+        return "the publisher's snapshot is unavailable (-2)"
+    if sequence < SNAPSHOT_NONE:
+        return f"malformed snapshot sequence {sequence}"
+    return Snapshot(sequence, bytes(frames[1]), list(frames[2:]))
+
+
 class Subscriber:
     """Live messages from ``sources``; replays and snapshots on request."""
 
@@ -61,11 +88,45 @@ class Subscriber:
         self.sources = sources
         self.replay_endpoint = replay
         self.snapshot_endpoint = snapshot
-        self.sub = self.context.socket(zmq.SUB)
-        self.sub.setsockopt(zmq.LINGER, 0)
-        self.sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
-        for source in sources:
+        self.topic = topic
+        #: Endpoints that did not answer, and until when they are not asked again.
+        self.silent: dict[str, float] = {}
+        #: Each endpoint whose connection dropped, in order (see :meth:`receive`).
+        self.resets: list[str] = []
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        """A SUB socket on every source, and a monitor of its connections dropping."""
+        self.sub = self._socket(zmq.SUB)
+        self.sub.setsockopt(zmq.RCVHWM, MAX_QUEUED_MESSAGES)
+        self.sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode("utf-8"))
+        self._events = self.sub.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._poller = zmq.Poller()
+        self._poller.register(self.sub, zmq.POLLIN)
+        self._poller.register(self._events, zmq.POLLIN)
+        for source in self.sources:
             self._connect(self.sub, source)
+
+    def _unsubscribe(self) -> None:
+        self.sub.disable_monitor()
+        self._events.close()
+        self.sub.close()
+
+    def _socket(self, kind: int) -> zmq.Socket[bytes]:
+        socket: zmq.Socket[bytes] = self.context.socket(kind)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        return socket
+
+    def _asked(self, endpoint: str) -> bool:
+        """Whether ``endpoint`` may be asked now (it has not just failed to answer)."""
+        return self.silent.get(endpoint, 0.0) <= time.monotonic()
+
+    def _answered(self, endpoint: str, answered: bool) -> None:
+        if answered:
+            self.silent.pop(endpoint, None)
+        else:
+            self.silent[endpoint] = time.monotonic() + SILENT_ENDPOINT_SECONDS
 
     def _connect(self, socket: zmq.Socket[bytes], endpoint: str) -> None:
         try:
@@ -74,30 +135,57 @@ class Subscriber:
             raise EndpointError(f"cannot connect to {endpoint}: {exc}") from None
 
     def receive(self, timeout: float) -> list[bytes] | None:
-        """The next live message's frames, or ``None`` after ``timeout`` seconds."""
-        if not self.sub.poll(max(0, int(timeout * 1000))):
+        """The next live message's frames, or ``None`` after ``timeout`` seconds. A
+        connection that dropped (a publisher gone, or a frame above the bound) is
+        connected again and recorded in :attr:`resets`."""
+        ready = dict(self._poller.poll(max(0, int(timeout * 1000))))
+        if self._events in ready:
+            self._reconnect()
+        if self.sub not in ready:
             return None
         return self.sub.recv_multipart()
+
+    def _reconnect(self) -> None:
+        """A new SUB socket in place of one whose connection dropped: ZMQ does not connect
+        again after a frame above its limit, and a socket that lost a connection in the
+        middle of a message must not be read on (libzmq asserts). What the old socket
+        still held is lost: the stream shows it as a gap."""
+        dropped = []
+        while self._events.poll(0):
+            endpoint = recv_monitor_message(self._events)["endpoint"]
+            dropped.append(endpoint.decode("utf-8", "replace"))
+        self.resets.extend(dropped)
+        self._unsubscribe()
+        self._subscribe()
 
     def replay(self, rank: int, first: int) -> list[list[bytes]]:
         """Every buffered message of ``rank`` from sequence ``first`` (frames, undecoded),
         up to the end marker; ``[]`` without a replay endpoint or when it does not answer."""
         if self.replay_endpoint is None:
             return []
-        socket = self.context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
+        endpoint = rank_endpoint(self.replay_endpoint, rank)
+        if not self._asked(endpoint):
+            return []
+        socket = self._socket(zmq.DEALER)
         try:
-            self._connect(socket, rank_endpoint(self.replay_endpoint, rank))
+            self._connect(socket, endpoint)
             socket.send_multipart([b"", first.to_bytes(SEQUENCE_BYTES, "big")])
             got: list[list[bytes]] = []
+            ended = False
             deadline = time.monotonic() + REQUEST_SECONDS
-            while (left := deadline - time.monotonic()) > 0 and socket.poll(int(left * 1000)):
+            while (
+                len(got) < MAX_REPLAY_MESSAGES
+                and (left := deadline - time.monotonic()) > 0
+                and socket.poll(int(left * 1000))
+            ):
                 frames = socket.recv_multipart()
                 if frames and frames[0] == b"":
                     frames = frames[1:]  # the delimiter a REQ-style envelope carries
                 if len(frames) == 3 and frames[1] == END_OF_REPLAY and not frames[2]:
+                    ended = True
                     break
                 got.append(frames)
+            self._answered(endpoint, ended or bool(got))
             return got
         finally:
             socket.close()
@@ -106,25 +194,22 @@ class Subscriber:
         """The publisher's snapshot of ``rank``, or why there is none."""
         if self.snapshot_endpoint is None:
             return "no snapshot endpoint"
-        socket = self.context.socket(zmq.REQ)
-        socket.setsockopt(zmq.LINGER, 0)
+        endpoint = rank_endpoint(self.snapshot_endpoint, rank)
+        if not self._asked(endpoint):
+            return f"{endpoint} did not answer lately"
+        socket = self._socket(zmq.REQ)
         try:
-            self._connect(socket, rank_endpoint(self.snapshot_endpoint, rank))
+            self._connect(socket, endpoint)
             socket.send(SNAPSHOT_REQUEST)
-            if not socket.poll(int(REQUEST_SECONDS * 1000)):
+            answered = bool(socket.poll(int(REQUEST_SECONDS * 1000)))
+            self._answered(endpoint, answered)
+            if not answered:
                 return f"no snapshot reply within {REQUEST_SECONDS:g} s"
             frames = socket.recv_multipart()
         finally:
             socket.close()
-        if len(frames) < 2 or len(frames[0]) != SEQUENCE_BYTES or len(frames[1]) != IDENTITY_BYTES:
-            return "malformed snapshot reply (expected sequence, publisher identity, batches)"
-        sequence = int.from_bytes(frames[0], "big", signed=True)
-        if sequence == SNAPSHOT_UNAVAILABLE:
-            return "the publisher's snapshot is unavailable (-2)"
-        if sequence < SNAPSHOT_NONE:
-            return f"malformed snapshot sequence {sequence}"
-        return Snapshot(sequence, bytes(frames[1]), list(frames[2:]))
+        return snapshot_of(frames)
 
     def close(self) -> None:
-        self.sub.close()
+        self._unsubscribe()
         self.context.term()

@@ -7,12 +7,16 @@ checks the sequence first:
 - the next number: the batch is applied;
 - a number already seen: a duplicate (a replay overlapping live data), skipped;
 - a jump forward: a **gap**. The caller's ``fill_gap`` (the replay socket) is asked for
-  the missing batches; those it returns in order are applied first. What stays missing is
-  reported as a gap, never as a violation: from then on the consumer may lack hashes
+  the missing batches (of this publisher lifetime only); those it returns in order are
+  applied first. What stays missing is reported as a gap, never as a violation: the
+  consumer is re-based from the publisher's snapshot when ``take_snapshot`` offers one
+  that reaches the batch before the live one; otherwise the consumer may lack hashes
   stored in the gap, so the stream-only properties are not judged on that rank (counted
   as *unjudged*) until the history is known again (an ``AllBlocksCleared``, or a restart);
 - a number lower than the last one, or a new publisher identity: a **restart**. The
-  engine came back with an empty cache: the rank's consumer starts over.
+  engine came back with an empty cache: the rank's consumer starts over, from the new
+  lifetime's snapshot when there is one, and the sequence is checked for a gap after it
+  just as for a rank first heard.
 
 A rank first heard at a sequence above 0 (a monitor started late) is likewise unjudged
 until its history is known; ``fill_gap`` is asked for the batches from 0 first.
@@ -45,6 +49,7 @@ from kvpool.spec.consumer import (
     new_consumer,
 )
 
+from ..bounds import MAX_KEYS_PER_RANK, MAX_RANKS, MAX_WINDOW_HASHES
 from ..consumers.judge import StreamJudge
 from ..consumers.naming import make_consumer
 from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
@@ -158,6 +163,8 @@ class Totals:
     replayed: int = 0
     restarts: int = 0
     snapshots: int = 0
+    #: Times a rank's consumer held more keys than the bound and started over.
+    overflows: int = 0
     violations: int = 0
     #: Violations not judged because the rank's history was incomplete (by property).
     unjudged: Counter[str] = field(default_factory=Counter)
@@ -174,6 +181,8 @@ class StreamWatch:
         fill_gap: GapFiller | None = None,
         take_snapshot: SnapshotTaker | None = None,
         window: int = WINDOW,
+        max_ranks: int = MAX_RANKS,
+        max_keys: int = MAX_KEYS_PER_RANK,
     ) -> None:
         #: A router is judged beside the count model (its reference); a model on its own.
         self.router_name: str | None = None
@@ -182,6 +191,8 @@ class StreamWatch:
             self.router_name, model = model, "count"
         new_consumer(model)  # ValueError for an unknown model, before anything runs
         self.model = model
+        self.max_ranks = max_ranks
+        self.max_keys = max_keys
         self.report = report
         self.fill_gap = fill_gap
         self.take_snapshot = take_snapshot
@@ -203,30 +214,47 @@ class StreamWatch:
         except MalformedFrame as exc:
             self.malformed(str(exc), via)
             return
-        self.feed(message)
+        self.feed(message, via)
 
     def malformed(self, reason: str, via: str = "live") -> None:
         self.totals.malformed += 1
         self.report(Finding("malformed", None, None, f"malformed {via} message: {reason}"))
 
-    def feed(self, message: WireMessage) -> None:
+    def _followed(self, rank: int, via: str) -> bool:
+        """Whether ``rank`` is followed: known already, or a new one within the bound (a
+        message of a rank beyond it is counted as malformed, and costs nothing more)."""
+        if rank in self.ranks or len(self.ranks) < self.max_ranks:
+            return True
+        self.malformed(
+            f"rank {rank} refused: this monitor follows at most {self.max_ranks} ranks", via
+        )
+        return False
+
+    def feed(self, message: WireMessage, via: str = "live") -> None:
+        """One decoded message: its sequence checked first (see the module docstring),
+        then its batch applied, never across a gap."""
         rank = message.batch.data_parallel_rank or 0
         seq = message.sequence
+        if not self._followed(rank, via):
+            return
         state = self.ranks.get(rank)
+        #: Whether the rank's state was just built (from a snapshot, or from nothing).
+        fresh = state is None
         if state is None:
             state = self._first(rank, message)
         if state.publisher is not None and message.publisher != state.publisher:
-            state = self._restart(state, message, "a new publisher identity")
-            if state.next_sequence is not None and seq < state.next_sequence:
-                return  # the new lifetime's snapshot holds it already
-        elif state.next_sequence is not None and seq < state.next_sequence:
+            state, fresh = self._restart(state, message, "a new publisher identity"), True
+        elif state.next_sequence is not None and seq < state.next_sequence and not fresh:
             same_lifetime = message.publisher is not None  # (and the same identity)
             if same_lifetime or state.recent.get(seq) == message.batch:
                 self.totals.duplicates += 1  # seen already: live after a replay or snapshot
                 return
-            state = self._restart(state, message, f"sequence back to {seq}")
-        elif state.next_sequence is not None and seq > state.next_sequence:
-            self._gap(state, state.next_sequence, seq - 1)
+            state, fresh = self._restart(state, message, f"sequence back to {seq}"), True
+        if state.next_sequence is not None and seq > state.next_sequence:
+            state = self._gap(state, message, rebase=not fresh)
+        if state.next_sequence is not None and seq < state.next_sequence:
+            self.totals.duplicates += 1  # the snapshot the rank was built from holds it
+            return
         self._apply(state, message)
 
     def _first(self, rank: int, message: WireMessage) -> RankState:
@@ -247,6 +275,8 @@ class StreamWatch:
         """Start ``rank`` over from a snapshot: its batches rebuild the cache (they are
         not judged: a snapshot may store evicted ancestors and then remove them), and the
         live stream continues after ``sequence``."""
+        if not self._followed(rank, "snapshot"):
+            return
         state = _fresh(rank, self.model, publisher, False, self.window)
         self.ranks[rank] = state
         for batch in batches:
@@ -267,7 +297,7 @@ class StreamWatch:
     def _late_start(self, state: RankState, seq: int) -> None:
         """A rank first heard at ``seq`` > 0 (after a restart, or a monitor started late):
         batches 0 .. seq-1 are asked for; the rank is judged only if all of them come."""
-        got = self._fetch(state.rank, 0, seq - 1)
+        got = self._fetch(state.rank, 0, seq - 1, state.publisher)
         have = 0
         if got and got[0].sequence == 0:
             for m in got:
@@ -292,35 +322,83 @@ class StreamWatch:
             )
         )
 
-    def _gap(self, state: RankState, first: int, last: int) -> None:
-        got = self._fetch(state.rank, first, last)
+    def _gap(self, state: RankState, message: WireMessage, rebase: bool) -> RankState:
+        """Batches ``state.next_sequence`` .. ``message.sequence - 1`` were not heard.
+        Those the replay returns in order are applied; if some stay missing, it is a gap:
+        reported, and the rank is re-based from the publisher's snapshot when it offers
+        one that covers the gap (``rebase``: not asked again right after the rank was
+        built from one), else not judged until its cache is cleared. Never is the next
+        batch judged against a consumer that lacks the gap. The rank's state after it."""
+        assert state.next_sequence is not None
+        first, last = state.next_sequence, message.sequence - 1
+        got = self._fetch(state.rank, first, last, message.publisher)
         for m in got:
             if m.sequence != state.next_sequence:
                 break
             self._apply(state, m)
-        assert state.next_sequence is not None
         if state.next_sequence > last:
-            return
-        missing = last - state.next_sequence + 1
+            return state
+        after = [m for m in got if m.sequence > state.next_sequence]  # replayed past a hole
+        heard = {m.sequence for m in after}
+        lost_from, lost_to = state.next_sequence, last
+        while lost_to in heard:
+            lost_to -= 1
+        missing = last - lost_from + 1 - len(heard)
         self.totals.gaps += 1
         self.totals.missing_batches += missing
+        what = f"rank {state.rank}: {missing} batch(es) lost (sequence {lost_from}..{lost_to})"
+        snapshot = self._covering_snapshot(state.rank, message) if rebase else None
+        if snapshot is not None:
+            self.report(
+                Finding(
+                    "gap",
+                    state.rank,
+                    lost_from,
+                    f"{what}; the consumer is re-based from the publisher's snapshot at "
+                    f"sequence {snapshot[0]}",
+                )
+            )
+            self.install_snapshot(state.rank, *snapshot)
+            return self.ranks[state.rank]
         state.complete = False
         self.report(
             Finding(
                 "gap",
                 state.rank,
-                state.next_sequence,
-                f"rank {state.rank}: {missing} batch(es) lost (sequence "
-                f"{state.next_sequence}..{last}); the stream properties are not judged on "
-                "this rank until its cache is cleared",
+                lost_from,
+                f"{what}; the stream properties are not judged on this rank until its "
+                "cache is cleared",
             )
         )
+        for m in after:  # what came after the hole still tells the consumer what is stored
+            self._apply(state, m)
         state.next_sequence = last + 1
+        return state
 
-    def _fetch(self, rank: int, first: int, last: int) -> list[WireMessage]:
+    def _covering_snapshot(
+        self, rank: int, message: WireMessage
+    ) -> tuple[int, bytes, list[WireBatch]] | None:
+        """The publisher's snapshot of ``rank`` if it is of ``message``'s publisher
+        lifetime and reaches at least the batch before it (so it covers the gap)."""
+        if self.take_snapshot is None or message.publisher is None:
+            return None
+        snapshot = self.take_snapshot(rank)
+        if snapshot is None or snapshot[1] != message.publisher:
+            return None
+        return snapshot if snapshot[0] >= message.sequence - 1 else None
+
+    def _fetch(
+        self, rank: int, first: int, last: int, publisher: bytes | None
+    ) -> list[WireMessage]:
+        """Batches ``first`` .. ``last`` of ``rank`` the replay returns, of ``publisher``'s
+        lifetime only (a replay buffer may still hold an earlier lifetime's)."""
         if self.fill_gap is None or last < first:
             return []
-        got = [m for m in self.fill_gap(rank, first, last) if first <= m.sequence <= last]
+        got = [
+            m
+            for m in self.fill_gap(rank, first, last)
+            if first <= m.sequence <= last and m.publisher == publisher
+        ]
         self.totals.replayed += len(got)
         return sorted(got, key=lambda m: m.sequence)
 
@@ -350,6 +428,29 @@ class StreamWatch:
         if message.batch.heartbeat:
             self.totals.heartbeats += 1
         self._apply_batch(state, message)
+        if len(state.consumer.held) > self.max_keys:
+            self._overflow(state, message.sequence)
+
+    def _overflow(self, state: RankState, sequence: int) -> None:
+        """A rank holds more keys than the monitor keeps (its memory bound): its consumer
+        starts over from empty, and is not judged until the rank's cache is cleared (it
+        now lacks what was stored, just as after a gap)."""
+        self.totals.overflows += 1
+        self.report(
+            Finding(
+                "gap",
+                state.rank,
+                sequence,
+                f"rank {state.rank}: holds more than {self.max_keys} keys, the most this "
+                "monitor keeps for one rank; its consumer starts over from empty, and the "
+                "stream properties are not judged on this rank until its cache is cleared",
+            )
+        )
+        state.consumer = new_consumer(self.model)
+        state.truth = new_consumer("count") if state.truth is not None else None
+        state.history.clear()
+        state.open_differences.clear()
+        state.complete = False
 
     def _apply_batch(self, state: RankState, message: WireMessage) -> None:
         if self.router_name is not None and state.router is None:
@@ -362,6 +463,8 @@ class StreamWatch:
             group = event.group_idx or 0
             for h in {*event.block_hashes, *filter(None, [event.parent_block_hash])}:
                 state.history.setdefault((group, h), deque(maxlen=HASH_HISTORY)).append(seen)
+            while len(state.history) > MAX_WINDOW_HASHES:
+                del state.history[next(iter(state.history))]  # the longest remembered
             for spec_event in spec_events_of(event):
                 self._apply_one(state, spec_event, event.medium, seen)
                 if state.router is not None and event.medium in CLEARED_MEDIA:

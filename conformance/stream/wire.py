@@ -20,7 +20,9 @@ A publisher sends one ZMQ multipart message per batch of events:
 
 An empty batch is a heartbeat (newer vLLM sends one every second while idle). Anything
 else is malformed: :func:`decode_message` raises :class:`MalformedFrame` saying what was
-wrong, never another exception.
+wrong, never another exception, and so does a message outside the bounds of
+:mod:`kvpool.conformance.bounds` (frame bytes, events per batch, hashes and token ids per
+event, hash bytes, the rank, how deep the payload nests).
 """
 
 from __future__ import annotations
@@ -30,6 +32,18 @@ from typing import Any, Literal
 
 import msgspec
 from kvpool.spec.consumer import short_hash
+
+from ..bounds import (
+    MAX_EVENTS_PER_BATCH,
+    MAX_FRAME_BYTES,
+    MAX_FRAME_NESTING,
+    MAX_HASH_BYTES,
+    MAX_HASHES_PER_EVENT,
+    MAX_RANK,
+    MAX_TOKENS_PER_EVENT,
+    MAX_TOPIC_BYTES,
+    nesting_exceeds,
+)
 
 #: Sequence frames: the plain one, and the one carrying a publisher identity.
 SEQUENCE_BYTES = 8
@@ -102,6 +116,8 @@ short = short_hash
 def hash_bytes(value: object, what: str) -> bytes:
     """A published hash as bytes: bytes as they are, an integer as 8 big-endian bytes."""
     if isinstance(value, bytes):
+        if len(value) > MAX_HASH_BYTES:
+            raise MalformedFrame(f"{what} of {len(value)} bytes (at most {MAX_HASH_BYTES})")
         return value
     if isinstance(value, int) and not isinstance(value, bool):
         if not -(1 << 63) <= value < (1 << 64):
@@ -127,6 +143,8 @@ def decode_message(frames: list[bytes]) -> WireMessage:
     if len(frames) != 3:
         raise MalformedFrame(f"{len(frames)} frames (expected topic, sequence, payload)")
     topic, sequence_frame, payload = frames
+    if len(topic) > MAX_TOPIC_BYTES:
+        raise MalformedFrame(f"topic frame of {len(topic)} bytes (at most {MAX_TOPIC_BYTES})")
     sequence, publisher = parse_sequence(sequence_frame)
     return WireMessage(bytes(topic), sequence, publisher, decode_batch(payload))
 
@@ -136,10 +154,16 @@ _DECODER = msgspec.msgpack.Decoder()
 
 def decode_batch(payload: bytes) -> WireBatch:
     """A msgpack ``KVEventBatch``; :class:`MalformedFrame` names the first problem."""
+    if len(payload) > MAX_FRAME_BYTES:
+        raise MalformedFrame(f"payload of {len(payload)} bytes (at most {MAX_FRAME_BYTES})")
     try:
         raw = _DECODER.decode(payload)
     except msgspec.DecodeError as exc:
         raise MalformedFrame(f"payload is not msgpack ({len(payload)} bytes): {exc}") from None
+    except RecursionError:  # the decoder's own guard, far deeper than the bound
+        raise MalformedFrame(f"payload nests deeper than {MAX_FRAME_NESTING} levels") from None
+    if nesting_exceeds(raw, MAX_FRAME_NESTING):
+        raise MalformedFrame(f"payload nests deeper than {MAX_FRAME_NESTING} levels")
     if not isinstance(raw, list) or not 2 <= len(raw) <= 3:
         raise MalformedFrame("payload is not a batch array [ts, events, data_parallel_rank]")
     ts, events = raw[0], raw[1]
@@ -148,8 +172,12 @@ def decode_batch(payload: bytes) -> WireBatch:
         raise MalformedFrame(f"batch timestamp is {type(ts).__name__}, not a number")
     if not isinstance(events, list):
         raise MalformedFrame(f"batch events are {type(events).__name__}, not an array")
-    if rank is not None and (not isinstance(rank, int) or isinstance(rank, bool) or rank < 0):
-        raise MalformedFrame(f"data_parallel_rank {rank!r} is not a rank")
+    if rank is not None and (
+        not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= MAX_RANK
+    ):
+        raise MalformedFrame(f"data_parallel_rank {_brief(rank)} is not a rank (0..{MAX_RANK})")
+    if len(events) > MAX_EVENTS_PER_BATCH:
+        raise MalformedFrame(f"{len(events)} events in a batch (at most {MAX_EVENTS_PER_BATCH})")
     decoded = tuple(_event(e, i) for i, e in enumerate(events))
     return WireBatch(float(ts), decoded, rank)
 
@@ -184,13 +212,17 @@ def _event(raw: Any, index: int) -> WireEvent:
     else:
         raise MalformedFrame(f"{where} is {type(raw).__name__}, not a tagged struct")
     if kind not in KINDS:
-        raise MalformedFrame(f"{where} has unknown type {kind!r}")
+        raise MalformedFrame(f"{where} has unknown type {_brief(kind)}")
     where = f"{where} ({kind})"
     if kind == "AllBlocksCleared":
         return WireEvent("AllBlocksCleared")
     hashes = fields.get("block_hashes")
     if not isinstance(hashes, list):
         raise MalformedFrame(f"{where}: block_hashes is missing or not an array")
+    if len(hashes) > MAX_HASHES_PER_EVENT:
+        raise MalformedFrame(
+            f"{where}: {len(hashes)} block hashes (at most {MAX_HASHES_PER_EVENT})"
+        )
     block_hashes = tuple(hash_bytes(h, f"{where}: block hash") for h in hashes)
     medium = _optional(fields.get("medium"), str, f"{where}: medium")
     group = _optional(fields.get("group_idx"), int, f"{where}: group_idx")
@@ -204,9 +236,11 @@ def _event(raw: Any, index: int) -> WireEvent:
         isinstance(t, int) and not isinstance(t, bool) for t in tokens
     ):
         raise MalformedFrame(f"{where}: token_ids is missing or not an array of integers")
+    if len(tokens) > MAX_TOKENS_PER_EVENT:
+        raise MalformedFrame(f"{where}: {len(tokens)} token ids (at most {MAX_TOKENS_PER_EVENT})")
     size = fields["block_size"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise MalformedFrame(f"{where}: block_size {size!r} is not a size")
+        raise MalformedFrame(f"{where}: block_size {_brief(size)} is not a size")
     return WireEvent(
         "BlockStored",
         block_hashes,
@@ -224,3 +258,9 @@ def _optional(value: object, kind: type, what: str) -> Any:
     if not isinstance(value, kind) or isinstance(value, bool):
         raise MalformedFrame(f"{what} is {type(value).__name__}, not {kind.__name__}")
     return value
+
+
+def _brief(value: object) -> str:
+    """``value`` for a message: its repr, cut short (a hostile value may be huge)."""
+    text = repr(value) if not isinstance(value, list | dict) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -11,11 +11,10 @@ from typing import Any
 
 import jsonschema
 
+from ..bounds import MAX_TRACE_BYTES, BoundsError, load_json
 from .itf import ItfError, Json, decode, encode
 from .model import FORMAT_VERSION, AnyAction, AnyConfig, Trace, TraceMeta, TraceStep
 
-#: A trace file larger than this is refused before it is parsed.
-MAX_BYTES = 20_000_000
 ITF_DESCRIPTION = "https://apalache-mc.org/docs/adr/015adr-trace.html"
 VARS = ["action", "expected", "actual", "verdict", "free_queue", "ref_cnt", "keys", "tables"]
 
@@ -106,16 +105,16 @@ def read_trace(path: Path) -> Trace:
         size = path.stat().st_size
     except OSError as exc:
         raise TraceFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if size > MAX_BYTES:
-        raise TraceFileError(f"{path} is {size} bytes; traces are at most {MAX_BYTES}")
+    if size > MAX_TRACE_BYTES:
+        raise TraceFileError(f"{path} is {size} bytes; traces are at most {MAX_TRACE_BYTES}")
     try:
         text = path.read_bytes()
     except OSError as exc:
         raise TraceFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise TraceFileError(f"{path} is not JSON: {str(exc)[:200]}") from None
+        data = load_json(text, str(path), MAX_TRACE_BYTES)
+    except BoundsError as exc:
+        raise TraceFileError(str(exc)) from None
     return parse_trace(data, str(path))
 
 

@@ -119,12 +119,16 @@ def _pairs(value: Json) -> list[list[Any]]:
 def state_cells(state: dict[str, Json]) -> tuple[str, str, str]:
     """The free queue, the held blocks' ref counts and the keyed blocks, as short text."""
     queue = state.get("free_queue")
-    refs = " ".join(f"{b}:{n}" for b, n in _pairs(state.get("ref_cnt")))
+    refs = " ".join(f"{_json_text(b)}:{_json_text(n)}" for b, n in _pairs(state.get("ref_cnt")))
     keys = " ".join(
-        f"{b}:" + ",".join(str(k)[:6] for k in (ks.get("#set", []) if isinstance(ks, dict) else []))
+        f"{_json_text(b)}:" + ",".join(_json_text(k)[:6] for k in _list(ks))
         for b, ks in _pairs(state.get("keys"))
     )
-    return (str(queue) if queue is not None else "", refs, keys)
+    return (
+        "" if queue is None else _ids_text(queue) if isinstance(queue, list) else "?",
+        refs,
+        keys,
+    )
 
 
 def tables_cell(state: dict[str, Json]) -> str:

@@ -153,9 +153,22 @@ def same_result(expected: dict[str, Any], got: Any) -> bool:
     return False
 
 
+#: The largest vector file read: the bound ``kvpool.conformance.bounds.MAX_TRACE_BYTES``
+#: (written out, since this runner imports nothing from kvpool; a test keeps them equal).
+MAX_VECTOR_BYTES = 20_000_000
+
+
+def read_vector(path: Path) -> Any:
+    """The JSON document of a vector file, refused (``ValueError``) above the size bound."""
+    size = path.stat().st_size
+    if size > MAX_VECTOR_BYTES:
+        raise ValueError(f"{size} bytes; vectors are at most {MAX_VECTOR_BYTES}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def run_vector(path: Path, factory: Any) -> str | None:
     """Replay one vector; ``None`` if the pool agrees, else the first difference."""
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = read_vector(path)
     meta = document["#meta"]["kvpool"]
     replayer = Replayer(factory, meta["config"])
     for state in document["states"][1:]:
@@ -199,8 +212,8 @@ def load_factory(spec: str) -> Any:
 
 
 #: What reading a vector of another shape than this runner's raises (a file is data: a bad
-#: one is reported in one line, exit 2, never a traceback).
-MALFORMED = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError)
+#: one is reported in one line, exit 2, never a traceback); RecursionError: nested too deep.
+MALFORMED = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = failed = 0
     for path in sorted(args.directory.rglob("*.itf.json")):
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))["#meta"]["kvpool"]
+            meta = read_vector(path)["#meta"]["kvpool"]
             if args.profile and meta["profile"] != args.profile:
                 continue
             problem = run_vector(path, factory)

@@ -236,7 +236,7 @@ def valid(pool_trace: Path) -> dict:  # type: ignore[type-arg]
             },
             "is not a kvpool trace",
         ),
-        (lambda d: "[" * 100000 + "]" * 100000, "is not JSON"),
+        (lambda d: "[" * 100000 + "]" * 100000, "nests deeper than 64 levels"),
     ],
 )
 def test_hostile_trace_files_are_refused_with_exit_2(
@@ -252,7 +252,7 @@ def test_hostile_trace_files_are_refused_with_exit_2(
 def test_an_oversized_file_is_refused_before_parsing(
     tmp_path: Path, pool_trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(files, "MAX_BYTES", 100)
+    monkeypatch.setattr(files, "MAX_TRACE_BYTES", 100)
     with pytest.raises(TraceFileError, match="at most 100"):
         read_trace(pool_trace)
 

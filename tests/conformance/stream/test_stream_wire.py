@@ -8,6 +8,16 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kvpool.conformance.bounds import (
+    MAX_EVENTS_PER_BATCH,
+    MAX_FRAME_BYTES,
+    MAX_FRAME_NESTING,
+    MAX_HASH_BYTES,
+    MAX_HASHES_PER_EVENT,
+    MAX_RANK,
+    MAX_TOKENS_PER_EVENT,
+    MAX_TOPIC_BYTES,
+)
 from kvpool.conformance.stream.wire import (
     MalformedFrame,
     decode_batch,
@@ -66,6 +76,24 @@ def test_24_byte_sequence_carries_the_publisher_identity() -> None:
         ([b"", b"\0" * 8, payload([removed([True])])], "block hash is bool"),
         ([b"", b"\0" * 8, payload([], rank=-1)], "data_parallel_rank -1"),
         ([b"", b"\0" * 8, payload([{**stored([b"a"]), "token_ids": "ab"}])], "token_ids"),
+        (
+            [b"", b"\0" * 8, b"\x91" * 200_000 + b"\x00"],
+            f"nests deeper than {MAX_FRAME_NESTING} levels",
+        ),
+        ([b"", b"\0" * 8, b"\x00" * (MAX_FRAME_BYTES + 1)], f"at most {MAX_FRAME_BYTES}"),
+        ([b"t" * (MAX_TOPIC_BYTES + 1), b"\0" * 8, payload([])], "topic frame of"),
+        ([b"", b"\0" * 8, payload([removed([b"h" * (MAX_HASH_BYTES + 1)])])], "block hash of"),
+        ([b"", b"\0" * 8, payload([], rank=MAX_RANK + 1)], f"is not a rank \\(0..{MAX_RANK}"),
+        ([b"", b"\0" * 8, payload([0] * (MAX_EVENTS_PER_BATCH + 1))], "events in a batch"),
+        ([b"", b"\0" * 8, payload([removed([1] * (MAX_HASHES_PER_EVENT + 1))])], "block hashes"),
+        (
+            [
+                b"",
+                b"\0" * 8,
+                payload([{**stored([b"a"]), "token_ids": [0] * (MAX_TOKENS_PER_EVENT + 1)}]),
+            ],
+            "token ids \\(at most",
+        ),
     ],
 )
 def test_malformed_frames_are_named(frames: list[bytes], says: str) -> None:
@@ -82,3 +110,23 @@ def test_any_truncation_or_garbage_is_a_malformed_frame_never_a_crash(
     for data in (good[:cut], good[:cut] + junk, junk):
         with contextlib.suppress(MalformedFrame):
             decode_message([b"", b"\0" * 8, data])
+
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_nesting_is_bounded_at_the_bound_not_at_the_stack() -> None:
+    """A batch nests 3 deep before an event's fields: a field nested to the bound decodes
+    (it is ignored), one level more is refused, at any call depth."""
+
+    def batch(depth: int) -> bytes:
+        event = {**stored([b"a"]), "extra_keys": _nested(depth - 3)}
+        return payload([event])
+
+    assert decode_batch(batch(MAX_FRAME_NESTING)).events[0].block_hashes == (b"a",)
+    with pytest.raises(MalformedFrame, match=f"nests deeper than {MAX_FRAME_NESTING} levels"):
+        decode_batch(batch(MAX_FRAME_NESTING + 1))
