@@ -18,6 +18,7 @@ from .action_facts import PoolActionFacts
 from .code_facts import docstring_conditions, field_comments
 from .markdown import GENERATED, bullets, code, fence, paragraphs, prose, summary, table
 from .pool_calls import CONSTRUCTOR, POOL_CALLS, READ_BACK, signature
+from .profile_values import shown
 
 
 def page_path(operation: str) -> str:
@@ -130,7 +131,7 @@ def _profile_fields(facts: PoolActionFacts) -> str:
         (
             code(f),
             prose(docs.get(f, "")),
-            code(repr(getattr(SEED, f))),
+            shown(getattr(SEED, f)),
             ", ".join(_differs(f)) or "none",
         )
         for f in facts.profile_fields
@@ -255,7 +256,7 @@ def _per_release(facts: PoolActionFacts) -> str:
             what = "not offered (refused with `unsupported-action`)"
         else:
             changed = [
-                f"{code(f)} = {code(repr(getattr(profile, f)))}"
+                f"{code(f)} = {shown(getattr(profile, f))}"
                 for f in facts.profile_fields
                 if getattr(profile, f) != getattr(SEED, f)
             ]
