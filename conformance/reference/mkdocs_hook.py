@@ -17,6 +17,7 @@ from kvpool.conformance.reference.pages import (
     reference_builders,
 )
 from kvpool.conformance.reference.releases_page import RELEASES_INDEX, releases_nav
+from kvpool.conformance.reference.table_check import malformed_tables
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
@@ -77,8 +78,19 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    """Replace every ``<!-- kvpool:NAME -->`` marker; an unknown one fails the build."""
+    """Replace every ``<!-- kvpool:NAME -->`` marker; an unknown one fails the build, and so
+    does a table that would not render as written (in the page or a fragment it
+    includes)."""
     try:
-        return expand(markdown, page.file.src_uri, Path(config.docs_dir))
+        expanded = expand(markdown, page.file.src_uri, Path(config.docs_dir))
     except UnknownMarker as exc:
         raise PluginError(str(exc)) from exc
+    problems = malformed_tables(expanded)
+    if problems:
+        uri = page.file.src_uri
+        where = f"{uri} (generated)" if page.file.generated_by else f"docs/{uri}"
+        raise PluginError(
+            f"{where}: a malformed Markdown table (lines of the page after its markers are "
+            "expanded):\n  " + "\n  ".join(problems)
+        )
+    return expanded
