@@ -12,11 +12,11 @@ from .markdown import code
 
 
 def shown(value: object) -> str:
-    """``value`` as inline code: a set's members sorted (``{}`` when empty), anything else
-    its repr."""
+    """``value`` as inline code: a set as its members sorted in braces, each its own inline
+    code (so a table can wrap between them); anything else its repr."""
     if isinstance(value, (set, frozenset)):
         members = sorted(repr(member) for member in value)
-        return code("{" + ", ".join(members) + "}")
+        return "{" + ", ".join(code(m) for m in members) + "}" if members else code("{}")
     return code(repr(value))
 
 

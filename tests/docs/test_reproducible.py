@@ -113,7 +113,8 @@ def test_a_set_valued_profile_change_names_the_members_added_and_removed() -> No
     before = frozenset({"mm-offset", "cache-salt", "lora-path"})
     after = frozenset({"cache-salt", "prompt-embeds"})
     assert change(before, after) == ("adds `'prompt-embeds'`; removes `'lora-path'`, `'mm-offset'`")
-    assert shown(before) == "`{'cache-salt', 'lora-path', 'mm-offset'}`"
+    assert shown(before) == "{`'cache-salt'`, `'lora-path'`, `'mm-offset'`}"
+    assert shown(frozenset()) == "`{}`"
     assert change(True, False) == "`True` becomes `False`"
 
 
