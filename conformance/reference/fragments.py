@@ -18,6 +18,7 @@ from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
 from .mutmut_score import load, score_table, survivors_table
+from .pool_events import event_fields_section
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
@@ -71,6 +72,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "target x consumer model at the events level, read from the committed findings "
         "(findings/*/pool-events-*.itf.json)",
         lambda link, docs_dir: events_matrix(docs_dir.parent / "findings"),
+    ),
+    "event-fields": (
+        "every field of every KV event a pool publishes, as the suite reads it back "
+        "(kvpool.conformance.reference.pool_events)",
+        lambda link, docs_dir: event_fields_section(),
     ),
     "consumer-contracts": (
         "the consumer model each profile promises, and where it is written",

@@ -228,3 +228,34 @@ def test_the_spec_document_holds_every_module_and_every_transition(built_site: P
         assert f"def {transition.__name__}(" in plain
     for name, predicate in INVARIANTS.items():
         assert f"def {predicate.__name__}(" in plain, name
+
+
+def test_each_query_states_what_it_returns(built_site: Path) -> None:
+    """A query's page says what it returns, in its Effect and as a postcondition on the
+    result (``is_block_writable`` and ``get_usage`` once said only "see the
+    postconditions", which did not say)."""
+    from kvpool.conformance.reference.code_facts import docstring_conditions
+
+    queries = [
+        f for f in all_pool_action_facts() if f.transition.__module__ == "kvpool.spec.queries"
+    ]
+    assert {f.operation for f in queries} >= {"is_block_writable", "get_usage"}
+    for f in queries:
+        effect, _, post = docstring_conditions(f.transition)
+        assert effect, f"{f.operation}: no Effect"
+        assert any(line.startswith("__return__[1].result ==") for line in post), f.operation
+        text = page(built_site, f"reference/actions/{f.operation}")
+        assert "See the postconditions" not in text
+        assert "__return__[1].result ==" in re.sub(r"<[^>]+>", "", text)
+
+
+def test_a_transition_without_an_effect_fails_its_page() -> None:
+    from kvpool.conformance.reference.action_pages import operation_page
+
+    def get_usage(state: object, action: object) -> None:
+        pass
+
+    facts = next(f for f in all_pool_action_facts() if f.operation == "get_usage")
+    planted = dataclasses.replace(facts, transition=get_usage)
+    with pytest.raises(ValueError, match="get_usage has no docstring prose"):
+        operation_page(planted)
