@@ -17,6 +17,7 @@ from kvpool.conformance.reference.pages import (
     reference_builders,
 )
 from kvpool.conformance.reference.releases_page import RELEASES_INDEX, releases_nav
+from kvpool.conformance.reference.repo_files import published_files, site_links
 from kvpool.conformance.reference.table_check import malformed_tables
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
@@ -74,17 +75,22 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             )
     for path, build in builders.items():
         files.append(File.generated(config, path, content=build()))
+    for path, source in published_files(Path(config.docs_dir).parent).items():
+        files.append(File.generated(config, path, content=source.read_bytes()))
     return files
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    """Replace every ``<!-- kvpool:NAME -->`` marker; an unknown one fails the build, and so
-    does a table that would not render as written (in the page or a fragment it
-    includes)."""
+    """Replace every ``<!-- kvpool:NAME -->`` marker (an unknown one fails the build), point
+    links to published repository files (the findings' traces) at their copies in the
+    site, and fail the build on a table that would not render as written (in the page or
+    a fragment it includes)."""
     try:
         expanded = expand(markdown, page.file.src_uri, Path(config.docs_dir))
     except UnknownMarker as exc:
         raise PluginError(str(exc)) from exc
+    published = set(published_files(Path(config.docs_dir).parent))
+    expanded = site_links(expanded, page.file.src_uri, published)
     problems = malformed_tables(expanded)
     if problems:
         uri = page.file.src_uri
