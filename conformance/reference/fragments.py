@@ -83,8 +83,9 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         lambda link, docs_dir: consumer_table(),
     ),
     "mutmut-score": (
-        "the mutmut score of the unit tests, computed from docs/data/mutmut.json",
-        lambda link, docs_dir: score_table(load(docs_dir)),
+        "the mutmut score of the unit tests, computed from docs/data/mutmut.json (marked "
+        "stale when impl/ is no longer the code the run mutated)",
+        lambda link, docs_dir: score_table(load(docs_dir), docs_dir.parent / "impl"),
     ),
     "manager-bench": (
         "kvpool bench --manager vllm's figures: ours against vLLM's KVCacheManager, computed "
