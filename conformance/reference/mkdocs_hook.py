@@ -1,5 +1,7 @@
 """The docs site's mkdocs hooks (``hooks:`` in mkdocs.yml): the reference pages generated from
-the spec, the nav entries of every operation page, and the ``<!-- kvpool:NAME -->`` markers.
+the spec, the nav entries of every operation page, the ``<!-- kvpool:NAME -->`` markers,
+the findings' trace files published with the site, and the check that every Markdown
+table renders.
 
 mkdocs loads this file by its path, so it imports everything by absolute name.
 """
@@ -64,8 +66,9 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Add every generated reference page; a file of the same name in docs/ is an error
-    (generated pages are never committed, so they cannot drift)."""
+    """Add every generated reference page (a file of the same name in docs/ is an error:
+    generated pages are never committed, so they cannot drift) and the repository files
+    the site publishes at their repository paths (the findings' traces)."""
     builders = reference_builders(main)
     for path in builders:
         if files.get_file_from_path(path) is not None:
