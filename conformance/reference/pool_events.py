@@ -22,14 +22,16 @@ _HASH = (
     "suite maps an int back to the hash it handed out"
 )
 
-#: Where an event names no group.
-_GROUP = (
-    "Publish it. The suite looks at the `BlockRemoved` class the pool's module uses (the "
-    "name among the globals of its `get_new_blocks`): when there is one and it declares no "
-    "`group_idx`, the suite reads the pool's `kv_event_queue` after every call and gives "
-    "each event the group of the call that queued it ({inferred}); otherwise it reads "
-    "`group_idx` from each event, and a missing or `None` one counts as group 0, so an "
-    "event of another group is judged against group 0's keys and the finding misleads"
+#: What the suite does when an event names no group.
+GROUPS = (
+    "Publish `group_idx` on both events. The suite looks at the `BlockRemoved` class the "
+    "pool's module uses (the name among the globals of its `get_new_blocks`): when there "
+    "is one and it declares no `group_idx`, the suite reads the pool's `kv_event_queue` "
+    "after every call and gives each event the group of the call that queued it (a store: "
+    "the caching call's group; a removal: the group of the key the pool lost). Otherwise it "
+    "reads `group_idx` from each event, and a missing or `None` one counts as group 0: an "
+    "event of another group is then judged against group 0's keys, and the finding points "
+    "at the wrong place."
 )
 
 #: Event class name -> (field, what it must hold, required), in the order the reader
@@ -59,8 +61,7 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ),
         (
             "group_idx",
-            "the KV-cache group of the stored keys. "
-            + _GROUP.format(inferred="a store: the caching call's group"),
+            "the KV-cache group of the stored keys (without it, see below)",
             "yes, unless the event classes have none",
         ),
     ),
@@ -73,8 +74,7 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ),
         (
             "group_idx",
-            "the KV-cache group of the removed keys. "
-            + _GROUP.format(inferred="a removal: the group of the key the pool lost"),
+            "the KV-cache group of the removed keys (without it, see below)",
             "yes, unless the event classes have none",
         ),
     ),
@@ -100,4 +100,4 @@ def event_fields_table() -> str:
 
 def event_fields_section() -> str:
     """The prose and the table, for the ``take_events`` page and the events guide."""
-    return RECOGNISED_BY + "\n\n" + event_fields_table()
+    return RECOGNISED_BY + "\n\n" + event_fields_table() + "\n" + GROUPS + "\n"
