@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from docs_build import CONFIG
+from docs_build import BUILD_EPOCH, CONFIG
 
 #: Builds the site in a fresh interpreter, as ``kvpool docs build`` does.
 BUILD = (
@@ -26,7 +26,7 @@ def other_seed() -> str:
 
 
 def build_in_fresh_process(out: Path, seed: str) -> Path:
-    env = {**os.environ, "PYTHONHASHSEED": seed}
+    env = {**os.environ, "PYTHONHASHSEED": seed, "SOURCE_DATE_EPOCH": BUILD_EPOCH}
     result = subprocess.run(
         [sys.executable, "-c", BUILD, str(CONFIG), str(out)],
         env=env,
