@@ -2,7 +2,8 @@
 reader's ``prefers-color-scheme`` light and then dark, the site shows the matching scheme,
 no code block wraps (a wrapped line goes on at column 0 and reads as dedented Python) or
 crowds the copy button, no table is cut (a table wider than the page scrolls in its own
-box), and no name in a table is split over lines. Skipped only when Chromium is missing
+box), and no name in a table (inline code, or the first cell of a row) is split over
+lines. Skipped only when Chromium is missing
 and ``KVPOOL_REQUIRE_CHROMIUM`` is unset (CI sets it)."""
 
 from __future__ import annotations
@@ -62,6 +63,20 @@ MISFITS = """
     for (const c of t.querySelectorAll('code'))
       if (c.getClientRects().length > 1)
         out.push(['split-name', `${name}: ${c.textContent} is split over lines`]);
+    for (const cell of t.querySelectorAll('tr > :first-child')) {
+      const range = document.createRange();
+      range.selectNodeContents(cell);
+      // lines: runs of rects that overlap vertically (inline code sits a little higher)
+      const rects = [...range.getClientRects()].filter(r => r.width > 0)
+        .sort((a, b) => a.top - b.top);
+      let lines = 0, bottom = -Infinity;
+      for (const r of rects) {
+        if (r.top >= bottom - 1) lines += 1;
+        bottom = Math.max(bottom, r.bottom);
+      }
+      if (lines > 1)
+        out.push(['split-name', `${name}: row name ${cell.textContent.trim()} wraps`]);
+    }
   }
   for (const c of article.querySelectorAll('pre > code')) {
     const first = JSON.stringify(c.textContent.slice(0, 40));
@@ -139,6 +154,9 @@ def test_names_split_and_tables_cut_are_caught(browser: Chromium, site: str) -> 
     shown_scheme(browser, site + "reference/proofs/", "light")
     browser.evaluate("document.querySelector('link[href*=\"kvpool.css\"]').remove()")
     assert any(f.startswith("split-name: ") for f in misfits(browser))
+    shown_scheme(browser, site + "findings/", "light")
+    browser.evaluate("document.querySelector('link[href*=\"kvpool.css\"]').remove()")
+    assert any("row name sglang-0.4.6.post5-paged wraps" in f for f in misfits(browser))
     browser.evaluate(
         "document.querySelectorAll('.md-typeset__scrollwrap')"
         ".forEach(w => w.style.overflowX = 'visible')"
