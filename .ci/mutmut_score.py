@@ -23,6 +23,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+from kvpool.conformance.reference.mutmut_score import impl_tree_digest
 from mutmut.stats import status_by_exit_code  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +94,8 @@ def main() -> int:
         "run": {
             "date": args.date,
             "commit": args.commit,
+            # what the run mutated, so the docs can tell when impl/ has changed since
+            "impl_sha256": impl_tree_digest(args.stage / "kvpool" / "impl"),
             "mutmut": version("mutmut"),
             "python": platform.python_version(),
             "hours": args.hours,

@@ -27,6 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kvpool.conformance.reference.findings_events import (
+    MANAGER_EVENTS,
+    MANAGER_ONLY,
+    publishes_events,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
     "vllm==0.33.0": "vllm-0.33.0",
@@ -49,16 +55,6 @@ MANAGERS = {
     "vllm-0.10.2": "vllm",
     "lmdeploy-0.18.0": "lmdeploy",
 }
-#: Managers with no pool API of their own: only their requests/manager run.
-MANAGER_ONLY = (
-    "nanovllm",
-    "nanovllm-fork",
-    "sglang==0.4.6.post5",
-    "sglang==0.4.6.post5,page=drawn",
-)
-#: Managers that publish their own KV events: the events level judges their manager run
-#: (``--machine requests --level events``; traces ``requests-manager-CONSUMER-KIND``).
-MANAGER_EVENTS = frozenset({"sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"})
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
 EVENTS_ONLY = frozenset({"vllm==0.30.0"})
 #: A target's known findings with their upstream links, beside its traces: the file
@@ -348,6 +344,8 @@ def page() -> str:
         "upstream, or changed by our suite) fails the build until this page is regenerated.",
         "Nothing is tuned away: a profile only states what a release does by design, and",
         "anything outside the caller's contract is checked at the `robustness` level.",
+        "Each finding links its trace file, published with this site at the path it has in",
+        "the repository (the project declares no repository URL to link instead).",
         "",
         "| target | " + " | ".join((*RUNS, *EVENT_RUNS)) + " |",
         "|---|" + "---|" * (len(RUNS) + len(EVENT_RUNS)),
@@ -356,16 +354,12 @@ def page() -> str:
         folder: [read_trace(p) for p in sorted((out / folder).glob("*.itf.json"))]
         for folder in TARGETS.values()
     }
-    from kvpool.conformance.targets.loading import choose_profile
-    from kvpool.spec import get_profile
 
     by_folder = {folder: target for target, folder in TARGETS.items()}
     for folder, found in traces.items():
         target = by_folder[folder]
         manager_only = target in MANAGER_ONLY
-        emits = target in MANAGER_EVENTS or (
-            not manager_only and get_profile(choose_profile(target).name).offers("take_events")
-        )
+        emits = publishes_events(target)
         cells = []
         for run in (*RUNS, *EVENT_RUNS):
             # a manager's own events come from its manager run
@@ -423,6 +417,7 @@ def page() -> str:
             lines.append("No findings.")
         for path, trace in kept:
             stem = path.name.removesuffix(".itf.json")
+            where = f"findings/{folder}/{path.name}"
             notes = [*TARGET_NOTES.get(folder, {}).items(), *NOTES.items()]
             note = next((text for end, text in notes if stem.endswith(end)), "")
             run = f"{trace.meta.machine}/{trace.meta.level}"
@@ -446,7 +441,9 @@ def page() -> str:
             lines += [
                 "```",
                 "",
-                f"Replay: `{replay_command(f'findings/{folder}/{path.name}', trace.meta)}`",
+                f"Trace: [`{where}`](../{where}). Replay it from the repository's root "
+                "(or give the path of the downloaded file): "
+                f"`{replay_command(where, trace.meta)}`",
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"

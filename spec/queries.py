@@ -26,8 +26,13 @@ def writable(state: PoolState, block: int) -> bool:
 
 
 def is_block_writable(state: PoolState, action: IsBlockWritable) -> tuple[PoolState, Observation]:
-    """pre: is_block_writable_violation(state, action) is None
+    """Answer whether ``block`` may be written in place: ``True`` exactly when it is
+    :func:`writable` (a real block held once with no key), else ``False``. The pool is
+    unchanged.
+
+    pre: is_block_writable_violation(state, action) is None
     post: __return__[0] == state
+    post: __return__[1].result == writable(state, action.block)
     """
     refuse(is_block_writable_violation(state, action))
     return state, Observation(writable(state, action.block))
@@ -40,14 +45,25 @@ def usage(state: PoolState) -> float:
 
 
 def get_usage(state: PoolState, action: GetUsage) -> tuple[PoolState, Observation]:
-    """post: 0.0 <= __return__[1].result <= 1.0"""
+    """Return the pool's :func:`usage`: the fraction of real blocks out of the free queue,
+    a float from 0.0 (every real block free) to 1.0 (none free). The pool is unchanged.
+
+    post: __return__[0] == state
+    post: __return__[1].result == usage(state)
+    post: 0.0 <= __return__[1].result <= 1.0
+    """
     return state, Observation(usage(state))
 
 
 def get_num_free_blocks(
     state: PoolState, action: GetNumFreeBlocks
 ) -> tuple[PoolState, Observation]:
-    """post: __return__[1].result == len(state.free_queue)"""
+    """Return the free count: how many blocks are in the free queue (cached ones included).
+    The pool is unchanged.
+
+    post: __return__[0] == state
+    post: __return__[1].result == len(state.free_queue)
+    """
     return state, Observation(len(state.free_queue))
 
 

@@ -18,6 +18,8 @@ from .action_facts import PoolActionFacts
 from .code_facts import docstring_conditions, field_comments
 from .markdown import GENERATED, bullets, code, fence, paragraphs, prose, summary, table
 from .pool_calls import CONSTRUCTOR, POOL_CALLS, READ_BACK, signature
+from .pool_events import event_fields_section
+from .profile_values import shown
 
 
 def page_path(operation: str) -> str:
@@ -130,7 +132,7 @@ def _profile_fields(facts: PoolActionFacts) -> str:
         (
             code(f),
             prose(docs.get(f, "")),
-            code(repr(getattr(SEED, f))),
+            shown(getattr(SEED, f)),
             ", ".join(_differs(f)) or "none",
         )
         for f in facts.profile_fields
@@ -255,7 +257,7 @@ def _per_release(facts: PoolActionFacts) -> str:
             what = "not offered (refused with `unsupported-action`)"
         else:
             changed = [
-                f"{code(f)} = {code(repr(getattr(profile, f)))}"
+                f"{code(f)} = {shown(getattr(profile, f))}"
                 for f in facts.profile_fields
                 if getattr(profile, f) != getattr(SEED, f)
             ]
@@ -270,8 +272,14 @@ def _per_release(facts: PoolActionFacts) -> str:
 
 
 def operation_page(facts: PoolActionFacts) -> str:
-    """The whole page of one pool operation."""
+    """The whole page of one pool operation. Its *Effect* is the transition's docstring
+    prose, which must say what the operation does and what it returns."""
     effect, _, _ = docstring_conditions(facts.transition)
+    if not effect:
+        raise ValueError(
+            f"{_qualified(facts.transition)} has no docstring prose: its operation page needs "
+            "an Effect (what it does, and what it returns)"
+        )
     parts = [
         GENERATED,
         f"# {facts.operation}\n",
@@ -279,10 +287,15 @@ def operation_page(facts: PoolActionFacts) -> str:
         f"The action is {code('kvpool.spec.' + facts.action.__name__)}. " + _offered(facts),
         "## The call a pool implements\n",
         _pool_call(facts),
+        *(
+            ["## Events a pool publishes\n", event_fields_section()]
+            if facts.operation == "take_events"
+            else []
+        ),
         "## The spec's action\n",
         _arguments(facts),
         "## Effect\n",
-        paragraphs(prose(effect)) if effect else "See the postconditions.\n",
+        paragraphs(prose(effect)),
         "## Contract\n",
         _contract(facts),
         "## The transition\n",

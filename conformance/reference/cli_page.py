@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import click
@@ -35,14 +36,19 @@ def walk(
     command: click.Command, path: tuple[str, ...], parent: click.Context | None
 ) -> Iterator[tuple[tuple[str, ...], str]]:
     """``(command path, help text)`` for ``command`` and, for a group, its subcommands in
-    alphabetical order."""
-    ctx = click.Context(
-        command,
-        info_name=path[-1],
-        parent=parent,
-        terminal_width=HELP_WIDTH,
-        max_content_width=HELP_WIDTH,
-    )
+    alphabetical order.
+
+    Each command is read through a shallow copy whose help option is unsettled: click
+    settles a command's help option by the first context that asks for it, so a command
+    once run outside ``kvpool`` (as ``docs build`` is in a test) would otherwise show
+    ``--help`` where ``kvpool`` gives ``-h, --help``, and the page would depend on what
+    ran before it. The top command's own context settings (``kvpool``'s ``-h``) apply, as
+    they do when it runs."""
+    command = copy.copy(command)
+    command._help_option = None
+    settings = {} if parent is not None else dict(command.context_settings)
+    settings.update(terminal_width=HELP_WIDTH, max_content_width=HELP_WIDTH)
+    ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     yield path, command.get_help(ctx)
     if isinstance(command, click.Group):
         for name in sorted(command.commands):

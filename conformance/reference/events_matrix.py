@@ -10,21 +10,25 @@ from kvpool.spec import CONSUMER_MODELS, get_profile
 
 from ..events.upstream import broken_property, report_link, upstream_report
 from ..trace.files import read_trace
+from .findings_events import publishes_events
 from .markdown import code, table
 
 
 def events_matrix(findings: Path) -> str:
     """One row per findings folder: per consumer model, pass or the properties broken (each
-    with the upstream report it matches); ``no events`` for a pool that publishes none."""
+    with the upstream report it matches); ``no events`` for a target that publishes none
+    (:func:`~.findings_events.publishes_events`, as the findings page decides: a target
+    without an events run leaves no events trace, which is not a pass)."""
     rows = []
     for folder in sorted(p for p in findings.iterdir() if p.is_dir()):
         traces = [read_trace(p) for p in sorted(folder.glob("*.itf.json"))]
         if not traces:
             continue
         profile = get_profile(traces[0].meta.profile)
+        emits = publishes_events(traces[0].meta.target)
         cells = []
         for model in CONSUMER_MODELS:
-            if not profile.offers("take_events"):
+            if not emits:
                 cells.append("no events")
                 continue
             broken = []

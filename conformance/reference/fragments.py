@@ -18,6 +18,7 @@ from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
 from .mutmut_score import load, score_table, survivors_table
+from .pool_events import event_fields_section
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
@@ -84,13 +85,19 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "(docs/data/route-check/*.json, written by kvpool route-check --record)",
         lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check"),
     ),
+    "event-fields": (
+        "every field of every KV event a pool publishes, as the suite reads it back "
+        "(kvpool.conformance.reference.pool_events)",
+        lambda link, docs_dir: event_fields_section(),
+    ),
     "consumer-contracts": (
         "the consumer model each profile promises, and where it is written",
         lambda link, docs_dir: consumer_table(),
     ),
     "mutmut-score": (
-        "the mutmut score of the unit tests, computed from docs/data/mutmut.json",
-        lambda link, docs_dir: score_table(load(docs_dir)),
+        "the mutmut score of the unit tests, computed from docs/data/mutmut.json (marked "
+        "stale when impl/ is no longer the code the run mutated)",
+        lambda link, docs_dir: score_table(load(docs_dir), docs_dir.parent / "impl"),
     ),
     "manager-bench": (
         "kvpool bench --manager vllm's figures: ours against vLLM's KVCacheManager, computed "

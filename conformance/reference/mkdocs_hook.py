@@ -1,5 +1,7 @@
 """The docs site's mkdocs hooks (``hooks:`` in mkdocs.yml): the reference pages generated from
-the spec, the nav entries of every operation page, and the ``<!-- kvpool:NAME -->`` markers.
+the spec, the nav entries of every operation page, the ``<!-- kvpool:NAME -->`` markers,
+the findings' trace files published with the site, and the check that every Markdown
+table renders.
 
 mkdocs loads this file by its path, so it imports everything by absolute name.
 """
@@ -17,6 +19,8 @@ from kvpool.conformance.reference.pages import (
     reference_builders,
 )
 from kvpool.conformance.reference.releases_page import RELEASES_INDEX, releases_nav
+from kvpool.conformance.reference.repo_files import published_files, site_links
+from kvpool.conformance.reference.table_check import malformed_tables
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
@@ -62,8 +66,9 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Add every generated reference page; a file of the same name in docs/ is an error
-    (generated pages are never committed, so they cannot drift)."""
+    """Add every generated reference page (a file of the same name in docs/ is an error:
+    generated pages are never committed, so they cannot drift) and the repository files
+    the site publishes at their repository paths (the findings' traces)."""
     builders = reference_builders(main)
     for path in builders:
         if files.get_file_from_path(path) is not None:
@@ -73,12 +78,28 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             )
     for path, build in builders.items():
         files.append(File.generated(config, path, content=build()))
+    for path, source in published_files(Path(config.docs_dir).parent).items():
+        files.append(File.generated(config, path, content=source.read_bytes()))
     return files
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-    """Replace every ``<!-- kvpool:NAME -->`` marker; an unknown one fails the build."""
+    """Replace every ``<!-- kvpool:NAME -->`` marker (an unknown one fails the build), point
+    links to published repository files (the findings' traces) at their copies in the
+    site, and fail the build on a table that would not render as written (in the page or
+    a fragment it includes)."""
     try:
-        return expand(markdown, page.file.src_uri, Path(config.docs_dir))
+        expanded = expand(markdown, page.file.src_uri, Path(config.docs_dir))
     except UnknownMarker as exc:
         raise PluginError(str(exc)) from exc
+    published = set(published_files(Path(config.docs_dir).parent))
+    expanded = site_links(expanded, page.file.src_uri, published)
+    problems = malformed_tables(expanded)
+    if problems:
+        uri = page.file.src_uri
+        where = f"{uri} (generated)" if page.file.generated_by else f"docs/{uri}"
+        raise PluginError(
+            f"{where}: a malformed Markdown table (lines of the page after its markers are "
+            "expanded):\n  " + "\n  ".join(problems)
+        )
+    return expanded

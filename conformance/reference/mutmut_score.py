@@ -9,12 +9,19 @@ is computed here, never typed in:
     score = killed / (mutants checked - equivalent)
 
 where *killed* counts mutmut's kills and timeouts plus the verdicts ``killed``.
+
+A score is of the code the run mutated. The record keeps a content hash of that
+``impl/`` (``run.impl_sha256``, :func:`impl_digest`), so the pages can tell, without git
+history, whether today's ``impl/`` is still that code: when it is not (or the record has
+no hash), the score is shown as stale, with the commit it is of.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,24 @@ DATA = Path("data") / "mutmut.json"
 RUN_KILLS = ("killed", "timeout")
 #: mutmut's statuses that need a verdict.
 NEEDS_VERDICT = ("survived", "no tests")
+
+
+def impl_digest(files: Iterable[tuple[str, bytes]]) -> str:
+    """The content hash of an ``impl/`` given as ``(path under impl/, bytes)`` for each of
+    its ``.py`` files: SHA-256 over the files in path order, each as its path, a NUL, the
+    SHA-256 of its bytes and a newline. Where the files come from (a folder, a commit)
+    does not change it."""
+    digest = hashlib.sha256()
+    for path, content in sorted(files):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(content).hexdigest().encode() + b"\n")
+    return digest.hexdigest()
+
+
+def impl_tree_digest(impl_dir: Path) -> str:
+    """:func:`impl_digest` of the ``.py`` files under ``impl_dir``."""
+    return impl_digest(
+        (p.relative_to(impl_dir).as_posix(), p.read_bytes()) for p in impl_dir.rglob("*.py")
+    )
 
 
 class ScoreFileError(ValueError):
@@ -95,6 +120,16 @@ class Score:
     def score(self) -> float:
         return self.killed / (self.checked - self.equivalent)
 
+    def stale(self, impl_dir: Path) -> str | None:
+        """Why the score is not of the ``impl/`` at ``impl_dir`` (its content differs from
+        the run's, or the record cannot say), or ``None`` when it is."""
+        recorded = self.run.get("impl_sha256")
+        if recorded is None:
+            return "the record keeps no content hash of the impl/ it mutated"
+        if recorded != impl_tree_digest(impl_dir):
+            return f"impl/ has changed since commit {self.run['commit']}"
+        return None
+
 
 def parse(data: dict[str, Any], test_names: set[str] | None = None) -> Score:
     """The record as a :class:`Score`, checked: counts add up, every mutant the run did not
@@ -143,8 +178,9 @@ def load(docs_dir: Path, test_names: set[str] | None = None) -> Score:
     return parse(json.loads((docs_dir / DATA).read_text()), test_names)
 
 
-def readme_summary(score: Score) -> str:
-    """The README's sentence on the score (a test keeps the README saying exactly this)."""
+def readme_summary(score: Score, impl_dir: Path) -> str:
+    """The README's sentence on the score (a test keeps the README saying exactly this),
+    marked stale when ``impl_dir`` is no longer the code the run mutated."""
     run = score.run
     scope = (
         f"{score.checked:,} of the {score.mutants:,} checked so far"
@@ -158,15 +194,31 @@ def readme_summary(score: Score) -> str:
         if score.killed_later
         else f"the {not_killed:,} it did not kill are argued equivalent"
     )
+    stale = score.stale(impl_dir)
     return (
         f"the run of {run['date']} (commit `{run['commit']}`, {scope}) killed "
         f"{score.killed - score.killed_later:,}; {rest}: **{score.killed:,} killed of "
-        f"{score.checked - score.equivalent:,} non-equivalent mutants, {score.score:.1%}**."
+        f"{score.checked - score.equivalent:,} non-equivalent mutants, {score.score:.1%}**"
+        + (f" (**stale**: {stale}; the score is of that commit's code)." if stale else ".")
     )
 
 
-def score_table(score: Score) -> str:
-    """What the run said, what became of the rest, and the score."""
+def stale_warning(score: Score, impl_dir: Path) -> str:
+    """An admonition saying the score is stale and why (empty when it is current)."""
+    why = score.stale(impl_dir)
+    if why is None:
+        return ""
+    return (
+        '!!! warning "Stale: this score is of older code"\n'
+        f"    {why}, so the figures below are of `impl/` as it was at commit "
+        f"`{score.run['commit']}`, not of today's. Run `.ci/mutmut`, then "
+        "`.ci/mutmut_score.py`, to score today's code.\n\n"
+    )
+
+
+def score_table(score: Score, impl_dir: Path) -> str:
+    """What the run said, what became of the rest, and the score (after a warning when
+    ``impl_dir`` is not the code the run mutated)."""
     s = score.status
     run = score.run
     rows = [
@@ -192,7 +244,7 @@ def score_table(score: Score) -> str:
         if score.unchecked
         else " checked every mutant."
     )
-    return head + partial + "\n\n" + table(("", "mutants"), rows)
+    return stale_warning(score, impl_dir) + head + partial + "\n\n" + table(("", "mutants"), rows)
 
 
 def survivors_table(score: Score) -> str:

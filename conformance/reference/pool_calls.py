@@ -152,10 +152,8 @@ POOL_CALLS: dict[str, PoolCall] = {
     "take_events": PoolCall(
         "take_events",
         {},
-        "a list of events with vLLM's fields (`BlockStored`: `block_hashes`, "
-        "`parent_block_hash`, `block_size`, `token_ids`, `group_idx` where the release has "
-        "it; `BlockRemoved`: `block_hashes`; `AllBlocksCleared`), read back into the spec's "
-        "events",
+        "the events published since the last call, oldest first, and forgets them; every "
+        "field of each event is listed below, under *Events a pool publishes*",
     ),
 }
 

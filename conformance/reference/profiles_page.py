@@ -8,6 +8,7 @@ from kvpool.spec.profile import PROFILES, SEED, VLLM_RELEASES, Profile
 
 from .code_facts import field_comments, profile_choices
 from .markdown import GENERATED, bullets, code, prose, table
+from .profile_values import shown
 
 
 def _release(version: tuple[int, int, int]) -> str:
@@ -35,21 +36,22 @@ def _behaviour_fields() -> list[str]:
 
 
 def settings_table() -> str:
-    """One row per behaviour field: its meaning, and which profiles set it which way."""
+    """One row per behaviour field: its meaning, and which profiles hold which value (a
+    set-valued field by its members, so the row reads the same in every build)."""
     docs = field_comments(Profile)
     rows = []
     for field in _behaviour_fields():
-        yes = [name for name, p in PROFILES.items() if getattr(p, field)]
-        no = [name for name, p in PROFILES.items() if not getattr(p, field)]
+        by_value: dict[str, list[str]] = {}
+        for name, p in PROFILES.items():
+            by_value.setdefault(shown(getattr(p, field)), []).append(name)
         rows.append(
             (
                 code(field),
                 prose(docs.get(field, "")),
-                ", ".join(yes) or "none",
-                ", ".join(no) or "none",
+                "; ".join(f"{v}: {', '.join(names)}" for v, names in sorted(by_value.items())),
             )
         )
-    return table(("field", "what it chooses", "True in", "False in"), rows)
+    return table(("field", "what it chooses", "value: profiles"), rows)
 
 
 def consumer_table() -> str:
@@ -73,7 +75,7 @@ def operations_table() -> str:
 
 def _profile_section(profile: Profile) -> str:
     differs = [
-        f"{code(field)} = {code(repr(getattr(profile, field)))}"
+        f"{code(field)} = {shown(getattr(profile, field))}"
         for field in _behaviour_fields()
         if getattr(profile, field) != getattr(SEED, field)
     ]

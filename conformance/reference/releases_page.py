@@ -14,6 +14,7 @@ from kvpool.spec.profile import SEED, VLLM_RELEASES, Profile
 from .action_facts import all_pool_action_facts
 from .code_facts import field_comments, profile_choices
 from .markdown import GENERATED, bullets, code, prose, table
+from .profile_values import change
 
 #: The nav entry in mkdocs.yml that the hook expands into every release generation's page.
 RELEASES_INDEX = "reference/releases/index.md"
@@ -50,7 +51,7 @@ def changes(before: Profile, after: Profile, explained: bool = True) -> list[str
     each field's meaning when ``explained``)."""
     docs = field_comments(type(before))
     out = [
-        f"{code(f)}: {code(repr(getattr(before, f)))} becomes {code(repr(getattr(after, f)))}"
+        f"{code(f)}: {change(getattr(before, f), getattr(after, f))}"
         + (f" ({prose(docs.get(f, ''))})" if explained else "")
         for f in _fields()
         if getattr(before, f) != getattr(after, f)

@@ -19,7 +19,7 @@ from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher
 from ..targets.loading import TargetLoadError, load_target
 from ..targets.vllm.isolation import IsolationError as ReleaseIsolationError
 from ..targets.vllm.releases import ReleaseError
-from ..usage import EXIT_NONCONFORMANCE, EXIT_PASS, EXIT_USAGE, comma_names
+from ..usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE, comma_names
 from .isolation import IsolationError, inside, run_isolated
 from .recording import RecordingError, contract_table, read_recording, to_json
 from .scenarios import INDEXER, SCENARIOS, ScenarioResult, Setting, run_scenario
@@ -166,7 +166,7 @@ def route_check(
         record.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         err.print(f"recorded to {record}")
     perfect = all(t.found == t.held == t.claimed for r in results for t in r.tallies.values())
-    sys.exit(EXIT_PASS if perfect else EXIT_NONCONFORMANCE)
+    sys.exit(EXIT_PASS if perfect else EXIT_FINDING)
 
 
 def _print(console: Console, results: list[ScenarioResult], setting: Setting) -> None:

@@ -183,6 +183,26 @@ class Chromium:
             raise RuntimeError(f"{expression!r} threw: {answer['exceptionDetails']}")
         return answer["result"].get("value")
 
+    def emulate(self, width: int, height: int, color_scheme: str | None = None) -> None:
+        """Render the next pages ``width`` x ``height`` CSS pixels wide, and (when
+        ``color_scheme`` is ``"light"`` or ``"dark"``) with that ``prefers-color-scheme``."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            self._session,
+        )
+        features = [{"name": "prefers-color-scheme", "value": color_scheme or ""}]
+        self.call("Emulation.setEmulatedMedia", {"features": features}, self._session)
+
+    def screenshot(self, path: Path, full_page: bool = False) -> Path:
+        """A PNG of the page last rendered (the viewport, or the whole page)."""
+        import base64
+
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
+        shot = self.call("Page.captureScreenshot", params, self._session)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
     def close(self) -> None:
         """Close the browser and wait for it."""
         with contextlib.suppress(RuntimeError, TimeoutError, OSError):

@@ -228,3 +228,79 @@ def test_the_spec_document_holds_every_module_and_every_transition(built_site: P
         assert f"def {transition.__name__}(" in plain
     for name, predicate in INVARIANTS.items():
         assert f"def {predicate.__name__}(" in plain, name
+
+
+def test_each_query_states_what_it_returns(built_site: Path) -> None:
+    """A query's page says what it returns, in its Effect and as a postcondition on the
+    result (``is_block_writable`` and ``get_usage`` once said only "see the
+    postconditions", which did not say)."""
+    from kvpool.conformance.reference.code_facts import docstring_conditions
+
+    queries = [
+        f for f in all_pool_action_facts() if f.transition.__module__ == "kvpool.spec.queries"
+    ]
+    assert {f.operation for f in queries} >= {"is_block_writable", "get_usage"}
+    for f in queries:
+        effect, _, post = docstring_conditions(f.transition)
+        assert effect, f"{f.operation}: no Effect"
+        assert any(line.startswith("__return__[1].result ==") for line in post), f.operation
+        text = page(built_site, f"reference/actions/{f.operation}")
+        assert "See the postconditions" not in text
+        assert "__return__[1].result ==" in re.sub(r"<[^>]+>", "", text)
+
+
+def test_a_transition_without_an_effect_fails_its_page() -> None:
+    from kvpool.conformance.reference.action_pages import operation_page
+
+    def get_usage(state: object, action: object) -> None:
+        pass
+
+    facts = next(f for f in all_pool_action_facts() if f.operation == "get_usage")
+    planted = dataclasses.replace(facts, transition=get_usage)
+    with pytest.raises(ValueError, match="get_usage has no docstring prose"):
+        operation_page(planted)
+
+
+def guide_table_links(index: str) -> list[str]:
+    """The pages the home page's guide table links, in order."""
+    section = index.split("## The guide", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| \[[^]]+\]\((guide/[^)]+\.md)\)", section, flags=re.M)
+
+
+def guide_table_differences(index: str, in_nav: list[str]) -> list[str]:
+    """The guide pages of the nav the home page's table leaves out, and the ones it lists
+    that the nav does not."""
+    listed = guide_table_links(index)
+    return [f"missing {p}" for p in in_nav if p not in listed] + [
+        f"not in the nav: {p}" for p in listed if p not in in_nav
+    ]
+
+
+def test_the_home_pages_guide_table_lists_every_guide_page_of_the_nav() -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    nav = yaml.safe_load((root / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    guide = next(item["Guide"] for item in nav if isinstance(item, dict) and "Guide" in item)
+    in_nav = [next(iter(entry.values())) for entry in guide]
+    index = (root / "docs" / "index.md").read_text(encoding="utf-8")
+    assert not guide_table_differences(index, in_nav), "docs/index.md's guide table"
+    # the table as it was, without the contract in plain words or the events contract
+    planted = "\n".join(
+        line
+        for line in index.splitlines()
+        if "guide/semantics.md" not in line and "guide/kv-events-contract.md" not in line
+    )
+    assert guide_table_differences(planted, in_nav) == [
+        "missing guide/semantics.md",
+        "missing guide/kv-events-contract.md",
+    ]
+
+
+def test_the_levels_page_names_every_level_in_the_level_option() -> None:
+    from kvpool.conformance.engine.levels import LEVELS
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "levels.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `--level` |"))
+    missing = [name for name in LEVELS if f"`{name}`" not in row]
+    assert not missing, f"the --level row of guide/levels.md leaves out {missing}"

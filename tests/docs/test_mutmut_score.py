@@ -15,6 +15,8 @@ from kvpool.conformance.reference.fragments import expand
 from kvpool.conformance.reference.mutmut_score import (
     DATA,
     ScoreFileError,
+    impl_digest,
+    impl_tree_digest,
     parse,
     readme_summary,
     score_table,
@@ -61,7 +63,7 @@ def test_the_pages_show_the_computed_score_and_every_verdict() -> None:
 
 
 def test_the_readme_states_the_computed_score() -> None:
-    expected = readme_summary(parse(record()))
+    expected = readme_summary(parse(record()), ROOT / "impl")
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert expected in readme, f"README.md should say: {expected}"
 
@@ -120,7 +122,7 @@ def test_the_score_is_killed_over_checked_minus_equivalent() -> None:
     # 6 killed + 1 timeout by the run, 2 killed since; 10 checked, 1 equivalent
     assert (score.killed, score.checked, score.equivalent) == (9, 10, 1)
     assert score.score == 1.0
-    assert "9 / 9 = 100.0%" in score_table(score)
+    assert "9 / 9 = 100.0%" in score_table(score, ROOT / "impl")
     table = survivors_table(score)
     assert "`m.f` | 1 | `test_f`" in table and "`m.f` | 2 | **same**" in table
 
@@ -131,7 +133,7 @@ def test_unchecked_mutants_make_a_partial_score_that_says_so() -> None:
     data["run"]["status"]["not checked"] = 4
     score = parse(data)
     assert (score.checked, score.unchecked) == (10, 4)
-    assert "checked 10 of the 14 mutants" in score_table(score)
+    assert "checked 10 of the 14 mutants" in score_table(score, ROOT / "impl")
 
 
 def _broken(change: str) -> dict[str, Any]:
@@ -185,4 +187,70 @@ def test_a_run_with_only_equivalent_survivors_says_so() -> None:
     score = parse(data)
     assert "Every mutant the run did not kill is argued equivalent (1;" in survivors_table(score)
     assert "Killed by a test" not in survivors_table(score)
-    assert "9 / 9 = 100.0%" in score_table(score)
+    assert "9 / 9 = 100.0%" in score_table(score, ROOT / "impl")
+
+
+def write_impl(folder: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_a_score_of_other_code_is_marked_stale(tmp_path: Path) -> None:
+    """The record keeps the content hash of the impl/ its run mutated; any change to
+    impl/ since (or a record without the hash) marks the score stale, without git."""
+    impl = write_impl(tmp_path / "impl", {"block_pool.py": "x = 1\n", "sub/q.py": "y = 2\n"})
+    data = _small()
+    data["run"]["impl_sha256"] = impl_tree_digest(impl)
+    score = parse(data)
+    assert score.stale(impl) is None
+    assert "Stale" not in score_table(score, impl)
+    assert readme_summary(score, impl).endswith("100.0%**.")
+    (impl / "block_pool.py").write_text("x = 2\n")  # impl/ changed since the run
+    assert score.stale(impl) == "impl/ has changed since commit abc1234"
+    assert score_table(score, impl).startswith('!!! warning "Stale')
+    assert "(**stale**: impl/ has changed since commit abc1234" in readme_summary(score, impl)
+    del data["run"]["impl_sha256"]
+    assert "keeps no content hash" in (parse(data).stale(impl) or "")
+
+
+def test_the_impl_hash_depends_on_content_and_paths_only(tmp_path: Path) -> None:
+    files = {"a.py": "x = 1\n", "b/c.py": "y = 2\n"}
+    one = write_impl(tmp_path / "one", files)
+    two = write_impl(tmp_path / "two", dict(reversed(list(files.items()))))
+    (two / "__pycache__").mkdir()
+    (two / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert impl_tree_digest(one) == impl_tree_digest(two)
+    assert impl_tree_digest(one) == impl_digest([("b/c.py", b"y = 2\n"), ("a.py", b"x = 1\n")])
+    (two / "b" / "c.py").rename(two / "b" / "d.py")
+    assert impl_tree_digest(one) != impl_tree_digest(two)
+
+
+def test_the_recorded_impl_hash_is_that_of_the_recorded_commit() -> None:
+    """The hash in the record is the one of impl/ at the run's commit (read from git,
+    where the checkout has the history), so "stale" is decided against the right code."""
+    import subprocess
+
+    score = parse(record())
+    commit = score.run["commit"]
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", commit, "impl/"],
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0:
+        pytest.skip(f"commit {commit} is not in this checkout's history")
+    files = [
+        (
+            name.removeprefix("impl/"),
+            subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{commit}:{name}"],
+                capture_output=True,
+                check=True,
+            ).stdout,
+        )
+        for name in listed.stdout.split()
+        if name.endswith(".py")
+    ]
+    assert score.run["impl_sha256"] == impl_digest(files)
