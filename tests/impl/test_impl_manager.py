@@ -189,6 +189,13 @@ def test_a_given_hash_function_hashes_every_block_admitted_and_appended() -> Non
     assert [v[0] for v in inputs][1:] == req.block_hashes[:2]
 
 
+def test_tokens_of_64_bits_and_more_are_taken_and_hashed_as_the_spec_does() -> None:
+    tokens = [1 << 64, (1 << 70) + 1, 5, 0]
+    m = manager(n=20, bs=4, hbs=2)
+    assert m.admit("a", tokens) is not None
+    assert m.requests["a"].request.block_hashes == hashes_of(tokens, 2, None)
+
+
 # ------------------------------------------------------------------ admission
 
 
@@ -574,6 +581,9 @@ REFUSALS: list[tuple[str, str, Callable[[KVCacheManager], object]]] = [
     ("admit no tokens", "request-tokens", lambda m: m.admit("x", [])),
     ("admit a negative token", "request-tokens", lambda m: m.admit("x", [1, -1])),
     ("admit a non-int token", "request-tokens", lambda m: m.admit("x", [1, "2"])),  # type: ignore[list-item]
+    ("admit a bool token", "request-tokens", lambda m: m.admit("x", [1, True])),
+    ("admit a float token", "request-tokens", lambda m: m.admit("x", [1, 2.0])),  # type: ignore[list-item]
+    ("admit a huge negative token", "request-tokens", lambda m: m.admit("x", [1, -(1 << 70)])),
     ("append no tokens", "request-tokens", lambda m: m.append("run", [])),
     ("append a negative token", "request-tokens", lambda m: m.append("run", [-3])),
     ("append to a preempted request", "request-running", lambda m: m.append("gone", [1])),
