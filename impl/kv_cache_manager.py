@@ -147,6 +147,7 @@ class ManagedRequest:
 
     __slots__ = (
         "block_ids",
+        "block_keys",
         "blocks",
         "copies",
         "lora",
@@ -181,6 +182,8 @@ class ManagedRequest:
         # Without multimodal features or embeddings every block has the same extra keys
         # (the salt and the LoRA adapter): they are made once per call, not per block.
         self.uniform_keys = not self.mm_features and self.prompt_embeds is None
+        #: Those keys, once asked (``_NOT_ASKED`` before).
+        self.block_keys: tuple[object, ...] | object | None = _NOT_ASKED
         self.running = False
         self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
         self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
@@ -204,6 +207,11 @@ class ManagedRequest:
     def tables(self) -> BlockIds:
         return tuple([tuple(ids) for ids in self.block_ids])
 
+
+#: The blocks a new request's first lookup hashes; each further run is twice as long.
+_FIRST_HASHED_RUN = 16
+#: A request's uniform extra keys before they are first asked for.
+_NOT_ASKED = object()
 
 #: Block reads run from C by ``map`` and ``filter``.
 _block_id = attrgetter("block_id")
@@ -285,7 +293,6 @@ class KVCacheManager:
         self._windows = tuple(g.sliding_window_blocks for g in groups)
         # The common model: one full-attention group (id 0), looked up as a list of ids.
         self._one_group = self._full_group_ids == (0,) and not self._sliding_group_ids
-        self._group_list = [0]
         # Hash blocks per block: block i's prefix hash is the last fine hash inside it.
         self._scale = block_size // hash_block_size
         self.requests: dict[str, ManagedRequest] = {}
@@ -344,10 +351,12 @@ class KVCacheManager:
             mm_features,
             prompt_embeds,
         )
-        if self.enable_caching:
-            self._extend_block_hashes(req)
+        # The lookup hashes the prompt as far as it reads (through the first block the
+        # cache lacks): a request refused for want of room hashes no more than that.
         scheduled = self._schedule(req)
         if scheduled is not None:
+            if self.enable_caching:
+                self._extend_block_hashes(req)  # the rest of the prompt
             self.requests[request_id] = req
         return scheduled
 
@@ -526,29 +535,35 @@ class KVCacheManager:
         """The extra keys of the request's hash block ``start .. end - 1``: its salt, LoRA
         adapter, the multimodal features in the block and its embeddings there. For a
         request with neither features nor embeddings they must not depend on the block:
-        they are asked once per call that hashes new blocks, not once per block."""
+        they are asked once per request, not once per block."""
         return generate_block_hash_extra_keys(
             start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
         )
 
-    def _extend_block_hashes(self, req: ManagedRequest) -> None:
-        """Hash the full hash blocks appended since the last call, chained on the last
-        hash: the result equals hashing every token again, at the cost of the new ones."""
+    def _extend_block_hashes(self, req: ManagedRequest, through: int | None = None) -> None:
+        """Hash the full hash blocks of the first ``through`` tokens (all of them for
+        ``None``) not hashed yet, chained on the last hash: the result equals hashing every
+        token again, at the cost of the new ones."""
         request = req.request
         tokens, hashes = request.all_token_ids, request.block_hashes
+        end = len(tokens) if through is None else min(through, len(tokens))
         hbs = self.hash_block_size
         first = len(hashes) * hbs
-        if len(tokens) - first < hbs:
+        if end - first < hbs:
             return
         parent = hashes[-1] if hashes else None
         hash_function = self.hash_function
         uniform = req.uniform_keys
-        keys = self._extra_keys(req, first, first + hbs) if uniform else None
+        keys: tuple[object, ...] | None = None
+        if uniform:
+            if req.block_keys is _NOT_ASKED:
+                req.block_keys = self._extra_keys(req, first, first + hbs)
+            keys = req.block_keys  # type: ignore[assignment]
         if uniform and hash_function is sha256_hash:
             # The default hash: every new block in one call, no per-token Python work.
-            hashes.extend(hash_token_blocks(parent, tokens[first:], hbs, keys))
+            hashes.extend(hash_token_blocks(parent, tokens[first:end], hbs, keys))
             return
-        for start in range(first, len(tokens) - hbs + 1, hbs):
+        for start in range(first, end - hbs + 1, hbs):
             if not uniform:
                 keys = self._extra_keys(req, start, start + hbs)
             parent = hash_block_tokens(hash_function, parent, tokens[start : start + hbs], keys)
@@ -563,7 +578,7 @@ class KVCacheManager:
         """
         num_tokens = len(req.request.all_token_ids)
         if self.enable_caching:
-            hit = self._find_cached_prefix(req.request.block_hashes, num_tokens)
+            hit = self._find_cached_prefix(req, num_tokens)
         else:
             hit = PrefixHit(0, [[] for _ in self._group_ids], [], 0)
         per_group = _cdiv(num_tokens, self.block_size) - hit.num_blocks
@@ -596,14 +611,17 @@ class KVCacheManager:
         req.copies = ()
         return Scheduled(req.num_computed_tokens, req.tables(), copies)
 
-    def _find_cached_prefix(self, block_hashes: Sequence[bytes], num_tokens: int) -> PrefixHit:
-        """The longest cached prefix every group agrees on, for ``num_tokens`` tokens.
+    def _find_cached_prefix(self, req: ManagedRequest, num_tokens: int) -> PrefixHit:
+        """The longest cached prefix every group agrees on, for the request's first
+        ``num_tokens`` tokens, hashing them (``_extend_block_hashes``) as far as the lookups
+        read: with one full-attention group, through the first block the cache lacks (in
+        runs of blocks that double); otherwise all of them, first.
 
-        Pre: ``block_hashes`` cover every full hash block of the tokens. Only lookups are
-        made. At most ``(num_tokens - 1) // block_size`` blocks hit, so at least one token
-        is left to compute. Full-attention groups need every block from the first;
-        sliding-window groups only the last ``sliding_window_blocks`` of the prefix. With
-        no sliding group, the block after the hits may be a partial entry (largest first).
+        Only lookups are made in the pool. At most ``(num_tokens - 1) // block_size``
+        blocks hit, so at least one token is left to compute. Full-attention groups need
+        every block from the first; sliding-window groups only the last
+        ``sliding_window_blocks`` of the prefix. With no sliding group, the block after the
+        hits may be a partial entry (largest first).
         """
         bs = self.block_size
         scale = self._scale
@@ -613,19 +631,29 @@ class KVCacheManager:
         full_ids = self._full_group_ids
         sliding_ids = self._sliding_group_ids
         windows = self._windows
+        block_hashes = req.request.block_hashes
 
         found: dict[int, list[KVCacheBlock]] = {g: [] for g in full_ids}
         length = limit
         if self._one_group:
-            # One full-attention group: the pool's one-group lookup, blocks kept as found.
-            groups, hit_blocks = self._group_list, found[0]
-            for block_hash in islice(block_hashes, scale - 1, limit * scale, scale):
-                blocks = lookup(block_hash, groups)
-                if blocks is None:
+            # One full-attention group: hash a run of blocks, look its hits up in one call
+            # (up to the first miss), and hash the next, twice as long, only if all hit.
+            hits = found[0]
+            run = _FIRST_HASHED_RUN
+            while len(hits) < limit:
+                start, end = len(hits), min(limit, len(hits) + run)
+                self._extend_block_hashes(req, end * bs)
+                prefix = islice(block_hashes, start * scale + scale - 1, end * scale, scale)
+                hits += self.block_pool.get_cached_prefix(prefix, 0)
+                if len(hits) < end:
                     break
-                hit_blocks.append(blocks[0])
-            length = len(hit_blocks)
-        elif full_ids:
+                run *= 2
+            length = len(hits)
+            # The partial entries after the hits are keyed inside the next block.
+            self._extend_block_hashes(req, min(num_tokens, (length + 1) * bs))
+        else:
+            self._extend_block_hashes(req, num_tokens)
+        if full_ids and not self._one_group:
             length = 0
             while length < limit:
                 blocks = lookup(block_hashes[(length + 1) * scale - 1], full_ids)

@@ -232,6 +232,15 @@ class RecordingPool:
         self._log("get_cached_block", block_hash, tuple(groups))
         return self._pool.get_cached_block(block_hash, groups)
 
+    def get_cached_prefix(self, block_hashes: Any, group: int) -> Any:
+        """Our pool's prefix walk, recorded as the lookups it stands for: one
+        ``get_cached_block`` per hit, then one for the miss that ended it."""
+        hashes = list(block_hashes)
+        found = self._pool.get_cached_prefix(hashes, group)
+        for block_hash in hashes[: len(found) + 1]:
+            self._log("get_cached_block", block_hash, (group,))
+        return found
+
     def cache_full_blocks(
         self, request: Any, blocks: Sequence[Any], cached: int, full: int, bs: int, group: int
     ) -> None:
