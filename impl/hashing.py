@@ -146,18 +146,18 @@ def hash_token_blocks(
     Pre: every token's type is ``int`` itself (a bool or a float would be looked up as
     the int it equals), as the manager checks them; a trailing partial block gets no hash.
     """
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
+    if type(block_size) is not int or block_size <= 0:  # a bool's type is not int
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     parent = NONE_HASH if parent_block_hash is None else parent_block_hash
-    count = len(token_ids) // block_size
-    if not count:
+    stop = len(token_ids) // block_size * block_size
+    if not stop:
         return []
     # Each block's bytes after the parent, made in C: the tokens' list head, the tokens'
     # encodings (looked up), the extra keys' encoding; zip takes block_size at a time.
-    tokens = iter(map(_encode_int, token_ids[: count * block_size]))
+    tokens = iter(map(_encode_int, token_ids[:stop]))
+    tail = b"N" if extra_keys is None else encode(extra_keys)
     bodies = map(
-        b"".join,
-        zip(repeat(b"L" + _length(block_size)), *[tokens] * block_size, repeat(encode(extra_keys))),
+        b"".join, zip(repeat(b"L" + _length(block_size)), *[tokens] * block_size, repeat(tail))
     )
     sha256 = hashlib.sha256
     hashes: list[bytes] = []

@@ -367,6 +367,32 @@ def request_workload(seed: int, partial_entries: bool = True) -> WorkloadParams:
     )
 
 
+#: The long-prompt workload: prompts of 8k to 128k tokens, each after one of 4 shared
+#: 8k-token prefixes, over a 32,000-token vocabulary; one turn each (so no prompt grows
+#: past 128k), 4 at a time.
+LONG_PREFIX_TOKENS = 8_192
+LONG_PROMPT_TOKENS = 131_072
+
+
+def long_prompt_workload(seed: int) -> WorkloadParams:
+    """Long prompts with shared prefixes, where hashing the tokens is most of the work."""
+    from kvpool.conformance.manager.workload import WorkloadParams
+
+    return WorkloadParams(
+        requests=1_000_000,
+        prefixes=4,
+        prefix_tokens=LONG_PREFIX_TOKENS,
+        prompt_tokens=(0, LONG_PROMPT_TOKENS - LONG_PREFIX_TOKENS),
+        output_tokens=(1, 64),
+        turns=1,
+        concurrency=4,
+        decode_chunk=16,
+        partial_entries=False,
+        vocabulary=32_000,
+        seed=seed,
+    )
+
+
 def build(workload: str, num_gpu_blocks: int, ops: int, seed: int = 0) -> Program:
     """The program of ``workload`` for a pool of ``num_gpu_blocks`` blocks."""
     return BUILDERS[workload](num_gpu_blocks, ops, seed)
