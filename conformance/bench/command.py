@@ -501,7 +501,10 @@ the request, reports no ratio for that size and exits 1. The same steps are time
 per repetition: 'requests', as they are (each side hashes the tokens with its own hash
 function: ours in admit and append, vLLM's in its request), and 'requests, prehashed',
 where each manager's block digests, computed beforehand, come from a dict (the manager's
-own work alone). No memory or growth figures for managers.
+own work alone). A second program, 'long prompts' (8k to 128k tokens after one of 4 shared
+8k-token prefixes, a 32,000-token vocabulary, --ops/20 steps), is timed the same two ways
+on every size of 8,200 blocks or more (smaller ones are listed as not run): there hashing
+is most of the work. No memory or growth figures for managers.
 
 \b
 Examples:
