@@ -180,7 +180,7 @@ class ManagedRequest:
         self.mm_features = tuple(mm_features)
         self.prompt_embeds = None if prompt_embeds is None else tuple(prompt_embeds)
         # Without multimodal features or embeddings every block has the same extra keys
-        # (the salt and the LoRA adapter): they are made once per call, not per block.
+        # (the salt and the LoRA adapter): they are asked once per request, not per block.
         self.uniform_keys = not self.mm_features and self.prompt_embeds is None
         #: Those keys, once asked (``_NOT_ASKED`` before).
         self.block_keys: tuple[object, ...] | object | None = _NOT_ASKED
@@ -291,7 +291,7 @@ class KVCacheManager:
         self._full_group_ids = tuple(g for g in self._group_ids if not groups[g].is_sliding)
         self._sliding_group_ids = tuple(g for g in self._group_ids if groups[g].is_sliding)
         self._windows = tuple(g.sliding_window_blocks for g in groups)
-        # The common model: one full-attention group (id 0), looked up as a list of ids.
+        # The common model: one full-attention group (id 0), its prefix looked up in one call.
         self._one_group = self._full_group_ids == (0,) and not self._sliding_group_ids
         # Hash blocks per block: block i's prefix hash is the last fine hash inside it.
         self._scale = block_size // hash_block_size
