@@ -21,7 +21,10 @@ block. The careful path checks the id and the block table as well.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from operator import length_hint
+from functools import partial
+from itertools import takewhile
+from operator import countOf, is_not, length_hint
+from typing import Any
 
 from .block import KVCacheBlock, PoolRef, group_suffix
 from .errors import BlockPoolError
@@ -35,6 +38,10 @@ ReuseWatcher = Callable[[KVCacheBlock], None]
 
 _MEDIUM = "GPU"
 _U32_LIMIT = 1 << 32
+
+
+#: Whether a lookup found an entry (run from C by ``takewhile``).
+_is_entry = partial(is_not, None)
 
 
 def _is_int(value: object) -> bool:
@@ -556,6 +563,21 @@ class BlockPool:
                     blk = self.cached_block_hash_to_block.first(block_hash, 0)
                 return [blk]  # type: ignore[list-item]
         return self._get_cached_blocks(block_hash, kv_cache_group_ids)
+
+    def get_cached_prefix(self, block_hashes: Iterable[bytes], group: int) -> list[KVCacheBlock]:
+        """The earliest block cached under each hash in ``group``, in order, up to the first
+        hash with none: ``get_cached_block(hash, [group])`` hash by hash until it misses,
+        the lookups made in C. Only lookups; the group id is checked first."""
+        if type(group) is not int or not 0 <= group < _U32_LIMIT:
+            self._check_group("get_cached_prefix", group)
+        table = self.cached_block_hash_to_block.by_group.get(group)
+        if table is None:
+            return []
+        found: list[Any] = list(takewhile(_is_entry, map(table.get, block_hashes)))
+        if countOf(map(type, found), KVCacheBlock) != len(found):
+            # A key several blocks hold maps to them by id, the earliest first.
+            found = [e if type(e) is KVCacheBlock else next(iter(e.values())) for e in found]
+        return found
 
     def _get_cached_blocks(
         self, block_hash: bytes, kv_cache_group_ids: Iterable[int]

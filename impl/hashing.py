@@ -9,20 +9,48 @@ Canonical encoding (``encode``), one tag byte then the payload, lengths as
 * ``int`` -> ``I`` + length + ASCII decimal (``-`` when negative)
 * ``str`` -> ``S`` + length + UTF-8; ``bytes`` -> ``B`` + length + data
 * ``tuple``/``list`` -> ``L`` + item count + the items' encodings
+
+A request's blocks are hashed by :func:`hash_token_blocks`: the same bytes, with no
+per-token Python work (each token's encoding is made once and kept, and a block's is
+joined in C), which is what the manager's hot path calls.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from itertools import repeat
 
 HashFunction = Callable[[object], bytes]
 
 _U32_LIMIT = 1 << 32
 
 
+#: Ints whose encodings are kept once made (token ids; a vocabulary is far smaller).
+_KEPT_INTS = 1 << 20
+
+
 def _length(n: int) -> bytes:
     return n.to_bytes(4, "big")
+
+
+class _IntEncodings(dict[int, bytes]):
+    """The encodings of ints (never bools), each made on first use; those of
+    ``0 .. _KEPT_INTS - 1`` are kept, so a token id is encoded in Python once per process."""
+
+    __slots__ = ()
+
+    def __missing__(self, value: int) -> bytes:
+        digits = str(int(value)).encode("ascii")
+        data = b"I" + _length(len(digits)) + digits
+        if 0 <= value < _KEPT_INTS:
+            self[int(value)] = data
+        return data
+
+
+_INT_ENCODINGS = _IntEncodings()
+#: A token's encoding (an int that is not a bool; a dict lookup, run from C by ``map``).
+_encode_int = _INT_ENCODINGS.__getitem__
 
 
 def _encode_into(value: object, out: list[bytes]) -> None:
@@ -32,8 +60,7 @@ def _encode_into(value: object, out: list[bytes]) -> None:
     elif isinstance(value, bool):
         out.append(b"T" if value else b"F")
     elif isinstance(value, int):
-        digits = str(int(value)).encode("ascii")
-        out.append(b"I" + _length(len(digits)) + digits)
+        out.append(_encode_int(value))
     elif isinstance(value, str):
         data = value.encode("utf-8")
         out.append(b"S" + _length(len(data)) + data)
@@ -41,10 +68,18 @@ def _encode_into(value: object, out: list[bytes]) -> None:
         out.append(b"B" + _length(len(value)) + value)
     elif isinstance(value, tuple | list):
         out.append(b"L" + _length(len(value)))
-        for item in value:
-            _encode_into(item, out)
+        if _all_ints(value):
+            out.extend(map(_encode_int, value))
+        else:
+            for item in value:
+                _encode_into(item, out)
     else:
         raise TypeError(f"cannot encode a value of type {type(value).__name__} for hashing")
+
+
+def _all_ints(values: Sequence[object]) -> bool:
+    """Whether every item is an ``int`` itself (not a bool, not a subclass): checked in C."""
+    return set(map(type, values)) <= {int}
 
 
 def encode(value: object) -> bytes:
@@ -91,6 +126,52 @@ def hash_block_tokens(
     return hash_function((parent, tuple(curr_block_token_ids), extra_keys))
 
 
+#: How a block's hash input ``(parent, tokens, extra_keys)`` begins: a 3-item list, then
+#: the parent's ``B`` tag and length (a 32-byte SHA-256 digest, as every parent here is).
+_INPUT_HEAD = b"L" + _length(3) + b"B" + _length(32)
+
+
+def hash_token_blocks(
+    parent_block_hash: bytes | None,
+    token_ids: Sequence[int],
+    block_size: int,
+    extra_keys: tuple[object, ...] | None = None,
+) -> list[bytes]:
+    """The ``sha256_hash`` chained hashes of every full ``block_size`` block of
+    ``token_ids``, the first chained on ``parent_block_hash`` (``NONE_HASH`` for
+    ``None``), every block with the same ``extra_keys``: equal, block by block, to
+    ``hash_block_tokens(sha256_hash, ...)``, with each token's encoding looked up (made
+    once per process) and each block's bytes joined in C.
+
+    Pre: every token's type is ``int`` itself (a bool or a float would be looked up as
+    the int it equals), as the manager checks them; a trailing partial block gets no hash.
+    """
+    if type(block_size) is not int or block_size <= 0:  # a bool's type is not int
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    parent = NONE_HASH if parent_block_hash is None else parent_block_hash
+    stop = len(token_ids) // block_size * block_size
+    if not stop:
+        return []
+    # Each block's bytes after the parent, made in C: the tokens' list head, the tokens'
+    # encodings (looked up), the extra keys' encoding; zip takes block_size at a time.
+    tokens = iter(map(_encode_int, token_ids[:stop]))
+    tail = b"N" if extra_keys is None else encode(extra_keys)
+    bodies = map(
+        b"".join, zip(repeat(b"L" + _length(block_size)), *[tokens] * block_size, repeat(tail))
+    )
+    sha256 = hashlib.sha256
+    hashes: list[bytes] = []
+    if len(parent) != 32:  # a parent from another hash function: its own length
+        head = b"L" + _length(3) + b"B" + _length(len(parent))
+        parent = sha256(head + parent + next(bodies)).digest()
+        hashes.append(parent)
+    head = _INPUT_HEAD
+    for body in bodies:
+        parent = sha256(head + parent + body).digest()
+        hashes.append(parent)
+    return hashes
+
+
 def make_block_hash_with_group_id(block_hash: bytes, group_id: int) -> bytes:
     """The key: ``block_hash`` followed by ``group_id`` as 4 big-endian unsigned bytes."""
     if isinstance(group_id, bool) or not isinstance(group_id, int):
@@ -123,6 +204,8 @@ def request_block_hashes(
     """
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size <= 0:
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    if hash_function is sha256_hash and _all_ints(token_ids):
+        return hash_token_blocks(None, token_ids, block_size, extra_keys)
     hashes: list[bytes] = []
     parent: bytes | None = None
     for start in range(0, len(token_ids) - block_size + 1, block_size):

@@ -25,8 +25,12 @@ pool's operations against the reference model.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import compress, islice
+from operator import attrgetter, countOf, is_not, not_
 
 from .block import KVCacheBlock
 from .block_pool import BlockPool
@@ -36,6 +40,7 @@ from .hashing import (
     MultiModalKey,
     generate_block_hash_extra_keys,
     hash_block_tokens,
+    hash_token_blocks,
     sha256_hash,
 )
 from .request import Request
@@ -142,6 +147,7 @@ class ManagedRequest:
 
     __slots__ = (
         "block_ids",
+        "block_keys",
         "blocks",
         "copies",
         "lora",
@@ -155,6 +161,7 @@ class ManagedRequest:
         "request",
         "running",
         "salt",
+        "uniform_keys",
     )
 
     def __init__(
@@ -172,6 +179,11 @@ class ManagedRequest:
         self.lora = lora
         self.mm_features = tuple(mm_features)
         self.prompt_embeds = None if prompt_embeds is None else tuple(prompt_embeds)
+        # Without multimodal features or embeddings every block has the same extra keys
+        # (the salt and the LoRA adapter): they are asked once per request, not per block.
+        self.uniform_keys = not self.mm_features and self.prompt_embeds is None
+        #: Those keys, once asked (``_NOT_ASKED`` before).
+        self.block_keys: tuple[object, ...] | object | None = _NOT_ASKED
         self.running = False
         self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
         self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
@@ -194,6 +206,25 @@ class ManagedRequest:
 
     def tables(self) -> BlockIds:
         return tuple([tuple(ids) for ids in self.block_ids])
+
+
+#: The blocks a new request's first lookup hashes; each further run is twice as long.
+_FIRST_HASHED_RUN = 16
+#: A request's uniform extra keys before they are first asked for.
+_NOT_ASKED = object()
+
+#: Block reads run from C by ``map`` and ``filter``.
+_block_id = attrgetter("block_id")
+_ref_cnt = attrgetter("ref_cnt")
+
+
+def _non_negative(ints: list[int]) -> bool:
+    """Whether every int is >= 0 (an unsigned array refuses a negative one, in C)."""
+    try:
+        array("Q", ints)
+    except OverflowError:  # a negative int, or one of 64 bits or more: compare them
+        return min(ints) >= 0
+    return True
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -253,11 +284,15 @@ class KVCacheManager:
             enable_kv_cache_events=enable_kv_cache_events,
         )
         self.null_block = self.block_pool.null_block
+        #: Whether a block is not the null block (an identity test, run from C).
+        self._not_null = partial(is_not, self.null_block)
         self.num_groups = len(groups)
         self._group_ids = tuple(range(self.num_groups))
         self._full_group_ids = tuple(g for g in self._group_ids if not groups[g].is_sliding)
         self._sliding_group_ids = tuple(g for g in self._group_ids if groups[g].is_sliding)
         self._windows = tuple(g.sliding_window_blocks for g in groups)
+        # The common model: one full-attention group (id 0), its prefix looked up in one call.
+        self._one_group = self._full_group_ids == (0,) and not self._sliding_group_ids
         # Hash blocks per block: block i's prefix hash is the last fine hash inside it.
         self._scale = block_size // hash_block_size
         self.requests: dict[str, ManagedRequest] = {}
@@ -316,10 +351,12 @@ class KVCacheManager:
             mm_features,
             prompt_embeds,
         )
-        if self.enable_caching:
-            self._extend_block_hashes(req)
+        # The lookup hashes the prompt as far as it reads (through the first block the
+        # cache lacks): a request refused for want of room hashes no more than that.
         scheduled = self._schedule(req)
         if scheduled is not None:
+            if self.enable_caching:
+                self._extend_block_hashes(req)  # the rest of the prompt
             self.requests[request_id] = req
         return scheduled
 
@@ -496,23 +533,40 @@ class KVCacheManager:
 
     def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
         """The extra keys of the request's hash block ``start .. end - 1``: its salt, LoRA
-        adapter, the multimodal features in the block and its embeddings there."""
+        adapter, the multimodal features in the block and its embeddings there. For a
+        request with neither features nor embeddings they must not depend on the block:
+        they are asked once per request, not once per block."""
         return generate_block_hash_extra_keys(
             start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
         )
 
-    def _extend_block_hashes(self, req: ManagedRequest) -> None:
-        """Hash the full hash blocks appended since the last call, chained on the last
-        hash: the result equals hashing every token again, at the cost of the new ones."""
+    def _extend_block_hashes(self, req: ManagedRequest, through: int | None = None) -> None:
+        """Hash the full hash blocks of the first ``through`` tokens (all of them for
+        ``None``) not hashed yet, chained on the last hash: the result equals hashing every
+        token again, at the cost of the new ones."""
         request = req.request
         tokens, hashes = request.all_token_ids, request.block_hashes
+        end = len(tokens) if through is None else min(through, len(tokens))
         hbs = self.hash_block_size
+        first = len(hashes) * hbs
+        if end - first < hbs:
+            return
         parent = hashes[-1] if hashes else None
-        for start in range(len(hashes) * hbs, len(tokens) - hbs + 1, hbs):
-            keys = self._extra_keys(req, start, start + hbs)
-            parent = hash_block_tokens(
-                self.hash_function, parent, tokens[start : start + hbs], keys
-            )
+        hash_function = self.hash_function
+        uniform = req.uniform_keys
+        keys: tuple[object, ...] | None = None
+        if uniform:
+            if req.block_keys is _NOT_ASKED:
+                req.block_keys = self._extra_keys(req, first, first + hbs)
+            keys = req.block_keys  # type: ignore[assignment]
+        if uniform and hash_function is sha256_hash:
+            # The default hash: every new block in one call, no per-token Python work.
+            hashes.extend(hash_token_blocks(parent, tokens[first:end], hbs, keys))
+            return
+        for start in range(first, end - hbs + 1, hbs):
+            if not uniform:
+                keys = self._extra_keys(req, start, start + hbs)
+            parent = hash_block_tokens(hash_function, parent, tokens[start : start + hbs], keys)
             hashes.append(parent)
 
     def _schedule(self, req: ManagedRequest) -> Scheduled | None:
@@ -524,20 +578,23 @@ class KVCacheManager:
         """
         num_tokens = len(req.request.all_token_ids)
         if self.enable_caching:
-            hit = self._find_cached_prefix(req.request.block_hashes, num_tokens)
+            hit = self._find_cached_prefix(req, num_tokens)
         else:
             hit = PrefixHit(0, [[] for _ in self._group_ids], [], 0)
         per_group = _cdiv(num_tokens, self.block_size) - hit.num_blocks
-        hits = [b for table in hit.blocks for b in table if not b.is_null]
+        hits: list[KVCacheBlock] = []
+        for g, table in enumerate(hit.blocks):
+            # Only a sliding window's table holds the null block.
+            hits.extend(filter(self._not_null, table) if self._windows[g] else table)
         hits.extend(hit.partial)
         # A free hit leaves the free queue when touched, so it needs room like a new block;
-        # a hit some request already holds does not.
-        free_hits = len({b.block_id for b in hits if b.ref_cnt == 0})
+        # a hit some request already holds does not (each block counted once; in C).
+        free_hits = len(set(compress(hits, map(not_, map(_ref_cnt, hits)))))
         if not self._has_room(per_group * self.num_groups + free_hits):
             return None
         new = self._touch_and_allocate(hits, per_group)
         req.blocks = [hit.blocks[g] + new[g] for g in self._group_ids]
-        req.block_ids = [[b.block_id for b in table] for table in req.blocks]
+        req.block_ids = [list(map(_block_id, table)) for table in req.blocks]
         # A partial entry is never written in place: the first new block of each group is
         # its private copy; the source stays held until the engine has copied it.
         copies: Copies = ()
@@ -554,14 +611,17 @@ class KVCacheManager:
         req.copies = ()
         return Scheduled(req.num_computed_tokens, req.tables(), copies)
 
-    def _find_cached_prefix(self, block_hashes: Sequence[bytes], num_tokens: int) -> PrefixHit:
-        """The longest cached prefix every group agrees on, for ``num_tokens`` tokens.
+    def _find_cached_prefix(self, req: ManagedRequest, num_tokens: int) -> PrefixHit:
+        """The longest cached prefix every group agrees on, for the request's first
+        ``num_tokens`` tokens, hashing them (``_extend_block_hashes``) as far as the lookups
+        read: with one full-attention group, through the first block the cache lacks (in
+        runs of blocks that double); otherwise all of them, first.
 
-        Pre: ``block_hashes`` cover every full hash block of the tokens. Only lookups are
-        made. At most ``(num_tokens - 1) // block_size`` blocks hit, so at least one token
-        is left to compute. Full-attention groups need every block from the first;
-        sliding-window groups only the last ``sliding_window_blocks`` of the prefix. With
-        no sliding group, the block after the hits may be a partial entry (largest first).
+        Only lookups are made in the pool. At most ``(num_tokens - 1) // block_size``
+        blocks hit, so at least one token is left to compute. Full-attention groups need
+        every block from the first; sliding-window groups only the last
+        ``sliding_window_blocks`` of the prefix. With no sliding group, the block after the
+        hits may be a partial entry (largest first).
         """
         bs = self.block_size
         scale = self._scale
@@ -571,10 +631,29 @@ class KVCacheManager:
         full_ids = self._full_group_ids
         sliding_ids = self._sliding_group_ids
         windows = self._windows
+        block_hashes = req.request.block_hashes
 
         found: dict[int, list[KVCacheBlock]] = {g: [] for g in full_ids}
         length = limit
-        if full_ids:
+        if self._one_group:
+            # One full-attention group: hash a run of blocks, look its hits up in one call
+            # (up to the first miss), and hash the next, twice as long, only if all hit.
+            hits = found[0]
+            run = _FIRST_HASHED_RUN
+            while len(hits) < limit:
+                start, end = len(hits), min(limit, len(hits) + run)
+                self._extend_block_hashes(req, end * bs)
+                prefix = islice(block_hashes, start * scale + scale - 1, end * scale, scale)
+                hits += self.block_pool.get_cached_prefix(prefix, 0)
+                if len(hits) < end:
+                    break
+                run *= 2
+            length = len(hits)
+            # The partial entries after the hits are keyed inside the next block.
+            self._extend_block_hashes(req, min(num_tokens, (length + 1) * bs))
+        else:
+            self._extend_block_hashes(req, num_tokens)
+        if full_ids and not self._one_group:
             length = 0
             while length < limit:
                 blocks = lookup(block_hashes[(length + 1) * scale - 1], full_ids)
@@ -736,7 +815,7 @@ class KVCacheManager:
         hit needs, last."""
         free = self.block_pool.free_blocks
         for table in tables:
-            blocks = [b for b in reversed(table) if not b.is_null]
+            blocks = [*filter(self._not_null, reversed(table))]
             if blocks:
                 free(blocks)
 
@@ -762,8 +841,12 @@ class KVCacheManager:
     def _checked_tokens(op: str, request_id: str, tokens: Sequence[int]) -> list[int]:
         """``tokens`` as a new list. Pre (rule ``request-tokens``): non-empty, ints >= 0."""
         token_list = list(tokens)
-        # set(map(type)) and min() run in C: cheap even for long prompts.
-        if not token_list or set(map(type, token_list)) != {int} or min(token_list) < 0:
+        # Both checks run in C, with no Python work per token.
+        if (
+            not token_list
+            or countOf(map(type, token_list), int) != len(token_list)
+            or not _non_negative(token_list)
+        ):
             shown = token_list if len(token_list) <= 16 else [*token_list[:16], "..."]
             raise KVCacheManagerError(op, "request-tokens", request_id, f"tokens {shown}")
         return token_list

@@ -167,16 +167,31 @@ def run_manager_bench(
     manager's digests precomputed (its own work alone). The JSON-ready report."""
     cells: list[Cell] = []
     disagreements: list[managers.StepDisagreement] = []
-    task = progress.add_task("bench", total=len(sizes) * (repeat + 1)) if progress else None
+    skipped: list[str] = []
+    runs = [
+        (workload, size)
+        for size in sizes
+        for workload in managers.PROGRAMS
+        if workload != managers.LONG or size >= managers.LONG_MIN_BLOCKS
+    ]
+    for size in sizes:
+        if size < managers.LONG_MIN_BLOCKS:
+            skipped.append(
+                f"{managers.LONG} @ {size:,} blocks: its longest prompt needs "
+                f"{managers.LONG_MIN_BLOCKS:,}"
+            )
+    task = progress.add_task("bench", total=len(runs) * (repeat + 1)) if progress else None
 
     def tick(what: str, steps: int = 1) -> None:
         if progress is not None and task is not None:
             progress.update(task, advance=steps, description=what)
 
-    for size in sizes:
+    for workload, size in runs:
         n_ops = large_ops if size >= 1_000_000 else ops
-        label = f"managers @ {size:,}"
-        prog = managers.record(size, n_ops, seed)
+        if workload == managers.LONG:
+            n_ops = max(1, n_ops // managers.LONG_STEPS_DIVISOR)
+        label = f"{workload} @ {size:,}"
+        prog = managers.record(size, n_ops, seed, workload=workload)
         digests = [managers.Digests(c.hash_function) for c in contenders]
         found = managers.verify(prog, contenders, digests)
         tick(f"verified {label}")
@@ -184,8 +199,9 @@ def run_manager_bench(
             disagreements.append(found)
             tick(f"skipped {label}", repeat)
             continue
-        hashing = Cell(managers.WORKLOAD, size, len(prog.actions))
-        alone = Cell(managers.PRECOMPUTED, size, len(prog.actions))
+        with_hashing, prehashed = managers.PROGRAMS[workload]
+        hashing = Cell(with_hashing, size, len(prog.actions))
+        alone = Cell(prehashed, size, len(prog.actions))
         for rep in range(repeat):
             # Interleaved, alternating which manager goes first.
             order = (0, 1) if rep % 2 == 0 else (1, 0)
@@ -200,7 +216,8 @@ def run_manager_bench(
                 cell.vllm_seconds.append(times[1])
             tick(f"timing {label} ({rep + 1}/{repeat})")
         cells += [hashing, alone]
-    return _report(
+        del digests, prog  # a long program's digests are large: not kept past its size
+    report = _report(
         (contenders[0].name, contenders[1].name),
         cells,
         [d.describe() for d in disagreements],
@@ -213,6 +230,9 @@ def run_manager_bench(
         seed,
         level="manager",
     )
+    report["skipped"] = skipped
+    report["long_prompt_steps_divisor"] = managers.LONG_STEPS_DIVISOR
+    return report
 
 
 def _report(
@@ -407,6 +427,8 @@ def render(console: Console, report: dict[str, Any]) -> None:
             f"; growth <= {AIM_GROWTH}x: {mark(aims['ours_growth_at_most_1_25'])}"
             f"; memory/block <= vLLM's: {mark(aims['memory_per_block_not_worse'])}"
         )
+    for skipped in report.get("skipped", []):
+        console.print(f"not run: {skipped}")
     for d in report["disagreements"]:
         console.print(f"[red]{'pools' if pools else 'managers'} disagree:[/red] {d}")
     if not pools and report["disagreements"]:
@@ -482,7 +504,10 @@ the request, reports no ratio for that size and exits 1. The same steps are time
 per repetition: 'requests', as they are (each side hashes the tokens with its own hash
 function: ours in admit and append, vLLM's in its request), and 'requests, prehashed',
 where each manager's block digests, computed beforehand, come from a dict (the manager's
-own work alone). No memory or growth figures for managers.
+own work alone). A second program, 'long prompts' (8k to 128k tokens after one of 4 shared
+8k-token prefixes, a 32,000-token vocabulary, --ops/20 steps), is timed the same two ways
+on every size of 8,200 blocks or more (smaller ones are listed as not run): there hashing
+is most of the work. No memory or growth figures for managers.
 
 \b
 Examples:

@@ -60,13 +60,25 @@ BLOCK_SIZE = 16
 #: own work (and its walk over the blocks to hash).
 WORKLOAD = "requests"
 PRECOMPUTED = "requests, prehashed"
-WORKLOADS = (WORKLOAD, PRECOMPUTED)
+#: The long-prompt workload (8k to 128k tokens, shared 8k-token prefixes), where hashing
+#: is most of the work; it runs only on pools its longest prompt fits in.
+LONG = "long prompts"
+LONG_PRECOMPUTED = "long prompts, prehashed"
+#: Each program (the workload it runs) and the labels of its two timings.
+PROGRAMS = {WORKLOAD: (WORKLOAD, PRECOMPUTED), LONG: (LONG, LONG_PRECOMPUTED)}
+WORKLOADS = (WORKLOAD, PRECOMPUTED, LONG, LONG_PRECOMPUTED)
+#: The smallest pool the long prompts run on: room for the longest prompt and its output.
+LONG_MIN_BLOCKS = 8_200
+#: The long prompts' steps are this fraction of ``--ops`` (each admission hashes up to
+#: 8,192 blocks).
+LONG_STEPS_DIVISOR = 20
 #: What the report says it timed.
 TIMING = (
     "request steps (admit, resume, append, compute, preempt, finish) per CPU second, "
-    "each step's answer being the request's block tables; 'requests' includes hashing "
-    "the tokens (ours in admit/append, vLLM's in its request's block hasher); 'requests, "
-    "prehashed' hands each manager its own block digests, computed beforehand, from a dict"
+    "each step's answer being the request's block tables; 'requests' and 'long prompts' "
+    "include hashing the tokens (ours in admit/append, vLLM's in its request's block "
+    "hasher); '..., prehashed' hands each manager its own block digests, computed "
+    "beforehand, from a dict"
 )
 
 #: What a step answers: the request's tables, or ``None`` (no room; nothing changed).
@@ -264,20 +276,27 @@ def record(
     ops: int,
     seed: int = 0,
     contender: ManagerContender | None = None,
+    workload: str = WORKLOAD,
 ) -> RequestProgram:
-    """The serving workload's first ``ops`` request actions, as decided by running it on
-    ``contender`` (our manager, under the seed profile, unless told otherwise)."""
+    """The first ``ops`` request actions of ``workload`` (the serving workload, or
+    :data:`LONG`), as decided by running it on ``contender`` (our manager, under the seed
+    profile, unless told otherwise)."""
     from kvpool.conformance.manager.workload import Workload
     from kvpool.spec import get_profile
 
-    from .programs import request_workload
+    from .programs import long_prompt_workload, request_workload
 
-    prog = RequestProgram(num_gpu_blocks)
+    if workload not in PROGRAMS:
+        raise ValueError(f"no manager workload {workload!r}: one of {sorted(PROGRAMS)}")
+    prog = RequestProgram(num_gpu_blocks, workload=workload)
     chosen = contender if contender is not None else ours(get_profile("seed"))
     target = chosen.make(prog.setup, None)
     # The pool bench's request workload, with no partial entries: with the hash block as
     # large as a block, a block's tail is never a whole hash block, so there are none.
-    params = request_workload(seed, partial_entries=False)
+    if workload == LONG:
+        params = long_prompt_workload(seed)
+    else:
+        params = request_workload(seed, partial_entries=False)
 
     class Done(Exception):
         pass
@@ -323,11 +342,12 @@ class StepDisagreement:
     #: What each manager answered (tables, ``None``, the free count or an exception).
     answers: dict[str, str]
     what: str = "answers"
+    workload: str = WORKLOAD
 
     def describe(self) -> str:
         shown = "; ".join(f"{name} -> {answer}" for name, answer in self.answers.items())
         return (
-            f"{WORKLOAD} (managers) @ {self.num_gpu_blocks} blocks, step {self.index} "
+            f"{self.workload} (managers) @ {self.num_gpu_blocks} blocks, step {self.index} "
             f"{_describe(self.action)}: {self.what} differ: {shown}"
         )
 
@@ -361,11 +381,13 @@ def verify(
         answers = [_answer(t, action) for t in targets]
         if any(a != answers[0] for a in answers[1:]):
             said = {c.name: show(a) for c, a in zip(contenders, answers, strict=True)}
-            return StepDisagreement(prog.num_gpu_blocks, i, action, said)
+            return StepDisagreement(prog.num_gpu_blocks, i, action, said, workload=prog.workload)
         free = [c.free_count(t) for c, t in zip(contenders, targets, strict=True)]
         if any(f != free[0] for f in free[1:]):
             counts = {c.name: str(f) for c, f in zip(contenders, free, strict=True)}
-            return StepDisagreement(prog.num_gpu_blocks, i, action, counts, "free block counts")
+            return StepDisagreement(
+                prog.num_gpu_blocks, i, action, counts, "free block counts", prog.workload
+            )
     views = [t.view() for t in targets]
     for part in END_VIEW:
         shown = [getattr(v, part) for v in views]
@@ -376,7 +398,12 @@ def verify(
                 for c, s in zip(contenders, shown, strict=True)
             }
             return StepDisagreement(
-                prog.num_gpu_blocks, last, prog.actions[last], different, f"pools' {part}"
+                prog.num_gpu_blocks,
+                last,
+                prog.actions[last],
+                different,
+                f"pools' {part}",
+                prog.workload,
             )
     return None
 

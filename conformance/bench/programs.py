@@ -232,6 +232,15 @@ class RecordingPool:
         self._log("get_cached_block", block_hash, tuple(groups))
         return self._pool.get_cached_block(block_hash, groups)
 
+    def get_cached_prefix(self, block_hashes: Any, group: int) -> Any:
+        """Our pool's prefix walk, recorded as the lookups it stands for: one
+        ``get_cached_block`` per hit, then one for the miss that ended it."""
+        hashes = list(block_hashes)
+        found = self._pool.get_cached_prefix(hashes, group)
+        for block_hash in hashes[: len(found) + 1]:
+            self._log("get_cached_block", block_hash, (group,))
+        return found
+
     def cache_full_blocks(
         self, request: Any, blocks: Sequence[Any], cached: int, full: int, bs: int, group: int
     ) -> None:
@@ -354,6 +363,32 @@ def request_workload(seed: int, partial_entries: bool = True) -> WorkloadParams:
         concurrency=32,
         decode_chunk=16,
         partial_entries=partial_entries,
+        seed=seed,
+    )
+
+
+#: The long-prompt workload: prompts of 8k to 128k tokens, each after one of 4 shared
+#: 8k-token prefixes, over a 32,000-token vocabulary; one turn each (so no prompt grows
+#: past 128k), 4 at a time.
+LONG_PREFIX_TOKENS = 8_192
+LONG_PROMPT_TOKENS = 131_072
+
+
+def long_prompt_workload(seed: int) -> WorkloadParams:
+    """Long prompts with shared prefixes, where hashing the tokens is most of the work."""
+    from kvpool.conformance.manager.workload import WorkloadParams
+
+    return WorkloadParams(
+        requests=1_000_000,
+        prefixes=4,
+        prefix_tokens=LONG_PREFIX_TOKENS,
+        prompt_tokens=(0, LONG_PROMPT_TOKENS - LONG_PREFIX_TOKENS),
+        output_tokens=(1, 64),
+        turns=1,
+        concurrency=4,
+        decode_chunk=16,
+        partial_entries=False,
+        vocabulary=32_000,
         seed=seed,
     )
 

@@ -18,8 +18,8 @@ def scheduled(result: Any) -> Scheduled | None:
         return None
     return Scheduled(
         result.num_computed_tokens,
-        tuple(tuple(t) for t in result.block_ids),
-        tuple((src, dst) for src, dst in result.copies),
+        tuple(map(tuple, result.block_ids)),
+        tuple(map(tuple, result.copies)),
     )
 
 

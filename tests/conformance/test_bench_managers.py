@@ -157,10 +157,22 @@ def test_the_command_reports_both_timings_per_size(vllm_manager: ManagerContende
     assert report["level"] == "manager" and report["verified"] is True
     assert report["pools"] == {"ours": "ours KVCacheManager", "vllm": vllm_manager.name}
     rows = {(r["workload"], r["num_gpu_blocks"]): r for r in report["results"]}
-    assert set(rows) == {(w, n) for w in managers.WORKLOADS for n in (200, 400)}
+    timings = managers.PROGRAMS[managers.WORKLOAD]
+    assert set(rows) == {(w, n) for w in timings for n in (200, 400)}
     for row in rows.values():
         assert row["calls"] == 150 and row["ours_ops_per_s"] > 0 and row["vllm_ops_per_s"] > 0
     assert report["aims"] == {} and report["growth"] == {} and report["memory"] == []
+    # the long prompts do not fit pools this small: said, not run
+    assert [s.split(" @ ")[0] for s in report["skipped"]] == [managers.LONG] * 2
+
+
+def test_the_long_prompts_are_8k_to_128k_tokens_and_verified(
+    vllm_manager: ManagerContender,
+) -> None:
+    prog = managers.record(managers.LONG_MIN_BLOCKS, 12, workload=managers.LONG)
+    admits = [a for a in prog.actions if isinstance(a, Admit)]
+    assert admits and all(8_192 <= len(a.tokens) <= 131_072 for a in admits)
+    assert managers.verify(prog, [managers.ours(PROFILE), vllm_manager]) is None
 
 
 def test_the_command_reports_no_ratio_where_the_managers_disagree(

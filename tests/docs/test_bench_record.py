@@ -88,13 +88,19 @@ def test_the_committed_record_is_verified_runs_of_both_timings_saying_what_the_p
     assert record.vllm.startswith("vllm==0.33.0") and record.commit
     timed = {(f.workload, f.num_gpu_blocks) for f in record.figures}
     sizes = {n for _, n in timed}
-    assert timed == {(w, n) for w in ("requests", "requests, prehashed") for n in sizes}
+    long_sizes = {n for n in sizes if n >= 8_200}
+    assert timed == {(w, n) for w in ("requests", "requests, prehashed") for n in sizes} | {
+        (w, n) for w in ("long prompts", "long prompts, prehashed") for n in long_sizes
+    }
     runs = json.loads((DOCS / DATA).read_text())["runs"]
     assert len(runs) >= 2 and all(run["verified"] and not run["disagreements"] for run in runs)
-    # the page's reading of the table: with hashing ours is slower at every size, handed
-    # the digests it is faster at every size (in every run)
+    # the page's reading of the table (in every run): handed the digests ours is faster
+    # everywhere; with hashing it meets 1.5 at 1k blocks, and misses it at 100k and on the
+    # long prompts, where it hashes no faster than vLLM's
     for figure in record.figures:
-        if figure.workload == "requests":
-            assert max(figure.ratio) < 1, figure
-        else:
+        if figure.workload.endswith("prehashed"):
             assert min(figure.ratio) > 1, figure
+        elif figure.workload == "requests" and figure.num_gpu_blocks <= 1000:
+            assert min(figure.ratio) >= 1.5, figure
+        else:
+            assert max(figure.ratio) < 1.5, figure

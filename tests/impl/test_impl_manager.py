@@ -20,6 +20,7 @@ from kvpool.impl import (
     ManagedRequest,
     Scheduled,
     make_block_hash_with_group_id,
+    sha256_hash,
 )
 from kvpool.spec import PoolConfig
 from kvpool.spec import hashing as spec_hashing
@@ -187,6 +188,42 @@ def test_a_given_hash_function_hashes_every_block_admitted_and_appended() -> Non
     # each input is (parent, the block's tokens, extra keys), chained on the given digests
     assert [v[1:] for v in inputs] == [((1, 2), ("s",)), ((3, 4), ("s",)), ((5, 6), ("s",))]
     assert [v[0] for v in inputs][1:] == req.block_hashes[:2]
+
+
+def test_tokens_of_64_bits_and_more_are_taken_and_hashed_as_the_spec_does() -> None:
+    tokens = [1 << 64, (1 << 70) + 1, 5, 0]
+    m = manager(n=20, bs=4, hbs=2)
+    assert m.admit("a", tokens) is not None
+    assert m.requests["a"].request.block_hashes == hashes_of(tokens, 2, None)
+
+
+def test_a_refused_admission_hashes_only_as_far_as_its_lookup_reads() -> None:
+    """A new request's lookup hashes a run of 16 blocks, misses in it, and the pool has no
+    room: its other 84 blocks are never hashed."""
+    hashed: list[object] = []
+
+    def counting(value: object) -> bytes:
+        hashed.append(value)
+        return sha256_hash(value)
+
+    m = KVCacheManager(20, 4, hash_block_size=2, hash_function=counting)
+    assert m.admit("long", list(range(400))) is None
+    assert len(hashed) == 16 * 2  # 16 blocks of 2 hash blocks each
+    assert "long" not in m.requests
+
+
+@pytest.mark.parametrize("shared_blocks", [0, 15, 16, 17, 47, 48, 49, 74])
+def test_hits_across_the_hashed_runs_are_the_whole_cached_prefix(shared_blocks: int) -> None:
+    """Runs of 16, 32, 64 blocks: a prefix ending inside or at the edge of any of them."""
+    m = manager(n=120, bs=4, hbs=2)
+    first = list(range(300))
+    run(m, "a", first)
+    m.finish("a")
+    other = [*first[: shared_blocks * 4], *range(1000, 1000 + 100)]
+    admitted = m.admit("b", other)
+    assert admitted is not None
+    assert admitted.num_computed_tokens == shared_blocks * 4
+    assert m.requests["b"].request.block_hashes == hashes_of(other, 2)
 
 
 # ------------------------------------------------------------------ admission
@@ -574,6 +611,9 @@ REFUSALS: list[tuple[str, str, Callable[[KVCacheManager], object]]] = [
     ("admit no tokens", "request-tokens", lambda m: m.admit("x", [])),
     ("admit a negative token", "request-tokens", lambda m: m.admit("x", [1, -1])),
     ("admit a non-int token", "request-tokens", lambda m: m.admit("x", [1, "2"])),  # type: ignore[list-item]
+    ("admit a bool token", "request-tokens", lambda m: m.admit("x", [1, True])),
+    ("admit a float token", "request-tokens", lambda m: m.admit("x", [1, 2.0])),  # type: ignore[list-item]
+    ("admit a huge negative token", "request-tokens", lambda m: m.admit("x", [1, -(1 << 70)])),
     ("append no tokens", "request-tokens", lambda m: m.append("run", [])),
     ("append a negative token", "request-tokens", lambda m: m.append("run", [-3])),
     ("append to a preempted request", "request-running", lambda m: m.append("gone", [1])),
@@ -671,13 +711,13 @@ def test_each_hook_is_the_path_its_operation_takes() -> None:
     seen: list[str] = []
 
     class Recording(KVCacheManager):
-        def _extend_block_hashes(self, req: ManagedRequest) -> None:
-            seen.append("hashes")
-            super()._extend_block_hashes(req)
+        def _extend_block_hashes(self, req: ManagedRequest, through: int | None = None) -> None:
+            seen.append("hashes" if through is None else f"hashes {through}")
+            super()._extend_block_hashes(req, through)
 
-        def _find_cached_prefix(self, block_hashes: Sequence[bytes], num_tokens: int) -> Any:
+        def _find_cached_prefix(self, req: ManagedRequest, num_tokens: int) -> Any:
             seen.append("find")
-            return super()._find_cached_prefix(block_hashes, num_tokens)
+            return super()._find_cached_prefix(req, num_tokens)
 
         def _touch_and_allocate(
             self, hits: Sequence[KVCacheBlock], per_group: int
@@ -697,7 +737,10 @@ def test_each_hook_is_the_path_its_operation_takes() -> None:
 
     m = Recording(8, 4)
     run(m, "a", [0, 1, 2, 3, 4, 5])
-    assert seen == ["hashes", "find", "touch_alloc 0 2"]
+    # the lookup hashes the one block that can hit (it misses), then the block where
+    # partial entries after the hits would be (the same one); the rest is hashed once
+    # the request is admitted
+    assert seen == ["find", "hashes 4", "hashes 4", "touch_alloc 0 2", "hashes"]
     seen.clear()
     compute(m, "a", cache_partial=True)
     assert m.append("a", [6]) is not None

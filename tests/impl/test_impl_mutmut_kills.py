@@ -600,7 +600,9 @@ def test_a_preempted_request_is_kept_as_a_fresh_one() -> None:
     m = _running_manager()
     record = m.requests["w"]
     fresh = ManagedRequest(record.request, record.salt, m.num_groups)
-    fields = [f for f in ManagedRequest.__slots__ if f not in ("request", "salt", "extra_keys")]
+    # block_keys: what the salt and adapter give, kept once asked
+    kept = ("request", "salt", "extra_keys", "block_keys")
+    fields = [f for f in ManagedRequest.__slots__ if f not in kept]
     assert {f: getattr(record, f) for f in fields} == {f: getattr(fresh, f) for f in fields}
 
 

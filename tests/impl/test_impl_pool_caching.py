@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from kvpool.impl import (
     AllBlocksCleared,
     BlockPool,
+    BlockPoolError,
     BlockRemoved,
     BlockStored,
     KVCacheBlock,
@@ -291,6 +293,38 @@ def test_get_cached_block_is_all_or_nothing_across_groups(check: Check) -> None:
     assert pool.get_cached_block(req.block_hashes[0], [1, 0]) == [b, a]
     assert pool.get_cached_block(b"nope", [0]) is None
     check(pool)
+
+
+def test_get_cached_prefix_is_get_cached_block_until_the_first_miss(check: Check) -> None:
+    pool = pool_with()
+    req = Request.from_tokens("r", list(range(8)), 2)
+    a, b, c, d = pool.get_new_blocks(4)
+    pool.cache_full_blocks(req, [a, b, c], 0, 3, 2, 0)
+    pool.cache_full_blocks(req, [d], 0, 1, 2, 2)
+    hashes = req.block_hashes
+    assert pool.get_cached_prefix(iter(hashes), 0) == [a, b, c]
+    assert pool.get_cached_prefix([hashes[0], b"nope", hashes[2]], 0) == [a]
+    assert pool.get_cached_prefix(hashes, 2) == [d]
+    assert pool.get_cached_prefix(hashes, 7) == []
+    pool.evict_blocks([b.block_id])
+    assert pool.get_cached_prefix(hashes, 0) == [a]
+    check(pool)
+
+
+def test_get_cached_prefix_takes_the_earliest_of_duplicates(check: Check) -> None:
+    pool = pool_with()
+    req = Request.from_tokens("r", list(range(4)), 2)
+    a, b, c = pool.get_new_blocks(3)
+    pool.cache_full_blocks(req, [a], 0, 1, 2, 0)
+    pool.cache_full_blocks(req, [b, c], 0, 2, 2, 0)  # b duplicates a's key
+    assert pool.get_cached_prefix(req.block_hashes, 0) == [a, c]
+    check(pool)
+
+
+def test_get_cached_prefix_refuses_a_group_id_out_of_range() -> None:
+    pool = pool_with()
+    with pytest.raises(BlockPoolError, match="group-id-range"):
+        pool.get_cached_prefix([b"h"], -1)
 
 
 def test_evict_blocks_strips_keys_without_freeing_or_moving(check: Check) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 
 from ...manager.target import RequestSetup
 
-#: The longest request the manager is told to expect (far beyond what the suite draws).
-MAX_MODEL_LEN = 1 << 16
+#: The longest request the manager is told to expect (the manager allocates no table past
+#: it): beyond what the suite draws and the bench's long prompts (128k tokens and output).
+MAX_MODEL_LEN = 1 << 18
 #: The layer shape written into every group's spec (never used: no KV memory is sized).
 NUM_KV_HEADS = HEAD_SIZE = 1
 #: Stands in for a ``torch.dtype``: the manager only compares dtypes, never sizes them.
