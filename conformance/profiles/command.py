@@ -59,7 +59,7 @@ def derive(target: str, out: Path | None) -> None:
 
     console = Console(stderr=True)
     try:
-        _, measured = target_measurements(target)
+        _, _, measured = target_measurements(target)
     except (TargetLoadError, KeyError) as exc:
         fail_usage(console, str(exc.args[0] if isinstance(exc, KeyError) else exc))
     text = profile_document(target, measured)

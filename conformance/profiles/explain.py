@@ -21,9 +21,9 @@ def target_measurements(target: str) -> tuple[str, str, list[Measurement]]:
     """The profile ``target`` is judged by unless ``--profile`` says otherwise, why, and
     every knob measured on it."""
     from ..targets.loading import choose_profile, described, load_target
+    from ..targets.registry import engine
     from ..targets.vllm.entry import VllmEntry, load_vllm
     from ..targets.vllm.profile_choice import measure_release
-    from ..targets.registry import engine
 
     description = described(target)
     choice = choose_profile(description)

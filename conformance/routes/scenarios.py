@@ -40,7 +40,7 @@ from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
 from ..stream.publisher import EventTranslator, load_publisher, start_publisher
 from ..stream.twins import Twins
-from ..targets.loading import default_profile, load_target
+from ..targets.loading import choose_profile, load_target
 from .indexer import IndexerProcess, free_port
 
 SCENARIOS: dict[str, str] = {
@@ -114,7 +114,7 @@ class _Live:
         self.setting = setting
         factory, _ = load_target(setting.target)
         self.factory = factory
-        self.profile = get_profile(default_profile(setting.target) or "seed")
+        self.profile = get_profile(choose_profile(setting.target).name)
         self.release = load_publisher(setting.release)
         self.port = free_port()
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}

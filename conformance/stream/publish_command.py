@@ -24,6 +24,7 @@ from ..targets.loading import TargetLoadError, choose_profile, load_target
 from ..targets.options import TARGET
 from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
+from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .publisher import (
     DEFAULT_RELEASE,
     LOOPBACK,
@@ -33,7 +34,6 @@ from .publisher import (
     load_publisher,
     publisher_source,
 )
-from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .publisher import start_publisher as start_vllm_publisher
 from .twins import Twins
 
