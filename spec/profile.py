@@ -219,13 +219,22 @@ def profile_from_document(
     )
 
 
+#: The largest profile file read (a bound of the reader, not a rule of any pool): the
+#: built-in ones are about 2 KB.
+MAX_PROFILE_BYTES = 1 << 20
+
+
 def _read(path: Path) -> dict[str, Any]:
     try:
+        if path.stat().st_size > MAX_PROFILE_BYTES:
+            raise ProfileFileError(f"{path}: larger than {MAX_PROFILE_BYTES} bytes")
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileFileError(f"{path}: cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileFileError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ProfileFileError(f"{path}: nests arrays or tables too deeply") from None
 
 
 def _releases(where: str, document: dict[str, Any]) -> list[tuple[int, int, int]]:

@@ -139,6 +139,8 @@ def _parse(path: Path, text: str) -> object:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ExpectationsError(f"{path}: not valid TOML: {exc}") from None
+        except RecursionError:  # tomllib parses nested arrays and tables recursively
+            raise ExpectationsError(f"{path}: nests arrays or tables too deeply") from None
     if path.suffix == ".json":
         try:
             return json.loads(text)
