@@ -173,7 +173,7 @@ def publish(
         factory, name = load_target(target)
         profile = get_profile(choose_profile(target).name)
         int_hashes = None if hashes == "release" else hashes == "int"
-        source = release or publisher_source(target.text)
+        source = release or publisher_source(target)
         loaded = load_publisher(source, int_hashes)
     except (TargetLoadError, ReleaseError, IsolationError, PublisherError, KeyError) as exc:
         usage(str(exc.args[0] if isinstance(exc, KeyError) else exc))

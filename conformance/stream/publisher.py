@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvpool.spec import events as spec_events
 from kvpool.spec.manager.state import RequestState, block_hashes
@@ -32,6 +32,9 @@ from kvpool.spec.manager.state import RequestState, block_hashes
 from ..targets.vllm.isolation import Release, load_release
 from ..targets.vllm.releases import PUBLISHER_MEMBERS, PUBLISHER_MODULES, version_in_tree
 from ..targets.vllm.wheel import PUBLISHER_CACHE, cached_release
+
+if TYPE_CHECKING:
+    from ..targets.description import TargetDescription
 
 #: The medium vLLM's GPU block pool publishes.
 MEDIUM = "GPU"
@@ -44,14 +47,20 @@ class PublisherError(ValueError):
     """The publisher cannot be loaded or started as asked; the message says why."""
 
 
-def publisher_source(target: str) -> str:
+def publisher_source(target: TargetDescription | str) -> str:
     """Whose publisher ``kvpool publish --target TARGET`` uses unless ``--publisher`` says:
     the target's own (``vllm==X.Y.Z``: that release; ``vllm@TREE``: that tree, so a working
     copy publishes through its own code), else :data:`DEFAULT_RELEASE`."""
-    if target.startswith("vllm=="):
-        return target.removeprefix("vllm==")
-    if target.startswith("vllm@") and Path(target.removeprefix("vllm@")).expanduser().is_dir():
-        return target
+    from ..targets.description import Form
+    from ..targets.loading import described
+
+    target = described(target)
+    if target.engine != "vllm":
+        return DEFAULT_RELEASE
+    if target.form is Form.RELEASE and target.version:
+        return target.version
+    if target.form is Form.PATH and target.path is not None and target.path.expanduser().is_dir():
+        return f"vllm@{target.path}"
     return DEFAULT_RELEASE
 
 
