@@ -323,6 +323,7 @@ def conform(
         f"{'' if profile else f' ({escape(default.reason)})'}, "
         f"machines {', '.join(machine_names)}, manager {manager_name}, seed {run_seed}",
         highlight=False,
+        soft_wrap=True,  # the profile's reason is one line a reader (or grep) can find
     )
     if alone:
         console.print(

@@ -96,7 +96,7 @@ def conform(target: str, options: list[str], trace_dir: str) -> int:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from kvpool.conformance.engine.lockstep import signature
+    from kvpool.conformance.engine.signature import signature
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
@@ -536,7 +536,9 @@ def consumers_section(
                 *[f"{i:>3}. {action_text(a)}" for i, a in enumerate(trace.actions, 1)],
                 "```",
                 "",
-                f"Replay: `{replay(f'findings/{folder}/{path.name}', trace.meta)}`",
+                f"Trace: [`findings/{folder}/{path.name}`](../findings/{folder}/{path.name}). "
+                "Replay it from the repository's root (or give the path of the downloaded "
+                f"file): `{replay(f'findings/{folder}/{path.name}', trace.meta)}`",
             ]
     return lines
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from kvpool.conformance.engine.lockstep import signature
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.replay import replay_trace
 

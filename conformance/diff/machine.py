@@ -18,8 +18,9 @@ from kvpool.spec import PoolConfig
 from ..engine import draw
 from ..engine.choices import HypothesisChoices
 from ..engine.levels import Level
-from ..engine.lockstep import RunRecord, signature
+from ..engine.lockstep import RunRecord
 from ..engine.machine import apply_in_case, next_action
+from ..engine.signature import signature
 from .loading import Pair
 from .pair import Difference, PairRun, Unbuildable
 

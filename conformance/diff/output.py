@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.levels import Level
-from ..engine.lockstep import signature
+from ..engine.signature import signature
 from ..report import config_line
 from ..trace.model import Trace
 from ..trace.show import action_text, outcome_text

@@ -17,9 +17,9 @@ from typing import Any
 from kvpool.spec import NULL_BLOCK, PoolConfig
 
 from ..engine.levels import Level
-from ..engine.lockstep import signature
 from ..engine.runner import Failure
 from ..engine.shrink import Replay, _simpler, _smaller_pools, shrink_sequence
+from ..engine.signature import signature
 from .loading import Pair
 from .pair import BLOCK_FIELDS, replay
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .signature import signature
+
 #: Bounds of what the reader accepts: a file of known findings is small.
 MAX_BYTES = 1_000_000
 MAX_ENTRIES = 1_000
@@ -79,8 +81,6 @@ class Expectation:
             return False
         if self.text is not None and re.search(self.text, message) is None:
             return False
-        from .lockstep import signature
-
         kind = signature(message)
         if self.operation is not None and not re.match(
             rf"(after )?{re.escape(self.operation)}\b", kind

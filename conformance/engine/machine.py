@@ -32,7 +32,8 @@ from ..events.caller import manager_could_call
 from . import draw
 from .choices import Choices, HypothesisChoices
 from .levels import Level
-from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord, signature
+from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .signature import signature
 from .surface import fault_of
 from .target import TargetFactory
 

@@ -15,9 +15,10 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from kvpool.spec import Profile
 
 from .levels import Level
-from .lockstep import Nonconformance, RunRecord, signature
+from .lockstep import Nonconformance, RunRecord
 from .machine import lockstep_machine
 from .shrink import shrink
+from .signature import signature
 from .source_constants import without_source_constants
 from .surface import SurfaceMismatch, fault_of
 from .sweep import sweep

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from kvpool.spec import Action, PoolConfig, Profile
 
 from .levels import Level
-from .lockstep import replay, signature
+from .lockstep import replay
+from .signature import signature
 from .target import TargetFactory
 
 C = TypeVar("C")

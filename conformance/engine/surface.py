@@ -229,6 +229,9 @@ def fault_of(exc: BaseException) -> Fault:
       of the target, which the lockstep run judges;
     - ``suite``: raised anywhere else in kvpool's code (the engine, the spec): a bug in
       kvpool.
+
+    An adapter's ``NotImplementedError`` is the target's: the adapter says the target
+    cannot take that call (vllm-mlx's ``cache_full_blocks`` has no ``block_mask``).
     """
     if isinstance(exc, AttributeError) and _is_suite_object(getattr(exc, "obj", None)):
         return "mismatch"
@@ -237,6 +240,8 @@ def fault_of(exc: BaseException) -> Fault:
         return "target"
     if isinstance(exc, AttributeError | TypeError) and _inside(where, _ADAPTERS):
         return "mismatch"
+    if isinstance(exc, NotImplementedError) and _inside(where, _ADAPTERS):
+        return "target"
     return "suite"
 
 

@@ -16,8 +16,9 @@ import time
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 
-from ..engine.lockstep import RunRecord, signature
+from ..engine.lockstep import RunRecord
 from ..engine.runner import Failure
+from ..engine.signature import signature
 from .database import open_database
 from .hunt import hunt
 from .interrupts import Interrupts

@@ -14,8 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from ..engine.lockstep import signature
 from ..engine.runner import Failure
+from ..engine.signature import signature
 from ..trace.files import slug, write_pytest, write_trace
 from ..trace.model import Trace, TraceMeta
 from ..trace.record import record

@@ -38,8 +38,9 @@ from typing import Literal
 from kvpool.spec import SEED, PoolConfig, Profile
 
 from ..engine.levels import LEVELS, Level
-from ..engine.lockstep import LockstepRun, Nonconformance, signature
+from ..engine.lockstep import LockstepRun, Nonconformance
 from ..engine.runner import Failure, LevelResult, run_level
+from ..engine.signature import signature
 from ..engine.target import Target, TargetFactory
 from ..targets.vllm_api.adapter import VllmApiTarget
 from ..targets.vllm_api.detection import PoolFactory

@@ -20,8 +20,7 @@ def shown(value: object) -> str:
 def target_measurements(target: str) -> tuple[str, str, list[Measurement]]:
     """The profile ``target`` is judged by unless ``--profile`` says otherwise, why, and
     every knob measured on it."""
-    from ..targets.loading import choose_profile, described, load_target
-    from ..targets.registry import engine
+    from ..targets.loading import choose_profile, described, entry_of, load_target
     from ..targets.vllm.entry import VllmEntry, load_vllm
     from ..targets.vllm.profile_choice import measure_release
 
@@ -29,7 +28,7 @@ def target_measurements(target: str) -> tuple[str, str, list[Measurement]]:
     choice = choose_profile(description)
     measured = (
         measure_release(load_vllm(description))
-        if isinstance(engine(description.engine), VllmEntry)
+        if isinstance(entry_of(description), VllmEntry)
         else measure(load_target(description)[0])
     )
     return choice.name, f"profile {choice.name}: {choice.reason}", measured

@@ -21,7 +21,7 @@ from kvpool.conformance.diff.pair import Difference, PairRun, replay
 from kvpool.conformance.diff.renaming import Renaming
 from kvpool.conformance.diff.run import DiffResult, run_diff
 from kvpool.conformance.engine.levels import ORDER, SAFETY, Level
-from kvpool.conformance.engine.lockstep import signature
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.targets.spec_target import SpecTarget
 from kvpool.conformance.trace.files import TraceFileError, dumps, parse_trace, read_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta

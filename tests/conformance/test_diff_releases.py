@@ -13,7 +13,7 @@ import pytest
 from kvpool.conformance.diff.loading import Pair, load_pair
 from kvpool.conformance.diff.run import DiffResult, run_diff
 from kvpool.conformance.engine.levels import ORDER, SAFETY, Level
-from kvpool.conformance.engine.lockstep import signature
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.targets.loading import TargetLoadError
 from kvpool.spec import CacheFullBlocks, FreeBlocks, GetNewBlocks
 

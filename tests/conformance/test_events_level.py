@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from faulty_event_pools import BREAKS  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
 from kvpool.conformance.engine.levels import level_for
-from kvpool.conformance.engine.lockstep import signature
 from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.trace.files import TraceFileError, dumps, parse_trace, read_trace
 from kvpool.spec import SEED

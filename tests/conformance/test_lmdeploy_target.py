@@ -24,8 +24,9 @@ pytest.importorskip(
 
 import numpy as np
 from kvpool.conformance.engine.levels import ROBUSTNESS, SAFETY
-from kvpool.conformance.engine.lockstep import replay, signature
+from kvpool.conformance.engine.lockstep import replay
 from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.targets.engine_wheel import engine_dir, valid_cache
 from kvpool.conformance.targets.lmdeploy import release as lm
 from kvpool.conformance.targets.lmdeploy.allocator import (

@@ -27,7 +27,8 @@ for _module in ("xxhash", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.engine.lockstep import Nonconformance, signature  # noqa: E402
+from kvpool.conformance.engine.lockstep import Nonconformance  # noqa: E402
+from kvpool.conformance.engine.signature import signature  # noqa: E402
 from kvpool.conformance.engine.target import PoolView  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402

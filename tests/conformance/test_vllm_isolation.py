@@ -103,7 +103,12 @@ def vllm_modules() -> list[str]:
     return [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]
 
 
-def test_a_release_loads_without_leaving_vllm_in_sys_modules(tmp_path: Path) -> None:
+def test_a_release_loads_without_leaving_vllm_in_sys_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # another test of this worker may have imported torch (the SGLang targets use it): take
+    # it out for this load, so that the load itself is what is checked
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
     before = vllm_modules()
     release = load_release(make_tree(tmp_path, "0.33.0"), "0.33.0")
     assert vllm_modules() == before
@@ -148,7 +153,10 @@ def test_an_installed_vllm_is_not_shadowed(tmp_path: Path, monkeypatch: pytest.M
     assert release.modules["vllm"] is not real
 
 
-def test_a_file_importing_torch_fails_with_the_file_named(tmp_path: Path) -> None:
+def test_a_file_importing_torch_fails_with_the_file_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as above: this load is checked
     tree = make_tree(tmp_path, "0.33.0", pool="import torch\n" + POOL)
     with pytest.raises(IsolationError, match="imports torch"):
         load_release(tree, "0.33.0")

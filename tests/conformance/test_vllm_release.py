@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from typing import Any
 
@@ -52,7 +53,17 @@ def vllm_modules() -> list[str]:
 def test_the_release_loads_without_vllm_or_torch(vllm_0_33: Any) -> None:
     target = vllm_0_33(PoolConfig(4), PROFILE)
     assert type(target.pool).__module__ == "vllm.v1.core.block_pool"
-    assert "torch" not in sys.modules
+    # in a fresh process: another test of this worker may have imported torch itself
+    loads = (
+        "import sys\n"
+        "from kvpool.conformance.targets.loading import load_target\n"
+        "from kvpool.spec import PoolConfig, get_profile\n"
+        f"factory, _ = load_target('{RELEASE}')\n"
+        "factory(PoolConfig(4), get_profile('vllm-0.33'))\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", loads], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     if importlib.util.find_spec("vllm") is None:
         assert vllm_modules() == []
     assert target.operations >= {"unpin_blocks", "cache_partial_block", "peer_get_new_blocks"}

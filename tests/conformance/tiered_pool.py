@@ -19,7 +19,12 @@ class TieredPool(BlockPool):
         dying = {
             b.block_id
             for b in blocks
-            if not b.is_null and self.blocks[b.block_id] is b and b.ref_cnt == released[id(b)]
+            if not b.is_null and self.owns(b) and b.ref_cnt == released[id(b)]
         }
         self.evict_blocks(sorted(dying))  # the contents live on in the other tier
         super().free_blocks(blocks, evict_first)
+
+    def owns(self, block: KVCacheBlock) -> bool:
+        """Whether ``block`` is this pool's (a peer pool's block is handed back, not
+        evicted here)."""
+        return block.block_id < len(self.blocks) and self.blocks[block.block_id] is block

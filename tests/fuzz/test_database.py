@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase, MultiplexedDatabase
-from kvpool.conformance.engine.lockstep import signature
 from kvpool.conformance.engine.runner import Failure
+from kvpool.conformance.engine.signature import signature
 from kvpool.conformance.fuzz.database import DatabaseError, database_key, redis_database
 from kvpool.conformance.fuzz.hunt import hunt
 from kvpool.conformance.fuzz.jobs import Job, build_jobs, load
