@@ -63,6 +63,16 @@ MAX_TRACE_BYTES = 20_000_000
 MAX_JSON_NESTING = 64
 
 
+# --- engine releases (conformance/targets/releases/) -------------------------------------
+
+#: The largest wheel taken from the package index (vLLM's are ~350-450 MB, LMDeploy's ~110).
+MAX_RELEASE_WHEEL_BYTES = 2 * 1024 * 1024 * 1024
+#: The largest file kept from a wheel (vLLM's envs.py, the biggest used, is ~120 kB).
+MAX_RELEASE_MEMBER_BYTES = 4 * 1024 * 1024
+#: How many bytes of the package index's answer about a project's releases are read.
+MAX_INDEX_ANSWER_BYTES = 1024 * 1024
+
+
 # --- the fuzz campaign's example database (conformance/fuzz/sharing.py) ------------------
 
 #: One stored example (a choice sequence: a few kilobytes for our machines' test cases).

@@ -42,6 +42,7 @@ TARGETS = {
     "aphrodite==0.24.1": "aphrodite-0.24.1",
     "vllm-mlx": "vllm-mlx-0.6.0",
     "lmdeploy==0.18.0": "lmdeploy-0.18.0",
+    "lmdeploy==0.16.0": "lmdeploy-0.16.0",
     "nanovllm": "nanovllm-npu-0.0.2",
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
@@ -54,6 +55,7 @@ MANAGERS = {
     "vllm-0.24.0": "vllm",
     "vllm-0.10.2": "vllm",
     "lmdeploy-0.18.0": "lmdeploy",
+    "lmdeploy-0.16.0": "lmdeploy",
 }
 #: Targets checked at the events level only (their pool levels are those of a neighbour).
 EVENTS_ONLY = frozenset({"vllm==0.30.0"})
@@ -233,6 +235,13 @@ ABOUT = {
     "a block when it schedules it, swaps a fresh block for the trie's block of the same "
     "tokens (`append-only` lets that pass), and keys decoded blocks when the sequence next "
     "needs a block (`hit-keys` reads up to the deepest trie node it reached)",
+    "lmdeploy-0.16.0": "LMDeploy 0.16.0's LogicalAllocator (PyTorch engine), isolated from "
+    "its wheel, as a pool without a prefix cache (profile lmdeploy; its spec block b is "
+    "LMDeploy's logical block b - 1), and its DefaultBlockManager with the prefix trie "
+    "driven through that release's own scheduler calls (`SchedulerSession.add_sequence`, "
+    "the `Scheduler`'s `_PrefillAdmissionAttempt`, `RecomputeEvictionHelper.evict_for_seq`, "
+    "`remove_sequence`), judged by the request-level properties (`--machine requests "
+    "--manager lmdeploy`)",
 }
 _NANO_NOTES = {
     "computes-last-token": "Upstream issue "

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from kvpool.spec import events as spec_events
 from kvpool.spec.manager.state import RequestState, block_hashes
 
+from ..targets.vllm.distribution import PUBLISHER_CACHE, cached_release
 from ..targets.vllm.isolation import Release, load_release
 from ..targets.vllm.releases import PUBLISHER_MEMBERS, PUBLISHER_MODULES, version_in_tree
-from ..targets.vllm.wheel import PUBLISHER_CACHE, cached_release
 
 if TYPE_CHECKING:
     from ..targets.description import TargetDescription

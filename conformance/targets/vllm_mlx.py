@@ -62,15 +62,9 @@ its structure: the list's links both ways, ``num_free_blocks``, and ``allocated_
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import logging
-import subprocess
-import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -94,6 +88,8 @@ from ..engine.target import PoolView
 from .free_list import free_list_order, free_list_problems
 from .hash_index import read_index
 from .index_probe import IndexProbe
+from .isolated_files import IsolatedLoadError, load_isolated
+from .releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 #: The release this adapter was written against and checked with.
 VLLM_MLX_VERSION = "0.6.0"
@@ -126,15 +122,21 @@ class VllmMlxUnavailable(ImportError):
     """vllm-mlx is not installed (or its cache module does not import)."""
 
 
-#: The one file of the wheel the target needs, and how large it may be.
+#: The one file of the wheel the target needs, kept by the loader of engine releases.
 MEMBER = "vllm_mlx/paged_cache.py"
-MAX_MEMBER_BYTES = 2_000_000
+FILES = ReleaseFiles(
+    "vllm-mlx",
+    "vllm-mlx",
+    frozenset({MEMBER}),
+    label="vllm-mlx",
+    advice=f"or install it: {INSTALL_HINT}  (--no-deps: its cache module needs no MLX)",
+)
 
 
 def load_paged_cache() -> ModuleType:
     """``vllm_mlx.paged_cache``: the installed package's, or else the one file of the
-    release's wheel, downloaded once (``pip download --no-deps``) into the user's cache and
-    loaded on its own. :class:`VllmMlxUnavailable` says what to do when neither works.
+    release's wheel, downloaded once into the user's cache and loaded on its own.
+    :class:`VllmMlxUnavailable` says what to do when neither works.
 
     The module imports only the standard library, so no placeholder for MLX is needed.
     """
@@ -157,48 +159,12 @@ def installed_version() -> str:
 
 
 def _cached_paged_cache() -> ModuleType:
-    from .vllm.wheel import cache_root
-
-    where = cache_root() / "vllm-mlx" / VLLM_MLX_VERSION / "paged_cache.py"
-    if not where.is_file():
-        _download_member(where)
-    name = "kvpool_isolated_vllm_mlx_paged_cache"
-    spec = importlib.util.spec_from_file_location(name, where)
-    if spec is None or spec.loader is None:
-        raise VllmMlxUnavailable(f"cannot load {where}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
-        raise VllmMlxUnavailable(f"{where} does not load: {type(exc).__name__}: {exc}") from exc
-    return module
-
-
-def _download_member(where: Path) -> None:
-    """Fetch the release's wheel and keep only :data:`MEMBER`, checked, at ``where``."""
-    from .vllm.wheel import pip_download_argv
-
-    with tempfile.TemporaryDirectory(prefix="kvpool-vllm-mlx-") as tmp:
-        command = pip_download_argv(f"vllm-mlx=={VLLM_MLX_VERSION}", Path(tmp))
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        wheels = sorted(Path(tmp).glob("vllm_mlx-*.whl"))
-        if done.returncode != 0 or len(wheels) != 1:
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-8:])
-            raise VllmMlxUnavailable(
-                f"vllm-mlx is not installed and its wheel could not be downloaded:\n{tail}\n"
-                f"install it with: {INSTALL_HINT}  (--no-deps: its cache module needs no MLX)"
-            )
-        with zipfile.ZipFile(wheels[0]) as wheel:
-            info = wheel.getinfo(MEMBER)
-            if info.file_size > MAX_MEMBER_BYTES:
-                raise VllmMlxUnavailable(f"{MEMBER} in {wheels[0].name} is implausibly large")
-            data = wheel.read(info)
-    where.parent.mkdir(parents=True, exist_ok=True)
-    partial = where.with_suffix(".partial")
-    partial.write_bytes(data)
-    partial.replace(where)
+        root = cached_files(FILES, VLLM_MLX_VERSION)
+        name = MEMBER.removesuffix(".py").replace("/", ".")
+        return load_isolated("vllm_mlx", {name: root / MEMBER})[name]
+    except (ReleaseFilesError, IsolatedLoadError) as exc:
+        raise VllmMlxUnavailable(f"vllm-mlx is not installed and {exc}") from exc
 
 
 def spec_key(block_hash: bytes, group_id: int) -> bytes:

@@ -21,8 +21,8 @@ from kvpool.conformance.engine.levels import ORDER, SAFETY
 from kvpool.conformance.engine.runner import LevelResult, run_level
 from kvpool.conformance.engine.target import Target
 from kvpool.conformance.targets.loading import choose_profile, described
+from kvpool.conformance.targets.vllm.distribution import cached_release
 from kvpool.conformance.targets.vllm.entry import load_vllm
-from kvpool.conformance.targets.vllm.wheel import cached_release
 from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool
 from kvpool.spec import PoolConfig, Profile

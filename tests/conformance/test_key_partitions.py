@@ -21,10 +21,10 @@ from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.targets.vllm.distribution import cached_release
 from kvpool.conformance.targets.vllm.isolation import load_release
 from kvpool.conformance.targets.vllm.key_partitions import PAIRS, TOKENS, measure_key_attributes
 from kvpool.conformance.targets.vllm.manager_target import extra_keys_taken
-from kvpool.conformance.targets.vllm.wheel import cached_release
 from kvpool.conformance.trace.itf import decode, encode
 from kvpool.conformance.trace.model import AnyAction
 from kvpool.impl import KVCacheManager

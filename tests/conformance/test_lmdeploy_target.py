@@ -27,12 +27,12 @@ from kvpool.conformance.engine.levels import ROBUSTNESS, SAFETY
 from kvpool.conformance.engine.lockstep import replay
 from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.targets.engine_wheel import engine_dir, valid_cache
 from kvpool.conformance.targets.lmdeploy import release as lm
 from kvpool.conformance.targets.lmdeploy.allocator import (
     LmdeployAllocatorTarget,
 )
 from kvpool.conformance.targets.loading import TargetLoadError, load_target
+from kvpool.conformance.targets.releases.files import release_dir, valid_cache
 from kvpool.spec import (
     FreeBlocks,
     GetNewBlocks,
@@ -68,7 +68,7 @@ def target(release: lm.LmdeployRelease, blocks: int = 5) -> LmdeployAllocatorTar
 
 
 def test_the_cache_holds_the_file_with_its_manifest(release: lm.LmdeployRelease) -> None:
-    where = engine_dir(lm.FILES, lm.DEFAULT_VERSION)
+    where = release_dir(lm.FILES, lm.DEFAULT_VERSION)
     assert valid_cache(where, lm.FILES, lm.DEFAULT_VERSION)
     assert release.origin == where
     assert sorted(p.name for p in where.iterdir()) == ["lmdeploy", "manifest.json"]
@@ -80,7 +80,7 @@ def test_a_changed_cached_file_invalidates_the_cache(
     import shutil
 
     copy = tmp_path / "copy"
-    shutil.copytree(engine_dir(lm.FILES, lm.DEFAULT_VERSION), copy)
+    shutil.copytree(release_dir(lm.FILES, lm.DEFAULT_VERSION), copy)
     assert valid_cache(copy, lm.FILES, lm.DEFAULT_VERSION)
     path = copy / lm.FILE
     path.write_text(path.read_text() + "\n# changed\n")

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.targets.engine_wheel import cached_files
 from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.targets.releases.files import cached_files
 from kvpool.conformance.targets.sglang import release as sglang_release
+from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
-from kvpool.conformance.targets.vllm.wheel import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm_mlx import load_paged_cache
 
 #: The shortest shared run that fails: above what a call into an engine's API shares (the

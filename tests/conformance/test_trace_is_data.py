@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
 from kvpool.conformance.manager.target import RequestSetup
+from kvpool.conformance.targets.vllm import distribution as wheel
 from kvpool.conformance.targets.vllm import entry as vllm_entry
-from kvpool.conformance.targets.vllm import wheel
 from kvpool.conformance.trace.files import write_pytest, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
 from kvpool.conformance.trace.record import record

@@ -22,8 +22,8 @@ from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.manager.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
+from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
-from kvpool.conformance.targets.vllm.wheel import MANAGER_CACHE, cached_release
 from kvpool.spec.profile import get_profile
 from manager_faults import CORE, FAULTS, planted_manager_tree  # on sys.path via pytest
 

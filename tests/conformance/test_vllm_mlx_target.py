@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 from kvpool.conformance.engine.compare import INDEX_RULE
@@ -81,8 +82,12 @@ def test_without_the_package_the_wheel_module_is_used(
     monkeypatch.setitem(sys.modules, "vllm_mlx.paged_cache", None)  # makes the import fail
     monkeypatch.setenv("KVPOOL_CACHE_DIR", str(tmp_path))
     module = mlx.load_paged_cache()
-    assert module.__name__ == "kvpool_isolated_vllm_mlx_paged_cache"
+    assert module.__file__ is not None
+    assert Path(module.__file__) == Path(
+        str(tmp_path), "vllm-mlx", mlx.VLLM_MLX_VERSION, mlx.MEMBER
+    )
     assert hasattr(module, "PagedCacheManager")
+    assert sys.modules["vllm_mlx.paged_cache"] is None  # loaded in isolation, nothing left
 
 
 def test_offline_and_uncached_names_the_install_command(

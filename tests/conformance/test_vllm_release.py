@@ -189,7 +189,7 @@ def test_the_isolated_release_behaves_as_the_installed_package() -> None:
 
 
 def test_an_unpacked_release_tree_is_a_target(vllm_0_33: Any) -> None:
-    from kvpool.conformance.targets.vllm.wheel import release_dir
+    from kvpool.conformance.targets.vllm.distribution import release_dir
 
     tree = release_dir("0.33.0")  # the cache holds an unpacked wheel's block-pool files
     factory, name = load_target(f"vllm@{tree}")

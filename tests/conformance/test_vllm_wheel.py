@@ -13,22 +13,26 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
 from kvpool.conformance.targets.loading import TargetLoadError, choose_profile, load_target
+from kvpool.conformance.targets.releases.files import (
+    MANIFEST,
+    ReleaseFilesError,
+    cache_root,
+)
+from kvpool.conformance.targets.releases.files import extract_members as extract
+from kvpool.conformance.targets.vllm.distribution import (
+    VLLM_DISTRIBUTION,
+    WheelError,
+    is_cached,
+    seed_cache,
+    wheel_version,
+)
 from kvpool.conformance.targets.vllm.releases import (
     ReleaseError,
     check_supported,
     parse_version,
     version_in_tree,
-)
-from kvpool.conformance.targets.vllm.wheel import (
-    MANIFEST,
-    MAX_MEMBER_BYTES,
-    WheelError,
-    cache_root,
-    extract_members,
-    seed_cache,
-    valid_cache,
-    wheel_version,
 )
 
 NAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
@@ -46,6 +50,11 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "cache"
     monkeypatch.setenv("KVPOOL_CACHE_DIR", str(cache))
     return cache
+
+
+def extract_members(wheel: Path) -> dict[str, bytes]:
+    """The loader's reader over vLLM's pool members."""
+    return extract(wheel, VLLM_DISTRIBUTION.files())
 
 
 def make_wheel(path: Path, members: dict[str, str | bytes], symlinks: tuple[str, ...] = ()) -> Path:
@@ -75,11 +84,11 @@ def test_only_the_block_pool_files_are_extracted_with_a_manifest(tmp_path: Path)
     assert manifest["version"] == "0.33.0" and manifest["wheel"] == NAME
     assert len(manifest["wheel_sha256"]) == 64 and sorted(manifest["files"]) == sorted(GOOD)
     assert wheel.exists()  # the caller's file is left alone
-    assert valid_cache(where, "0.33.0")
+    assert is_cached(where, "0.33.0")
     (where / "vllm/envs.py").write_text("Z = 4\n")  # tampered with: not trusted any more
-    assert not valid_cache(where, "0.33.0")
+    assert not is_cached(where, "0.33.0")
     seed_cache(wheel)  # seeding again repairs it
-    assert valid_cache(where, "0.33.0")
+    assert is_cached(where, "0.33.0")
 
 
 @pytest.mark.parametrize(
@@ -112,7 +121,7 @@ def test_paths_outside_the_allowed_names_are_never_taken(
 
 def test_a_symlink_member_is_refused(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / NAME, {**GOOD, "vllm/envs.py": "/etc/passwd"}, ("vllm/envs.py",))
-    with pytest.raises(WheelError, match=re.escape("vllm/envs.py is not a regular file")):
+    with pytest.raises(ReleaseFilesError, match=re.escape("vllm/envs.py is not a regular file")):
         extract_members(wheel)
 
 
@@ -122,21 +131,21 @@ def test_a_member_listed_twice_is_refused(tmp_path: Path) -> None:
         wheel = make_wheel(tmp_path / NAME, GOOD)
         with zipfile.ZipFile(wheel, "a") as archive:
             archive.writestr("vllm/envs.py", "Z = 'second'\n")
-    with pytest.raises(WheelError, match="appears twice"):
+    with pytest.raises(ReleaseFilesError, match="appears twice"):
         extract_members(wheel)
 
 
 def test_an_oversized_member_is_refused(tmp_path: Path) -> None:
-    huge = b"#" * (MAX_MEMBER_BYTES + 1)  # compresses to a few kB
+    huge = b"#" * (MAX_RELEASE_MEMBER_BYTES + 1)  # compresses to a few kB
     wheel = make_wheel(tmp_path / NAME, {**GOOD, "vllm/envs.py": huge})
-    with pytest.raises(WheelError, match="over the limit"):
+    with pytest.raises(ReleaseFilesError, match="over the limit"):
         extract_members(wheel)
 
 
 def test_a_file_that_is_not_a_zip_is_refused(tmp_path: Path) -> None:
     bogus = tmp_path / NAME
     bogus.write_bytes(b"not a zip")
-    with pytest.raises(WheelError, match="not a readable wheel"):
+    with pytest.raises(ReleaseFilesError, match="not a readable wheel"):
         extract_members(bogus)
 
 
@@ -201,7 +210,7 @@ def test_a_wheel_file_as_target_seeds_the_cache(tmp_path: Path, _private_cache: 
     wheel = make_wheel(tmp_path / NAME, GOOD)
     with pytest.raises(TargetLoadError, match="vllm@"):
         load_target(f"vllm@{wheel}")  # a stand-in wheel has no real pool to load
-    assert valid_cache(_private_cache / "vllm" / "0.33.0", "0.33.0")
+    assert is_cached(_private_cache / "vllm" / "0.33.0", "0.33.0")
 
 
 def test_the_profile_chosen_for_each_target_form(tmp_path: Path) -> None:

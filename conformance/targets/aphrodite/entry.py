@@ -15,8 +15,8 @@ from ...manager.target import ManagerTargetFactory
 from ..description import TargetDescription
 from ..errors import TargetLoadError
 from ..registry import ProfileChoice
+from ..vllm.distribution import Distribution
 from ..vllm.entry import VllmEntry
-from ..vllm.wheel import Distribution
 
 #: The release whose pool the suite has read and profiled.
 KNOWN = "0.24.1"

@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..engine_wheel import EngineFiles, engine_dir, valid_cache
 from ..isolated_files import IsolatedLoadError, load_isolated
+from ..releases.files import ReleaseFiles, release_dir, valid_cache
 from .release import LmdeployUnavailable, numpy_module, release_root
 
 #: The files both API generations run (module names under ``lmdeploy.``, in load order).
@@ -126,15 +126,19 @@ def generation_of(root: Path) -> str:
 
 #: What the suite fetches of a release on the index, per generation: the newer layout is
 #: tried first, and a wheel that lacks its files is fetched again for the older one.
-FILES = EngineFiles(
+FILES = ReleaseFiles(
     "lmdeploy-manager",
     "lmdeploy",
     frozenset({VERSION_FILE, *(file_of(m) for m in PREFILL_SCHEDULER)}),
+    label="LMDeploy",
+    engine="lmdeploy",
 )
-SCHEDULER_FILES = EngineFiles(
+SCHEDULER_FILES = ReleaseFiles(
     "lmdeploy-manager-scheduler",
     "lmdeploy",
     frozenset({VERSION_FILE, *(file_of(m) for m in SCHEDULER)}),
+    label="LMDeploy",
+    engine="lmdeploy",
 )
 
 
@@ -301,7 +305,7 @@ def load_manager_release(version: str) -> LmdeployManagerRelease:
     """Release ``version``'s manager files, from the cache or downloaded into it once: the
     prefill-scheduler generation's files, or, when the wheel lacks them, the scheduler
     generation's."""
-    if not valid_cache(engine_dir(SCHEDULER_FILES, version), SCHEDULER_FILES, version):
+    if not valid_cache(release_dir(SCHEDULER_FILES, version), SCHEDULER_FILES, version):
         try:
             return load_manager_tree(release_root(FILES, version), version)
         except LmdeployUnavailable as exc:

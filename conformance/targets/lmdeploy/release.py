@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
 from ..isolated_files import IsolatedLoadError, load_isolated
+from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 #: The release checked when ``--target lmdeploy`` names none (the latest on the index).
 DEFAULT_VERSION = "0.18.0"
@@ -29,7 +29,9 @@ INSTALL_LINE = "pip install 'kvpool-spec[lmdeploy]'"
 MODULE = "lmdeploy.pytorch.paging.block_manager.base_block_manager"
 FILE = "lmdeploy/pytorch/paging/block_manager/base_block_manager.py"
 VERSION_FILE = "lmdeploy/version.py"
-FILES = EngineFiles("lmdeploy", "lmdeploy", frozenset({FILE, VERSION_FILE}))
+FILES = ReleaseFiles(
+    "lmdeploy", "lmdeploy", frozenset({FILE, VERSION_FILE}), label="LMDeploy", engine="lmdeploy"
+)
 
 
 class LmdeployUnavailable(Exception):
@@ -102,13 +104,13 @@ def load_tree(root: Path, version: str) -> LmdeployRelease:
     return LmdeployRelease(version, root, modules[MODULE])
 
 
-def release_root(files: EngineFiles, version: str) -> Path:
+def release_root(files: ReleaseFiles, version: str) -> Path:
     """Where release ``version``'s ``files`` are, from the cache or downloaded into it
     once, checked to be that version."""
     check_version(version)
     try:
         root = cached_files(files, version)
-    except EngineWheelError as exc:
+    except ReleaseFilesError as exc:
         raise LmdeployUnavailable(str(exc)) from exc
     found = version_in_tree(root)
     if found != version:

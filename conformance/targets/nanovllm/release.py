@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
 from ..isolated_files import IsolatedLoadError, load_isolated
+from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 INSTALL_LINE = "pip install 'kvpool-spec[nanovllm]'"
 #: name -> (distribution, version, package): the distributions the suite knows.
@@ -48,9 +48,11 @@ class NanoVllmRelease:
     sequence: ModuleType
 
 
-def files_of(name: str) -> EngineFiles:
+def files_of(name: str) -> ReleaseFiles:
     distribution, _, package = DISTRIBUTIONS[name]
-    return EngineFiles(name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE))
+    return ReleaseFiles(
+        name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE), engine=name
+    )
 
 
 def package_in(root: Path) -> str:
@@ -97,7 +99,7 @@ def load_distribution(name: str) -> NanoVllmRelease:
     distribution, version, _ = DISTRIBUTIONS[name]
     try:
         root = cached_files(files_of(name), version)
-    except EngineWheelError as exc:
+    except ReleaseFilesError as exc:
         raise NanoVllmUnavailable(str(exc)) from exc
     return load_tree(root, f"{distribution} {version}")
 

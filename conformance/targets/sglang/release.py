@@ -26,8 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..engine_wheel import EngineFiles, EngineWheelError, cached_files
 from ..isolated_files import IsolatedLoadError, load_isolated
+from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 INSTALL_LINE = "pip install 'kvpool-spec[sglang]'"
 DEFAULT_VERSION = "0.4.6.post5"
@@ -176,8 +176,14 @@ def _prepare_torch_compile() -> None:
     torch.compile(dynamic=True, backend="inductor")(nothing)
 
 
-def files_of() -> EngineFiles:
-    return EngineFiles("sglang", "sglang", frozenset(f"sglang/{rel}" for rel in RELATIVE))
+def files_of() -> ReleaseFiles:
+    return ReleaseFiles(
+        "sglang",
+        "sglang",
+        frozenset(f"sglang/{rel}" for rel in RELATIVE),
+        label="SGLang",
+        engine="sglang",
+    )
 
 
 def load_release(version: str) -> SglangRelease:
@@ -185,7 +191,7 @@ def load_release(version: str) -> SglangRelease:
     _require_extra()
     try:
         root = cached_files(files_of(), version)
-    except EngineWheelError as exc:
+    except ReleaseFilesError as exc:
         raise SglangUnavailable(str(exc)) from exc
     return load_tree(root, f"sglang {version}")
 

@@ -22,9 +22,9 @@ from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError, TargetUsageError
 from ..registry import EngineEntry, ProfileChoice, engine
+from .distribution import VLLM_DISTRIBUTION, Distribution
 from .naming import VllmLoadError, installed_vllm_version, shown_name
 from .package import VLLM, own_name
-from .wheel import VLLM_DISTRIBUTION, Distribution
 
 if TYPE_CHECKING:
     from .target import VllmRelease
@@ -74,12 +74,12 @@ class VllmEntry(EngineEntry):
 
     def versions(self) -> tuple[str, ...]:
         """The releases already in the cache (nothing is downloaded)."""
+        from ..releases.files import cache_root, valid_cache
         from .releases import WHEEL_MEMBERS
-        from .wheel import cache_root, valid_cache
 
-        members = self.dist.members(WHEEL_MEMBERS)
-        folder = cache_root() / self.dist.folder("vllm")
-        found = [d.name for d in folder.glob("*") if valid_cache(d, d.name, members)]
+        files = self.dist.files(members=WHEEL_MEMBERS)
+        folder = cache_root() / files.folder
+        found = [d.name for d in folder.glob("*") if valid_cache(d, files, d.name)]
         return tuple(sorted(found, key=_version_key))
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
@@ -179,8 +179,8 @@ def vllm_version(described: TargetDescription) -> str | None:
     """The release ``described`` names, without loading it: ``"0.33.0"`` for
     ``vllm==0.33.0``, the installed distribution's version for ``vllm``, what PATH's files
     say for ``vllm@PATH`` (``None`` when they say nothing)."""
+    from .distribution import wheel_version
     from .releases import ReleaseError, parse_version
-    from .wheel import wheel_version
 
     dist = distribution_of(described)
     try:
@@ -210,11 +210,11 @@ def _version_in_tree(root: Path, package: str) -> str:
 def load_vllm(described: TargetDescription) -> VllmRelease:
     """Load the vLLM release (or fork) ``described`` names; :class:`TargetLoadError` says
     what went wrong and what to run instead."""
+    from .distribution import cached_release, seed_cache
     from .isolation import IsolationError, load_release
     from .package import package_in
     from .releases import ReleaseError
     from .target import describe_release
-    from .wheel import cached_release, seed_cache
 
     dist = distribution_of(described)
     try:

@@ -26,6 +26,7 @@ def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, 
     """The factory of manager targets for ``--manager vllm`` (the manager of the vLLM
     ``target`` names) and its display name."""
     from ..description import Form
+    from .distribution import MANAGER_CACHE, cached_release, seed_cache
     from .isolation import IsolationError, load_release
     from .releases import (
         MANAGER_MODULES,
@@ -36,7 +37,6 @@ def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, 
         version_in_tree,
     )
     from .target import describe
-    from .wheel import MANAGER_CACHE, cached_release, seed_cache
 
     modules: Mapping[str, ModuleType]
     try:
@@ -100,9 +100,9 @@ DESCRIPTION = (
 def manager_offer(version: str) -> str:
     """Whether release ``version`` offers ``--manager vllm``, from the cache alone (nothing
     is downloaded): ``yes``, ``no: why``, or that its manager files are not cached yet."""
+    from .distribution import MANAGER_CACHE, WheelError, cached_release
     from .isolation import IsolationError, load_release
     from .releases import MANAGER_WHEEL_MEMBERS, ReleaseError
-    from .wheel import MANAGER_CACHE, WheelError, cached_release
 
     try:
         root = cached_release(

@@ -1,0 +1,262 @@
+"""A few files of an engine's release, taken out of its wheel once and kept.
+
+``cached_files(files, "0.18.0")`` returns the folder holding ``files.members`` of that
+release, downloading the wheel (:mod:`.download`) the first time. Only the named members
+are read out of the wheel, by exact name, as regular files under the size limit of
+:mod:`kvpool.conformance.bounds`; the wheel itself is deleted. A ``manifest.json`` beside
+them records the project, the version, the wheel's name and SHA-256 and each file's
+SHA-256, and is checked on every load: a file that changed on disk makes the cache
+invalid, and it is fetched again.
+
+One layout for every engine: ``$KVPOOL_CACHE_DIR`` (else ``$XDG_CACHE_HOME/kvpool``, else
+``~/.cache/kvpool``) ``/FOLDER/X.Y.Z/{manifest.json, package/...}``, ``FOLDER`` being the
+engine's (``vllm``, ``vllm-manager``, ``aphrodite``, ``lmdeploy``, ``sglang``,
+``vllm-mlx``, ...). Folders written before this module keep working: their manifests have
+the same fields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...bounds import MAX_RELEASE_MEMBER_BYTES, MAX_RELEASE_WHEEL_BYTES
+
+MANIFEST = "manifest.json"
+
+
+class ReleaseFilesError(Exception):
+    """A release's files could not be fetched, or its wheel is not acceptable; the message
+    says why and what to run instead."""
+
+
+@dataclass(frozen=True)
+class ReleaseFiles:
+    """Which files of which project's releases a target needs."""
+
+    #: The cache folder's name (``lmdeploy``, ``vllm-manager``).
+    folder: str
+    #: The project on the package index (``lmdeploy``, ``nano-vllm-npu``).
+    project: str
+    #: Paths inside the wheel that may be kept.
+    members: frozenset[str]
+    #: Those that must be there (``None``: every member).
+    required: frozenset[str] | None = None
+    #: How messages name the engine (its project name when empty).
+    label: str = ""
+    #: The engine's target name, whose ``NAME@PATH`` form reads a wheel file, an unpacked
+    #: wheel or a source tree (error messages show it; empty: it has no such form).
+    engine: str = ""
+    #: One more line for a failed download (``install it with ...``).
+    advice: str = ""
+    #: Why a wheel lacking a required member is not one (``"not a vLLM wheel with a block
+    #: pool"``), for the error message.
+    lacking: str = ""
+
+    @property
+    def needed(self) -> frozenset[str]:
+        return self.members if self.required is None else self.required
+
+    @property
+    def shown(self) -> str:
+        return self.label or self.project
+
+    @property
+    def wheel_prefix(self) -> str:
+        """How its wheels' file names start (the project name normalized:
+        ``aphrodite_engine``)."""
+        return re.sub(r"[-_.]+", "_", self.project).lower()
+
+
+def cache_root() -> Path:
+    """Where kvpool keeps downloaded releases."""
+    explicit = os.environ.get("KVPOOL_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "kvpool"
+
+
+def release_dir(files: ReleaseFiles, version: str) -> Path:
+    return cache_root() / files.folder / version
+
+
+def cached_files(
+    files: ReleaseFiles,
+    version: str,
+    download: bool = True,
+    check: Callable[[str], None] | None = None,
+) -> Path:
+    """The folder holding ``files`` of release ``version``: from the cache, or (unless
+    ``download`` is false) downloaded now. ``check`` refuses a version string before
+    anything is fetched. :class:`ReleaseFilesError` when the release is not cached and
+    cannot be downloaded."""
+    from .download import download_wheel
+
+    if check is not None:
+        check(version)
+    where = release_dir(files, version)
+    if valid_cache(where, files, version):
+        return where
+    if not download:
+        raise ReleaseFilesError(f"{files.shown} {version} is not in the cache ({where})")
+    with tempfile.TemporaryDirectory(prefix=f"kvpool-{files.folder}-") as tmp:
+        wheel = download_wheel(files, version, Path(tmp))
+        return seed_cache(wheel, files, version, check)
+
+
+def valid_cache(where: Path, files: ReleaseFiles, version: str) -> bool:
+    """Whether ``where`` holds a complete, unaltered extraction of ``version``: every
+    required member, nothing but members, each as the manifest recorded it."""
+    try:
+        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict) or manifest.get("version") != version:
+        return False
+    recorded = manifest.get("files")
+    if not isinstance(recorded, dict) or not recorded:
+        return False
+    if not set(recorded) <= files.members or not files.needed <= set(recorded):
+        return False
+    for name, digest in recorded.items():
+        path = where / name
+        if path.is_symlink() or not path.is_file():
+            return False
+        if _sha256(path.read_bytes()) != digest:
+            return False
+    return True
+
+
+def wheel_version(wheel: Path, files: ReleaseFiles) -> str:
+    """The release number in a wheel's file name (``vllm-0.33.0-cp38-...whl``; a build tag
+    after the version, as in ``vllm-0.23.0-2-cp38-...whl``, is allowed)."""
+    prefix = re.escape(files.wheel_prefix)
+    match = re.fullmatch(prefix + r"-([^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl", wheel.name)
+    if match is None:
+        raise ReleaseFilesError(
+            f"{wheel.name} is not named like a {files.shown} wheel "
+            f"({files.wheel_prefix}-X.Y.Z-...-....whl)"
+        )
+    return match.group(1)
+
+
+def seed_cache(
+    wheel: Path,
+    files: ReleaseFiles,
+    expected_version: str | None = None,
+    check: Callable[[str], None] | None = None,
+) -> Path:
+    """Take ``files`` out of ``wheel`` into the cache; the release's folder. The wheel
+    itself is left where it is (callers that downloaded it delete it)."""
+    version = wheel_version(wheel, files)
+    if expected_version is not None and version != expected_version:
+        raise ReleaseFilesError(
+            f"asked for {files.shown} {expected_version}, but pip fetched {wheel.name}"
+        )
+    if check is not None:
+        check(version)
+    contents = extract_members(wheel, files)
+    final = release_dir(files, version)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
+    try:
+        for name, data in contents.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        manifest = {
+            "distribution": files.project,
+            "version": version,
+            "wheel": wheel.name,
+            "wheel_sha256": _file_sha256(wheel),
+            "files": {name: _sha256(data) for name, data in sorted(contents.items())},
+        }
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if final.exists() and not valid_cache(final, files, version):
+            shutil.rmtree(final)
+        if not final.exists():
+            try:
+                os.replace(staging, final)
+            except OSError:
+                if not valid_cache(final, files, version):  # another process was faster
+                    raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return final
+
+
+def extract_members(wheel: Path, files: ReleaseFiles) -> dict[str, bytes]:
+    """The members of ``files`` in ``wheel``, each checked by :func:`read_members`; every
+    required one must be among them."""
+    size = wheel.stat().st_size
+    if size > MAX_RELEASE_WHEEL_BYTES:
+        raise ReleaseFilesError(
+            f"{wheel.name} is {size} bytes, more than an engine's wheel can be "
+            f"(the limit is {MAX_RELEASE_WHEEL_BYTES})"
+        )
+    contents = read_members(wheel, files.members)
+    missing = sorted(files.needed - set(contents))
+    if missing:
+        why = f": {files.lacking}" if files.lacking else ""
+        raise ReleaseFilesError(f"{wheel.name} lacks {', '.join(missing)}{why}")
+    return contents
+
+
+def read_members(
+    wheel: Path, members: frozenset[str], limit: int = MAX_RELEASE_MEMBER_BYTES
+) -> dict[str, bytes]:
+    """The members of ``wheel`` named in ``members``, read in memory after checking each
+    one: a member listed twice, a symlink or anything but a regular file, or one over
+    ``limit`` bytes makes the whole wheel unacceptable. Nothing is written here; a member
+    that is absent is simply not returned."""
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ReleaseFilesError(f"{wheel.name} is not a readable wheel: {exc}") from exc
+    contents: dict[str, bytes] = {}
+    with archive:
+        for info in archive.infolist():
+            name = info.filename
+            if name not in members:
+                continue
+            if name in contents:
+                raise ReleaseFilesError(f"{wheel.name}: {name} appears twice in the wheel")
+            mode = info.external_attr >> 16
+            if info.is_dir() or (mode and not stat.S_ISREG(mode)):
+                raise ReleaseFilesError(
+                    f"{wheel.name}: {name} is not a regular file (mode {mode:o})"
+                )
+            if info.file_size > limit:
+                raise ReleaseFilesError(
+                    f"{wheel.name}: {name} is {info.file_size} bytes, over the limit ({limit})"
+                )
+            with archive.open(info) as member:
+                data = member.read(limit + 1)
+            if len(data) > limit:
+                raise ReleaseFilesError(f"{wheel.name}: {name} unpacks to more than the limit")
+            contents[name] = data
+    return contents
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,152 @@
+"""Where a vLLM release's files come from: a project on the package index whose wheel
+ships a vLLM-shaped package (vLLM itself, or a fork such as Aphrodite), fetched and kept
+by the one loader of engine releases (:mod:`..releases`).
+
+``cached_release("0.33.0")`` returns the folder holding ``vllm/...`` for that release (the
+block-pool files of :data:`~.releases.WHEEL_MEMBERS`), in the cache folder ``vllm``; the
+publisher's files (``kvpool publish``) and the KV cache manager's (``--manager vllm``)
+are kept in folders of their own, ``vllm-publisher`` and ``vllm-manager``, so that none
+changes what another's manifest lists. A fork's are kept under its package's name
+(``aphrodite/X.Y.Z/{manifest.json, aphrodite/...}``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..releases.files import (
+    ReleaseFiles,
+    ReleaseFilesError,
+    cached_files,
+    valid_cache,
+)
+from ..releases.files import (
+    release_dir as files_dir,
+)
+from ..releases.files import (
+    seed_cache as seed_release,
+)
+from ..releases.files import (
+    wheel_version as files_wheel_version,
+)
+from .package import VLLM, own_path
+from .releases import MODULES, REQUIRED, WHEEL_MEMBERS, ReleaseError, check_supported
+
+#: The cache of the pool's files, the publisher's and the KV cache manager's.
+POOL_CACHE, PUBLISHER_CACHE, MANAGER_CACHE = "vllm", "vllm-publisher", "vllm-manager"
+
+
+class WheelError(ReleaseError):
+    """A release could not be downloaded, or its wheel is not acceptable (the loader's
+    message, as a vLLM release error)."""
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A project on the package index whose wheel ships a vLLM-shaped package."""
+
+    #: Its name on the index (``pip download NAME==X.Y.Z``).
+    project: str = "vllm"
+    #: The top-level package its files live in (``vllm/v1/core/block_pool.py``).
+    package: str = VLLM
+    #: How messages name it.
+    label: str = "vLLM"
+
+    @property
+    def is_vllm(self) -> bool:
+        return self.package == VLLM
+
+    @property
+    def wheel_prefix(self) -> str:
+        """How its wheels' file names start (the project name normalized: ``aphrodite_engine``)."""
+        return re.sub(r"[-_.]+", "_", self.project).lower()
+
+    def members(self, members: frozenset[str]) -> frozenset[str]:
+        """vLLM's wheel members (``vllm/...``) as this distribution's wheel holds them."""
+        return frozenset(own_path(m, self.package) for m in members)
+
+    def folder(self, folder: str) -> str:
+        """The cache folder of one of vLLM's kinds (``vllm``, ``vllm-manager``) for it."""
+        return own_path(folder, self.package)
+
+    def files(
+        self, folder: str = POOL_CACHE, members: frozenset[str] = WHEEL_MEMBERS
+    ) -> ReleaseFiles:
+        """What the loader keeps of its releases for one of vLLM's kinds."""
+        return ReleaseFiles(
+            folder=self.folder(folder),
+            project=self.project,
+            members=self.members(members),
+            required=frozenset(own_path(MODULES[m], self.package) for m in REQUIRED),
+            label=self.label,
+            engine=self.package,
+            lacking=f"not a {self.label} wheel with a block pool",
+        )
+
+    def check(self, version: str) -> None:
+        """Refuse a version the suite cannot drive (vLLM's own rule; a fork's numbers are
+        its own, checked by its entry)."""
+        if self.is_vllm:
+            check_supported(version)
+
+
+#: vLLM itself.
+VLLM_DISTRIBUTION = Distribution()
+
+
+def release_dir(
+    version: str, folder: str = POOL_CACHE, dist: Distribution = VLLM_DISTRIBUTION
+) -> Path:
+    return files_dir(dist.files(folder), version)
+
+
+def cached_release(
+    version: str,
+    download: bool = True,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
+) -> Path:
+    """The folder holding ``vllm/...`` (a fork's ``package/...``) of release ``version``,
+    from the cache or downloaded. :class:`~.releases.ReleaseError` for a version the suite
+    cannot drive, :class:`WheelError` when the release cannot be had."""
+    try:
+        return cached_files(dist.files(folder, members), version, download, dist.check)
+    except ReleaseFilesError as exc:
+        raise WheelError(str(exc)) from exc
+
+
+def is_cached(
+    where: Path,
+    version: str,
+    members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
+    folder: str = POOL_CACHE,
+) -> bool:
+    """Whether ``where`` holds a complete, unaltered extraction of ``version``."""
+    return valid_cache(where, dist.files(folder, members), version)
+
+
+def seed_cache(
+    wheel: Path,
+    expected_version: str | None = None,
+    folder: str = POOL_CACHE,
+    members: frozenset[str] = WHEEL_MEMBERS,
+    dist: Distribution = VLLM_DISTRIBUTION,
+) -> Path:
+    """Take the files of ``wheel`` (a wheel file the user gave) into the cache; the
+    release's folder."""
+    try:
+        return seed_release(wheel, dist.files(folder, members), expected_version, dist.check)
+    except ReleaseFilesError as exc:
+        raise WheelError(str(exc)) from exc
+
+
+def wheel_version(wheel: Path, dist: Distribution = VLLM_DISTRIBUTION) -> str:
+    """The release number in a wheel's file name."""
+    try:
+        return files_wheel_version(wheel, dist.files())
+    except ReleaseFilesError as exc:
+        raise WheelError(str(exc)) from exc
