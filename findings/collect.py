@@ -241,7 +241,13 @@ ABOUT = {
     "driven through that release's own scheduler calls (`SchedulerSession.add_sequence`, "
     "the `Scheduler`'s `_PrefillAdmissionAttempt`, `RecomputeEvictionHelper.evict_for_seq`, "
     "`remove_sequence`), judged by the request-level properties (`--machine requests "
-    "--manager lmdeploy`)",
+    "--manager lmdeploy`). Its findings are 0.18.0's, each read again in 0.16.0's own "
+    "files: the allocator's `free`, `allocate` and `add_ref_count` are the same code, and "
+    "the trie attaches a block at scheduling as 0.18's does. 0.16.0's `BlockTrie` keeps a "
+    "sequence's own fresh block only over the blocks its match stepped back from (the "
+    "recompute-overlap range `_extend_trie_path` reads); the match stops before a "
+    "block-aligned prompt's last block, which is therefore never in that range, so the "
+    "`write-guard` finding stands",
 }
 _NANO_NOTES = {
     "computes-last-token": "Upstream issue "
@@ -265,41 +271,47 @@ _NANO_NOTES = {
     "that no longer carries that hash. The token comparison on lookup masks it unless the "
     "block holds the same tokens under another prefix.",
 }
+_LMDEPLOY_NOTES = {
+    "free-count": "`free([b, b])` on a block held twice (in the contract): both holds "
+    "drop to 0 and `b` is written into the free list twice, so the free count grows by "
+    "two and `b` is later handed out twice.",
+    "refused-although-it-is-allowed-valueerror": "The same call when the used region is "
+    "shorter than the list: the ref count is already 0 when writing both copies into "
+    "the free list raises `ValueError`, so the block is leaked (count 0, not free).",
+    "free-held-a-free-block": "A double free is not refused: the logical ref count goes "
+    "to -1 and nothing else changes (the next allocation of the block sets it back to "
+    "1, hiding the error).",
+    "free-held-more-often-than-held": "A block listed more often than it is held is not "
+    "refused: its count goes below 0 (-1 for a block held once and listed twice) and it "
+    "stays out of the free list, leaked.",
+    "get-new-blocks-count": "`allocate(-1)` is not refused: it returns no blocks and both "
+    "free counts grow by one.",
+    "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
+    "its count becomes 1 while it stays in the free list, so it can be handed out while "
+    "held.",
+    "own-contents": "`BlockTrie.allocate` attaches a full block to the trie when the "
+    "sequence is scheduled, before its KV is written: a request admitted before that "
+    "forward pass (or a sequence preempted before it and resumed) hits the unwritten "
+    "block. The engine is safe only while every hit is computed in the same forward "
+    "pass as the write (each layer stores before it attends); a preempted sequence's "
+    "never-written blocks stay cached.",
+    "write-guard": "A block-aligned prompt whose last block is cached is not served "
+    "from it (a hit leaves a token to compute), but `BlockTrie.allocate` then swaps the "
+    "sequence's fresh last block for the trie's block of the same tokens, which another "
+    "request holds: the engine writes the whole block again into a shared block. The "
+    "values are the same tokens' KV, so the damage is limited to kernels whose results "
+    "depend on the batch.",
+}
 #: Notes for one target's findings, read before :data:`NOTES`.
 TARGET_NOTES = {
     "nanovllm-npu-0.0.2": _NANO_NOTES,
     "nanovllm-fork-20260210": _NANO_NOTES,
-    "lmdeploy-0.18.0": {
-        "free-count": "`free([b, b])` on a block held twice (in the contract): both holds "
-        "drop to 0 and `b` is written into the free list twice, so the free count grows by "
-        "two and `b` is later handed out twice.",
-        "refused-although-it-is-allowed-valueerror": "The same call when the used region is "
-        "shorter than the list: the ref count is already 0 when writing both copies into "
-        "the free list raises `ValueError`, so the block is leaked (count 0, not free).",
-        "free-held-a-free-block": "A double free is not refused: the logical ref count goes "
-        "to -1 and nothing else changes (the next allocation of the block sets it back to "
-        "1, hiding the error).",
-        "free-held-more-often-than-held": "A block listed more often than it is held is not "
-        "refused: its count goes below 0 (-1 for a block held once and listed twice) and it "
-        "stays out of the free list, leaked.",
-        "get-new-blocks-count": "`allocate(-1)` is not refused: it returns no blocks and both "
-        "free counts grow by one.",
-        "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
-        "its count becomes 1 while it stays in the free list, so it can be handed out while "
-        "held.",
-        "own-contents": "`BlockTrie.allocate` attaches a full block to the trie when the "
-        "sequence is scheduled, before its KV is written: a request admitted before that "
-        "forward pass (or a sequence preempted before it and resumed) hits the unwritten "
-        "block. The engine is safe only while every hit is computed in the same forward "
-        "pass as the write (each layer stores before it attends); a preempted sequence's "
-        "never-written blocks stay cached.",
-        "write-guard": "A block-aligned prompt whose last block is cached is not served "
-        "from it (a hit leaves a token to compute), but `BlockTrie.allocate` then swaps the "
-        "sequence's fresh last block for the trie's block of the same tokens, which another "
-        "request holds: the engine writes the whole block again into a shared block. The "
-        "values are the same tokens' KV, so the damage is limited to kernels whose results "
-        "depend on the batch.",
-    },
+    "lmdeploy-0.18.0": _LMDEPLOY_NOTES,
+    # the same code in 0.16.0, read in its own wheel: the allocator's `free`, `allocate` and
+    # `add_ref_count` (base_block_manager.py), `BlockTrie.match`'s loop that stops short of
+    # a block-aligned prompt's last block and `_extend_trie_path`'s substitution of the
+    # trie's block (block_trie/trie.py), `_free_seq` (seq_states/states.py)
+    "lmdeploy-0.16.0": _LMDEPLOY_NOTES,
 }
 #: What a kind of finding means, by the end of its file name.
 NOTES = {

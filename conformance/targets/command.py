@@ -33,7 +33,22 @@ from .registry import EngineEntry, engine, registered
     help="Only say which profile TARGET is judged by and why (its version, or for a vLLM "
     "clone naming none, its code), with every knob measured on it beside the profile's.",
 )
-def targets(extra: tuple[TargetDescription, ...], explain: str | None) -> None:
+@click.option(
+    "--latest",
+    is_flag=True,
+    help="Only ask the package index (pip's configured one) for each engine's newest "
+    "release: whether the suite supports it, the profile it would use and why, and what is "
+    "missing. Nothing is downloaded. Exit 2 when the index answers about no engine.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="With --latest: the rows as a JSON list (for CI), instead of the table.",
+)
+def targets(
+    extra: tuple[TargetDescription, ...], explain: str | None, latest: bool, as_json: bool
+) -> None:
     """The targets that can be checked (every engine registered under the kvpool.engines
     entry-point group, kvpool's own and any installed package's), the actions each one
     takes, the managers and the profiles. vLLM releases already in the cache are described
@@ -42,6 +57,9 @@ def targets(extra: tuple[TargetDescription, ...], explain: str | None) -> None:
 
     if explain is not None:
         _explain(explain)
+        return
+    if latest:
+        _latest(as_json)
         return
     console = Console()
     entries, broken = _entries()
@@ -107,6 +125,36 @@ def _explain(target: str) -> None:
         explain(console, target)
     except (TargetLoadError, KeyError) as exc:
         fail_usage(console, str(exc.args[0] if isinstance(exc, KeyError) else exc))
+
+
+def _latest(as_json: bool) -> None:
+    """``--latest``: a row per engine on the index; exit 2 when none got an answer."""
+    import json
+
+    from ..usage import fail_usage
+    from .releases.latest import all_unknown, latest_rows
+
+    console = Console()
+    entries, broken = _entries()
+    rows = latest_rows(entries)
+    if as_json:
+        click.echo(json.dumps([row.as_dict() for row in rows], indent=2))
+    else:
+        table = Table(title="newest releases on the package index (kvpool targets --latest)")
+        for column in ("engine", "newest release", "supported", "profile", "what is missing"):
+            table.add_column(column, no_wrap=column in ("engine", "newest release"))
+        for row in rows:
+            profile = row.profile if not row.reason else f"{row.profile}: {row.reason}"
+            table.add_row(row.engine, row.newest, row.supported, profile, row.missing or "-")
+        for name, why in broken:
+            table.add_row(name, "-", "unknown", "-", why)
+        console.print(table)
+    if all_unknown(rows):
+        fail_usage(
+            Console(stderr=True),
+            "the package index answered about no engine (offline, or pip's index is "
+            f"unreachable): {rows[0].missing}",
+        )
 
 
 def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]]]:

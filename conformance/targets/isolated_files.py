@@ -22,7 +22,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -110,25 +110,46 @@ def load_isolated(
     :class:`IsolatedLoadError` names the file and the error when one fails."""
     finder = _Finder(package, files, stand_ins or {}, outside or {}, allow)
     tops = {package, *(n.split(".")[0] for n in outside or {})}
+    started: list[str] = []  # the file being imported is the last one started
+
+    def each() -> Iterator[str]:
+        for name in files:
+            started.append(name)
+            yield name
+
+    try:
+        return import_isolated(finder, lambda n: any(_ours(t, n) for t in tops), each())
+    except IsolatedLoadError:
+        raise
+    except Exception as exc:
+        name = started[-1]
+        raise IsolatedLoadError(
+            f"loading {name} ({files[name]}) failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def import_isolated(
+    finder: importlib.abc.MetaPathFinder, owned: Callable[[str], bool], names: Iterable[str]
+) -> dict[str, ModuleType]:
+    """Import ``names`` with ``finder`` first on the meta path and every module name
+    ``owned`` says is the loading's out of ``sys.modules``; the modules it left there by
+    name. Afterwards (also when an import raises, which propagates) ``sys.modules`` holds
+    exactly what it held before for those names, so an installed copy of the engine and
+    the loaded files never meet. The one isolated loader every engine target uses: the
+    finder is the engine's policy for names it does not load."""
     _imp.acquire_lock()  # no other thread may import while the package's names are ours
-    saved = {n: m for n, m in sys.modules.items() if any(_ours(t, n) for t in tops)}
+    saved = {n: m for n, m in sys.modules.items() if owned(n)}
     loaded: dict[str, ModuleType] = {}
     try:
         for name in saved:
             del sys.modules[name]
         sys.meta_path.insert(0, finder)
         try:
-            for name in files:
+            for name in names:
                 importlib.import_module(name)
-        except IsolatedLoadError:
-            raise
-        except Exception as exc:
-            raise IsolatedLoadError(
-                f"loading {name} ({files[name]}) failed: {type(exc).__name__}: {exc}"
-            ) from exc
         finally:
             sys.meta_path.remove(finder)
-            loaded = {n: m for n, m in sys.modules.items() if any(_ours(t, n) for t in tops)}
+            loaded = {n: m for n, m in sys.modules.items() if owned(n)}
             for name in loaded:
                 del sys.modules[name]
             sys.modules.update(saved)

@@ -40,6 +40,16 @@ class ProfileChoice:
     reason: str
 
 
+@dataclasses.dataclass(frozen=True)
+class ReleaseSupport:
+    """Whether the suite can check a release of an engine, judged from its number alone
+    (nothing is downloaded): ``True``, ``False``, or ``None`` when only a run can tell;
+    ``missing`` says what is missing (empty when nothing is)."""
+
+    supported: bool | None
+    missing: str = ""
+
+
 class EngineEntry:
     """One engine's way in: how its ``--target``/``--manager`` forms read, which versions
     it knows, how to load its pool and its manager, which profile judges it, and the
@@ -68,6 +78,9 @@ class EngineEntry:
     manager_follows_target: bool = False
     #: The forms it accepts.
     accepted: frozenset[Form] = frozenset({Form.BUILT_IN})
+    #: Its project on the package index (``kvpool targets --latest`` asks for its newest
+    #: release), if its releases come from there.
+    project: str | None = None
 
     def parse(self, described: TargetDescription) -> TargetDescription:
         """Check ``described`` (its form, its options) and fill in what the bare name
@@ -86,6 +99,25 @@ class EngineEntry:
     def versions(self) -> tuple[str, ...]:
         """The releases it knows (``kvpool targets`` describes these)."""
         return ()
+
+    def support(self, version: str) -> ReleaseSupport:
+        """Whether release ``version`` can be checked (``kvpool targets --latest``): by
+        default, the releases :meth:`versions` names are, any other only a run can tell."""
+        if version in self.versions():
+            return ReleaseSupport(True)
+        known = ", ".join(self.versions()) or "none"
+        return ReleaseSupport(
+            None,
+            f"not checked with this release (checked: {known}); "
+            f"kvpool conform --target {self.release_form(version)} tells",
+        )
+
+    def release_form(self, version: str) -> str:
+        """The ``--target`` text of release ``version`` (its name for an engine that takes
+        no version: it checks the one release it knows)."""
+        if Form.RELEASE in self.accepted:
+            return f"{self.name}=={version}"
+        return self.name
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
         """The pool factory ``(config, profile) -> Target`` and the name it is shown by."""

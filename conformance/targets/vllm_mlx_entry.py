@@ -15,6 +15,7 @@ class VllmMlxEntry(EngineEntry):
         "vllm-mlx's PagedCacheManager (pip install --no-deps vllm-mlx==0.6.0); profile vllm-mlx"
     )
     forms = MappingProxyType({"vllm-mlx": summary})
+    project = "vllm-mlx"
 
     def versions(self) -> tuple[str, ...]:
         from .vllm_mlx import VLLM_MLX_VERSION

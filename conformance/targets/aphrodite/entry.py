@@ -14,7 +14,7 @@ from types import MappingProxyType
 from ...manager.target import ManagerTargetFactory
 from ..description import TargetDescription
 from ..errors import TargetLoadError
-from ..registry import ProfileChoice
+from ..registry import ProfileChoice, ReleaseSupport
 from ..vllm.distribution import Distribution
 from ..vllm.entry import VllmEntry
 
@@ -46,6 +46,16 @@ class AphroditeEntry(VllmEntry):
     )
     manager_summary = ""
     dist = Distribution(project="aphrodite-engine", package="aphrodite", label="Aphrodite")
+    project = dist.project
+
+    def support(self, version: str) -> ReleaseSupport:
+        if version == KNOWN:
+            return ReleaseSupport(True)
+        return ReleaseSupport(
+            None,
+            f"only {KNOWN}'s pool was read and profiled: kvpool conform --target "
+            f"{self.release_form(version)} runs it judged as {KNOWN} is",
+        )
 
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
         raise TargetLoadError(

@@ -13,8 +13,8 @@ from ...engine.target import Target, TargetFactory
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError
-from ..registry import EngineEntry, ProfileChoice
-from ..trees import tree_root
+from ..registry import EngineEntry, ProfileChoice, ReleaseSupport
+from ..releases.forms import load_form, release_name
 
 
 class LmdeployEntry(EngineEntry):
@@ -33,6 +33,7 @@ class LmdeployEntry(EngineEntry):
         "(what --manager auto runs on an LMDeploy target; needs the lmdeploy extra: numpy)"
     )
     extra = "lmdeploy"
+    project = "lmdeploy"
     auto_manager = True
     accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
 
@@ -49,20 +50,30 @@ class LmdeployEntry(EngineEntry):
 
         return (DEFAULT_VERSION,)
 
+    def support(self, version: str) -> ReleaseSupport:
+        from .release import CHECKED
+
+        if version in CHECKED:
+            return ReleaseSupport(True)
+        return ReleaseSupport(
+            None,
+            f"not run on this release (run on {', '.join(CHECKED)}): "
+            f"kvpool conform --target {self.release_form(version)} --manager lmdeploy tells",
+        )
+
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
         from .allocator import lmdeploy_allocator_target
         from .release import LmdeployUnavailable, load_release, load_tree, version_in_tree
 
-        try:
-            if described.form is Form.PATH:
-                root = tree_root(described)
-                release = load_tree(root, version_in_tree(root))
-                name = f"{described.text} ({release.version})"
-            else:
-                release = load_release(described.version or "")
-                name = f"lmdeploy=={described.version}"
-        except LmdeployUnavailable as exc:
-            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        release = load_form(
+            described,
+            lambda root: load_tree(root, version_in_tree(root)),
+            load_release,
+            LmdeployUnavailable,
+        )
+        name = release_name(described)
+        if described.form is Form.PATH:
+            name = f"{name} ({release.version})"
 
         def factory(config: PoolConfig, profile: Profile) -> Target:
             return lmdeploy_allocator_target(release, config, profile)
@@ -74,16 +85,13 @@ class LmdeployEntry(EngineEntry):
         from .manager_release import load_manager_release, load_manager_tree
         from .release import LmdeployUnavailable, version_in_tree
 
-        try:
-            if described.form is Form.PATH:
-                root = tree_root(described)
-                release = load_manager_tree(root, version_in_tree(root))
-                name = described.text
-            else:
-                release = load_manager_release(described.version or "")
-                name = f"lmdeploy=={described.version}"
-        except LmdeployUnavailable as exc:
-            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        release = load_form(
+            described,
+            lambda root: load_manager_tree(root, version_in_tree(root)),
+            load_manager_release,
+            LmdeployUnavailable,
+        )
+        name = release_name(described)
         return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
 
     def manager_on_auto(

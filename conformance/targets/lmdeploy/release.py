@@ -23,6 +23,9 @@ from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 #: The release checked when ``--target lmdeploy`` names none (the latest on the index).
 DEFAULT_VERSION = "0.18.0"
+#: The releases the suite was run on, pool and manager (one of each manager generation:
+#: :mod:`.generations`), their findings in ``findings/``.
+CHECKED = ("0.16.0", DEFAULT_VERSION)
 #: What to run when numpy is missing.
 INSTALL_LINE = "pip install 'kvpool-spec[lmdeploy]'"
 

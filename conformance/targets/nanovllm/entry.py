@@ -7,9 +7,8 @@ from typing import Any
 
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
-from ..errors import TargetLoadError
 from ..registry import EngineEntry
-from ..trees import tree_root
+from ..releases.forms import load_form
 
 
 class NanoVllmEntry(EngineEntry):
@@ -18,7 +17,10 @@ class NanoVllmEntry(EngineEntry):
     auto_manager = True
 
     def __init__(self, name: str, summary: str, trees: bool) -> None:
+        from .release import DISTRIBUTIONS
+
         self.name = name
+        self.project = DISTRIBUTIONS[name][0]
         self.summary = self.manager_summary = summary
         self.forms = {name: summary}
         self.accepted = frozenset({Form.BUILT_IN})
@@ -26,18 +28,21 @@ class NanoVllmEntry(EngineEntry):
             self.forms[f"{name}@PATH"] = "a nano-vllm checkout or unpacked distribution at PATH"
             self.accepted |= {Form.PATH}
 
+    def versions(self) -> tuple[str, ...]:
+        from .release import DISTRIBUTIONS
+
+        return (DISTRIBUTIONS[self.name][1],)
+
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
         from .manager import nanovllm_managers
         from .release import NanoVllmUnavailable, load_distribution, load_tree, version_label
 
-        try:
-            if described.form is Form.PATH:
-                root = tree_root(described)
-                release = load_tree(root, version_label(root))
-            else:
-                release = load_distribution(self.name)
-        except NanoVllmUnavailable as exc:
-            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        release = load_form(
+            described,
+            lambda root: load_tree(root, version_label(root)),
+            lambda _: load_distribution(self.name),  # each name is one distribution's release
+            NanoVllmUnavailable,
+        )
         factory: Any = nanovllm_managers(  # a ManagerTargetFactory at run time
             release, f"{described.text} ({release.label})"
         )

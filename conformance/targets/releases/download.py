@@ -81,11 +81,16 @@ def download_wheel(files: ReleaseFiles, version: str, dest: Path) -> Path:
         f"suite at the file (this also fills the cache, {release_dir(files, version)}):",
         f"  {pip_download_command(files, version)}",
     ]
-    if files.engine:
+    if files.engine and files.wheel_target:
         lines += [
             f"  kvpool conform --target "
             f"{files.engine}@DIR/{files.wheel_prefix}-{version}-<tags>.whl",
             f"or give it an unpacked wheel or source tree: --target {files.engine}@PATH",
+        ]
+    elif files.engine:
+        lines += [
+            f"  python -m zipfile -e DIR/{files.wheel_prefix}-{version}-<tags>.whl TREE",
+            f"  kvpool conform --target {files.engine}@TREE   (or a source checkout's tree)",
         ]
     if files.advice:
         lines.append(files.advice)

@@ -56,6 +56,8 @@ class ReleaseFiles:
     #: The engine's target name, whose ``NAME@PATH`` form reads a wheel file, an unpacked
     #: wheel or a source tree (error messages show it; empty: it has no such form).
     engine: str = ""
+    #: Whether ``NAME@PATH`` also takes the wheel file itself (vLLM's forms do).
+    wheel_target: bool = False
     #: One more line for a failed download (``install it with ...``).
     advice: str = ""
     #: Why a wheel lacking a required member is not one (``"not a vLLM wheel with a block

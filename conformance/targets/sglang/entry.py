@@ -8,9 +8,9 @@ from types import MappingProxyType
 
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
-from ..errors import TargetLoadError, TargetUsageError
+from ..errors import TargetUsageError
 from ..registry import EngineEntry
-from ..trees import tree_root
+from ..releases.forms import load_form, release_name
 
 
 def page_size(described: TargetDescription) -> int | None:
@@ -40,6 +40,7 @@ class SglangEntry(EngineEntry):
         }
     )
     extra = "sglang"
+    project = "sglang"
     has_pool = False
     auto_manager = True
     accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
@@ -73,16 +74,13 @@ class SglangEntry(EngineEntry):
 
         size = page_size(described)
         pages = "" if size == 1 else f",page={size or 'drawn'}"
-        try:
-            if described.form is Form.PATH:
-                root = tree_root(described)
-                release = load_tree(root, version_label(root))
-                name = described.text
-            else:
-                release = load_release(described.version or "")
-                name = f"sglang=={described.version}{pages}"
-        except SglangUnavailable as exc:
-            raise TargetLoadError(f"{described.text}: {exc}") from exc
+        release = load_form(
+            described,
+            lambda root: load_tree(root, version_label(root)),
+            load_release,
+            SglangUnavailable,
+        )
+        name = release_name(described, pages)
         return sglang_managers(release, f"{name} ({release.label})", size), name
 
 

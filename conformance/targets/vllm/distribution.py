@@ -82,6 +82,7 @@ class Distribution:
             required=frozenset(own_path(MODULES[m], self.package) for m in REQUIRED),
             label=self.label,
             engine=self.package,
+            wheel_target=True,
             lacking=f"not a {self.label} wheel with a block pool",
         )
 

@@ -21,7 +21,7 @@ from ...engine.target import TargetFactory
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError, TargetUsageError
-from ..registry import EngineEntry, ProfileChoice, engine
+from ..registry import EngineEntry, ProfileChoice, ReleaseSupport, engine
 from .distribution import VLLM_DISTRIBUTION, Distribution
 from .naming import VllmLoadError, installed_vllm_version, shown_name
 from .package import VLLM, own_name
@@ -50,6 +50,7 @@ class VllmEntry(EngineEntry):
     accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
     #: Where its releases come from and the package they hold (a fork's entry differs here).
     dist: Distribution = VLLM_DISTRIBUTION
+    project = "vllm"
 
     def parse(self, described: TargetDescription) -> TargetDescription:
         from .package import package_in
@@ -81,6 +82,25 @@ class VllmEntry(EngineEntry):
         folder = cache_root() / files.folder
         found = [d.name for d in folder.glob("*") if valid_cache(d, files, d.name)]
         return tuple(sorted(found, key=_version_key))
+
+    def support(self, version: str) -> ReleaseSupport:
+        """Any release from 0.10.1 on loads in isolation and is judged by its version's
+        profile; one newer than every profiled release is judged by the newest, which is
+        what is missing."""
+        from .profile_choice import beyond_table
+        from .releases import ReleaseError, check_supported
+
+        try:
+            check_supported(version)
+        except ReleaseError as exc:
+            return ReleaseSupport(False, str(exc))
+        if beyond_table(version):
+            return ReleaseSupport(
+                True,
+                "no profile measured on it yet: kvpool profile derive "
+                f"--target {self.release_form(version)} --out {self.name}-{version}.toml",
+            )
+        return ReleaseSupport(True)
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
         release = load_vllm(described)

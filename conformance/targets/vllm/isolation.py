@@ -20,7 +20,6 @@ module too (the manager never computes a page size, the one place a dtype is rea
 
 from __future__ import annotations
 
-import _imp
 import dataclasses
 import importlib
 import importlib.abc
@@ -28,7 +27,6 @@ import importlib.machinery
 import importlib.util
 import inspect
 import logging
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ..isolated_files import import_isolated
 from .package import VLLM, files_in_tree, in_package, own_name, own_path, role_of
 from .releases import MANAGER_MODULES, MODULES, ReleaseError
 from .request_keys import mm_features_in_window, tensor_data
@@ -329,34 +328,17 @@ def load_release(
     log = PlaceholderLog()
     finder = _ReleaseFinder(files, log, torch_placeholder=manager, package=package)
     start = time.perf_counter()
-    _imp.acquire_lock()  # no other thread may import while the package's names are ours
-    saved = {name: m for name, m in sys.modules.items() if _is_owned(name, package)}
-    loaded: dict[str, ModuleType] = {}
+    pool = own_name("vllm.v1.core.block_pool", package)
     try:
-        for name in saved:
-            del sys.modules[name]
-        sys.meta_path.insert(0, finder)
-        try:
-            importlib.import_module(own_name("vllm.v1.core.block_pool", package))
-            for name in files:  # the optional ones the pool did not import itself
-                importlib.import_module(name)
-        except ReleaseError:
-            raise
-        except IsolationError:
-            raise
-        except Exception as exc:
-            where = _failing_file(exc, files, package)
-            raise IsolationError(
-                f"vLLM {version}: loading {where} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            sys.meta_path.remove(finder)
-            loaded = {name: m for name, m in sys.modules.items() if _is_owned(name, package)}
-            for name in loaded:
-                del sys.modules[name]
-            sys.modules.update(saved)
-    finally:
-        _imp.release_lock()
+        # the pool first, then the optional files it did not import itself
+        loaded = import_isolated(finder, lambda n: _is_owned(n, package), [pool, *files])
+    except (ReleaseError, IsolationError):
+        raise
+    except Exception as exc:
+        where = _failing_file(exc, files, package)
+        raise IsolationError(
+            f"vLLM {version}: loading {where} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     log.loading = False
     return Release(
         version=version,

@@ -48,8 +48,7 @@ def choice_for_version(version: str) -> ProfileChoice:
         profile = profile_for_version(version)
     except ValueError as exc:
         raise ReleaseError(str(exc)) from None
-    first, _ = _newest()
-    if parsed.release[:2] > first[:2]:
+    if beyond_table(version):
         return ProfileChoice(
             profile.name, f"{version}: newer than every known release; judged as {profile.name}"
         )
@@ -62,6 +61,13 @@ def choice_for_version(version: str) -> ProfileChoice:
     return ProfileChoice(
         profile.name, f"{version}: a release the table covers; judged as {profile.name}"
     )
+
+
+def beyond_table(version: str) -> bool:
+    """Whether release ``version`` is of a minor version newer than every known release
+    (then no profile was measured on it: it is judged by the newest)."""
+    first, _ = _newest()
+    return bool(parse_version(version).release[:2] > first[:2])
 
 
 def vllm_profiles() -> list[Profile]:
