@@ -264,7 +264,7 @@ def test_a_transition_without_an_effect_fails_its_page() -> None:
 def guide_table_links(index: str) -> list[str]:
     """The pages the home page's guide table links, in order."""
     section = index.split("## The guide", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^\| \[[^]]+\]\((guide/[^)]+\.md)\)", section, flags=re.M)
+    return re.findall(r"^\| \[[^]]+\]\(((?:guide|workflow)/[^)]+\.md)\)", section, flags=re.M)
 
 
 def guide_table_differences(index: str, in_nav: list[str]) -> list[str]:
