@@ -1,0 +1,252 @@
+"""The one loader of engine releases: every engine's files go through the same pip
+download, the same cache layout and manifest, the same wheel reader with the same limits
+and the same messages. A fake index (a folder of real, tiny wheels that pip alone is
+pointed at) stands in for the package index: nothing here reaches the network."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
+from kvpool.conformance.targets.lmdeploy import manager_release
+from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
+from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.targets.releases.files import (
+    MANIFEST,
+    ReleaseFiles,
+    ReleaseFilesError,
+    cached_files,
+    extract_members,
+    release_dir,
+    seed_cache,
+    valid_cache,
+)
+from kvpool.conformance.targets.sglang import release as sglang_release
+from kvpool.conformance.targets.vllm.distribution import VLLM_DISTRIBUTION
+from kvpool.conformance.targets.vllm_mlx import FILES as VLLM_MLX_FILES
+
+POOL = "fakeengine/pool.py"
+FAKE = ReleaseFiles("fakeengine", "fakeengine", frozenset({POOL}), label="Fake", engine="fake")
+
+#: One ReleaseFiles of every engine the suite loads.
+EVERY_ENGINE = {
+    "vllm": VLLM_DISTRIBUTION.files(),
+    "lmdeploy": lmdeploy_release.FILES,
+    "lmdeploy-manager": manager_release.FILES,
+    "nanovllm": nanovllm_release.files_of("nanovllm"),
+    "sglang": sglang_release.files_of(),
+    "vllm-mlx": VLLM_MLX_FILES,
+}
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVPOOL_CACHE_DIR", str(cache))
+    return cache
+
+
+@pytest.fixture
+def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip sees only this folder (no index, no configuration, no other links)."""
+    folder = tmp_path / "index"
+    folder.mkdir()
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    return folder
+
+
+def make_wheel(
+    folder: Path,
+    project: str,
+    version: str,
+    members: dict[str, bytes],
+    tags: str = "py3-none-any",
+    symlinks: tuple[str, ...] = (),
+) -> Path:
+    """A wheel pip accepts: the members, its METADATA, WHEEL and RECORD."""
+    dist = f"{project}-{version}.dist-info"
+    files = {
+        **members,
+        f"{dist}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n".encode()
+        ),
+        f"{dist}/WHEEL": f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tags}\n".encode(),
+    }
+    record = [
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for name, data in files.items()
+    ]
+    files[f"{dist}/RECORD"] = ("\n".join([*record, f"{dist}/RECORD,,"]) + "\n").encode()
+    path = folder / f"{project}-{version}-{tags}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name)
+            kind = stat.S_IFLNK if name in symlinks else stat.S_IFREG
+            info.external_attr = (kind | 0o644) << 16
+            archive.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return path
+
+
+def test_a_release_is_downloaded_once_through_pip_and_kept_with_its_manifest(
+    fake_index: Path, _private_cache: Path
+) -> None:
+    wheel = make_wheel(
+        fake_index, "fakeengine", "1.0", {POOL: b"X = 1\n", "fakeengine/big.py": b"#"}
+    )
+    where = cached_files(FAKE, "1.0")
+    assert where == _private_cache / "fakeengine" / "1.0" == release_dir(FAKE, "1.0")
+    assert sorted(str(p.relative_to(where)) for p in where.rglob("*") if p.is_file()) == [
+        POOL,
+        MANIFEST,
+    ]
+    manifest = json.loads((where / MANIFEST).read_text())
+    assert manifest["wheel"] == wheel.name and manifest["version"] == "1.0"
+    assert manifest["wheel_sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+    wheel.unlink()  # the index loses it: the cache alone serves from now on
+    assert cached_files(FAKE, "1.0") == where
+    (where / POOL).write_text("X = 2\n")  # a changed file invalidates the cache
+    assert not valid_cache(where, FAKE, "1.0")
+
+
+def test_a_wheel_for_other_pythons_only_is_found_by_the_fallback(fake_index: Path) -> None:
+    """An engine that publishes cp310 manylinux wheels only: its pure-Python members serve."""
+    make_wheel(
+        fake_index, "fakeengine", "2.0", {POOL: b"X = 1\n"}, tags="cp310-cp310-manylinux1_x86_64"
+    )
+    assert (cached_files(FAKE, "2.0") / POOL).read_bytes() == b"X = 1\n"
+
+
+def test_a_release_the_index_lacks_is_one_clear_error(fake_index: Path) -> None:
+    """pip itself, asked for every platform the downloader tries."""
+    with pytest.raises(ReleaseFilesError) as info:
+        cached_files(FAKE, "9.9.9")
+    message = str(info.value)
+    assert message.startswith("could not download Fake 9.9.9 with pip:\n  | ")
+    assert "No matching distribution found for fakeengine==9.9.9" in message
+    assert "pip download --no-deps --only-binary=:all: fakeengine==9.9.9 -d DIR" in message
+
+
+@pytest.mark.parametrize("engine", sorted(EVERY_ENGINE))
+def test_every_engine_says_the_same_when_the_download_fails(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip's answer stood in for (the real one is above), so that every engine's message
+    is checked in a moment: pip's last line, the cache, the commands to run by hand."""
+    asked: list[list[str]] = []
+
+    def refused(command: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        asked.append(command)
+        return subprocess.CompletedProcess(command, 1, "", "ERROR: No matching distribution\n")
+
+    monkeypatch.setattr(subprocess, "run", refused)
+    files = EVERY_ENGINE[engine]
+    with pytest.raises(ReleaseFilesError) as info:
+        cached_files(files, "9.9.9")
+    message = str(info.value)
+    assert message.startswith(
+        f"could not download {files.shown} 9.9.9 with pip:\n  | ERROR: No matching distribution\n"
+    )
+    assert f"pip download --no-deps --only-binary=:all: {files.project}==9.9.9 -d DIR" in message
+    assert str(release_dir(files, "9.9.9")) in message
+    assert all(f"{files.project}==9.9.9" in command for command in asked)
+    assert len(asked) == 5  # this interpreter's wheel, then four other CPythons'
+
+
+@pytest.mark.parametrize("engine", sorted(EVERY_ENGINE))
+def test_every_engine_has_the_same_member_limit(engine: str, tmp_path: Path) -> None:
+    files = EVERY_ENGINE[engine]
+    member = sorted(files.members)[0]
+    huge = b"#" * (MAX_RELEASE_MEMBER_BYTES + 1)  # compresses to a few kB
+    wheel = make_wheel(tmp_path, files.wheel_prefix, "1.0", {member: huge})
+    with pytest.raises(ReleaseFilesError, match=f"{member} is {len(huge)} bytes, over the limit"):
+        extract_members(wheel, files)
+
+
+@pytest.mark.parametrize("engine", sorted(EVERY_ENGINE))
+def test_every_engine_refuses_a_symlink_member(engine: str, tmp_path: Path) -> None:
+    files = EVERY_ENGINE[engine]
+    member = sorted(files.members)[0]
+    wheel = make_wheel(
+        tmp_path, files.wheel_prefix, "1.0", {member: b"/etc/passwd"}, symlinks=(member,)
+    )
+    with pytest.raises(ReleaseFilesError, match=f"{member} is not a regular file"):
+        extract_members(wheel, files)
+
+
+def test_a_wheel_lacking_a_required_member_is_refused_and_nothing_is_cached(
+    tmp_path: Path, _private_cache: Path
+) -> None:
+    wheel = make_wheel(tmp_path, "lmdeploy", "0.18.0", {lmdeploy_release.VERSION_FILE: b"v"})
+    with pytest.raises(ReleaseFilesError, match=f"lacks {lmdeploy_release.FILE}"):
+        seed_cache(wheel, lmdeploy_release.FILES)
+    assert not list(_private_cache.rglob("*.py"))
+
+
+def test_caches_written_before_the_one_loader_stay_valid(_private_cache: Path) -> None:
+    """The manifests the former vLLM and engine caches wrote (no 'distribution' in vLLM's)
+    are read as they are: no release is fetched again."""
+    data = b"X = 1\n"
+    digest = hashlib.sha256(data).hexdigest()
+    old_vllm = {
+        "version": "0.33.0",
+        "wheel": "vllm-0.33.0-cp38-abi3-manylinux1_x86_64.whl",
+        "wheel_sha256": "0" * 64,
+        "files": {name: digest for name in VLLM_DISTRIBUTION.files().needed},
+    }
+    old_engine = {
+        "distribution": "lmdeploy",
+        "version": "0.18.0",
+        "wheel": "lmdeploy-0.18.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "wheel_sha256": "0" * 64,
+        "files": {name: digest for name in lmdeploy_release.FILES.members},
+    }
+    for files, manifest in (
+        (VLLM_DISTRIBUTION.files(), old_vllm),
+        (lmdeploy_release.FILES, old_engine),
+    ):
+        where = release_dir(files, manifest["version"])
+        for name in manifest["files"]:
+            (where / name).parent.mkdir(parents=True, exist_ok=True)
+            (where / name).write_bytes(data)
+        (where / MANIFEST).write_text(json.dumps(manifest))
+        assert valid_cache(where, files, manifest["version"])
+        assert cached_files(files, manifest["version"], download=False) == where
+
+
+def test_a_manifest_missing_a_required_file_is_not_a_cache(_private_cache: Path) -> None:
+    files = VLLM_DISTRIBUTION.files()
+    where = release_dir(files, "0.33.0")
+    where.mkdir(parents=True)
+    kept = sorted(files.needed)[0]
+    (where / kept).parent.mkdir(parents=True, exist_ok=True)
+    (where / kept).write_bytes(b"x")
+    digest = hashlib.sha256(b"x").hexdigest()
+    (where / MANIFEST).write_text(json.dumps({"version": "0.33.0", "files": {kept: digest}}))
+    assert not valid_cache(where, files, "0.33.0")
+    with pytest.raises(ReleaseFilesError, match="is not in the cache"):
+        cached_files(files, "0.33.0", download=False)
+
+
+def test_vllm_mlx_moves_from_its_old_single_file_to_the_shared_layout(
+    fake_index: Path, _private_cache: Path
+) -> None:
+    old = _private_cache / "vllm-mlx" / "0.6.0" / "paged_cache.py"  # the former layout
+    old.parent.mkdir(parents=True)
+    old.write_text("stale = True\n")
+    assert not valid_cache(old.parent, VLLM_MLX_FILES, "0.6.0")
+    make_wheel(fake_index, "vllm_mlx", "0.6.0", {"vllm_mlx/paged_cache.py": b"fresh = True\n"})
+    where = cached_files(VLLM_MLX_FILES, "0.6.0")
+    assert where == old.parent and not old.exists()
+    assert (where / "vllm_mlx" / "paged_cache.py").read_bytes() == b"fresh = True\n"
