@@ -8,13 +8,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import stat
 import subprocess
 import zipfile
 from pathlib import Path
 
 import pytest
+from fake_index import point_pip_at  # pytest puts this folder on sys.path
 from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
 from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
@@ -57,14 +57,7 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """pip sees only this folder (no index, no configuration, no other links)."""
-    folder = tmp_path / "index"
-    folder.mkdir()
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
-    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
-    return folder
+    return point_pip_at(tmp_path / "index", monkeypatch)
 
 
 def make_wheel(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fake_index import point_pip_at  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
 from kvpool.conformance.targets.releases import latest
 from kvpool.conformance.targets.releases.index import (
@@ -35,15 +36,9 @@ WHEELS = (
 
 @pytest.fixture
 def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "index"
-    folder.mkdir()
+    folder = point_pip_at(tmp_path / "index", monkeypatch)
     for name in WHEELS:
         (folder / name).write_bytes(b"")
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
-    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
-    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
     return folder
 
 

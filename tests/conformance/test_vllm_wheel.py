@@ -19,12 +19,12 @@ from kvpool.conformance.targets.releases.files import (
     MANIFEST,
     ReleaseFilesError,
     cache_root,
+    valid_cache,
 )
 from kvpool.conformance.targets.releases.files import extract_members as extract
 from kvpool.conformance.targets.vllm.distribution import (
     VLLM_DISTRIBUTION,
     WheelError,
-    is_cached,
     seed_cache,
     wheel_version,
 )
@@ -84,11 +84,11 @@ def test_only_the_block_pool_files_are_extracted_with_a_manifest(tmp_path: Path)
     assert manifest["version"] == "0.33.0" and manifest["wheel"] == NAME
     assert len(manifest["wheel_sha256"]) == 64 and sorted(manifest["files"]) == sorted(GOOD)
     assert wheel.exists()  # the caller's file is left alone
-    assert is_cached(where, "0.33.0")
+    assert valid_cache(where, VLLM_DISTRIBUTION.files(), "0.33.0")
     (where / "vllm/envs.py").write_text("Z = 4\n")  # tampered with: not trusted any more
-    assert not is_cached(where, "0.33.0")
+    assert not valid_cache(where, VLLM_DISTRIBUTION.files(), "0.33.0")
     seed_cache(wheel)  # seeding again repairs it
-    assert is_cached(where, "0.33.0")
+    assert valid_cache(where, VLLM_DISTRIBUTION.files(), "0.33.0")
 
 
 @pytest.mark.parametrize(
@@ -210,7 +210,7 @@ def test_a_wheel_file_as_target_seeds_the_cache(tmp_path: Path, _private_cache: 
     wheel = make_wheel(tmp_path / NAME, GOOD)
     with pytest.raises(TargetLoadError, match="vllm@"):
         load_target(f"vllm@{wheel}")  # a stand-in wheel has no real pool to load
-    assert is_cached(_private_cache / "vllm" / "0.33.0", "0.33.0")
+    assert valid_cache(_private_cache / "vllm" / "0.33.0", VLLM_DISTRIBUTION.files(), "0.33.0")
 
 
 def test_the_profile_chosen_for_each_target_form(tmp_path: Path) -> None:

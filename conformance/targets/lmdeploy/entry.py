@@ -5,6 +5,8 @@ machine's manager (``--manager auto`` on an LMDeploy target, or ``--manager lmde
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from types import MappingProxyType
 
 from kvpool.spec import PoolConfig, Profile
@@ -14,7 +16,7 @@ from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError
 from ..registry import EngineEntry, ProfileChoice, ReleaseSupport
-from ..releases.forms import load_form, release_name
+from ..releases.forms import Loaded, load_form, release_name
 
 
 class LmdeployEntry(EngineEntry):
@@ -63,14 +65,9 @@ class LmdeployEntry(EngineEntry):
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
         from .allocator import lmdeploy_allocator_target
-        from .release import LmdeployUnavailable, load_release, load_tree, version_in_tree
+        from .release import load_release, load_tree
 
-        release = load_form(
-            described,
-            lambda root: load_tree(root, version_in_tree(root)),
-            load_release,
-            LmdeployUnavailable,
-        )
+        release = _load(described, load_tree, load_release)
         name = release_name(described)
         if described.form is Form.PATH:
             name = f"{name} ({release.version})"
@@ -83,14 +80,8 @@ class LmdeployEntry(EngineEntry):
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
         from .manager import LmdeployManagerFactory
         from .manager_release import load_manager_release, load_manager_tree
-        from .release import LmdeployUnavailable, version_in_tree
 
-        release = load_form(
-            described,
-            lambda root: load_manager_tree(root, version_in_tree(root)),
-            load_manager_release,
-            LmdeployUnavailable,
-        )
+        release = _load(described, load_manager_tree, load_manager_release)
         name = release_name(described)
         return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
 
@@ -107,6 +98,22 @@ class LmdeployEntry(EngineEntry):
 
     def profile(self, described: TargetDescription) -> ProfileChoice:
         return ProfileChoice("lmdeploy", "LMDeploy's own profile (its allocator's policy)")
+
+
+def _load(
+    described: TargetDescription,
+    from_tree: Callable[[Path, str], Loaded],
+    from_release: Callable[[str], Loaded],
+) -> Loaded:
+    """What ``from_tree(root, its version)`` or ``from_release(version)`` loads."""
+    from .release import LmdeployUnavailable, version_in_tree
+
+    return load_form(
+        described,
+        lambda root: from_tree(root, version_in_tree(root)),
+        from_release,
+        LmdeployUnavailable,
+    )
 
 
 ENTRY = LmdeployEntry()

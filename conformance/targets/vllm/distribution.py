@@ -12,25 +12,11 @@ changes what another's manifest lists. A fork's are kept under its package's nam
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..releases.files import (
-    ReleaseFiles,
-    ReleaseFilesError,
-    cached_files,
-    valid_cache,
-)
-from ..releases.files import (
-    release_dir as files_dir,
-)
-from ..releases.files import (
-    seed_cache as seed_release,
-)
-from ..releases.files import (
-    wheel_version as files_wheel_version,
-)
+from ..releases import files as release_files
+from ..releases.files import ReleaseFiles, ReleaseFilesError
 from .package import VLLM, own_path
 from .releases import MODULES, REQUIRED, WHEEL_MEMBERS, ReleaseError, check_supported
 
@@ -57,11 +43,6 @@ class Distribution:
     @property
     def is_vllm(self) -> bool:
         return self.package == VLLM
-
-    @property
-    def wheel_prefix(self) -> str:
-        """How its wheels' file names start (the project name normalized: ``aphrodite_engine``)."""
-        return re.sub(r"[-_.]+", "_", self.project).lower()
 
     def members(self, members: frozenset[str]) -> frozenset[str]:
         """vLLM's wheel members (``vllm/...``) as this distribution's wheel holds them."""
@@ -100,7 +81,7 @@ VLLM_DISTRIBUTION = Distribution()
 def release_dir(
     version: str, folder: str = POOL_CACHE, dist: Distribution = VLLM_DISTRIBUTION
 ) -> Path:
-    return files_dir(dist.files(folder), version)
+    return release_files.release_dir(dist.files(folder), version)
 
 
 def cached_release(
@@ -114,20 +95,11 @@ def cached_release(
     from the cache or downloaded. :class:`~.releases.ReleaseError` for a version the suite
     cannot drive, :class:`WheelError` when the release cannot be had."""
     try:
-        return cached_files(dist.files(folder, members), version, download, dist.check)
+        return release_files.cached_files(
+            dist.files(folder, members), version, download, dist.check
+        )
     except ReleaseFilesError as exc:
         raise WheelError(str(exc)) from exc
-
-
-def is_cached(
-    where: Path,
-    version: str,
-    members: frozenset[str] = WHEEL_MEMBERS,
-    dist: Distribution = VLLM_DISTRIBUTION,
-    folder: str = POOL_CACHE,
-) -> bool:
-    """Whether ``where`` holds a complete, unaltered extraction of ``version``."""
-    return valid_cache(where, dist.files(folder, members), version)
 
 
 def seed_cache(
@@ -140,7 +112,9 @@ def seed_cache(
     """Take the files of ``wheel`` (a wheel file the user gave) into the cache; the
     release's folder."""
     try:
-        return seed_release(wheel, dist.files(folder, members), expected_version, dist.check)
+        return release_files.seed_cache(
+            wheel, dist.files(folder, members), expected_version, dist.check
+        )
     except ReleaseFilesError as exc:
         raise WheelError(str(exc)) from exc
 
@@ -148,6 +122,6 @@ def seed_cache(
 def wheel_version(wheel: Path, dist: Distribution = VLLM_DISTRIBUTION) -> str:
     """The release number in a wheel's file name."""
     try:
-        return files_wheel_version(wheel, dist.files())
+        return release_files.wheel_version(wheel, dist.files())
     except ReleaseFilesError as exc:
         raise WheelError(str(exc)) from exc

@@ -1,0 +1,21 @@
+"""A fake package index for the tests of the release loader and ``kvpool targets
+--latest``: pip is pointed at one folder of wheel files and nothing else (no index, no
+configuration, no other links), so the real pip answers and nothing reaches the network."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def point_pip_at(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make ``folder`` the only place pip (and so the suite) finds releases."""
+    folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(folder))
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    return folder
