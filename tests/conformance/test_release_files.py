@@ -20,6 +20,7 @@ from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
 from kvpool.conformance.targets.releases.files import (
+    LAST_WHEEL,
     MANIFEST,
     ReleaseFiles,
     ReleaseFilesError,
@@ -111,6 +112,36 @@ def test_a_release_is_downloaded_once_through_pip_and_kept_with_its_manifest(
     assert cached_files(FAKE, "1.0") == where
     (where / POOL).write_text("X = 2\n")  # a changed file invalidates the cache
     assert not valid_cache(where, FAKE, "1.0")
+
+
+def test_each_release_is_downloaded_once_for_all_the_files_kept_of_it(
+    fake_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's files and then the manager's (two cache folders) from one download; the
+    next release's download drops the kept wheel."""
+    from kvpool.conformance.targets.releases import download
+
+    fetched: list[str] = []
+    real = download.download_wheel
+
+    def counted(files: ReleaseFiles, version: str, dest: Path) -> Path:
+        fetched.append(f"{files.project}=={version}")
+        return real(files, version, dest)
+
+    monkeypatch.setattr(download, "download_wheel", counted)
+    manager = ReleaseFiles("fakeengine-manager", "fakeengine", frozenset({"fakeengine/mgr.py"}))
+    members = {POOL: b"X = 1\n", "fakeengine/mgr.py": b"Y = 1\n"}
+    first = make_wheel(fake_index, "fakeengine", "3.0", members)
+    make_wheel(fake_index, "fakeengine", "4.0", members)
+    cached_files(FAKE, "3.0")
+    first.unlink()  # gone from the index: the manager's files must come from the kept wheel
+    assert (cached_files(manager, "3.0") / "fakeengine/mgr.py").read_bytes() == b"Y = 1\n"
+    assert fetched == ["fakeengine==3.0"]
+    kept = LAST_WHEEL.get("fakeengine", "3.0")
+    assert kept is not None
+    cached_files(FAKE, "4.0")
+    assert fetched == ["fakeengine==3.0", "fakeengine==4.0"]
+    assert not kept.exists() and LAST_WHEEL.get("fakeengine", "3.0") is None
 
 
 def test_a_wheel_for_other_pythons_only_is_found_by_the_fallback(fake_index: Path) -> None:

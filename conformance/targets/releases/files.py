@@ -1,9 +1,11 @@
 """A few files of an engine's release, taken out of its wheel once and kept.
 
 ``cached_files(files, "0.18.0")`` returns the folder holding ``files.members`` of that
-release, downloading the wheel (:mod:`.download`) the first time. Only the named members
+release, downloading the wheel (:mod:`.download`) the first time (once per process for
+all the kinds of files kept of one release: :class:`LastWheel`). Only the named members
 are read out of the wheel, by exact name, as regular files under the size limit of
-:mod:`kvpool.conformance.bounds`; the wheel itself is deleted. A ``manifest.json`` beside
+:mod:`kvpool.conformance.bounds`; the wheel itself is deleted (when the next one is
+downloaded, or the process ends). A ``manifest.json`` beside
 them records the project, the version, the wheel's name and SHA-256 and each file's
 SHA-256, and is checked on every load: a file that changed on disk makes the cache
 invalid, and it is fetched again.
@@ -17,6 +19,7 @@ the same fields.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -112,9 +115,48 @@ def cached_files(
         return where
     if not download:
         raise ReleaseFilesError(f"{files.shown} {version} is not in the cache ({where})")
-    with tempfile.TemporaryDirectory(prefix=f"kvpool-{files.folder}-") as tmp:
-        wheel = download_wheel(files, version, Path(tmp))
-        return seed_cache(wheel, files, version, check)
+    wheel = LAST_WHEEL.get(files.project, version)
+    if wheel is None:
+        folder = tempfile.TemporaryDirectory(prefix=f"kvpool-{files.folder}-")
+        try:
+            wheel = download_wheel(files, version, Path(folder.name))
+        except BaseException:
+            folder.cleanup()
+            raise
+        LAST_WHEEL.keep(files.project, version, folder, wheel)
+    return seed_cache(wheel, files, version, check)
+
+
+class LastWheel:
+    """The one wheel this process downloaded last, kept (in its temporary folder) until
+    another is downloaded or the process ends: the other kinds of files of the same
+    release (the manager's after the pool's, an older layout's after a newer one's) are
+    read from it instead of being fetched again."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._wheel: Path | None = None
+
+    def get(self, project: str, version: str) -> Path | None:
+        if self._key == (project, version) and self._wheel is not None and self._wheel.is_file():
+            return self._wheel
+        return None
+
+    def keep(
+        self, project: str, version: str, folder: tempfile.TemporaryDirectory[str], wheel: Path
+    ) -> None:
+        self.drop()
+        self._key, self._folder, self._wheel = (project, version), folder, wheel
+
+    def drop(self) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+        self._key = self._folder = self._wheel = None
+
+
+LAST_WHEEL = LastWheel()
+atexit.register(LAST_WHEEL.drop)
 
 
 def valid_cache(where: Path, files: ReleaseFiles, version: str) -> bool:
