@@ -41,7 +41,7 @@ from .manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from .targets.description import Form, TargetDescription
 from .targets.errors import TargetLoadError, TargetUsageError
 from .targets.isolated_files import IsolatedLoadError, load_isolated
-from .targets.registry import GROUP, EngineEntry, ProfileChoice
+from .targets.registry import GROUP, EngineEntry, ProfileChoice, ReleaseSupport
 
 #: What a pool target may declare beyond :class:`Target`: name -> what the suite does with it.
 POOL_HOOKS = MappingProxyType(
@@ -109,6 +109,7 @@ __all__ = [
     "PoolView",
     "Profile",
     "ProfileChoice",
+    "ReleaseSupport",
     "RequestAction",
     "RequestSetup",
     "ResetCache",
