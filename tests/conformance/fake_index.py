@@ -8,10 +8,19 @@ import os
 from pathlib import Path
 
 import pytest
+from kvpool.conformance.targets.releases import files
+
+
+def forget_downloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No wheel an earlier test downloaded is at hand: what the test asks for is fetched
+    (or fails to be) as in a fresh process."""
+    monkeypatch.setattr(files, "LAST_WHEEL", files.LastWheel())
 
 
 def point_pip_at(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Make ``folder`` the only place pip (and so the suite) finds releases."""
+    """Make ``folder`` the only place pip (and so the suite) finds releases, in a fresh
+    process's state."""
+    forget_downloads(monkeypatch)
     folder.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_NO_INDEX", "1")

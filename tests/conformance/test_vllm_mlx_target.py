@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_index import forget_downloads  # pytest puts this folder on sys.path
 from kvpool.conformance.engine.compare import INDEX_RULE
 from kvpool.conformance.engine.levels import ORDER, ROBUSTNESS, SAFETY, Level
 from kvpool.conformance.engine.lockstep import replay
@@ -97,6 +98,7 @@ def test_offline_and_uncached_names_the_install_command(
     monkeypatch.setenv("KVPOOL_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_NO_INDEX", "1")
+    forget_downloads(monkeypatch)
     with pytest.raises(mlx.VllmMlxUnavailable, match="pip install --no-deps vllm-mlx"):
         mlx.vllm_mlx_target(PoolConfig(3), MLX)
 

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fake_index import forget_downloads  # pytest puts this folder on sys.path
 from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
 from kvpool.conformance.targets.loading import TargetLoadError, choose_profile, load_target
 from kvpool.conformance.targets.releases.files import (
@@ -194,6 +195,7 @@ def test_offline_and_not_cached_says_exactly_what_to_run(monkeypatch: pytest.Mon
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
     monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    forget_downloads(monkeypatch)
     start = time.monotonic()
     with pytest.raises(TargetLoadError) as info:
         load_target("vllm==0.33.0")
