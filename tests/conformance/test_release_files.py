@@ -19,8 +19,8 @@ from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
 from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.targets.releases import files as release_files
 from kvpool.conformance.targets.releases.files import (
-    LAST_WHEEL,
     MANIFEST,
     ReleaseFiles,
     ReleaseFilesError,
@@ -137,11 +137,11 @@ def test_each_release_is_downloaded_once_for_all_the_files_kept_of_it(
     first.unlink()  # gone from the index: the manager's files must come from the kept wheel
     assert (cached_files(manager, "3.0") / "fakeengine/mgr.py").read_bytes() == b"Y = 1\n"
     assert fetched == ["fakeengine==3.0"]
-    kept = LAST_WHEEL.get("fakeengine", "3.0")
+    kept = release_files.LAST_WHEEL.get("fakeengine", "3.0")  # the one fake_index set
     assert kept is not None
     cached_files(FAKE, "4.0")
     assert fetched == ["fakeengine==3.0", "fakeengine==4.0"]
-    assert not kept.exists() and LAST_WHEEL.get("fakeengine", "3.0") is None
+    assert not kept.exists() and release_files.LAST_WHEEL.get("fakeengine", "3.0") is None
 
 
 def test_a_wheel_for_other_pythons_only_is_found_by_the_fallback(fake_index: Path) -> None:
