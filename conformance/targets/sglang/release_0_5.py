@@ -83,8 +83,11 @@ DEFINED = {
     "srt/mem_cache/memory_pool.py": ("ReqToTokenPool",),
     "srt/managers/schedule_batch.py": ("ReqKvInfo",),
 }
-#: Data files the modules read (the native hash's C++ source).
+#: Data files the modules read: the native hash's C++ source (compiled on first use).
 DATA = ("srt/mem_cache/cpp_utils/hash_binding.cpp",)
+#: Where a built wheel keeps its version (``__version__ = version = '0.5.23'``); a git
+#: checkout has none (its ``version.py`` asks setuptools-scm).
+VERSION_FILE = "_version.py"
 #: What a tree of this generation has and 0.4.x's lacks.
 MARKER = "srt/mem_cache/allocator/token.py"
 
@@ -329,7 +332,7 @@ def _a_class(value: object) -> type:
 
 
 def files_of() -> EngineFiles:
-    members = frozenset(f"sglang/{rel}" for rel in (*MODULES, *DEFINED, *DATA))
+    members = frozenset(f"sglang/{rel}" for rel in (*MODULES, *DEFINED, *DATA, VERSION_FILE))
     return EngineFiles("sglang", "sglang", members)
 
 
@@ -356,11 +359,11 @@ def _require_extra() -> None:
 
 def version_label(root: Path) -> str:
     """What a tree of this layout says it is (``_version.py``, which ``version.py`` reads)."""
-    for name in ("_version.py", "version.py"):
+    for name in (VERSION_FILE, "version.py"):
         path = root / "sglang" / name
         if path.is_file():
             text = path.read_text("utf-8", errors="replace")
-            found = re.search(r"__version__\s*(?::\s*str\s*)?=\s*['\"]([^'\"]+)", text)
+            found = re.search(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)", text)
             if found:
                 return f"sglang {found.group(1)} at {root}"
     return f"sglang at {root}"
