@@ -194,9 +194,10 @@ def _imported_names(source: str) -> dict[str, set[str]]:
     imports inside functions run when those functions do)."""
     names: dict[str, set[str]] = {}
     for node in ast.walk(ast.parse(source)):
-        top = node.module.split(".")[0] if isinstance(node, ast.ImportFrom) else None
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and top in OURS:
-            names.setdefault(str(node.module), set()).update(a.name for a in node.names)
+        if not isinstance(node, ast.ImportFrom) or node.module is None or node.level:
+            continue
+        if node.module.split(".")[0] in OURS:
+            names.setdefault(node.module, set()).update(a.name for a in node.names)
     return names
 
 
