@@ -36,6 +36,7 @@ from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # 
 from kvpool.conformance.targets.sglang.generations import is_0_5  # noqa: E402
 from kvpool.conformance.targets.sglang.manager import SglangManagerTarget  # noqa: E402
 from kvpool.conformance.targets.sglang.manager_0_5 import SglangManagerTarget05  # noqa: E402
+from kvpool.conformance.targets.sglang.release import SglangUnavailable  # noqa: E402
 from kvpool.conformance.targets.sglang.release_0_5 import MODULES  # noqa: E402
 from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402
@@ -207,3 +208,21 @@ def test_a_removal_the_recorder_drops_is_caught_at_the_events_level(
     assert first_difference(sglang05, SETUP, *evicting, consumer="count") is None
     found = first_difference(factory, SETUP, *evicting, consumer="count")
     assert found is not None and "property 'events-replay-index' broken" in found, found
+
+
+def test_without_a_compiler_the_events_level_is_a_usage_error(
+    sglang05: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The release's node hash is compiled on first use; where it cannot be, building a
+    manager with events says what is missing (exit 2 from ``kvpool conform``), and no run
+    starts that would blame SGLang for the machine."""
+    native = sglang05.release.modules["sglang.srt.mem_cache.cpp_utils.native_hash"]
+
+    def no_compiler() -> None:
+        raise RuntimeError("Failed to load HiCache native hash extension")
+
+    monkeypatch.setattr(native, "_load_native_hash_module", no_compiler)
+    with pytest.raises(SglangUnavailable, match="C\\+\\+ compiler, ninja and OpenSSL"):
+        sglang05(EVENTS, SEED)
+    quiet = replace(SETUP, pool=replace(SETUP.pool, enable_kv_cache_events=False))
+    assert isinstance(sglang05(quiet, SEED), SglangManagerTarget05)  # no events: no hash

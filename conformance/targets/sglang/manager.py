@@ -50,15 +50,7 @@ target's (``,page=N``, a power of two; 1 by default) or the largest power of two
 the drawn block size (``,page=drawn``). ``tests/conformance/test_sglang_paged_kernels.py``
 runs the kernels in triton's interpreter beside this allocation.
 
-**What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
-(the number of running requests whose matched prefix covers it), 1 for a page out of the
-free list and out of the tree (one request's own), 0 for a free page; keys of the tree's
-pages; ``free_count`` as SGLang's own idle check counts it, ``available_size() +
-evictable_size()``, in pages. The free list's order is not shown (``tail-first-free`` is
-vLLM's reuse policy; SGLang's is the tree's LRU over leaves). Structure:
-``evictable_size_`` and ``protected_size_`` against the tree (unlocked / locked node
-sizes), whole pages in every node, the free list without repeats and apart from the tree,
-and every page in exactly one place.
+**What it shows** is :mod:`.tree_view`'s, shared with the 0.5 generation.
 
 **Events.** Built with ``enable_kv_cache_events`` when the setup asks for events: the tree
 publishes one ``BlockStored`` per node stored (its hash ``hash(tuple(node.key))``, the
@@ -125,6 +117,7 @@ class _Request:
 
 class SglangManagerTarget(SglangTreeView):
     """One ``RadixCache`` and its allocator behind the manager-target protocol."""
+
     #: ``cache_unfinished_req`` points a request at the tree's page where another request
     #: cached the same prefix first (and frees its own copy): a by-design table change.
     swaps_in_cached = True
@@ -304,7 +297,6 @@ class SglangManagerTarget(SglangTreeView):
         self.cache.reset()
         self.allocator.clear()
         return True
-
 
     def take_events(self) -> tuple[Event, ...]:
         """The tree's events since the last call, as the spec's events."""
