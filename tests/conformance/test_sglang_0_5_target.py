@@ -114,6 +114,15 @@ def test_a_checkout_laid_out_like_the_release_source_runs(tmp_path: Path, sglang
         load_manager(f"sglang@{checkout}", "impl")
 
 
+@pytest.mark.parametrize("module", ["torch", "pydantic"])
+def test_without_an_extra_module_the_target_names_the_install_line(
+    module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(TargetLoadError, match=rf"{module} not installed: pip install"):
+        load_manager(f"sglang=={VERSION}", "impl")
+
+
 # --- what differs from 0.4.6.post5, measured ------------------------------------------------
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import importlib.util
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -348,12 +347,14 @@ def load_release(version: str) -> SglangRelease05:
 
 
 def _require_extra() -> None:
-    from .release import INSTALL_LINE
+    from .release import INSTALL_LINE, _importable
 
-    missing = [m for m in ("torch", "numpy", "msgspec") if importlib.util.find_spec(m) is None]
+    wanted = ("torch", "numpy", "msgspec", "pydantic")
+    missing = [m for m in wanted if not _importable(m)]
     if missing:
         raise SglangUnavailable(
-            f"SGLang's allocators keep their free lists in torch tensors; "
+            f"SGLang's allocators keep their free lists in torch tensors and its event "
+            f"records import pydantic; "
             f"{' and '.join(missing)} not installed: {INSTALL_LINE}"
         )
 
