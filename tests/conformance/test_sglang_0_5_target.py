@@ -235,3 +235,19 @@ def test_without_a_compiler_the_events_level_is_a_usage_error(
         sglang05(EVENTS, SEED)
     quiet = replace(SETUP, pool=replace(SETUP.pool, enable_kv_cache_events=False))
     assert isinstance(sglang05(quiet, SEED), SglangManagerTarget05)  # no events: no hash
+
+
+def test_conform_runs_the_release_and_judges_its_events(tmp_path: Path) -> None:
+    """The issue's command, at a small size: the paged manager run and its events pass."""
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    args = ["conform", "--target", f"sglang=={VERSION},page=drawn", "--machine", "requests"]
+    args += ["--level", "events", "--consumer", "count", "-n", "10", "--steps", "10"]
+    result = CliRunner().invoke(
+        main, [*args, "--seed", "1", "--no-coverage", "--trace-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"sglang {VERSION}" in result.output
+    row = next(line for line in result.output.splitlines() if "requests/manager (count)" in line)
+    assert "pass" in row, row
