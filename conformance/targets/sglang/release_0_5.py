@@ -22,12 +22,17 @@ that run, unchanged:
   ``srt/disaggregation/kv_events.py`` (the event records, msgspec structs) and the node
   hash ``srt/mem_cache/cpp_utils/native_hash.py``, which compiles the release's
   ``hash_binding.cpp`` with torch's extension builder on first use
-  (``srt/utils/cpp_extension_loader.py``; needs a C++ compiler and OpenSSL's headers).
+  (``srt/utils/cpp_extension_loader.py``; needs a C++ compiler, ninja and OpenSSL's
+  headers); the event records import msgspec, zmq and pydantic.
 
-Two files too large to load are read for a few definitions only
+``srt/mem_cache/unified_cache/component_type.py`` (the ``ComponentType`` enum a request's
+KV record is keyed by) runs too.
+
+Three files too large to load are read for a few definitions only
 (:mod:`.definitions`): ``ReqToTokenPool`` from ``srt/mem_cache/memory_pool.py`` (260 kB
-of GPU pools) and ``ceil_div``, ``ceil_align``, ``get_num_new_pages`` from
-``srt/utils/common.py`` (180 kB of helpers).
+of GPU pools), ``ReqKvInfo`` (a request's KV record) from ``srt/managers/schedule_batch.py``
+and ``ceil_div``, ``ceil_align``, ``get_num_new_pages`` from ``srt/utils/common.py``
+(180 kB of helpers).
 
 Everything else the files import is a stand-in holding what is read at import or on the
 paths that run: the platform queries answer "no GPU, no triton" (so the paged allocator
