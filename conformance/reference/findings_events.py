@@ -13,12 +13,18 @@ from kvpool.conformance.targets.loading import choose_profile
 from kvpool.spec import get_profile
 
 #: Managers with no pool API of their own: only their requests/manager run.
-MANAGER_ONLY = frozenset(
-    {"nanovllm", "nanovllm-fork", "sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"}
+SGLANG = frozenset(
+    {
+        "sglang==0.4.6.post5",
+        "sglang==0.4.6.post5,page=drawn",
+        "sglang==0.5.23",
+        "sglang==0.5.23,page=drawn",
+    }
 )
+MANAGER_ONLY = frozenset({"nanovllm", "nanovllm-fork", *SGLANG})
 #: Managers that publish their own KV events: the events level judges their manager run
 #: (``--machine requests --level events``; traces ``requests-manager-CONSUMER-KIND``).
-MANAGER_EVENTS = frozenset({"sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"})
+MANAGER_EVENTS = SGLANG
 
 
 def publishes_events(target: str) -> bool:

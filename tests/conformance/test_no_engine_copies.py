@@ -2,8 +2,9 @@
 (``conformance/targets/``, and the engine helpers of the tests) is compared, token by
 token, with every engine source file the suite loads (the cached files of each engine's
 release: vLLM's pool and manager, vllm-mlx, LMDeploy's allocator and both manager
-generations, both nano-vllm distributions, SGLang), and any run of :data:`MIN_RUN` or more
-shared tokens fails, naming both places.
+generations, both nano-vllm distributions, SGLang 0.4.6.post5 and 0.5.23: of a file the
+suite reads only a few definitions of, those definitions), and any run of :data:`MIN_RUN`
+or more shared tokens fails, naming both places.
 
 Tokens are Python's own (``tokenize``) less layout and comments: names, operators, numbers
 and whole strings. Calls into an engine's API share short runs (``seq.state.activate()``
@@ -20,6 +21,7 @@ read them).
 
 from __future__ import annotations
 
+import ast
 import io
 import textwrap
 import tokenize
@@ -33,6 +35,8 @@ from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
 from kvpool.conformance.targets.releases.files import cached_files
 from kvpool.conformance.targets.sglang import release as sglang_release
+from kvpool.conformance.targets.sglang import release_0_5 as sglang_release_0_5
+from kvpool.conformance.targets.sglang.entry import NEWEST_CHECKED
 from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.conformance.targets.vllm_mlx import load_paged_cache
@@ -141,7 +145,10 @@ def engine_sources() -> dict[str, list[Path]]:
         cached_files(nanovllm_release.files_of(name), version)
         for name, (_, version, _) in nanovllm_release.DISTRIBUTIONS.items()
     ]
-    sglang = [cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION)]
+    sglang = [
+        cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION),
+        cached_files(sglang_release_0_5.files_of(), NEWEST_CHECKED),
+    ]
     vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
     vllm_mlx = load_paged_cache().__file__
     assert vllm_mlx is not None
@@ -154,10 +161,22 @@ def engine_sources() -> dict[str, list[Path]]:
     }
 
 
+def loaded_text(path: Path) -> str:
+    """What the suite runs of ``path``: the whole file, or of a file it reads only a few
+    definitions of (SGLang 0.5's ``memory_pool.py``, say), those definitions."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for rel, names in sglang_release_0_5.DEFINED.items():
+        if path.as_posix().endswith(f"sglang/{rel}"):
+            tree = ast.parse(text)
+            kept = [n for n in tree.body if getattr(n, "name", None) in names]
+            return "\n\n".join(ast.get_source_segment(text, n) or "" for n in kept)
+    return text
+
+
 @pytest.fixture(scope="module")
 def sources() -> dict[str, list[tuple[Path, list[Token]]]]:
     return {
-        engine: [(f, tokens_of(f.read_text(encoding="utf-8", errors="replace"))) for f in files]
+        engine: [(f, tokens_of(loaded_text(f))) for f in files]
         for engine, files in engine_sources().items()
     }
 

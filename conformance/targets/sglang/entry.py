@@ -12,6 +12,9 @@ from ..errors import TargetUsageError
 from ..registry import EngineEntry
 from ..releases.forms import load_form, release_name
 
+#: The newest release the suite was run on (the 0.5 generation's adapter).
+NEWEST_CHECKED = "0.5.23"
+
 
 def page_size(described: TargetDescription) -> int | None:
     """The page size ``described`` names: 1 when it names none, ``None`` for
@@ -25,8 +28,9 @@ def page_size(described: TargetDescription) -> int | None:
 class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
-        "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator, a token-granular "
-        "manager (--machine requests only; needs the sglang extra: torch)"
+        "SGLang's RadixCache over its token allocator, a token-granular manager (0.4.6.post5 "
+        "by default; 0.4 and 0.5 API generations; --machine requests only; needs the sglang "
+        "extra: torch)"
     )
     manager_summary = summary
     forms = MappingProxyType(
@@ -35,7 +39,8 @@ class SglangEntry(EngineEntry):
             "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N "
             "tokens, a power of two (blocks are pages; hits cut to whole pages); 'page=drawn' "
             "takes the largest power of two up to the drawn block size",
-            "sglang==X.Y.Z": "the same from another SGLang release (a pure wheel; ',page=N' too)",
+            "sglang==X.Y.Z": "the same from another SGLang release, 0.4.x or 0.5.x (its memory-"
+            "cache files, run alone; ',page=N' too)",
             "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
         }
     )
@@ -66,22 +71,21 @@ class SglangEntry(EngineEntry):
     def versions(self) -> tuple[str, ...]:
         from .release import DEFAULT_VERSION
 
-        return (DEFAULT_VERSION,)
+        return (DEFAULT_VERSION, NEWEST_CHECKED)
 
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
-        from .manager import sglang_managers
-        from .release import SglangUnavailable, load_release, load_tree, version_label
+        from .generations import release_managers, tree_managers
+        from .release import SglangUnavailable
 
         size = page_size(described)
         pages = "" if size == 1 else f",page={size or 'drawn'}"
-        release = load_form(
-            described,
-            lambda root: load_tree(root, version_label(root)),
-            load_release,
-            SglangUnavailable,
-        )
         name = release_name(described, pages)
-        return sglang_managers(release, f"{name} ({release.label})", size), name
+        return load_form(
+            described,
+            lambda root: tree_managers(root, name, size),
+            lambda version: release_managers(version, name, size),
+            SglangUnavailable,
+        ), name
 
 
 def _power_of_two(n: int) -> bool:

@@ -50,15 +50,7 @@ target's (``,page=N``, a power of two; 1 by default) or the largest power of two
 the drawn block size (``,page=drawn``). ``tests/conformance/test_sglang_paged_kernels.py``
 runs the kernels in triton's interpreter beside this allocation.
 
-**What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
-(the number of running requests whose matched prefix covers it), 1 for a page out of the
-free list and out of the tree (one request's own), 0 for a free page; keys of the tree's
-pages; ``free_count`` as SGLang's own idle check counts it, ``available_size() +
-evictable_size()``, in pages. The free list's order is not shown (``tail-first-free`` is
-vLLM's reuse policy; SGLang's is the tree's LRU over leaves). Structure:
-``evictable_size_`` and ``protected_size_`` against the tree (unlocked / locked node
-sizes), whole pages in every node, the free list without repeats and apart from the tree,
-and every page in exactly one place.
+**What it shows** is :mod:`.tree_view`'s, shared with the 0.5 generation.
 
 **Events.** Built with ``enable_kv_cache_events`` when the setup asks for events: the tree
 publishes one ``BlockStored`` per node stored (its hash ``hash(tuple(node.key))``, the
@@ -71,47 +63,17 @@ the tree holds in the same terms, for the consumer models of the events level.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
-from kvpool.spec.hashing import request_block_hashes
-from kvpool.spec.manager import (
-    FULL_ATTENTION,
-    Admit,
-    EvictCached,
-    ManagerConfig,
-    RequestAction,
-    Scheduled,
-)
-from kvpool.spec.manager.properties import expected_key
+from kvpool.spec.manager import Scheduled
 
-from ...engine.target import PoolView
 from ...manager.target import RequestSetup
 from ..manager_factory import ReleaseManagerFactory
 from .release import SglangRelease
-
-OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
-
-
-def supported_setup(setup: RequestSetup, page_size: int | None = 1) -> RequestSetup:
-    """``setup`` as SGLang's cache can take it: one full-attention group, caching on,
-    blocks of ``page_size`` tokens keyed per page, the capacity kept in tokens. ``None``
-    takes the largest power of two up to the drawn block size (its paged kernels need a
-    power of two)."""
-    drawn = setup.manager.block_size
-    page = 1 << (drawn.bit_length() - 1) if page_size is None else page_size
-    tokens = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
-    pages = max(1, tokens // page)
-    pool = replace(setup.pool, enable_caching=True, hash_block_size=page, num_gpu_blocks=pages + 1)
-    return RequestSetup(ManagerConfig(page, (FULL_ATTENTION,)), pool)
-
-
-def event_hash(value: int) -> bytes:
-    """SGLang's integer hash as the spec's bytes."""
-    return int(value).to_bytes(8, "little", signed=True)
-
+from .tree_view import SglangTreeView, event_hash, supported_setup
 
 #: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
 #: above what the request machine draws.
@@ -153,11 +115,9 @@ class _Request:
     prefilling: bool = True
 
 
-class SglangManagerTarget:
+class SglangManagerTarget(SglangTreeView):
     """One ``RadixCache`` and its allocator behind the manager-target protocol."""
 
-    checked_by_properties = True
-    observes = OBSERVES
     #: ``cache_unfinished_req`` points a request at the tree's page where another request
     #: cached the same prefix first (and frees its own copy): a by-design table change.
     swaps_in_cached = True
@@ -168,6 +128,7 @@ class SglangManagerTarget:
     def __init__(self, release: SglangRelease, setup: RequestSetup, name: str) -> None:
         import torch
 
+        super().__init__()
         self.torch = torch
         self.name = name
         self.version = release.label
@@ -193,7 +154,6 @@ class SglangManagerTarget:
             enable_kv_cache_events=self.publishes_events,
         )
         self.requests: dict[str, _Request] = {}
-        self._keys: dict[tuple[int, ...], tuple[bytes, ...]] = {}
 
     # --- SGLang's calls -------------------------------------------------------------------
 
@@ -261,14 +221,6 @@ class SglangManagerTarget:
         )
 
     # --- the protocol ---------------------------------------------------------------------
-
-    def allows(self, action: RequestAction) -> bool:
-        """It has no salts (no extra key anywhere in the tree) and no call that evicts named
-        pages (only ``evict(n)``, by LRU): neither a salted request nor ``evict_cached``
-        is drawn."""
-        if isinstance(action, EvictCached):
-            return False
-        return not (isinstance(action, Admit) and action.salt is not None)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
         if salt is not None:
@@ -346,34 +298,6 @@ class SglangManagerTarget:
         self.allocator.clear()
         return True
 
-    def evict_cached(self, block_ids: tuple[int, ...]) -> None:
-        raise NotImplementedError("SGLang's RadixCache evicts only by LRU")
-
-    def keyed_tokens(self, request_id: str) -> int:
-        """How many leading tokens of the request the tree holds for it (its locked
-        prefix): decoded tokens join only when it finishes."""
-        return self.requests[request_id].tree_len
-
-    def is_block_writable(self, block: int) -> bool:
-        """A page out of the tree and out of the free list, in exactly one running
-        request's table (SGLang has no such query: its engine writes every slot it
-        allocated)."""
-        if block < 1 or block > self.num_pages or block in self._tree_pages():
-            return False
-        if block in set(self._free_pages()):
-            return False
-        holders = sum(self._pages(r.slots).count(block) for r in self.requests.values())
-        return holders == 1
-
-    def _pages(self, slots: list[int]) -> list[int]:
-        """The pages of a request's slots, in table order."""
-        return [slots[i] // self.page for i in range(0, len(slots), self.page)]
-
-    def _scheduled(self, request: _Request) -> Scheduled:
-        return Scheduled(request.computed, (tuple(self._pages(request.slots)),))
-
-    # --- events ---------------------------------------------------------------------------
-
     def take_events(self) -> tuple[Event, ...]:
         """The tree's events since the last call, as the spec's events."""
         events: list[Event] = []
@@ -406,119 +330,6 @@ class SglangManagerTarget:
     def _free_pages(self) -> list[int]:
         free = self.allocator.free_slots if self.page == 1 else self.allocator.free_pages
         return [int(p) for p in free.tolist()]
-
-    def _nodes(self) -> list[tuple[Any, tuple[int, ...]]]:
-        """Every node but the root with the tokens of the path ending at it."""
-        found: list[tuple[Any, tuple[int, ...]]] = []
-        stack: list[tuple[Any, tuple[int, ...]]] = [(self.cache.root_node, ())]
-        while stack:
-            node, path = stack.pop()
-            for child in node.children.values():
-                child_path = path + tuple(int(t) for t in child.key)
-                found.append((child, child_path))
-                stack.append((child, child_path))
-        return found
-
-    def _tree_pages(self) -> dict[int, tuple[Any, bytes]]:
-        """page -> (node, the spec's key of the prefix ending at the page)."""
-        pages: dict[int, tuple[Any, bytes]] = {}
-        for node, path in self._nodes():
-            keys = self._path_keys(path)
-            first = (len(path) - len(node.key)) // self.page
-            for i, page in enumerate(self._pages([int(s) for s in node.value.tolist()])):
-                if first + i < len(keys):
-                    pages[page] = (node, keys[first + i])
-        return pages
-
-    def _path_keys(self, path: tuple[int, ...]) -> tuple[bytes, ...]:
-        keys = self._keys.get(path)
-        if keys is None:
-            page = self.page
-            hashes = request_block_hashes(path, page, None)
-            keys = tuple(expected_key(hashes, page, page, i, 0) for i in range(len(hashes)))
-            self._keys[path] = keys
-        return keys
-
-    def view(self) -> PoolView:
-        tree = self._tree_pages()
-        free = set(self._free_pages())
-        ref_cnt = [0]
-        keys: list[frozenset[bytes]] = [frozenset()]
-        primary: list[bytes | None] = [None]
-        for page in range(1, self.num_pages + 1):
-            if page in tree:
-                node, key = tree[page]
-                ref_cnt.append(int(node.lock_ref))
-                keys.append(frozenset([key]))
-                primary.append(key)
-            else:
-                ref_cnt.append(0 if page in free else 1)
-                keys.append(frozenset())
-                primary.append(None)
-        index = tuple(sorted((key, (page,)) for page, (_, key) in tree.items()))
-        free_tokens = int(self.allocator.available_size()) + int(self.cache.evictable_size())
-        return PoolView(
-            free_count=free_tokens // self.page,
-            ref_cnt=tuple(ref_cnt),
-            keys=tuple(keys),
-            primary=tuple(primary),
-            index=index,
-        )
-
-    def structure_problems(self) -> list[str]:
-        problems: list[str] = []
-        evictable = protected = 0
-        tree_pages: list[int] = []
-        for node, _ in self._nodes():
-            slots = [int(s) for s in node.value.tolist()]
-            pages = self._pages(slots)
-            whole = [pages[i // self.page] * self.page + i % self.page for i in range(len(slots))]
-            if len(slots) % self.page or slots != whole:
-                problems.append(
-                    f"invariant 'tree-pages-whole': a tree node holds slots {slots}, not "
-                    f"whole pages of {self.page}"
-                )
-            tree_pages += pages
-            if node.lock_ref > 0:
-                protected += len(slots)
-            else:
-                evictable += len(slots)
-            if node.lock_ref < 0:
-                problems.append(
-                    f"a tree node holding {len(slots)} slots has lock_ref {node.lock_ref}"
-                )
-        if self.cache.evictable_size() != evictable:
-            problems.append(
-                f"invariant 'evictable-size-matches-tree': evictable_size() is "
-                f"{self.cache.evictable_size()} but the unlocked nodes hold {evictable} slots"
-            )
-        if self.cache.protected_size() != protected:
-            problems.append(
-                f"invariant 'protected-size-matches-tree': protected_size() is "
-                f"{self.cache.protected_size()} but the locked nodes hold {protected} slots"
-            )
-        free = self._free_pages()
-        if len(free) != len(set(free)):
-            problems.append(f"invariant 'free-list-once': the free list repeats a page: {free}")
-        if len(tree_pages) != len(set(tree_pages)):
-            problems.append("invariant 'tree-page-once': two tree nodes hold the same page")
-        both = sorted(set(free) & set(tree_pages))
-        if both:
-            problems.append(f"invariant 'free-apart-from-tree': pages {both} are free and cached")
-        own = [
-            p
-            for r in self.requests.values()
-            if r.running
-            for p in self._pages(r.slots)[r.tree_len // self.page :]
-        ]
-        placed = set(free) | set(tree_pages) | set(own)
-        everything = set(range(1, self.num_pages + 1))
-        if placed != everything or len(free) + len(tree_pages) + len(own) != len(placed):
-            problems.append(
-                f"invariant 'pages-accounted': {len(free)} free + {len(tree_pages)} cached + "
-                f"{len(own)} requests' own pages, of {self.num_pages}"
-            )
-        return problems
 
 
 SglangManagerFactory = ReleaseManagerFactory[SglangRelease, SglangManagerTarget]
