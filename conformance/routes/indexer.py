@@ -41,16 +41,46 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class IndexerProcess:
-    """One ``dynamo.indexer`` process subscribed to ``endpoint`` (worker 1, rank 0)."""
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive TCP ports free on loopback now (a publisher of
+    data-parallel rank ``r`` binds its base port plus ``r``)."""
+    for _ in range(50):
+        first = free_port()
+        if all(_is_free(first + r) for r in range(1, count)):
+            return first
+    raise ConsumerError(f"no {count} consecutive free ports on loopback")
 
-    def __init__(self, endpoint: str, block_size: int) -> None:
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def workers_option(endpoints: Sequence[str]) -> str:
+    """``--workers``: worker 1, one data-parallel rank per endpoint (``1=A,1:1=B``), as
+    one vLLM engine with data parallelism publishes: rank ``r`` on its own port."""
+    return ",".join(
+        f"{WORKER}={endpoint}" if rank == 0 else f"{WORKER}:{rank}={endpoint}"
+        for rank, endpoint in enumerate(endpoints)
+    )
+
+
+class IndexerProcess:
+    """One ``dynamo.indexer`` process subscribed to ``endpoints`` (worker 1, rank ``r``
+    reading ``endpoints[r]``)."""
+
+    def __init__(self, endpoints: Sequence[str], block_size: int) -> None:
         self.port = free_port()
         self.block_size = block_size
+        self.ranks = len(endpoints)
         self.base = f"http://127.0.0.1:{self.port}"
         command = [
             sys.executable, "-m", "dynamo.indexer", "--block-size", str(block_size),
-            "--port", str(self.port), "--threads", "1", "--workers", f"{WORKER}={endpoint}",
+            "--port", str(self.port), "--threads", "1", "--workers", workers_option(endpoints),
         ]  # fmt: skip
         self.process = subprocess.Popen(
             command,
@@ -76,7 +106,8 @@ class IndexerProcess:
                 time.sleep(0.1)
                 continue
             listeners = [w.get("listeners", {}) for w in workers if isinstance(w, dict)]
-            if any(one.get("status") == "active" for ls in listeners for one in ls.values()):
+            active = [one for ls in listeners for one in ls.values() if isinstance(one, dict)]
+            if sum(one.get("status") == "active" for one in active) >= self.ranks:
                 time.sleep(0.5)  # the subscription reaches the publisher (ZMQ's slow join)
                 return
             time.sleep(0.1)
@@ -99,8 +130,8 @@ class IndexerProcess:
             time.sleep(0.02)
         return False
 
-    def held_blocks(self, token_ids: Sequence[int]) -> int:
-        """The leading blocks of ``token_ids`` it believes worker 1 holds."""
+    def held_blocks(self, token_ids: Sequence[int], rank: int = 0) -> int:
+        """The leading blocks of ``token_ids`` it believes worker 1's rank ``rank`` holds."""
         body = json.dumps({"model_name": MODEL, "token_ids": list(token_ids)}).encode()
         request = urllib.request.Request(
             self.base + "/query", body, {"content-type": "application/json"}
@@ -110,7 +141,7 @@ class IndexerProcess:
         # {"scores": {"<worker>": {"<dp rank>": matched tokens}}, ...}: tokens, not blocks
         scores = answer.get("scores", {}) if isinstance(answer, dict) else {}
         ranks = scores.get(str(WORKER), {}) if isinstance(scores, dict) else {}
-        tokens = ranks.get("0", 0) if isinstance(ranks, dict) else 0
+        tokens = ranks.get(str(rank), 0) if isinstance(ranks, dict) else 0
         if not isinstance(tokens, int):
             raise ConsumerError(f"Dynamo's indexer answered {answer!r}: no token count")
         return tokens // self.block_size

@@ -14,7 +14,11 @@ Scenarios (:data:`SCENARIOS`): ``clean`` (subscribed before the first batch), ``
 (the first prompts sent twice at once: duplicate copies), ``resets`` (a prefix-cache reset
 between two halves), ``late-join`` (the consumers start after the first half) and
 ``restart`` (the engine restarts between the halves: an empty pool, a new publisher on the
-same address, its sequence from 0; the consumers keep running).
+same address, its sequence from 0; the consumers keep running) and ``data-parallel`` (two
+ranks, each its own pool and its release's publisher with its ``data_parallel_rank``, which
+the publisher writes into every batch and adds to its port; every consumer keeps one view
+per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
+and precision are kept, in order (:mod:`.tally`): the curve over the run.
 """
 
 from __future__ import annotations
@@ -38,10 +42,12 @@ from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
-from ..stream.publisher import EventTranslator, load_publisher, start_publisher
+from ..stream.publisher import ALL_INTERFACES, EventTranslator, load_publisher, start_publisher
 from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
-from .indexer import IndexerProcess, free_port
+from ..targets.vllm.isolation import Release
+from .indexer import IndexerProcess, free_ports
+from .tally import Check, Tally
 
 SCENARIOS: dict[str, str] = {
     "clean": "the consumers subscribed before the first batch",
@@ -50,36 +56,16 @@ SCENARIOS: dict[str, str] = {
     "late-join": "the consumers start after the first half has been published",
     "restart": "the engine restarts between the halves: an empty pool, a new publisher on "
     "the same address, its sequence from 0; the consumers keep running",
+    "data-parallel": "two data-parallel ranks, each its own pool and publisher (its rank in "
+    "every batch, its port the base plus its rank); rank 0 serves the first half, rank 1 "
+    "the second",
 }
 #: The consumer that is the indexer process (the others are built in process).
 INDEXER = "dynamo-indexer"
-#: How many prompt prefixes are asked about at each check (the most recent).
+#: How many prompt prefixes are asked about at each check (the most recent, per rank).
 ASKED = 32
-
-
-@dataclass
-class Tally:
-    """One consumer over one scenario: leading blocks held (the truth), found and claimed,
-    summed over every check of every prefix; per check, the share found."""
-
-    checks: int = 0
-    held: int = 0
-    found: int = 0
-    claimed: int = 0
-    over_time: list[float] = field(default_factory=list)
-
-    def add(self, truth: int, claimed: int) -> None:
-        self.held += truth
-        self.claimed += claimed
-        self.found += min(truth, claimed)
-
-    @property
-    def recall(self) -> float:
-        return self.found / self.held if self.held else 1.0
-
-    @property
-    def precision(self) -> float:
-        return self.found / self.claimed if self.claimed else 1.0
+#: The ranks of the data-parallel scenario.
+DP_RANKS = 2
 
 
 @dataclass
@@ -90,6 +76,8 @@ class ScenarioResult:
     #: The indexer's own counts of what it applied, ``"type/status"`` -> events.
     indexer: dict[str, int]
     seconds: float
+    #: Per consumer, one tally per data-parallel rank (the data-parallel scenario only).
+    ranks: dict[str, list[Tally]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,80 +95,138 @@ class Setting:
     seed: int = 0
 
 
-class _Live:
-    """One scenario's moving parts: the run, the publisher, the consumers, the prefixes."""
+def binds_one_interface(release: Release) -> bool:
+    """Whether the release's publisher can be told to bind one interface (0.30 on: it has
+    ``_is_bind_endpoint``); older ones bind only ``tcp://*:PORT``, every interface, and
+    run where loopback is the only one (:mod:`.isolation`)."""
+    return hasattr(release.kv_events.ZmqEventPublisher, "_is_bind_endpoint")
 
-    def __init__(self, setting: Setting) -> None:
+
+class _Engine:
+    """One engine (one data-parallel rank): its pool driven by the spec's manager, its
+    release's publisher on the base port plus its rank, the prompt prefixes it has seen."""
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        s = live.setting
+        setup = RequestSetup(
+            ManagerConfig(s.block_size), PoolConfig(s.blocks, hash_block_size=s.block_size)
+        )
+        self.rank = rank
+        self.run = PoolRequestRun(live.factory, live.profile, setup, RunRecord())
+        self.translator = EventTranslator(live.release, s.block_size)
+        # inside the namespace a wildcard is loopback; elsewhere bind loopback only
+        bind = "127.0.0.1" if binds_one_interface(live.release) else ALL_INTERFACES
+        endpoint = f"tcp://*:{live.port}"
+        self.publisher = start_publisher(live.release, endpoint, None, "", rank=rank, bind=bind)
+        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+
+    def note_prefix(self, request_id: str, block_size: int) -> None:
+        request = self.run.state.requests[request_id]
+        hashes = block_hashes(request, block_size)
+        full = len(request.tokens) // block_size
+        if full:
+            tokens = tuple(request.tokens[: full * block_size])
+            self.prefixes.pop(tokens, None)
+            self.prefixes[tokens] = hashes[:full]
+
+
+class _Live:
+    """One scenario's moving parts: the engines, the consumers (one view per rank), the
+    tallies."""
+
+    def __init__(self, setting: Setting, ranks: int = 1) -> None:
         self.setting = setting
         factory, _ = load_target(setting.target)
         self.factory = factory
         self.profile = get_profile(choose_profile(setting.target).name)
         self.release = load_publisher(setting.release)
-        self.port = free_port()
-        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        self.ranks = ranks
+        self.port = free_ports(ranks)
         self.published: Counter[str] = Counter()
         self.indexer: IndexerProcess | None = None
         self.indexer_events = 0
         #: Seconds to wait for the indexer to take every event before asking it.
         self.patience = 3.0
-        self.consumers: dict[str, Consumer] = {}
+        #: consumer -> one view per rank
+        self.consumers: dict[str, list[Consumer]] = {}
         self.tallies = {name: Tally() for name in setting.consumers}
+        self.rank_tallies = {
+            name: [Tally() for _ in range(ranks)] for name in setting.consumers
+        } if ranks > 1 else {}  # fmt: skip
         self.batches = 0
-        self.publisher: Any = None
-        self.new_engine()
+        self.engines: list[_Engine | None] = [None] * ranks
+        for rank in range(ranks):
+            self.new_engine(rank)
+        self.serving = 0
 
-    def new_engine(self) -> None:
-        """A fresh pool and a new publisher on the same loopback port."""
-        if self.publisher is not None:
-            self.publisher.shutdown()
-        s = self.setting
-        setup = RequestSetup(
-            ManagerConfig(s.block_size), PoolConfig(s.blocks, hash_block_size=s.block_size)
-        )
-        self.run = PoolRequestRun(self.factory, self.profile, setup, RunRecord())
-        self.translator = EventTranslator(self.release, s.block_size)
-        endpoint = f"tcp://*:{self.port}"
-        self.publisher = start_publisher(self.release, endpoint, None, "", bind="127.0.0.1")
+    def new_engine(self, rank: int = 0) -> None:
+        """A fresh pool and a new publisher of ``rank`` on the same loopback port."""
+        old = self.engines[rank]
+        if old is not None:
+            old.publisher.shutdown()
+        engine = _Engine(self, rank)
+        if old is not None:
+            # the old pool's prompts are still asked about: the new pool holds none of them,
+            # and a consumer that still claims them over-claims
+            engine.prefixes.update(old.prefixes)
+        self.engines[rank] = engine
+
+    def engine(self, rank: int) -> _Engine:
+        engine = self.engines[rank]
+        assert engine is not None
+        return engine
 
     def join(self) -> None:
         """The consumers start now: the in-process ones empty, the indexer subscribed."""
         for name in self.setting.consumers:
             if name == INDEXER:
-                endpoint = f"tcp://127.0.0.1:{self.port}"
-                self.indexer = IndexerProcess(endpoint, self.setting.block_size)
+                endpoints = [f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)]
+                self.indexer = IndexerProcess(endpoints, self.setting.block_size)
             else:
-                self.consumers[name] = make_consumer(name)
+                self.consumers[name] = [make_consumer(name) for _ in range(self.ranks)]
 
     def apply(self, action: RequestAction) -> ManagerResult:
-        result = self.run.apply(action)
-        if isinstance(action, Admit) and action.request_id in self.run.state.requests:
-            self.note_prefix(action.request_id)
-        self.run.call(TakeEvents())
-        observed = self.run.lockstep.last.actual
+        engine = self.engine(self.serving)
+        run = engine.run
+        result = run.apply(action)
+        if isinstance(action, Admit) and action.request_id in run.state.requests:
+            engine.note_prefix(action.request_id, self.setting.block_size)
+        run.call(TakeEvents())
+        observed = run.lockstep.last.actual
         assert isinstance(observed, Observation)
         events: tuple[spec_events.Event, ...] = observed.result  # type: ignore[assignment]
         if events:
-            batch = self.translator.batch(events, self.run.state.requests, time.time())
-            self.publisher.publish(batch)
+            batch = engine.translator.batch(events, run.state.requests, time.time())
+            engine.publisher.publish(batch)
             self.published.update(type(e).__name__ for e in events)
             if self.indexer is not None:
                 self.indexer_events += len(batch.events)
-            for consumer in self.consumers.values():
-                consumer.apply(events)
+            for views in self.consumers.values():
+                views[engine.rank].apply(events)
             self.batches += 1
             if self.batches % self.setting.every == 0:
                 self.check()
         return result
 
-    def note_prefix(self, request_id: str) -> None:
-        request = self.run.state.requests[request_id]
-        bs = self.setting.block_size
-        hashes = block_hashes(request, bs)
-        full = len(request.tokens) // bs
-        if full:
-            tokens = tuple(request.tokens[: full * bs])
-            self.prefixes.pop(tokens, None)
-            self.prefixes[tokens] = hashes[:full]
+    def started(self, name: str) -> bool:
+        """Whether consumer ``name`` has joined (not yet, before a late join)."""
+        return self.indexer is not None if name == INDEXER else name in self.consumers
+
+    def claimed(self, name: str, rank: int, tokens: tuple[int, ...], hashes: Any) -> int:
+        """The leading blocks of a prefix consumer ``name`` believes rank ``rank`` holds."""
+        if name == INDEXER:
+            assert self.indexer is not None
+            return self.indexer.held_blocks(tokens, rank)
+        return int(self.consumers[name][rank].held_blocks(hashes, 0))
+
+    def check_rank(self, name: str, rank: int) -> Check:
+        """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
+        engine = self.engine(rank)
+        state = engine.run.lockstep.state
+        now = Check()
+        for tokens, hashes in list(engine.prefixes.items())[-ASKED:]:
+            now.add(served_blocks(state, hashes, 0), self.claimed(name, rank, tokens, hashes))
+        return now
 
     def check(self) -> None:
         if not self.consumers and self.indexer is None:
@@ -191,26 +237,16 @@ class _Live:
             self.indexer_events, self.patience
         ):
             self.patience = 0.2
-        asked = list(self.prefixes.items())[-ASKED:]
-        state = self.run.lockstep.state
-        now = {name: Tally() for name in self.tallies}
-        for tokens, hashes in asked:
-            truth = served_blocks(state, hashes, 0)
-            for name in self.tallies:
-                if name == INDEXER:
-                    claimed = self.indexer.held_blocks(tokens) if self.indexer else 0
-                elif name in self.consumers:
-                    claimed = self.consumers[name].held_blocks(hashes, 0)
-                else:
-                    continue  # not started yet (late join)
-                self.tallies[name].add(truth, claimed)
-                now[name].add(truth, claimed)
         for name, tally in self.tallies.items():
-            started = self.indexer is not None if name == INDEXER else name in self.consumers
-            if not started:
+            if not self.started(name):
                 continue
-            tally.checks += 1
-            tally.over_time.append(round(now[name].recall, 4))
+            overall = Check()
+            for rank in range(self.ranks):
+                now = self.check_rank(name, rank)
+                overall.merge(now)
+                if name in self.rank_tallies:
+                    self.rank_tallies[name][rank].record(now, self.batches)
+            tally.record(overall, self.batches)
 
     def workload(self, requests: int, seed: int, twins: int = 0) -> None:
         params = WorkloadParams(
@@ -227,15 +263,16 @@ class _Live:
                 counts = {f"{k}/{s}": n for (k, s), n in self.indexer.applied().items() if n}
             finally:
                 self.indexer.stop()
-        if self.publisher is not None:
-            self.publisher.shutdown()
+        for engine in self.engines:
+            if engine is not None:
+                engine.publisher.shutdown()
         return counts
 
 
 def run_scenario(name: str, setting: Setting) -> ScenarioResult:
     """One scenario of :data:`SCENARIOS`, start to end; the indexer always stopped."""
     started = time.monotonic()
-    live = _Live(setting)
+    live = _Live(setting, DP_RANKS if name == "data-parallel" else 1)
     half = max(1, setting.requests // 2)
     indexer: dict[str, int] = {}
     try:
@@ -255,12 +292,19 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
             elif name == "restart":
                 live.new_engine()
                 time.sleep(0.5)  # the indexer's subscription reaches the new publisher
+            elif name == "data-parallel":
+                live.serving = 1
             live.workload(setting.requests - half, setting.seed + 1)
         live.check()
     finally:
         indexer = live.close()
     return ScenarioResult(
-        name, live.tallies, live.published, indexer, round(time.monotonic() - started, 1)
+        name,
+        live.tallies,
+        live.published,
+        indexer,
+        round(time.monotonic() - started, 1),
+        live.rank_tallies,
     )
 
 
