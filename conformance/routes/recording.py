@@ -104,6 +104,7 @@ def to_json(
             "published": dict(sorted(r.published.items())),
             "indexer": dict(sorted(r.indexer.items())),
             "consumers": consumers,
+            **({"restart": r.restart} if r.restart else {}),
         })  # fmt: skip
     return {
         "kvpool_route_check": VERSION,

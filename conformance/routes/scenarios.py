@@ -42,7 +42,13 @@ from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
-from ..stream.publisher import ALL_INTERFACES, EventTranslator, load_publisher, start_publisher
+from ..stream.publisher import (
+    ALL_INTERFACES,
+    EventTranslator,
+    PublisherError,
+    load_publisher,
+    start_publisher,
+)
 from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
 from ..targets.vllm.isolation import Release
@@ -66,6 +72,8 @@ INDEXER = "dynamo-indexer"
 ASKED = 32
 #: The ranks of the data-parallel scenario.
 DP_RANKS = 2
+#: How long a restarted engine's publisher waits for its port to be let go.
+REBIND_SECONDS = 5.0
 
 
 @dataclass
@@ -78,6 +86,9 @@ class ScenarioResult:
     seconds: float
     #: Per consumer, one tally per data-parallel rank (the data-parallel scenario only).
     ranks: dict[str, list[Tally]] = field(default_factory=dict)
+    #: The restart scenario: what the indexer counted of the new publisher's batches
+    #: (:meth:`_Live.restart_counts`).
+    restart: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,8 +128,22 @@ class _Engine:
         # inside the namespace a wildcard is loopback; elsewhere bind loopback only
         bind = "127.0.0.1" if binds_one_interface(live.release) else ALL_INTERFACES
         endpoint = f"tcp://*:{live.port}"
-        self.publisher = start_publisher(live.release, endpoint, None, "", rank=rank, bind=bind)
+        # a restarted engine binds its predecessor's port, which its socket may hold a
+        # moment after shutdown (its thread closes it): try again for a while
+        deadline = time.monotonic() + REBIND_SECONDS
+        while True:
+            try:
+                self.publisher = start_publisher(
+                    live.release, endpoint, None, "", rank=rank, bind=bind
+                )
+                break
+            except PublisherError as exc:
+                if "in use" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        #: Events in each batch it published, in sequence order (batch ``i`` is seq ``i``).
+        self.batch_events: list[int] = []
 
     def note_prefix(self, request_id: str, block_size: int) -> None:
         request = self.run.state.requests[request_id]
@@ -154,6 +179,10 @@ class _Live:
             name: [Tally() for _ in range(ranks)] for name in setting.consumers
         } if ranks > 1 else {}  # fmt: skip
         self.batches = 0
+        #: Set by :meth:`restart`: the old publisher's batches, what the indexer had counted.
+        self.old_batches: int | None = None
+        self.counted_before = 0
+        self.restarted: dict[str, int] = {}
         self.engines: list[_Engine | None] = [None] * ranks
         for rank in range(ranks):
             self.new_engine(rank)
@@ -170,6 +199,32 @@ class _Live:
             # and a consumer that still claims them over-claims
             engine.prefixes.update(old.prefixes)
         self.engines[rank] = engine
+
+    def restart(self) -> None:
+        """Rank 0's engine restarts; what the indexer had counted of the old publisher's
+        events, and how many batches it sent, are kept for :meth:`restart_counts`."""
+        old = self.engine(0)
+        if self.indexer is not None:
+            self.indexer.wait_applied(self.indexer_events, self.patience)
+            self.counted_before = sum(self.indexer.applied().values())
+        self.old_batches = len(old.batch_events)
+        self.new_engine(0)
+
+    def restart_counts(self) -> dict[str, int]:
+        """After a restart: the old publisher's batches (its sequence ended at that number
+        less one), the events of the new publisher, how many of them sit in batches whose
+        sequence is past the old one's last, and how many the indexer counted (its
+        ``/metrics``, applied or dropped). Empty without a restart or an indexer."""
+        if self.indexer is None or self.old_batches is None:
+            return {}
+        new = self.engine(0).batch_events
+        return {
+            "old_batches": self.old_batches,
+            "new_batches": len(new),
+            "new_events": sum(new),
+            "new_events_past_old_sequence": sum(new[self.old_batches :]),
+            "new_events_counted": sum(self.indexer.applied().values()) - self.counted_before,
+        }
 
     def engine(self, rank: int) -> _Engine:
         engine = self.engines[rank]
@@ -198,6 +253,7 @@ class _Live:
         if events:
             batch = engine.translator.batch(events, run.state.requests, time.time())
             engine.publisher.publish(batch)
+            engine.batch_events.append(len(batch.events))
             self.published.update(type(e).__name__ for e in events)
             if self.indexer is not None:
                 self.indexer_events += len(batch.events)
@@ -260,6 +316,8 @@ class _Live:
         counts: dict[str, int] = {}
         if self.indexer is not None:
             try:
+                self.indexer.wait_applied(self.indexer_events, self.patience)
+                self.restarted = self.restart_counts()
                 counts = {f"{k}/{s}": n for (k, s), n in self.indexer.applied().items() if n}
             finally:
                 self.indexer.stop()
@@ -290,7 +348,7 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
             elif name == "late-join":
                 live.join()
             elif name == "restart":
-                live.new_engine()
+                live.restart()
                 time.sleep(0.5)  # the indexer's subscription reaches the new publisher
             elif name == "data-parallel":
                 live.serving = 1
@@ -305,6 +363,7 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
         indexer,
         round(time.monotonic() - started, 1),
         live.rank_tallies,
+        live.restarted,
     )
 
 

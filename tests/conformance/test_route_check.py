@@ -101,6 +101,12 @@ def test_vllm_0_24_publisher_runs_in_the_namespace_with_ranks_and_a_restart(
     stored = restart["published"]["BlockStored"]
     counted = sum(n for k, n in restart["indexer"].items() if k.startswith("stored/"))
     assert counted < stored, restart
+    # Dynamo's listener skips every batch whose sequence is at or below the last it applied:
+    # of the new publisher's events it counts exactly those sent past the old sequence
+    after = restart["restart"]
+    assert (
+        after["new_events_counted"] == after["new_events_past_old_sequence"] < after["new_events"]
+    )
     indexer, tree = restart["consumers"]["dynamo-indexer"], restart["consumers"]["dynamo"]
     assert tree["found"] == tree["held"] and indexer["found"] < indexer["held"]
 
