@@ -253,6 +253,8 @@ def over_time_table(recording: Recording, consumer: str, count: int = 5) -> str:
     """Markdown: one row per scenario, ``consumer``'s recall and precision at ``count``
     checks spread over the run (``recall / precision @ batch``)."""
     lines = [
+        f"**{recording.stream}**",
+        "",
         f"| scenario | {HEADERS.get(consumer, consumer)}: recall / precision after N batches |",
         "|---|---|",
     ]
