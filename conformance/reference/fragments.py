@@ -41,6 +41,8 @@ def route_check_table(folder: Path, view: str = "table") -> str:
         return "\n\n".join(recording.over_time_table(r, "dynamo-indexer") for r in recordings)
     if view == "ranks":
         return recording.ranks_table(recordings)
+    if view == "restart":
+        return recording.restart_table(recordings)
     if view == "chart":
         return "\n" + chart.route_check_charts(recordings) + "\n"
     return recording.contract_table(recordings)
@@ -102,6 +104,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "route-check-ranks": (
         "recall and precision per data-parallel rank (docs/data/route-check/*.json)",
         lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "ranks"),
+    ),
+    "route-check-restart": (
+        "the restart scenario: the new publisher's events past the old sequence and those "
+        "Dynamo's indexer counted (docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "restart"),
     ),
     "route-check-chart": (
         "recall and precision at every check of every scenario, one chart per stream "

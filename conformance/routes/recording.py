@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,16 @@ HEADERS = {
     "set": "set model",
     "dynamo": "Dynamo in process",
     "dynamo-indexer": "Dynamo indexer",
+}
+
+
+#: What the restart scenario records of the indexer and the new publisher, in table order.
+RESTART_FIELDS = {
+    "old_batches": "batches before the restart",
+    "new_batches": "batches after",
+    "new_events": "events after",
+    "new_events_past_old_sequence": "of them in batches past the old sequence",
+    "new_events_counted": "of them the indexer counted",
 }
 
 
@@ -71,6 +81,8 @@ class Recording:
     commit: str
     #: scenario -> consumer -> curve
     curves: dict[str, dict[str, Curve]]
+    #: The restart scenario's counts (:data:`RESTART_FIELDS`), when it ran with the indexer.
+    restart: dict[str, int] = field(default_factory=dict)
 
     @property
     def figures(self) -> dict[str, dict[str, Figures]]:
@@ -177,11 +189,15 @@ def read_recording(path: Path) -> Recording:
     if _field(document, "kvpool_route_check", int, name) != VERSION:
         raise RecordingError(f"{name}: a recording of another version")
     curves: dict[str, dict[str, Curve]] = {}
+    restart: dict[str, int] = {}
     for i, scenario in enumerate(_field(document, "scenarios", list, name)):
         where = f"{name}: scenario {i}"
         scenario_name = _field(scenario, "name", str, where)
         if scenario_name not in SCENARIOS:
             raise RecordingError(f"{where}: unknown scenario {scenario_name!r}")
+        if scenario_name == "restart" and "restart" in scenario:
+            counts = _field(scenario, "restart", dict, where)
+            restart = {k: _field(counts, k, int, f"{where}, restart") for k in RESTART_FIELDS}
         consumers = _field(scenario, "consumers", dict, where)
         curves[scenario_name] = {
             consumer: _curve(c, f"{where}, {consumer}", ranks=True)
@@ -192,6 +208,7 @@ def read_recording(path: Path) -> Recording:
         _field(document, "command", str, name),
         _field(document, "commit", str, name),
         curves,
+        restart,
     )
 
 
@@ -290,4 +307,20 @@ def ranks_table(recordings: Sequence[Recording]) -> str:
                 )
     lines.append("")
     lines.append(_sources(recordings))
+    return "\n".join(lines)
+
+
+def restart_table(recordings: Sequence[Recording]) -> str:
+    """Markdown: per stream, the restart scenario's batches and events on each side of the
+    restart, and how many of the new publisher's events Dynamo's indexer counted."""
+    lines = [
+        "| stream | " + " | ".join(RESTART_FIELDS.values()) + " |",
+        "|---|" + "---|" * len(RESTART_FIELDS),
+    ]
+    shown = [r for r in recordings if r.restart]
+    for recording in shown:
+        cells = " | ".join(str(recording.restart[k]) for k in RESTART_FIELDS)
+        lines.append(f"| {recording.stream} | {cells} |")
+    lines.append("")
+    lines.append(_sources(shown))
     return "\n".join(lines)

@@ -131,7 +131,10 @@ def test_the_contract_table_is_rendered_from_the_committed_recordings() -> None:
     assert {"vllm==0.33.0", "vllm==0.24.0", "vllm==0.10.2"} <= streams
     assert "| vllm==0.24.0 | data-parallel |" in table
     page = (ROOT / "docs" / "guide" / "kv-events-contract.md").read_text()
-    for marker in ("table", "over-time", "ranks", "chart"):
+    for recording in map(read_recording, recordings):  # the restart rule, on every stream
+        counts = recording.restart
+        assert counts["new_events_counted"] == counts["new_events_past_old_sequence"], counts
+    for marker in ("table", "over-time", "ranks", "chart", "restart"):
         assert f"<!-- kvpool:route-check-{marker} -->" in page, marker
 
 
