@@ -53,6 +53,7 @@ from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
 from ..targets.vllm.isolation import Release
 from .indexer import IndexerProcess, free_ports
+from .isolation import inside
 from .tally import Check, Tally
 
 SCENARIOS: dict[str, str] = {
@@ -125,8 +126,16 @@ class _Engine:
         self.rank = rank
         self.run = PoolRequestRun(live.factory, live.profile, setup, RunRecord())
         self.translator = EventTranslator(live.release, s.block_size)
-        # inside the namespace a wildcard is loopback; elsewhere bind loopback only
-        bind = "127.0.0.1" if binds_one_interface(live.release) else ALL_INTERFACES
+        # inside the namespace a wildcard is loopback; elsewhere bind loopback only, and a
+        # publisher that cannot is refused rather than bound on every interface
+        bind = "127.0.0.1"
+        if not binds_one_interface(live.release):
+            if not inside():
+                raise PublisherError(
+                    f"vLLM {live.release.version}'s publisher binds every interface: it runs "
+                    "only inside route-check's loopback-only network namespace"
+                )
+            bind = ALL_INTERFACES
         endpoint = f"tcp://*:{live.port}"
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while

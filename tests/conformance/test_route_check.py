@@ -20,8 +20,10 @@ from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.reference.fragments import route_check_table
 from kvpool.conformance.routes.chart import PANEL_H, PANEL_W, route_check_chart
-from kvpool.conformance.routes.isolation import IsolationError, run_isolated
+from kvpool.conformance.routes.isolation import INSIDE, IsolationError, run_isolated
 from kvpool.conformance.routes.recording import contract_table, read_recording
+from kvpool.conformance.routes.scenarios import Setting, run_scenario
+from kvpool.conformance.stream.publisher import PublisherError
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "docs" / "data" / "route-check"
@@ -185,3 +187,14 @@ def test_a_malformed_recording_is_refused_by_name(tmp_path: Path) -> None:
 def test_an_unknown_consumer_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["route-check", "--consumer", "bag"])
     assert result.exit_code == 2 and "unknown consumer 'bag'" in result.output
+
+
+def test_a_wildcard_only_publisher_is_refused_outside_the_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """0.24.0's publisher binds tcp://* only: outside the loopback-only namespace the
+    scenario refuses it rather than bind every interface."""
+    monkeypatch.delenv(INSIDE, raising=False)
+    setting = Setting("vllm==0.24.0", "0.24.0", ("count",), requests=4)
+    with pytest.raises(PublisherError, match="binds every interface: it runs only inside"):
+        run_scenario("clean", setting)
