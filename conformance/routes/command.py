@@ -31,6 +31,7 @@ from .scenarios import (
     binds_one_interface,
     run_scenario,
 )
+from .sglang_stream import SGLANG_CONSUMERS, is_sglang, prefetch_sglang
 
 CONSUMERS = (*BUILT_IN, INDEXER)
 
@@ -94,18 +95,22 @@ def route_check(
 
     For each scenario the serving workload of `kvpool workload` drives TARGET through the
     spec's manager; after every request action its events go out as one batch through
-    vLLM's own ZmqEventPublisher, on loopback. Each consumer follows the stream: Dynamo's
-    indexer process subscribes to it (and is asked over HTTP), the in-process consumers are
-    fed the same events in the same order. After every --every batches each is asked, for
-    every prompt prefix seen so far, how many leading blocks the worker holds; the truth is
-    what a lookup on the spec's pool hits.
+    the release's own ZmqEventPublisher, on loopback. An SGLang target
+    (sglang==0.4.6.post5) is its own radix cache driven directly, published through
+    SGLang's own publisher, its truth SGLang's tree, and only dynamo-indexer is asked.
+    Each consumer follows the stream: Dynamo's indexer process subscribes to it (and is
+    asked over HTTP), the in-process consumers are fed the same events in the same order.
+    After every --every batches each is asked, for the most recent prompt prefixes, how
+    many leading blocks the worker holds; the truth is what a lookup on the spec's pool
+    hits.
 
     The table gives, per scenario and consumer, recall (the share of held prefix blocks it
     knew of) and precision (the share of its claims the worker held), summed over every
     check, and the curve: each consumer's recall and precision at a few checks spread over
-    the run. The indexer serves HTTP on every interface, and releases before 0.30 bind
-    their publisher on every interface (tcp://*:PORT), so a run with either happens inside
-    a private network namespace whose only interface is loopback (unshare --net).
+    the run. The indexer serves HTTP on every interface, and vLLM releases before 0.30 and
+    SGLang bind their publisher on every interface (tcp://*:PORT), so a run with any of
+    them happens inside a private network namespace whose only interface is loopback
+    (unshare --net).
 
     \b
       kvpool route-check --consumer dynamo-indexer --target vllm==0.33.0
@@ -142,15 +147,24 @@ def route_check(
     if not names:
         usage("--consumer names no consumer")
     try:
-        chosen_release = release or publisher_source(target)
+        sglang = is_sglang(target)
+        chosen_release = target if sglang else release or publisher_source(target)
     except TargetLoadError as exc:
         usage(str(exc))
+    if sglang and release not in (None, target):
+        usage(f"--publisher: {target}'s stream is published by its own release's publisher")
+    if sglang and names != [INDEXER]:
+        usage(f"--consumer: on SGLang's stream only {INDEXER} is asked ({SGLANG_CONSUMERS})")
     release = chosen_release
     if not inside():
         # the namespace has no network: the release's files are fetched (cached) out here
         try:
-            load_target(target)
-            wildcard_only = not binds_one_interface(load_publisher(release))
+            if sglang:
+                prefetch_sglang(target, Setting(target, release, ()).block_size)
+                wildcard_only = True  # its publisher binds tcp://* only
+            else:
+                load_target(target)
+                wildcard_only = not binds_one_interface(load_publisher(release))
         except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
             usage(str(exc))
     if not inside() and (INDEXER in names or wildcard_only):
@@ -236,7 +250,10 @@ def _print(console: Console, results: list[ScenarioResult], setting: Setting) ->
                     ranks.add_row(r.name, name, str(rank), str(t.checks), str(t.held),
                                   f"{t.recall:.1%}", f"{t.precision:.1%}")  # fmt: skip
         console.print(ranks)
-    streams = Table(title="what was published, and what Dynamo's indexer counted (its /metrics)")
+    streams = Table(
+        title="what was published, and what Dynamo's indexer counted (its /metrics; batch/*: "
+        "batches its log says it could not decode, or gaps it saw)"
+    )
     for column in ("scenario", "published", "indexer counted (type/status)"):
         streams.add_column(column)
     for r in results:

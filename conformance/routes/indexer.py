@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +29,13 @@ WORKER = 1
 #: How long the process may take to answer its first request, and any one request.
 START_SECONDS = 30.0
 REQUEST_SECONDS = 5.0
+#: Lines of its log (at ``DYN_LOG=warn``) counted, by the name given them in results.
+WARNINGS = {
+    "batch/undecodable": "Failed to decode KvEventBatch",
+    "batch/gap": "Gap detected",
+}
+#: How much of its log is read.
+LOG_BYTES = 16 * 1024 * 1024
 APPLIED = re.compile(
     r'^dynamo_kvrouter_kv_cache_events_applied\{event_type="(\w+)",status="(\w+)"\} (\d+)',
     re.MULTILINE,
@@ -82,11 +90,14 @@ class IndexerProcess:
             sys.executable, "-m", "dynamo.indexer", "--block-size", str(block_size),
             "--port", str(self.port), "--threads", "1", "--workers", workers_option(endpoints),
         ]  # fmt: skip
+        # its warnings go to a file (a pipe nobody reads could fill and stall it): what it
+        # could not decode is counted from there, as /metrics counts only decoded events
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         self.process = subprocess.Popen(
             command,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={"DYN_LOG": "error", "PATH": "/usr/bin:/bin"},
+            stderr=self.log,
+            env={"DYN_LOG": "warn", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
         )
         self._wait_ready()
 
@@ -98,7 +109,8 @@ class IndexerProcess:
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                problem = self.process.stderr.read().decode()[-400:] if self.process.stderr else ""
+                problem = self._log_text()[-400:]
+                self.log.close()
                 raise ConsumerError(f"Dynamo's indexer exited at start: {problem.strip()}")
             try:
                 workers = json.loads(self._get("/workers"))
@@ -113,6 +125,15 @@ class IndexerProcess:
             time.sleep(0.1)
         self.stop()
         raise ConsumerError(f"Dynamo's indexer did not answer within {START_SECONDS:g} s")
+
+    def _log_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read(LOG_BYTES).decode(errors="replace")
+
+    def warnings(self) -> Counter[str]:
+        """What its log says it could not take, by kind (:data:`WARNINGS`)."""
+        text = self._log_text()
+        return Counter({kind: text.count(line) for kind, line in WARNINGS.items()})
 
     def applied(self) -> Counter[tuple[str, str]]:
         """Events it has taken, by ``(event type, status)``."""
@@ -154,5 +175,4 @@ class IndexerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        self.log.close()

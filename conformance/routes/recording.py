@@ -217,7 +217,7 @@ def _stream(document: Any, name: str) -> str:
     that is another one."""
     target = str(_field(document, "target", str, name))
     publisher = str(_field(document, "publisher", str, name))
-    if target == f"vllm=={publisher}":
+    if publisher == target or target == f"vllm=={publisher}":
         return target
     return f"{target} through vLLM {publisher}'s publisher"
 

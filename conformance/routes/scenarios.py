@@ -30,14 +30,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvpool.spec import Observation, PoolConfig, TakeEvents, get_profile
-from kvpool.spec import events as spec_events
 from kvpool.spec.consumer import served_blocks
 from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction, ResetCache
 from kvpool.spec.manager.actions import Admit
 from kvpool.spec.manager.state import block_hashes
 
 from ..consumers.naming import make_consumer
-from ..consumers.protocol import Consumer
+from ..consumers.protocol import Consumer, ConsumerError
 from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
@@ -54,6 +53,7 @@ from ..targets.loading import choose_profile, load_target
 from ..targets.vllm.isolation import Release
 from .indexer import IndexerProcess, free_ports
 from .isolation import inside
+from .sglang_stream import SGLANG_CONSUMERS, SglangEngine, is_sglang
 from .tally import Check, Tally
 
 SCENARIOS: dict[str, str] = {
@@ -75,6 +75,17 @@ ASKED = 32
 DP_RANKS = 2
 #: How long a restarted engine's publisher waits for its port to be let go.
 REBIND_SECONDS = 5.0
+
+
+#: The events of one step, as the consumers are fed them.
+Events = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class _Published:
+    """An event of a stream the in-process consumers do not read (SGLang's): its type only."""
+
+    kind: str
 
 
 @dataclass
@@ -154,14 +165,84 @@ class _Engine:
         #: Events in each batch it published, in sequence order (batch ``i`` is seq ``i``).
         self.batch_events: list[int] = []
 
-    def note_prefix(self, request_id: str, block_size: int) -> None:
-        request = self.run.state.requests[request_id]
-        hashes = block_hashes(request, block_size)
-        full = len(request.tokens) // block_size
-        if full:
-            tokens = tuple(request.tokens[: full * block_size])
-            self.prefixes.pop(tokens, None)
-            self.prefixes[tokens] = hashes[:full]
+    def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
+        """Run ``action`` on the pool and publish the events it caused as one batch; the
+        result and those events."""
+        run = self.run
+        result = run.apply(action)
+        if isinstance(action, Admit) and action.request_id in run.state.requests:
+            request = run.state.requests[action.request_id]
+            note_prefix(
+                self.prefixes, request.tokens, block_hashes(request, block_size), block_size
+            )
+        run.call(TakeEvents())
+        observed = run.lockstep.last.actual
+        assert isinstance(observed, Observation)
+        events: Events = observed.result  # type: ignore[assignment]
+        if events:
+            batch = self.translator.batch(events, run.state.requests, time.time())
+            self.publisher.publish(batch)
+            self.batch_events.append(len(batch.events))
+        return result, events
+
+    def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
+        """The leading blocks of a prefix the pool serves: what a lookup on the spec's pool
+        (in lockstep with the target's) hits."""
+        return served_blocks(self.run.lockstep.state, hashes, 0)
+
+    def shutdown(self) -> None:
+        self.publisher.shutdown()
+
+
+def note_prefix(
+    prefixes: dict[tuple[int, ...], tuple[bytes, ...]],
+    tokens: tuple[int, ...],
+    hashes: tuple[bytes, ...],
+    block_size: int,
+) -> None:
+    """Remember a prompt's whole blocks (most recent last): what the consumers are asked."""
+    full = len(tokens) // block_size
+    if full:
+        prefix = tuple(tokens[: full * block_size])
+        prefixes.pop(prefix, None)
+        prefixes[prefix] = hashes[:full]
+
+
+class _SglangRank:
+    """One SGLang engine (:mod:`.sglang_stream`) as a rank of the scenario: its stream is
+    SGLang's own, its truth SGLang's own tree, and only the indexer is asked (by tokens)."""
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        if rank:
+            raise ConsumerError(
+                "SGLang's batches carry no data-parallel rank (0.4.6's KVEventBatch is "
+                "[ts, events]): the data-parallel scenario runs on vLLM's streams only"
+            )
+        if not inside():
+            raise PublisherError(
+                "SGLang's publisher binds every interface: it runs only inside route-check's "
+                "loopback-only network namespace"
+            )
+        s = live.setting
+        self.rank = rank
+        self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
+        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        self.batch_events: list[int] = []
+
+    def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
+        result, kinds = self.engine.apply(action)
+        if isinstance(action, Admit) and result is not None:
+            note_prefix(self.prefixes, action.tokens, (), block_size)
+        if kinds:
+            self.batch_events.append(sum(kinds.values()))
+        # the in-process consumers are not run on SGLang's stream: only the counts matter
+        return result, tuple(_Published(kind) for kind, n in kinds.items() for _ in range(n))
+
+    def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
+        return self.engine.held_blocks(tokens)
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
 
 
 class _Live:
@@ -170,10 +251,19 @@ class _Live:
 
     def __init__(self, setting: Setting, ranks: int = 1) -> None:
         self.setting = setting
-        factory, _ = load_target(setting.target)
-        self.factory = factory
-        self.profile = get_profile(choose_profile(setting.target).name)
-        self.release = load_publisher(setting.release)
+        self.sglang = is_sglang(setting.target)
+        if self.sglang:
+            others = [c for c in setting.consumers if c != INDEXER]
+            if others:
+                raise ConsumerError(
+                    f"{', '.join(others)}: on SGLang's stream only {INDEXER} is asked "
+                    f"({SGLANG_CONSUMERS})"
+                )
+        else:
+            factory, _ = load_target(setting.target)
+            self.factory = factory
+            self.profile = get_profile(choose_profile(setting.target).name)
+            self.release = load_publisher(setting.release)
         self.ranks = ranks
         self.port = free_ports(ranks)
         self.published: Counter[str] = Counter()
@@ -192,7 +282,7 @@ class _Live:
         self.old_batches: int | None = None
         self.counted_before = 0
         self.restarted: dict[str, int] = {}
-        self.engines: list[_Engine | None] = [None] * ranks
+        self.engines: list[_Engine | _SglangRank | None] = [None] * ranks
         for rank in range(ranks):
             self.new_engine(rank)
         self.serving = 0
@@ -201,8 +291,8 @@ class _Live:
         """A fresh pool and a new publisher of ``rank`` on the same loopback port."""
         old = self.engines[rank]
         if old is not None:
-            old.publisher.shutdown()
-        engine = _Engine(self, rank)
+            old.shutdown()
+        engine = _SglangRank(self, rank) if self.sglang else _Engine(self, rank)
         if old is not None:
             # the old pool's prompts are still asked about: the new pool holds none of them,
             # and a consumer that still claims them over-claims
@@ -235,7 +325,7 @@ class _Live:
             "new_events_counted": sum(self.indexer.applied().values()) - self.counted_before,
         }
 
-    def engine(self, rank: int) -> _Engine:
+    def engine(self, rank: int) -> _Engine | _SglangRank:
         engine = self.engines[rank]
         assert engine is not None
         return engine
@@ -251,21 +341,13 @@ class _Live:
 
     def apply(self, action: RequestAction) -> ManagerResult:
         engine = self.engine(self.serving)
-        run = engine.run
-        result = run.apply(action)
-        if isinstance(action, Admit) and action.request_id in run.state.requests:
-            engine.note_prefix(action.request_id, self.setting.block_size)
-        run.call(TakeEvents())
-        observed = run.lockstep.last.actual
-        assert isinstance(observed, Observation)
-        events: tuple[spec_events.Event, ...] = observed.result  # type: ignore[assignment]
+        result, events = engine.step(action, self.setting.block_size)
         if events:
-            batch = engine.translator.batch(events, run.state.requests, time.time())
-            engine.publisher.publish(batch)
-            engine.batch_events.append(len(batch.events))
-            self.published.update(type(e).__name__ for e in events)
+            self.published.update(
+                e.kind if isinstance(e, _Published) else type(e).__name__ for e in events
+            )
             if self.indexer is not None:
-                self.indexer_events += len(batch.events)
+                self.indexer_events += len(events)
             for views in self.consumers.values():
                 views[engine.rank].apply(events)
             self.batches += 1
@@ -287,10 +369,9 @@ class _Live:
     def check_rank(self, name: str, rank: int) -> Check:
         """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
         engine = self.engine(rank)
-        state = engine.run.lockstep.state
         now = Check()
         for tokens, hashes in list(engine.prefixes.items())[-ASKED:]:
-            now.add(served_blocks(state, hashes, 0), self.claimed(name, rank, tokens, hashes))
+            now.add(engine.truth(tokens, hashes), self.claimed(name, rank, tokens, hashes))
         return now
 
     def check(self) -> None:
@@ -328,11 +409,12 @@ class _Live:
                 self.indexer.wait_applied(self.indexer_events, self.patience)
                 self.restarted = self.restart_counts()
                 counts = {f"{k}/{s}": n for (k, s), n in self.indexer.applied().items() if n}
+                counts.update((k, n) for k, n in self.indexer.warnings().items() if n)
             finally:
                 self.indexer.stop()
         for engine in self.engines:
             if engine is not None:
-                engine.publisher.shutdown()
+                engine.shutdown()
         return counts
 
 
