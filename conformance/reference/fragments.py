@@ -36,7 +36,7 @@ def route_check_table(folder: Path, view: str = "table") -> str:
     charts."""
     from kvpool.conformance.routes import chart, recording
 
-    recordings = [recording.read_recording(p) for p in sorted(folder.glob("*.json"))]
+    recordings = [recording.read_recording(p) for p in recording.recording_paths(folder)]
     if view == "over-time":
         return "\n\n".join(recording.over_time_table(r, "dynamo-indexer") for r in recordings)
     if view == "ranks":

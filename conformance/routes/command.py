@@ -155,6 +155,10 @@ def route_check(
         usage(f"--publisher: {target}'s stream is published by its own release's publisher")
     if sglang and names != [INDEXER]:
         usage(f"--consumer: on SGLang's stream only {INDEXER} is asked ({SGLANG_CONSUMERS})")
+    if sglang and "data-parallel" in chosen:
+        if scenarios != ",".join(SCENARIOS):
+            usage("--scenario data-parallel: SGLang's batches carry no data-parallel rank")
+        chosen = [c for c in chosen if c != "data-parallel"]  # the default list, without it
     release = chosen_release
     if not inside():
         # the namespace has no network: the release's files are fetched (cached) out here
@@ -189,10 +193,11 @@ def route_check(
             usage(f"scenario {name}: {exc}")
     _print(out, results, setting)
     if record is not None:
-        command = "kvpool route-check " + " ".join(
-            [f"--consumer {consumers}", f"--target {target}", f"--requests {requests}",
-             f"--publisher {release}", f"--seed {seed}"]
-        )  # fmt: skip
+        words = [f"--consumer {consumers}", f"--target {target}"]
+        if list(chosen) != list(SCENARIOS):
+            words.append(f"--scenario {','.join(chosen)}")
+        words += [f"--requests {requests}", f"--publisher {release}", f"--seed {seed}"]
+        command = "kvpool route-check " + " ".join(words)
         document = to_json(results, setting, command, _commit(), _dynamo_version())
         record.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         err.print(f"recorded to {record}")

@@ -90,6 +90,18 @@ class Recording:
         return {s: {c: k.figures for c, k in row.items()} for s, row in self.curves.items()}
 
 
+def recording_paths(folder: Path) -> list[Path]:
+    """The recordings in ``folder`` in table order: vLLM's streams newest release first,
+    then the others by name."""
+
+    def order(path: Path) -> tuple[bool, tuple[int, ...], str]:
+        engine, _, version = path.stem.partition("-")
+        numbers = tuple(int(n) for n in version.split(".")[:3] if n.isdigit())
+        return (engine != "vllm", tuple(-n for n in numbers), path.name)
+
+    return sorted(folder.glob("*.json"), key=order)
+
+
 def _tally_json(t: Tally) -> dict[str, Any]:
     return {
         "checks": t.checks,

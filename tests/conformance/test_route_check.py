@@ -21,7 +21,11 @@ from kvpool.conformance.cli import main
 from kvpool.conformance.reference.fragments import route_check_table
 from kvpool.conformance.routes.chart import PANEL_H, PANEL_W, route_check_chart
 from kvpool.conformance.routes.isolation import INSIDE, IsolationError, run_isolated
-from kvpool.conformance.routes.recording import contract_table, read_recording
+from kvpool.conformance.routes.recording import (
+    contract_table,
+    read_recording,
+    recording_paths,
+)
 from kvpool.conformance.routes.scenarios import Setting, run_scenario
 from kvpool.conformance.stream.publisher import PublisherError
 
@@ -147,7 +151,7 @@ def test_sglang_stream_asks_only_the_indexer() -> None:
 
 
 def test_the_contract_table_is_rendered_from_the_committed_recordings() -> None:
-    recordings = sorted(RECORDINGS.glob("*.json"))
+    recordings = recording_paths(RECORDINGS)
     assert recordings, "no committed route-check recording"
     table = contract_table([read_recording(p) for p in recordings])
     assert table == route_check_table(RECORDINGS)
