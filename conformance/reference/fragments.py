@@ -43,6 +43,8 @@ def route_check_table(folder: Path, view: str = "table") -> str:
         return recording.ranks_table(recordings)
     if view == "restart":
         return recording.restart_table(recordings)
+    if view == "indexer":
+        return recording.indexer_table(recordings)
     if view == "chart":
         return "\n" + chart.route_check_charts(recordings) + "\n"
     return recording.contract_table(recordings)
@@ -104,6 +106,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "route-check-ranks": (
         "recall and precision per data-parallel rank (docs/data/route-check/*.json)",
         lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "ranks"),
+    ),
+    "route-check-indexer": (
+        "per stream and scenario, the batches and events published and what Dynamo's indexer "
+        "counted of them (docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "indexer"),
     ),
     "route-check-restart": (
         "the restart scenario: the new publisher's events past the old sequence and those "

@@ -83,6 +83,8 @@ class Recording:
     curves: dict[str, dict[str, Curve]]
     #: The restart scenario's counts (:data:`RESTART_FIELDS`), when it ran with the indexer.
     restart: dict[str, int] = field(default_factory=dict)
+    #: scenario -> (events published by type, what the indexer counted by kind/status)
+    counts: dict[str, tuple[dict[str, int], dict[str, int]]] = field(default_factory=dict)
 
     @property
     def figures(self) -> dict[str, dict[str, Figures]]:
@@ -158,6 +160,10 @@ def _field(document: Any, key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _counts(raw: dict[Any, Any], where: str) -> dict[str, int]:
+    return {str(k): _field(raw, k, int, where) for k in raw}
+
+
 def _share(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise RecordingError(f"{where}: {value!r} is not a share between 0 and 1")
@@ -202,14 +208,19 @@ def read_recording(path: Path) -> Recording:
         raise RecordingError(f"{name}: a recording of another version")
     curves: dict[str, dict[str, Curve]] = {}
     restart: dict[str, int] = {}
+    counts: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
     for i, scenario in enumerate(_field(document, "scenarios", list, name)):
         where = f"{name}: scenario {i}"
         scenario_name = _field(scenario, "name", str, where)
         if scenario_name not in SCENARIOS:
             raise RecordingError(f"{where}: unknown scenario {scenario_name!r}")
+        counts[scenario_name] = (
+            _counts(_field(scenario, "published", dict, where), f"{where}, published"),
+            _counts(_field(scenario, "indexer", dict, where), f"{where}, indexer"),
+        )
         if scenario_name == "restart" and "restart" in scenario:
-            counts = _field(scenario, "restart", dict, where)
-            restart = {k: _field(counts, k, int, f"{where}, restart") for k in RESTART_FIELDS}
+            after = _field(scenario, "restart", dict, where)
+            restart = {k: _field(after, k, int, f"{where}, restart") for k in RESTART_FIELDS}
         consumers = _field(scenario, "consumers", dict, where)
         curves[scenario_name] = {
             consumer: _curve(c, f"{where}, {consumer}", ranks=True)
@@ -221,6 +232,7 @@ def read_recording(path: Path) -> Recording:
         _field(document, "commit", str, name),
         curves,
         restart,
+        counts,
     )
 
 
@@ -335,4 +347,31 @@ def restart_table(recordings: Sequence[Recording]) -> str:
         lines.append(f"| {recording.stream} | {cells} |")
     lines.append("")
     lines.append(_sources(shown))
+    return "\n".join(lines)
+
+
+def indexer_table(recordings: Sequence[Recording]) -> str:
+    """Markdown: per stream and scenario, the batches and events published and what Dynamo's
+    indexer counted of them (its ``/metrics`` by type and status; ``batch/*`` from its log:
+    batches it could not decode, gaps it saw)."""
+    lines = [
+        "| stream | scenario | batches | events published | Dynamo's indexer counted |",
+        "|---|---|---|---|---|",
+    ]
+    for recording in recordings:
+        for scenario in SCENARIOS:
+            if scenario not in recording.counts:
+                continue
+            published, counted = recording.counts[scenario]
+            curves = recording.curves.get(scenario, {})
+            batches = max((c.points[-1].batch for c in curves.values() if c.points), default=0)
+            lines.append(
+                f"| {recording.stream} | {scenario} | {batches} | "
+                + ", ".join(f"{k} {n}" for k, n in sorted(published.items()))
+                + " | "
+                + (", ".join(f"`{k}` {n}" for k, n in sorted(counted.items())) or "—")
+                + " |"
+            )
+    lines.append("")
+    lines.append(_sources(recordings))
     return "\n".join(lines)

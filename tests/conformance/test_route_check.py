@@ -164,7 +164,7 @@ def test_the_contract_table_is_rendered_from_the_committed_recordings() -> None:
         counts = recording.restart
         if recording.stream.startswith("vllm"):  # SGLang's batches are never decoded
             assert counts["new_events_counted"] == counts["new_events_past_old_sequence"]
-    for marker in ("table", "over-time", "ranks", "chart", "restart"):
+    for marker in ("table", "over-time", "ranks", "chart", "restart", "indexer"):
         assert f"<!-- kvpool:route-check-{marker} -->" in page, marker
 
 
@@ -206,7 +206,7 @@ def test_a_malformed_recording_is_refused_by_name(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"kvpool_route_check": 2, "scenarios": [{"name": "clean"}]}))
     result = CliRunner().invoke(main, ["route-check", "--table", str(bad)])
     assert result.exit_code == 2
-    assert "scenario 0: no field 'consumers'" in result.output
+    assert "scenario 0: no field 'published'" in result.output
     bad.write_text("{not json")
     result = CliRunner().invoke(main, ["route-check", "--table", str(bad)])
     assert result.exit_code == 2 and "not a readable JSON recording" in result.output
