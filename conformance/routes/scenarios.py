@@ -65,7 +65,7 @@ SCENARIOS: dict[str, str] = {
     "the same address, its sequence from 0; the consumers keep running",
     "data-parallel": "two data-parallel ranks, each its own pool and publisher (its rank in "
     "every batch, its port the base plus its rank); rank 0 serves the first half, rank 1 "
-    "the second",
+    "the same prompts again in the second",
 }
 #: The consumer that is the indexer process (the others are built in process).
 INDEXER = "dynamo-indexer"
@@ -370,9 +370,18 @@ class _Live:
         """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
         engine = self.engine(rank)
         now = Check()
-        for tokens, hashes in list(engine.prefixes.items())[-ASKED:]:
+        for tokens, hashes in self.asked():
             now.add(engine.truth(tokens, hashes), self.claimed(name, rank, tokens, hashes))
         return now
+
+    def asked(self) -> list[tuple[tuple[int, ...], tuple[bytes, ...]]]:
+        """The prompt prefixes every rank is asked about: each rank's most recent ones, as a
+        router scores every rank for a request before it routes it (a rank that never saw a
+        prompt must answer 0 for it)."""
+        asked: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        for rank in range(self.ranks):
+            asked.update(list(self.engine(rank).prefixes.items())[-ASKED:])
+        return list(asked.items())
 
     def check(self) -> None:
         if not self.consumers and self.indexer is None:
@@ -443,7 +452,9 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
                 time.sleep(0.5)  # the indexer's subscription reaches the new publisher
             elif name == "data-parallel":
                 live.serving = 1
-            live.workload(setting.requests - half, setting.seed + 1)
+            # rank 1 serves the same prompts as rank 0 did (data-parallel ranks share their
+            # system prompts): a router that mixes the ranks up claims them early on rank 1
+            live.workload(setting.requests - half, setting.seed + (name != "data-parallel"))
         live.check()
     finally:
         indexer = live.close()
