@@ -30,11 +30,24 @@ Linker = Callable[[str], str]
 MARKER = re.compile(r"[ \t]*<!--\s*kvpool:([a-z0-9-]+)\s*-->[ \t]*")
 
 
-def route_check_table(folder: Path) -> str:
-    """The contract page's scenario x consumer table, from every recording in ``folder``."""
-    from kvpool.conformance.routes.recording import contract_table, read_recording
+def route_check_table(folder: Path, view: str = "table") -> str:
+    """The contract page's route-check fragments, from every recording in ``folder``: the
+    scenario x consumer table, the indexer's curve at a few points, the per-rank table, the
+    charts."""
+    from kvpool.conformance.routes import chart, recording
 
-    return contract_table([read_recording(p) for p in sorted(folder.glob("*.json"))])
+    recordings = [recording.read_recording(p) for p in recording.recording_paths(folder)]
+    if view == "over-time":
+        return "\n\n".join(recording.over_time_table(r, "dynamo-indexer") for r in recordings)
+    if view == "ranks":
+        return recording.ranks_table(recordings)
+    if view == "restart":
+        return recording.restart_table(recordings)
+    if view == "indexer":
+        return recording.indexer_table(recordings)
+    if view == "chart":
+        return "\n" + chart.route_check_charts(recordings) + "\n"
+    return recording.contract_table(recordings)
 
 
 def levels_table(link: Linker, docs_dir: Path) -> str:
@@ -84,6 +97,30 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "scenario x consumer on live streams, read from the committed recordings "
         "(docs/data/route-check/*.json, written by kvpool route-check --record)",
         lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check"),
+    ),
+    "route-check-over-time": (
+        "Dynamo's indexer's recall and precision at a few checks of each scenario, per stream "
+        "(docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "over-time"),
+    ),
+    "route-check-ranks": (
+        "recall and precision per data-parallel rank (docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "ranks"),
+    ),
+    "route-check-indexer": (
+        "per stream and scenario, the batches and events published and what Dynamo's indexer "
+        "counted of them (docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "indexer"),
+    ),
+    "route-check-restart": (
+        "the restart scenario: the new publisher's events past the old sequence and those "
+        "Dynamo's indexer counted (docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "restart"),
+    ),
+    "route-check-chart": (
+        "recall and precision at every check of every scenario, one chart per stream "
+        "(inline SVG from docs/data/route-check/*.json)",
+        lambda link, docs_dir: route_check_table(docs_dir / "data" / "route-check", "chart"),
     ),
     "event-fields": (
         "every field of every KV event a pool publishes, as the suite reads it back "

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -15,14 +16,22 @@ from rich.table import Table
 
 from ..consumers.naming import BUILT_IN, parse_consumer
 from ..consumers.protocol import ConsumerError
-from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher
+from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher, publisher_source
 from ..targets.loading import TargetLoadError, load_target
 from ..targets.vllm.isolation import IsolationError as ReleaseIsolationError
 from ..targets.vllm.releases import ReleaseError
 from ..usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE, comma_names
 from .isolation import IsolationError, inside, run_isolated
-from .recording import RecordingError, contract_table, read_recording, to_json
-from .scenarios import INDEXER, SCENARIOS, ScenarioResult, Setting, run_scenario
+from .recording import RecordingError, contract_table, read_recording, sample, to_json
+from .scenarios import (
+    INDEXER,
+    SCENARIOS,
+    ScenarioResult,
+    Setting,
+    binds_one_interface,
+    run_scenario,
+)
+from .sglang_stream import SGLANG_CONSUMERS, is_sglang, prefetch_sglang
 
 CONSUMERS = (*BUILT_IN, INDEXER)
 
@@ -51,8 +60,9 @@ CONSUMERS = (*BUILT_IN, INDEXER)
 )
 @click.option("--requests", "-r", default=40, show_default=True, type=click.IntRange(2, 400),
               help="Requests per scenario (a scenario in two halves runs half each).")  # fmt: skip
-@click.option("--publisher", "release", default=DEFAULT_RELEASE, show_default=True,
-              help="The vLLM release whose ZmqEventPublisher publishes the stream.")  # fmt: skip
+@click.option("--publisher", "release", default=None,
+              help="The vLLM release whose ZmqEventPublisher publishes the stream: by default "
+              f"the target's own release (vllm==X.Y.Z), else {DEFAULT_RELEASE}.")  # fmt: skip
 @click.option("--every", default=4, show_default=True, type=click.IntRange(1),
               help="Ask the consumers every N batches (and at each end).")  # fmt: skip
 @click.option("--seed", default=0, show_default=True, type=int, help="The workload's seed.")
@@ -75,7 +85,7 @@ def route_check(
     target: str,
     scenarios: str,
     requests: int,
-    release: str,
+    release: str | None,
     every: int,
     seed: int,
     record: Path | None,
@@ -85,16 +95,22 @@ def route_check(
 
     For each scenario the serving workload of `kvpool workload` drives TARGET through the
     spec's manager; after every request action its events go out as one batch through
-    vLLM's own ZmqEventPublisher, on loopback. Each consumer follows the stream: Dynamo's
-    indexer process subscribes to it (and is asked over HTTP), the in-process consumers are
-    fed the same events in the same order. After every --every batches each is asked, for
-    every prompt prefix seen so far, how many leading blocks the worker holds; the truth is
-    what a lookup on the spec's pool hits.
+    the release's own ZmqEventPublisher, on loopback. An SGLang target
+    (sglang==0.4.6.post5) is its own radix cache driven directly, published through
+    SGLang's own publisher, its truth SGLang's tree, and only dynamo-indexer is asked.
+    Each consumer follows the stream: Dynamo's indexer process subscribes to it (and is
+    asked over HTTP), the in-process consumers are fed the same events in the same order.
+    After every --every batches each is asked, for the most recent prompt prefixes, how
+    many leading blocks the worker holds; the truth is what a lookup on the spec's pool
+    hits.
 
     The table gives, per scenario and consumer, recall (the share of held prefix blocks it
     knew of) and precision (the share of its claims the worker held), summed over every
-    check. The indexer serves HTTP on every interface, so a run with it happens inside a
-    private network namespace whose only interface is loopback (unshare --net).
+    check, and the curve: each consumer's recall and precision at a few checks spread over
+    the run. The indexer serves HTTP on every interface, and vLLM releases before 0.30 and
+    SGLang bind their publisher on every interface (tcp://*:PORT), so a run with any of
+    them happens inside a private network namespace whose only interface is loopback
+    (unshare --net).
 
     \b
       kvpool route-check --consumer dynamo-indexer --target vllm==0.33.0
@@ -109,7 +125,7 @@ def route_check(
         out.width = max(out.width, 110)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-    def usage(message: str) -> None:
+    def usage(message: str) -> NoReturn:
         err.print("[red]error:[/red] ", end="")
         err.print(message, markup=False)
         sys.exit(EXIT_USAGE)
@@ -130,13 +146,32 @@ def route_check(
         usage(str(exc))
     if not names:
         usage("--consumer names no consumer")
-    if INDEXER in names and not inside():
+    try:
+        sglang = is_sglang(target)
+        chosen_release = target if sglang else release or publisher_source(target)
+    except TargetLoadError as exc:
+        usage(str(exc))
+    if sglang and release not in (None, target):
+        usage(f"--publisher: {target}'s stream is published by its own release's publisher")
+    if sglang and names != [INDEXER]:
+        usage(f"--consumer: on SGLang's stream only {INDEXER} is asked ({SGLANG_CONSUMERS})")
+    if sglang and "data-parallel" in chosen:
+        if scenarios != ",".join(SCENARIOS):
+            usage("--scenario data-parallel: SGLang's batches carry no data-parallel rank")
+        chosen = [c for c in chosen if c != "data-parallel"]  # the default list, without it
+    release = chosen_release
+    if not inside():
         # the namespace has no network: the release's files are fetched (cached) out here
         try:
-            load_target(target)
-            load_publisher(release)
+            if sglang:
+                prefetch_sglang(target, Setting(target, release, ()).block_size)
+                wildcard_only = True  # its publisher binds tcp://* only
+            else:
+                load_target(target)
+                wildcard_only = not binds_one_interface(load_publisher(release))
         except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
             usage(str(exc))
+    if not inside() and (INDEXER in names or wildcard_only):
         argv = ["route-check", "--consumer", consumers, "--target", target, "--scenario",
                 scenarios, "--requests", str(requests), "--publisher", release, "--every",
                 str(every), "--seed", str(seed)]  # fmt: skip
@@ -158,10 +193,11 @@ def route_check(
             usage(f"scenario {name}: {exc}")
     _print(out, results, setting)
     if record is not None:
-        command = "kvpool route-check " + " ".join(
-            [f"--consumer {consumers}", f"--target {target}", f"--requests {requests}",
-             f"--seed {seed}"]
-        )  # fmt: skip
+        words = [f"--consumer {consumers}", f"--target {target}"]
+        if list(chosen) != list(SCENARIOS):
+            words.append(f"--scenario {','.join(chosen)}")
+        words += [f"--requests {requests}", f"--publisher {release}", f"--seed {seed}"]
+        command = "kvpool route-check " + " ".join(words)
         document = to_json(results, setting, command, _commit(), _dynamo_version())
         record.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
         err.print(f"recorded to {record}")
@@ -186,7 +222,7 @@ def _print(console: Console, results: list[ScenarioResult], setting: Setting) ->
                 str(t.held),
                 f"{t.recall:.1%}",
                 f"{t.precision:.1%}",
-                f"{min(t.over_time):.1%}" if t.over_time else "—",
+                "—" if t.lowest_recall is None else f"{t.lowest_recall:.1%}",
             )
     console.print(table)
     console.print(
@@ -194,7 +230,35 @@ def _print(console: Console, results: list[ScenarioResult], setting: Setting) ->
         "of the blocks it claimed that the worker held; summed over every check of every "
         "prompt prefix; lowest recall: the worst single check."
     )
-    streams = Table(title="what was published, and what Dynamo's indexer counted (its /metrics)")
+    curve = Table(
+        title="over the run: recall / precision at checks spread over it (after N batches)"
+    )
+    curve.add_column("scenario")
+    curve.add_column("consumer")
+    curve.add_column("recall / precision @ batch")
+    for r in results:
+        for name, t in r.tallies.items():
+            points = " · ".join(
+                f"{p.recall:.0%} / {p.precision:.0%} @ {p.batch}" for p in sample(t.over_time, 5)
+            )
+            curve.add_row(r.name, name, points or "—")
+    console.print(curve)
+    if any(r.ranks for r in results):
+        ranks = Table(title="per data-parallel rank")
+        for column in ("scenario", "consumer", "rank", "checks", "held", "recall", "precision"):
+            ranks.add_column(
+                column, justify="left" if column in ("scenario", "consumer") else "right"
+            )
+        for r in results:
+            for name, per_rank in r.ranks.items():
+                for rank, t in enumerate(per_rank):
+                    ranks.add_row(r.name, name, str(rank), str(t.checks), str(t.held),
+                                  f"{t.recall:.1%}", f"{t.precision:.1%}")  # fmt: skip
+        console.print(ranks)
+    streams = Table(
+        title="what was published, and what Dynamo's indexer counted (its /metrics; batch/*: "
+        "batches its log says it could not decode, or gaps it saw)"
+    )
     for column in ("scenario", "published", "indexer counted (type/status)"):
         streams.add_column(column)
     for r in results:

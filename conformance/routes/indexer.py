@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +29,13 @@ WORKER = 1
 #: How long the process may take to answer its first request, and any one request.
 START_SECONDS = 30.0
 REQUEST_SECONDS = 5.0
+#: Lines of its log (at ``DYN_LOG=warn``) counted, by the name given them in results.
+WARNINGS = {
+    "batch/undecodable": "Failed to decode KvEventBatch",
+    "batch/gap": "Gap detected",
+}
+#: How much of its log is read.
+LOG_BYTES = 16 * 1024 * 1024
 APPLIED = re.compile(
     r'^dynamo_kvrouter_kv_cache_events_applied\{event_type="(\w+)",status="(\w+)"\} (\d+)',
     re.MULTILINE,
@@ -41,22 +49,55 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class IndexerProcess:
-    """One ``dynamo.indexer`` process subscribed to ``endpoint`` (worker 1, rank 0)."""
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive TCP ports free on loopback now (a publisher of
+    data-parallel rank ``r`` binds its base port plus ``r``)."""
+    for _ in range(50):
+        first = free_port()
+        if all(_is_free(first + r) for r in range(1, count)):
+            return first
+    raise ConsumerError(f"no {count} consecutive free ports on loopback")
 
-    def __init__(self, endpoint: str, block_size: int) -> None:
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def workers_option(endpoints: Sequence[str]) -> str:
+    """``--workers``: worker 1, one data-parallel rank per endpoint (``1=A,1:1=B``), as
+    one vLLM engine with data parallelism publishes: rank ``r`` on its own port."""
+    return ",".join(
+        f"{WORKER}={endpoint}" if rank == 0 else f"{WORKER}:{rank}={endpoint}"
+        for rank, endpoint in enumerate(endpoints)
+    )
+
+
+class IndexerProcess:
+    """One ``dynamo.indexer`` process subscribed to ``endpoints`` (worker 1, rank ``r``
+    reading ``endpoints[r]``)."""
+
+    def __init__(self, endpoints: Sequence[str], block_size: int) -> None:
         self.port = free_port()
         self.block_size = block_size
+        self.ranks = len(endpoints)
         self.base = f"http://127.0.0.1:{self.port}"
         command = [
             sys.executable, "-m", "dynamo.indexer", "--block-size", str(block_size),
-            "--port", str(self.port), "--threads", "1", "--workers", f"{WORKER}={endpoint}",
+            "--port", str(self.port), "--threads", "1", "--workers", workers_option(endpoints),
         ]  # fmt: skip
+        # its warnings go to a file (a pipe nobody reads could fill and stall it): what it
+        # could not decode is counted from there, as /metrics counts only decoded events
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         self.process = subprocess.Popen(
             command,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={"DYN_LOG": "error", "PATH": "/usr/bin:/bin"},
+            stderr=self.log,
+            env={"DYN_LOG": "warn", "NO_COLOR": "1", "PATH": "/usr/bin:/bin"},
         )
         self._wait_ready()
 
@@ -68,7 +109,8 @@ class IndexerProcess:
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                problem = self.process.stderr.read().decode()[-400:] if self.process.stderr else ""
+                problem = self._log_text()[-400:]
+                self.log.close()
                 raise ConsumerError(f"Dynamo's indexer exited at start: {problem.strip()}")
             try:
                 workers = json.loads(self._get("/workers"))
@@ -76,12 +118,22 @@ class IndexerProcess:
                 time.sleep(0.1)
                 continue
             listeners = [w.get("listeners", {}) for w in workers if isinstance(w, dict)]
-            if any(one.get("status") == "active" for ls in listeners for one in ls.values()):
+            active = [one for ls in listeners for one in ls.values() if isinstance(one, dict)]
+            if sum(one.get("status") == "active" for one in active) >= self.ranks:
                 time.sleep(0.5)  # the subscription reaches the publisher (ZMQ's slow join)
                 return
             time.sleep(0.1)
         self.stop()
         raise ConsumerError(f"Dynamo's indexer did not answer within {START_SECONDS:g} s")
+
+    def _log_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read(LOG_BYTES).decode(errors="replace")
+
+    def warnings(self) -> Counter[str]:
+        """What its log says it could not take, by kind (:data:`WARNINGS`)."""
+        text = self._log_text()
+        return Counter({kind: text.count(line) for kind, line in WARNINGS.items()})
 
     def applied(self) -> Counter[tuple[str, str]]:
         """Events it has taken, by ``(event type, status)``."""
@@ -99,8 +151,8 @@ class IndexerProcess:
             time.sleep(0.02)
         return False
 
-    def held_blocks(self, token_ids: Sequence[int]) -> int:
-        """The leading blocks of ``token_ids`` it believes worker 1 holds."""
+    def held_blocks(self, token_ids: Sequence[int], rank: int = 0) -> int:
+        """The leading blocks of ``token_ids`` it believes worker 1's rank ``rank`` holds."""
         body = json.dumps({"model_name": MODEL, "token_ids": list(token_ids)}).encode()
         request = urllib.request.Request(
             self.base + "/query", body, {"content-type": "application/json"}
@@ -110,7 +162,7 @@ class IndexerProcess:
         # {"scores": {"<worker>": {"<dp rank>": matched tokens}}, ...}: tokens, not blocks
         scores = answer.get("scores", {}) if isinstance(answer, dict) else {}
         ranks = scores.get(str(WORKER), {}) if isinstance(scores, dict) else {}
-        tokens = ranks.get("0", 0) if isinstance(ranks, dict) else 0
+        tokens = ranks.get(str(rank), 0) if isinstance(ranks, dict) else 0
         if not isinstance(tokens, int):
             raise ConsumerError(f"Dynamo's indexer answered {answer!r}: no token count")
         return tokens // self.block_size
@@ -123,5 +175,4 @@ class IndexerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        self.log.close()

@@ -14,7 +14,11 @@ Scenarios (:data:`SCENARIOS`): ``clean`` (subscribed before the first batch), ``
 (the first prompts sent twice at once: duplicate copies), ``resets`` (a prefix-cache reset
 between two halves), ``late-join`` (the consumers start after the first half) and
 ``restart`` (the engine restarts between the halves: an empty pool, a new publisher on the
-same address, its sequence from 0; the consumers keep running).
+same address, its sequence from 0; the consumers keep running) and ``data-parallel`` (two
+ranks, each its own pool and its release's publisher with its ``data_parallel_rank``, which
+the publisher writes into every batch and adds to its port; every consumer keeps one view
+per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
+and precision are kept, in order (:mod:`.tally`): the curve over the run.
 """
 
 from __future__ import annotations
@@ -26,22 +30,31 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvpool.spec import Observation, PoolConfig, TakeEvents, get_profile
-from kvpool.spec import events as spec_events
 from kvpool.spec.consumer import served_blocks
 from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction, ResetCache
 from kvpool.spec.manager.actions import Admit
 from kvpool.spec.manager.state import block_hashes
 
 from ..consumers.naming import make_consumer
-from ..consumers.protocol import Consumer
+from ..consumers.protocol import Consumer, ConsumerError
 from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
-from ..stream.publisher import EventTranslator, load_publisher, start_publisher
+from ..stream.publisher import (
+    ALL_INTERFACES,
+    EventTranslator,
+    PublisherError,
+    load_publisher,
+    start_publisher,
+)
 from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
-from .indexer import IndexerProcess, free_port
+from ..targets.vllm.isolation import Release
+from .indexer import IndexerProcess, free_ports
+from .isolation import inside
+from .sglang_stream import SGLANG_CONSUMERS, SglangEngine, is_sglang
+from .tally import Check, Tally
 
 SCENARIOS: dict[str, str] = {
     "clean": "the consumers subscribed before the first batch",
@@ -50,36 +63,29 @@ SCENARIOS: dict[str, str] = {
     "late-join": "the consumers start after the first half has been published",
     "restart": "the engine restarts between the halves: an empty pool, a new publisher on "
     "the same address, its sequence from 0; the consumers keep running",
+    "data-parallel": "two data-parallel ranks, each its own pool and publisher (its rank in "
+    "every batch, its port the base plus its rank); rank 0 serves the first half, rank 1 "
+    "the same prompts again in the second",
 }
 #: The consumer that is the indexer process (the others are built in process).
 INDEXER = "dynamo-indexer"
-#: How many prompt prefixes are asked about at each check (the most recent).
+#: How many prompt prefixes are asked about at each check (the most recent, per rank).
 ASKED = 32
+#: The ranks of the data-parallel scenario.
+DP_RANKS = 2
+#: How long a restarted engine's publisher waits for its port to be let go.
+REBIND_SECONDS = 5.0
 
 
-@dataclass
-class Tally:
-    """One consumer over one scenario: leading blocks held (the truth), found and claimed,
-    summed over every check of every prefix; per check, the share found."""
+#: The events of one step, as the consumers are fed them.
+Events = tuple[Any, ...]
 
-    checks: int = 0
-    held: int = 0
-    found: int = 0
-    claimed: int = 0
-    over_time: list[float] = field(default_factory=list)
 
-    def add(self, truth: int, claimed: int) -> None:
-        self.held += truth
-        self.claimed += claimed
-        self.found += min(truth, claimed)
+@dataclass(frozen=True)
+class _Published:
+    """An event of a stream the in-process consumers do not read (SGLang's): its type only."""
 
-    @property
-    def recall(self) -> float:
-        return self.found / self.held if self.held else 1.0
-
-    @property
-    def precision(self) -> float:
-        return self.found / self.claimed if self.claimed else 1.0
+    kind: str
 
 
 @dataclass
@@ -90,6 +96,11 @@ class ScenarioResult:
     #: The indexer's own counts of what it applied, ``"type/status"`` -> events.
     indexer: dict[str, int]
     seconds: float
+    #: Per consumer, one tally per data-parallel rank (the data-parallel scenario only).
+    ranks: dict[str, list[Tally]] = field(default_factory=dict)
+    #: The restart scenario: what the indexer counted of the new publisher's batches
+    #: (:meth:`_Live.restart_counts`).
+    restart: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,80 +118,270 @@ class Setting:
     seed: int = 0
 
 
-class _Live:
-    """One scenario's moving parts: the run, the publisher, the consumers, the prefixes."""
+def binds_one_interface(release: Release) -> bool:
+    """Whether the release's publisher can be told to bind one interface (0.30 on: it has
+    ``_is_bind_endpoint``); older ones bind only ``tcp://*:PORT``, every interface, and
+    run where loopback is the only one (:mod:`.isolation`)."""
+    return hasattr(release.kv_events.ZmqEventPublisher, "_is_bind_endpoint")
 
-    def __init__(self, setting: Setting) -> None:
-        self.setting = setting
-        factory, _ = load_target(setting.target)
-        self.factory = factory
-        self.profile = get_profile(choose_profile(setting.target).name)
-        self.release = load_publisher(setting.release)
-        self.port = free_port()
+
+class _Engine:
+    """One engine (one data-parallel rank): its pool driven by the spec's manager, its
+    release's publisher on the base port plus its rank, the prompt prefixes it has seen."""
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        s = live.setting
+        setup = RequestSetup(
+            ManagerConfig(s.block_size), PoolConfig(s.blocks, hash_block_size=s.block_size)
+        )
+        self.rank = rank
+        self.run = PoolRequestRun(live.factory, live.profile, setup, RunRecord())
+        self.translator = EventTranslator(live.release, s.block_size)
+        # inside the namespace a wildcard is loopback; elsewhere bind loopback only, and a
+        # publisher that cannot is refused rather than bound on every interface
+        bind = "127.0.0.1"
+        if not binds_one_interface(live.release):
+            if not inside():
+                raise PublisherError(
+                    f"vLLM {live.release.version}'s publisher binds every interface: it runs "
+                    "only inside route-check's loopback-only network namespace"
+                )
+            bind = ALL_INTERFACES
+        endpoint = f"tcp://*:{live.port}"
+        # a restarted engine binds its predecessor's port, which its socket may hold a
+        # moment after shutdown (its thread closes it): try again for a while
+        deadline = time.monotonic() + REBIND_SECONDS
+        while True:
+            try:
+                self.publisher = start_publisher(
+                    live.release, endpoint, None, "", rank=rank, bind=bind
+                )
+                break
+            except PublisherError as exc:
+                if "in use" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        #: Events in each batch it published, in sequence order (batch ``i`` is seq ``i``).
+        self.batch_events: list[int] = []
+
+    def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
+        """Run ``action`` on the pool and publish the events it caused as one batch; the
+        result and those events."""
+        run = self.run
+        result = run.apply(action)
+        if isinstance(action, Admit) and action.request_id in run.state.requests:
+            request = run.state.requests[action.request_id]
+            note_prefix(
+                self.prefixes, request.tokens, block_hashes(request, block_size), block_size
+            )
+        run.call(TakeEvents())
+        observed = run.lockstep.last.actual
+        assert isinstance(observed, Observation)
+        events: Events = observed.result  # type: ignore[assignment]
+        if events:
+            batch = self.translator.batch(events, run.state.requests, time.time())
+            self.publisher.publish(batch)
+            self.batch_events.append(len(batch.events))
+        return result, events
+
+    def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
+        """The leading blocks of a prefix the pool serves: what a lookup on the spec's pool
+        (in lockstep with the target's) hits."""
+        return served_blocks(self.run.lockstep.state, hashes, 0)
+
+    def shutdown(self) -> None:
+        self.publisher.shutdown()
+
+
+def note_prefix(
+    prefixes: dict[tuple[int, ...], tuple[bytes, ...]],
+    tokens: tuple[int, ...],
+    hashes: tuple[bytes, ...],
+    block_size: int,
+) -> None:
+    """Remember a prompt's whole blocks (most recent last): what the consumers are asked."""
+    full = len(tokens) // block_size
+    if full:
+        prefix = tuple(tokens[: full * block_size])
+        prefixes.pop(prefix, None)
+        prefixes[prefix] = hashes[:full]
+
+
+class _SglangRank:
+    """One SGLang engine (:mod:`.sglang_stream`) as a rank of the scenario: its stream is
+    SGLang's own, its truth SGLang's own tree, and only the indexer is asked (by tokens)."""
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        if rank:
+            raise ConsumerError(
+                "SGLang's batches carry no data-parallel rank (0.4.6's KVEventBatch is "
+                "[ts, events]): the data-parallel scenario runs on vLLM's streams only"
+            )
+        if not inside():
+            raise PublisherError(
+                "SGLang's publisher binds every interface: it runs only inside route-check's "
+                "loopback-only network namespace"
+            )
+        s = live.setting
+        self.rank = rank
+        self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
+        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        self.batch_events: list[int] = []
+
+    def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
+        result, kinds = self.engine.apply(action)
+        if isinstance(action, Admit) and result is not None:
+            note_prefix(self.prefixes, action.tokens, (), block_size)
+        if kinds:
+            self.batch_events.append(sum(kinds.values()))
+        # the in-process consumers are not run on SGLang's stream: only the counts matter
+        return result, tuple(_Published(kind) for kind, n in kinds.items() for _ in range(n))
+
+    def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
+        return self.engine.held_blocks(tokens)
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+class _Live:
+    """One scenario's moving parts: the engines, the consumers (one view per rank), the
+    tallies."""
+
+    def __init__(self, setting: Setting, ranks: int = 1) -> None:
+        self.setting = setting
+        self.sglang = is_sglang(setting.target)
+        if self.sglang:
+            others = [c for c in setting.consumers if c != INDEXER]
+            if others:
+                raise ConsumerError(
+                    f"{', '.join(others)}: on SGLang's stream only {INDEXER} is asked "
+                    f"({SGLANG_CONSUMERS})"
+                )
+        else:
+            factory, _ = load_target(setting.target)
+            self.factory = factory
+            self.profile = get_profile(choose_profile(setting.target).name)
+            self.release = load_publisher(setting.release)
+        self.ranks = ranks
+        self.port = free_ports(ranks)
         self.published: Counter[str] = Counter()
         self.indexer: IndexerProcess | None = None
         self.indexer_events = 0
         #: Seconds to wait for the indexer to take every event before asking it.
         self.patience = 3.0
-        self.consumers: dict[str, Consumer] = {}
+        #: consumer -> one view per rank
+        self.consumers: dict[str, list[Consumer]] = {}
         self.tallies = {name: Tally() for name in setting.consumers}
+        self.rank_tallies = {
+            name: [Tally() for _ in range(ranks)] for name in setting.consumers
+        } if ranks > 1 else {}  # fmt: skip
         self.batches = 0
-        self.publisher: Any = None
-        self.new_engine()
+        #: Set by :meth:`restart`: the old publisher's batches, what the indexer had counted.
+        self.old_batches: int | None = None
+        self.counted_before = 0
+        self.restarted: dict[str, int] = {}
+        self.engines: list[_Engine | _SglangRank | None] = [None] * ranks
+        for rank in range(ranks):
+            self.new_engine(rank)
+        self.serving = 0
 
-    def new_engine(self) -> None:
-        """A fresh pool and a new publisher on the same loopback port."""
-        if self.publisher is not None:
-            self.publisher.shutdown()
-        s = self.setting
-        setup = RequestSetup(
-            ManagerConfig(s.block_size), PoolConfig(s.blocks, hash_block_size=s.block_size)
-        )
-        self.run = PoolRequestRun(self.factory, self.profile, setup, RunRecord())
-        self.translator = EventTranslator(self.release, s.block_size)
-        endpoint = f"tcp://*:{self.port}"
-        self.publisher = start_publisher(self.release, endpoint, None, "", bind="127.0.0.1")
+    def new_engine(self, rank: int = 0) -> None:
+        """A fresh pool and a new publisher of ``rank`` on the same loopback port."""
+        old = self.engines[rank]
+        if old is not None:
+            old.shutdown()
+        engine = _SglangRank(self, rank) if self.sglang else _Engine(self, rank)
+        if old is not None:
+            # the old pool's prompts are still asked about: the new pool holds none of them,
+            # and a consumer that still claims them over-claims
+            engine.prefixes.update(old.prefixes)
+        self.engines[rank] = engine
+
+    def restart(self) -> None:
+        """Rank 0's engine restarts; what the indexer had counted of the old publisher's
+        events, and how many batches it sent, are kept for :meth:`restart_counts`."""
+        old = self.engine(0)
+        if self.indexer is not None:
+            self.indexer.wait_applied(self.indexer_events, self.patience)
+            self.counted_before = sum(self.indexer.applied().values())
+        self.old_batches = len(old.batch_events)
+        self.new_engine(0)
+
+    def restart_counts(self) -> dict[str, int]:
+        """After a restart: the old publisher's batches (its sequence ended at that number
+        less one), the events of the new publisher, how many of them sit in batches whose
+        sequence is past the old one's last, and how many the indexer counted (its
+        ``/metrics``, applied or dropped). Empty without a restart or an indexer."""
+        if self.indexer is None or self.old_batches is None:
+            return {}
+        new = self.engine(0).batch_events
+        return {
+            "old_batches": self.old_batches,
+            "new_batches": len(new),
+            "new_events": sum(new),
+            "new_events_past_old_sequence": sum(new[self.old_batches :]),
+            "new_events_counted": sum(self.indexer.applied().values()) - self.counted_before,
+        }
+
+    def engine(self, rank: int) -> _Engine | _SglangRank:
+        engine = self.engines[rank]
+        assert engine is not None
+        return engine
 
     def join(self) -> None:
         """The consumers start now: the in-process ones empty, the indexer subscribed."""
         for name in self.setting.consumers:
             if name == INDEXER:
-                endpoint = f"tcp://127.0.0.1:{self.port}"
-                self.indexer = IndexerProcess(endpoint, self.setting.block_size)
+                endpoints = [f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)]
+                self.indexer = IndexerProcess(endpoints, self.setting.block_size)
             else:
-                self.consumers[name] = make_consumer(name)
+                self.consumers[name] = [make_consumer(name) for _ in range(self.ranks)]
 
     def apply(self, action: RequestAction) -> ManagerResult:
-        result = self.run.apply(action)
-        if isinstance(action, Admit) and action.request_id in self.run.state.requests:
-            self.note_prefix(action.request_id)
-        self.run.call(TakeEvents())
-        observed = self.run.lockstep.last.actual
-        assert isinstance(observed, Observation)
-        events: tuple[spec_events.Event, ...] = observed.result  # type: ignore[assignment]
+        engine = self.engine(self.serving)
+        result, events = engine.step(action, self.setting.block_size)
         if events:
-            batch = self.translator.batch(events, self.run.state.requests, time.time())
-            self.publisher.publish(batch)
-            self.published.update(type(e).__name__ for e in events)
+            self.published.update(
+                e.kind if isinstance(e, _Published) else type(e).__name__ for e in events
+            )
             if self.indexer is not None:
-                self.indexer_events += len(batch.events)
-            for consumer in self.consumers.values():
-                consumer.apply(events)
+                self.indexer_events += len(events)
+            for views in self.consumers.values():
+                views[engine.rank].apply(events)
             self.batches += 1
             if self.batches % self.setting.every == 0:
                 self.check()
         return result
 
-    def note_prefix(self, request_id: str) -> None:
-        request = self.run.state.requests[request_id]
-        bs = self.setting.block_size
-        hashes = block_hashes(request, bs)
-        full = len(request.tokens) // bs
-        if full:
-            tokens = tuple(request.tokens[: full * bs])
-            self.prefixes.pop(tokens, None)
-            self.prefixes[tokens] = hashes[:full]
+    def started(self, name: str) -> bool:
+        """Whether consumer ``name`` has joined (not yet, before a late join)."""
+        return self.indexer is not None if name == INDEXER else name in self.consumers
+
+    def claimed(self, name: str, rank: int, tokens: tuple[int, ...], hashes: Any) -> int:
+        """The leading blocks of a prefix consumer ``name`` believes rank ``rank`` holds."""
+        if name == INDEXER:
+            assert self.indexer is not None
+            return self.indexer.held_blocks(tokens, rank)
+        return int(self.consumers[name][rank].held_blocks(hashes, 0))
+
+    def check_rank(self, name: str, rank: int) -> Check:
+        """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
+        engine = self.engine(rank)
+        now = Check()
+        for tokens, hashes in self.asked():
+            now.add(engine.truth(tokens, hashes), self.claimed(name, rank, tokens, hashes))
+        return now
+
+    def asked(self) -> list[tuple[tuple[int, ...], tuple[bytes, ...]]]:
+        """The prompt prefixes every rank is asked about: each rank's most recent ones, as a
+        router scores every rank for a request before it routes it (a rank that never saw a
+        prompt must answer 0 for it)."""
+        asked: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        for rank in range(self.ranks):
+            asked.update(list(self.engine(rank).prefixes.items())[-ASKED:])
+        return list(asked.items())
 
     def check(self) -> None:
         if not self.consumers and self.indexer is None:
@@ -191,26 +392,16 @@ class _Live:
             self.indexer_events, self.patience
         ):
             self.patience = 0.2
-        asked = list(self.prefixes.items())[-ASKED:]
-        state = self.run.lockstep.state
-        now = {name: Tally() for name in self.tallies}
-        for tokens, hashes in asked:
-            truth = served_blocks(state, hashes, 0)
-            for name in self.tallies:
-                if name == INDEXER:
-                    claimed = self.indexer.held_blocks(tokens) if self.indexer else 0
-                elif name in self.consumers:
-                    claimed = self.consumers[name].held_blocks(hashes, 0)
-                else:
-                    continue  # not started yet (late join)
-                self.tallies[name].add(truth, claimed)
-                now[name].add(truth, claimed)
         for name, tally in self.tallies.items():
-            started = self.indexer is not None if name == INDEXER else name in self.consumers
-            if not started:
+            if not self.started(name):
                 continue
-            tally.checks += 1
-            tally.over_time.append(round(now[name].recall, 4))
+            overall = Check()
+            for rank in range(self.ranks):
+                now = self.check_rank(name, rank)
+                overall.merge(now)
+                if name in self.rank_tallies:
+                    self.rank_tallies[name][rank].record(now, self.batches)
+            tally.record(overall, self.batches)
 
     def workload(self, requests: int, seed: int, twins: int = 0) -> None:
         params = WorkloadParams(
@@ -224,18 +415,22 @@ class _Live:
         counts: dict[str, int] = {}
         if self.indexer is not None:
             try:
+                self.indexer.wait_applied(self.indexer_events, self.patience)
+                self.restarted = self.restart_counts()
                 counts = {f"{k}/{s}": n for (k, s), n in self.indexer.applied().items() if n}
+                counts.update((k, n) for k, n in self.indexer.warnings().items() if n)
             finally:
                 self.indexer.stop()
-        if self.publisher is not None:
-            self.publisher.shutdown()
+        for engine in self.engines:
+            if engine is not None:
+                engine.shutdown()
         return counts
 
 
 def run_scenario(name: str, setting: Setting) -> ScenarioResult:
     """One scenario of :data:`SCENARIOS`, start to end; the indexer always stopped."""
     started = time.monotonic()
-    live = _Live(setting)
+    live = _Live(setting, DP_RANKS if name == "data-parallel" else 1)
     half = max(1, setting.requests // 2)
     indexer: dict[str, int] = {}
     try:
@@ -253,14 +448,24 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
             elif name == "late-join":
                 live.join()
             elif name == "restart":
-                live.new_engine()
+                live.restart()
                 time.sleep(0.5)  # the indexer's subscription reaches the new publisher
-            live.workload(setting.requests - half, setting.seed + 1)
+            elif name == "data-parallel":
+                live.serving = 1
+            # rank 1 serves the same prompts as rank 0 did (data-parallel ranks share their
+            # system prompts): a router that mixes the ranks up claims them early on rank 1
+            live.workload(setting.requests - half, setting.seed + (name != "data-parallel"))
         live.check()
     finally:
         indexer = live.close()
     return ScenarioResult(
-        name, live.tallies, live.published, indexer, round(time.monotonic() - started, 1)
+        name,
+        live.tallies,
+        live.published,
+        indexer,
+        round(time.monotonic() - started, 1),
+        live.rank_tallies,
+        live.restarted,
     )
 
 
