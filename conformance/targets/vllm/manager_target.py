@@ -49,7 +49,6 @@ from ...engine.target import PoolView
 from ...manager.key_pairing import KeyPairing
 from ...manager.target import ManagerTarget, RequestSetup
 from ..vllm_api.adapter import VllmApiTarget
-from ..vllm_api.events import int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_build import Modules, build_manager
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
@@ -209,6 +208,7 @@ class VllmManagerTarget:
         request = self.requests[request_id]
         request.num_computed_tokens = request.num_tokens
         self.manager.cache_blocks(request, request.num_computed_tokens)
+        self._remember_keys_of(request_id)
         if self.calls.skipped_take_prompt:
             self.manager.remove_skipped_blocks(
                 request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
@@ -218,6 +218,18 @@ class VllmManagerTarget:
         else:  # the call allocate_slots makes at the request's next step
             self.manager.coordinator.remove_skipped_blocks(request_id, request.num_computed_tokens)
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def _remember_keys_of(self, request_id: str) -> None:
+        """What the pool keyed the request's blocks by, for reading the integers its events
+        publish (the pool adapter's one mapping, :meth:`.IntHashes.remember_blocks`: a
+        block spanning several hash blocks is keyed by more than its last fine hash)."""
+        blocks = self.manager.block_pool.blocks
+        for ids in self.manager.get_block_ids(request_id):
+            self.pool.int_hashes.remember_blocks(
+                (blocks[i] for i in ids),
+                self.setup.manager.block_size,
+                self.setup.pool.hash_block_size,
+            )
 
     def preempt(self, request_id: str) -> None:
         request = self.requests[request_id]
@@ -264,11 +276,10 @@ class VllmManagerTarget:
         if take is None or not self.pool.api.events_carry_group:
             return None
         self._pair_hashes()
-        theirs = list(self.pairing.spec_hashes)
-        # vLLM publishes a hash's low 64 bits: the pool adapter turns them back into the
-        # release's hashes it knows, then the pairing gives the spec's.
-        known = self.pool.known_hashes
-        known.update((int_hash(h), h) for h in theirs)
+        # vLLM publishes a hash's low 64 bits: the pool adapter's mapping turns them back
+        # into the release's hashes (the requests' fine hashes remembered here, the coarse
+        # keys at every commit), then the pairing gives the spec's.
+        self.pool.int_hashes.remember(self.pairing.spec_hashes)
         mine = self.pairing.spec_hashes
         events: list[Event] = []
         for raw in take():

@@ -51,6 +51,7 @@ from ..hash_index import read_index
 from ..index_probe import IndexProbe
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
+from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import key_pairs, keys_named, pool_view
 
@@ -177,7 +178,7 @@ class VllmApiTarget:
     def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
         tokens = list(range(len(block_hashes) * self.config.hash_block_size))
         hashes = list(block_hashes)
-        self._events.remember(hashes)
+        self._events.int_hashes.remember(hashes)
         if self.api.request is not None:
             return self.api.request(hashes, tokens)
         return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
@@ -246,7 +247,9 @@ class VllmApiTarget:
                     **extra,
                 )
                 new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
-                self._remember_coarse_keys(action.block_size, new)
+                self.int_hashes.remember_blocks(
+                    self._blocks(new), action.block_size, self.config.hash_block_size
+                )
                 return None
             case CachePartialBlock():
                 if action.replace_existing_hashes and not self.api.replace_existing_hashes:
@@ -302,21 +305,13 @@ class VllmApiTarget:
 
     # --- events -------------------------------------------------------------------------
 
-    def _remember_coarse_keys(self, block_size: int, ids: tuple[int, ...]) -> None:
-        """What the pool keyed these blocks by, when each spans several hash blocks: the
-        integer an event publishes for such a key is that of its last fine hash too."""
-        if block_size <= self.config.hash_block_size:
-            return
-        keys = [getattr(self.pool.blocks[b], "block_hash", None) for b in ids]
-        hashes = [hash_of(bytes(k)) for k in keys if isinstance(k, bytes | bytearray)]
-        self._events.remember_coarse(block_size, hashes)
-
     @property
-    def known_hashes(self) -> dict[int, bytes]:
-        """The hashes whose 64-bit ints events may publish, by those ints: the ones of the
-        requests this adapter built; a manager adapter adds its own requests' (the dict is
-        the adapter's own, so additions count)."""
-        return self._events.hashes_by_int
+    def int_hashes(self) -> IntHashes:
+        """What the 64-bit integers events publish stand for: the hashes of the requests
+        this adapter built and the keys of the coarse blocks it cached; a manager adapter
+        over the same pool adds its own requests' and caching calls' (the mapping is this
+        adapter's own, so additions count)."""
+        return self._events.int_hashes
 
     def spec_events(self, raw: Any) -> list[Event]:
         """One event the pool published, naming its own group, in the spec's vocabulary."""

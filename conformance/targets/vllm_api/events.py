@@ -1,13 +1,7 @@
 """A pool's KV events read back into the spec's vocabulary: hashes published as 64-bit
-integers mapped back to the bytes the pool keyed its blocks by, and events that name no
-group given the group from the pool's own keys.
-
-An integer is the low 64 bits of a hash, so it names a fine hash (one per hash block) and,
-in releases that key a block spanning several hash blocks by their hashes concatenated
-(vLLM 0.12-0.23), the concatenation ending in that fine hash alike. The reader keeps what
-the pool actually keyed each coarse block by (read off the blocks after each caching call)
-and maps a stored block's integer by the event's ``block_size``; a removal's integer maps to
-the key the pool registered under it.
+integers mapped back to the bytes the pool keyed its blocks by (:mod:`.int_hashes`, the one
+mapping of both adapters), and events that name no group given the group from the pool's
+own keys.
 """
 
 from __future__ import annotations
@@ -18,12 +12,7 @@ from typing import Any
 from kvpool.spec import Action, AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.keys import group_of, hash_of
 
-#: vLLM publishes event hashes as the low 64 bits of the hash, big-endian, by default.
-INT_HASH_MASK = (1 << 64) - 1
-
-
-def int_hash(block_hash: bytes) -> int:
-    return int.from_bytes(block_hash, "big") & INT_HASH_MASK
+from .int_hashes import IntHashes
 
 
 class EventReader:
@@ -31,39 +20,14 @@ class EventReader:
     group of each queued event whose pool does not publish one."""
 
     def __init__(self) -> None:
-        #: Hashes the pool was given, by the 64-bit integer vLLM publishes for each.
-        self.hashes_by_int: dict[int, bytes] = {}
+        #: What each 64-bit integer an event may publish stands for.
+        self.int_hashes = IntHashes()
         #: The group of each event in the pool's queue, when its events do not say.
         self.groups: list[int | None] = []
-        #: The hashes the pool keyed blocks spanning several hash blocks by, by (the
-        #: integer published for each, the block size), the latest registration kept.
-        self.coarse_by_int: dict[tuple[int, int], bytes] = {}
-
-    def remember(self, hashes: Iterable[bytes]) -> None:
-        for h in hashes:
-            self.hashes_by_int[int_hash(h)] = h
-
-    def remember_coarse(self, block_size: int, hashes: Iterable[bytes]) -> None:
-        """The hashes the pool keyed blocks of ``block_size`` tokens by (more than one hash
-        block each): the concatenation of their fine hashes in vLLM 0.12-0.23, the last fine
-        hash elsewhere."""
-        for h in hashes:
-            self.coarse_by_int[(int_hash(h), block_size)] = h
 
     def hash(self, value: Any, block_size: int | None = None) -> bytes:
-        """An event's hash as bytes: vLLM publishes the low 64 bits as an int by default.
-        ``block_size``: the stored block's size, which tells a coarse key from the fine
-        hash its integer shares; ``None`` (a removal): the coarse key registered under
-        that integer, if one was."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            if block_size is not None:
-                coarse = self.coarse_by_int.get((value, block_size))
-            else:
-                coarse = next((h for (i, _), h in self.coarse_by_int.items() if i == value), None)
-            if coarse is not None:
-                return coarse
-            return self.hashes_by_int.get(value, value.to_bytes(8, "big"))
-        return bytes(value)
+        """An event's hash as bytes (:meth:`.IntHashes.bytes_of`)."""
+        return self.int_hashes.bytes_of(value, block_size)
 
     def spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
         """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
