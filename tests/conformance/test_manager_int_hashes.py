@@ -5,7 +5,9 @@ A release's own ``KVCacheManager`` runs with the release's default: events publi
 64 bits of each hash. The manager's events are judged as the bytes they stand for and
 pass; the mapping broken in the one place it is written (the fine hashes forgotten, so an
 integer reads as its own eight bytes) is caught by the manager run as a stream finding, on
-vLLM 0.33.0 and on Aphrodite 0.24.1 alike.
+vLLM 0.33.0, on Aphrodite 0.24.1 and on vLLM 0.18.0, whose events name no group: there
+each event gets the group of the keys the manager's call changed (before, the manager's
+events of such a release were not judged at all), and that tagging broken is caught too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kvpool.spec.profile import get_profile
 MANAGERS = {
     "vllm==0.33.0": ("vllm", "vllm-0.33"),
     "aphrodite==0.24.1": ("aphrodite", "vllm-0.30"),
+    "vllm==0.18.0": ("vllm", "vllm-0.14"),
 }
 
 
@@ -76,6 +79,24 @@ def test_a_wrong_mapping_is_caught_by_the_manager_run(
     caught = []
     for seed in (1, 2, 3):
         failure = _run(target, seed, []).failure
+        if failure is not None:
+            assert (
+                "property 'events-replay-index' broken for the count consumer" in failure.message
+            ), failure.message
+            caught.append(seed)
+    assert caught == [1, 2, 3], caught
+
+
+def test_a_wrong_group_tagging_is_caught_on_a_release_whose_events_name_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.conformance.targets.vllm_api import events
+
+    # every event of vLLM 0.18.0's manager tagged as group 0, whichever group changed
+    monkeypatch.setattr(events, "_take_group", lambda *_, **__: None)
+    caught = []
+    for seed in (1, 2, 3):
+        failure = _run("vllm==0.18.0", seed, []).failure
         if failure is not None:
             assert (
                 "property 'events-replay-index' broken for the count consumer" in failure.message

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -288,19 +289,7 @@ class VllmApiTarget:
             case GetNumFreeBlocks():
                 return int(pool.get_num_free_blocks())
             case TakeEvents():
-                raw = list(pool.take_events())
-                tags: list[int | None] = [None] * len(raw)
-                if not self.api.events_carry_group:
-                    tags, self._events.groups = self._events.groups, []
-                    if len(tags) != len(raw):
-                        raise RuntimeError(
-                            f"the pool returned {len(raw)} events but queued {len(tags)}"
-                        )
-                return tuple(
-                    e
-                    for event, g in zip(raw, tags, strict=True)
-                    for e in self._events.spec_events(event, g)
-                )
+                return tuple(self.taken_events(pool.take_events()))
         raise TypeError(f"unknown action {action!r}")
 
     # --- events -------------------------------------------------------------------------
@@ -313,9 +302,41 @@ class VllmApiTarget:
         adapter's own, so additions count)."""
         return self._events.int_hashes
 
-    def spec_events(self, raw: Any) -> list[Event]:
-        """One event the pool published, naming its own group, in the spec's vocabulary."""
-        return self._events.spec_events(raw, None)
+    def taken_events(self, taken: Iterable[Any]) -> list[Event]:
+        """The events the pool's ``take_events`` returned (``taken``), in the spec's
+        vocabulary: each with the group its pool published, else the one it was tagged with
+        when it was queued (by :meth:`apply`, or :meth:`calls_made_above`)."""
+        raw = list(taken)
+        tags: list[int | None] = [None] * len(raw)
+        if not self.api.events_carry_group:
+            tags, self._events.groups = self._events.groups, []
+            if len(tags) != len(raw):
+                raise RuntimeError(f"the pool returned {len(raw)} events but queued {len(tags)}")
+        return [
+            e
+            for event, g in zip(raw, tags, strict=True)
+            for e in self._events.spec_events(event, g)
+        ]
+
+    @contextmanager
+    def calls_made_above(self) -> Iterator[None]:
+        """Tag the events the pool queues while something above it (a release's KV cache
+        manager) calls it directly, for a pool whose events name no group: a store gets the
+        group of the keys its blocks gained, a removal that of the key lost."""
+        if self.api.events_carry_group or not self.config.enable_kv_cache_events:
+            yield
+            return
+        queue_before = len(getattr(self.pool, "kv_event_queue", ()))
+        keys_before = self._key_pairs()
+        try:
+            yield
+        finally:
+            new = getattr(self.pool, "kv_event_queue", [])[queue_before:]
+            if new:
+                keys_after = self._key_pairs()
+                lost = list((keys_before - keys_after).elements())
+                gained = list((keys_after - keys_before).elements())
+                self._events.tag(new, lost, gained=gained)
 
     def _key_pairs(self) -> Counter[tuple[int, bytes]]:
         """Every (block, key) of the pool now."""
@@ -330,7 +351,7 @@ class VllmApiTarget:
         if not new:
             return
         lost = list((keys_before - self._key_pairs()).elements())
-        self._events.tag(action, new, lost)
+        self._events.tag(new, lost, store_group=getattr(action, "group_id", None))
 
     # --- looking inside -----------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kvpool.spec import Action, AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.keys import group_of, hash_of
 
 from .int_hashes import IntHashes
@@ -52,20 +52,52 @@ class EventReader:
             return [AllBlocksCleared()]
         raise TypeError(f"unknown KV event type {kind}")
 
-    def tag(self, action: Action, new: Iterable[Any], lost: list[tuple[int, bytes]]) -> None:
-        """Give each event ``action`` queued (``new``) the group its pool did not publish: a
-        store belongs to the caching call's group, a removal to the key the pool lost
-        (``lost``: the (block, key) pairs the action took away)."""
+    def tag(
+        self,
+        new: Iterable[Any],
+        lost: list[tuple[int, bytes]],
+        *,
+        store_group: int | None = None,
+        gained: list[tuple[int, bytes]] | None = None,
+    ) -> None:
+        """Give each event a call queued (``new``) the group its pool did not publish: a
+        removal belongs to the key the pool lost (``lost``: the (block, key) pairs the call
+        took away), a store to the caching call's group (``store_group``, when the adapter
+        made the call itself) or else to the key the pool gained under the stored hashes
+        (``gained``: the pairs the call added, when a manager above the pool made it)."""
         for raw in new:
             kind = type(raw).__name__
             group: int | None = None
             if kind == "BlockStored":
-                group = getattr(action, "group_id", None)
+                group = store_group
+                if group is None and gained is not None:
+                    group = _take_group(
+                        gained, {self.hash(h, raw.block_size) for h in raw.block_hashes}
+                    )
             elif kind == "BlockRemoved":
-                hashes = [self.hash(h) for h in raw.block_hashes]
-                for pair in lost:
-                    if hash_of(pair[1]) in hashes:
-                        group = group_of(pair[1])
-                        lost.remove(pair)
-                        break
+                group = _take_group(lost, {self.hash(h) for h in raw.block_hashes}, every=False)
             self.groups.append(group)
+
+
+def _take_group(
+    pairs: list[tuple[int, bytes]], hashes: set[bytes], every: bool = True
+) -> int | None:
+    """The group of a (block, key) pair whose hash is among ``hashes``, taken out of
+    ``pairs``; ``None`` when no pair has one. For a store (``every``): the lowest such
+    group, and all of that group's pairs under those hashes (one store event covers a
+    group's blocks, and a manager caches its groups in group order, so when several groups
+    gained the hash the first store is the lowest group's). For a removal: the first pair
+    (the pool's order of its blocks), as the pool adapter has always read them."""
+    matching = [pair for pair in pairs if hash_of(pair[1]) in hashes]
+    if not matching:
+        return None
+    found = min(matching, key=lambda pair: group_of(pair[1])) if every else matching[0]
+    group = group_of(found[1])
+    taken = [
+        pair
+        for pair in pairs
+        if pair is found or (every and group_of(pair[1]) == group and hash_of(pair[1]) in hashes)
+    ]
+    for pair in taken:
+        pairs.remove(pair)
+    return group
