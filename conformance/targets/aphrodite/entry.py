@@ -45,11 +45,12 @@ MANAGER_GENERATION = (
 class AphroditeEntry(VllmEntry):
     name = "aphrodite"
     label = "Aphrodite"
-    summary = "Aphrodite Engine's v1 BlockPool (a port of vLLM's)"
+    summary = "Aphrodite Engine's v1 BlockPool and KVCacheManager (ports of vLLM's)"
     forms = MappingProxyType(
         {
-            "aphrodite==X.Y.Z": "Aphrodite's BlockPool from its release wheel (aphrodite-engine "
-            "on the index), downloaded once; 0.24.1 is the release read and profiled",
+            "aphrodite==X.Y.Z": "Aphrodite's BlockPool (with --manager aphrodite, its "
+            "KVCacheManager) from its release wheel (aphrodite-engine on the index), downloaded "
+            "once; 0.24.1 is the release read and profiled",
             "aphrodite@PATH": "an Aphrodite checkout or unpacked wheel at PATH (PATH holds "
             "aphrodite/v1/core/block_pool.py)",
         }
