@@ -156,3 +156,20 @@ def test_a_fault_planted_in_the_fork_manager_is_caught(
             assert any(text in failure.message for text in FAULTS[fault].caught_by), failure.message
             caught.append(seed)
     assert len(caught) >= 2, f"caught on seeds {caught} of 1-3: {FAULTS[fault].effect}"
+
+
+def test_a_finding_names_the_fork_manager_and_replays(
+    release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = f"aphrodite@{_tree(release, tmp_path, 'free head first')}"
+    monkeypatch.chdir(tmp_path)
+    args = ["--target", target, "--manager", "aphrodite"]
+    conform = CliRunner().invoke(
+        main, ["conform", *args, "--machine", "requests", "--seed", "1", "--fail-fast"]
+    )
+    assert conform.exit_code == 1, conform.output
+    assert "tail-first-free" in conform.output
+    assert f"--target {target} --manager aphrodite" in conform.output  # the replay command
+    (trace,) = (tmp_path / "kvpool-traces").glob("*requests-manager*.itf.json")
+    replay = CliRunner().invoke(main, ["replay", str(trace), *args])
+    assert replay.exit_code == 1, replay.output
