@@ -248,6 +248,8 @@ def _path(described: TargetDescription) -> Path:
 
 
 def installed_version(dist: Distribution) -> str:
+    """The version of ``dist`` installed here (vLLM's, or a fork's project); a
+    :class:`TargetLoadError` saying what to run instead when it is not installed."""
     from importlib import metadata
 
     if dist.is_vllm:
