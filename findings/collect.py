@@ -56,6 +56,7 @@ MANAGERS = {
     "vllm-0.33.0": "vllm",
     "vllm-0.24.0": "vllm",
     "vllm-0.10.2": "vllm",
+    "aphrodite-0.24.1": "aphrodite",
     "lmdeploy-0.18.0": "lmdeploy",
     "lmdeploy-0.16.0": "lmdeploy",
 }
@@ -195,7 +196,9 @@ ABOUT = {
     "inside the loop (the safety and order levels pass). The source on GitHub read for this "
     "page (commit 3bce4a6; the issue that asked for this target cites b42eeec) still "
     "decrements every block first and then queues each block at 0, so that source has the "
-    "bug; only the wheel is run here",
+    "bug; only the wheel is run here. Its own KVCacheManager (`--manager aphrodite`: vLLM "
+    "0.33's manager calls over that pool, read off its kv_cache_manager.py) passes the "
+    "requests machine",
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
     "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
     "(upstream's, unchanged but for the package name), a manager judged by the request-level "

@@ -44,17 +44,21 @@ from kvpool.spec.manager import (
 
 from ..manager.target import ManagerTarget, RequestSetup
 from ..stream.publisher import PublisherError
-from ..targets.engine_wheel import EngineFiles, EngineWheelError, cached_files
 from ..targets.isolated_files import IsolatedLoadError, load_isolated
 from ..targets.loading import choose_profile, described, load_manager
+from ..targets.releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
 MODULE = "sglang.srt.disaggregation.kv_events"
 #: Why only the indexer is asked on SGLang's stream.
 SGLANG_CONSUMERS = (
     "a prompt's block hashes depend on SGLang's tree nodes; the indexer hashes tokens itself"
 )
-PUBLISHER_FILES = EngineFiles(
-    "sglang-publisher", "sglang", frozenset({"sglang/srt/disaggregation/kv_events.py"})
+PUBLISHER_FILES = ReleaseFiles(
+    "sglang-publisher",
+    "sglang",
+    frozenset({"sglang/srt/disaggregation/kv_events.py"}),
+    label="SGLang",
+    engine="sglang",
 )
 
 
@@ -70,7 +74,7 @@ def load_sglang_publisher(version: str) -> ModuleType:
         modules = load_isolated(
             "sglang", {MODULE: root / "sglang" / "srt" / "disaggregation" / "kv_events.py"}
         )
-    except (EngineWheelError, IsolatedLoadError) as exc:
+    except (ReleaseFilesError, IsolatedLoadError) as exc:
         raise PublisherError(f"SGLang {version}'s publisher could not be loaded: {exc}") from None
     module = modules[MODULE]
     missing = [

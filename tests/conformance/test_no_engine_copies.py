@@ -1,10 +1,10 @@
 """No adapter restates an engine's code: every file of the suite's engine adapters
 (``conformance/targets/``, and the engine helpers of the tests) is compared, token by
 token, with every engine source file the suite loads (the cached files of each engine's
-release: vLLM's pool and manager, vllm-mlx, LMDeploy's allocator and both manager
-generations, both nano-vllm distributions, SGLang 0.4.6.post5 and 0.5.23: of a file the
-suite reads only a few definitions of, those definitions), and any run of :data:`MIN_RUN`
-or more shared tokens fails, naming both places.
+release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
+allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
+0.5.23: of a file the suite reads only a few definitions of, those definitions), and any run
+of :data:`MIN_RUN` or more shared tokens fails, naming both places.
 
 Tokens are Python's own (``tokenize``) less layout and comments: names, operators, numbers
 and whole strings. Calls into an engine's API share short runs (``seq.state.activate()``
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kvpool.conformance.targets.aphrodite import entry as APHRODITE
 from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
@@ -150,10 +151,15 @@ def engine_sources() -> dict[str, list[Path]]:
         cached_files(sglang_release_0_5.files_of(), NEWEST_CHECKED),
     ]
     vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
+    aphrodite = cached_release(
+        APHRODITE.KNOWN, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS,
+        dist=APHRODITE.ENTRY.dist,
+    )  # fmt: skip
     vllm_mlx = load_paged_cache().__file__
     assert vllm_mlx is not None
     return {
         "vLLM": [f for root in vllm for f in _files(root)],
+        "Aphrodite": _files(aphrodite),
         "vllm-mlx": [Path(vllm_mlx)],
         "LMDeploy": [f for root in lmdeploy for f in _files(root)],
         "nano-vllm": [f for root in nanovllm for f in _files(root)],
@@ -240,7 +246,9 @@ def _shortest_copyable_body(files: list[tuple[Path, list[Token]]]) -> tuple[Path
     return path, body
 
 
-@pytest.mark.parametrize("engine", ["vLLM", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang"])
+@pytest.mark.parametrize(
+    "engine", ["vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang"]
+)
 def test_a_planted_copy_is_caught(
     engine: str, sources: dict[str, list[tuple[Path, list[Token]]]]
 ) -> None:

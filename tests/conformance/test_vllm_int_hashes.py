@@ -13,7 +13,7 @@ from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.targets.loading import described
 from kvpool.conformance.targets.vllm.entry import load_vllm
 from kvpool.conformance.targets.vllm.target import INT_HASHES_SETTING
-from kvpool.conformance.targets.vllm_api.events import EventReader, int_hash
+from kvpool.conformance.targets.vllm_api.int_hashes import IntHashes, int_hash
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.profile import profile_for_version
 
@@ -23,13 +23,13 @@ FINE = request_block_hashes([1, 2, 3, 4], 1)
 def test_a_concatenated_hash_shares_the_integer_of_its_last_fine_hash() -> None:
     coarse = FINE[0] + FINE[1]
     assert int_hash(coarse) == int_hash(FINE[1])
-    reader = EventReader()
+    reader = IntHashes()
     reader.remember(FINE)
     reader.remember_coarse(2, [coarse])
-    assert reader.hash(int_hash(coarse), block_size=2) == coarse  # a stored coarse block
-    assert reader.hash(int_hash(FINE[1]), block_size=1) == FINE[1]  # a stored fine block
-    assert reader.hash(int_hash(coarse)) == coarse  # a removal: the key the pool registered
-    assert reader.hash(int_hash(FINE[2])) == FINE[2]
+    assert reader.bytes_of(int_hash(coarse), block_size=2) == coarse  # a stored coarse block
+    assert reader.bytes_of(int_hash(FINE[1]), block_size=1) == FINE[1]  # a stored fine block
+    assert reader.bytes_of(int_hash(coarse)) == coarse  # a removal: the key the pool registered
+    assert reader.bytes_of(int_hash(FINE[2])) == FINE[2]
 
 
 def events_run(version: str, int_hashes: bool) -> Any:
@@ -54,7 +54,7 @@ def test_reading_a_coarse_integer_as_its_fine_hash_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the reading before the fix: every integer maps back to the fine hash it shares
-    monkeypatch.setattr(EventReader, "remember_coarse", lambda *_: None)
+    monkeypatch.setattr(IntHashes, "remember_blocks", lambda *_: None)
     result = events_run("0.23.0", True)
     assert result.failure is not None
     assert "property 'events-replay-index' broken" in result.failure.message

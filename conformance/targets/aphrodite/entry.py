@@ -1,19 +1,20 @@
 """``aphrodite`` / ``aphrodite==X.Y.Z`` / ``aphrodite@PATH``: Aphrodite Engine's v1
 ``BlockPool``, a port of vLLM's, loaded by the vLLM adapter under its own package name
-(``aphrodite/v1/core/block_pool.py``, importing ``aphrodite.*``).
+(``aphrodite/v1/core/block_pool.py``, importing ``aphrodite.*``); with ``--manager
+aphrodite``, its own ``KVCacheManager`` (``aphrodite/v1/core/kv_cache_manager.py``, with
+its coordinator and single-type managers) over that pool, driven by vLLM's manager adapter.
 
 Its release wheel is ``aphrodite-engine`` on the package index; like vLLM's, it is
 downloaded once without dependencies and only the pool's files are kept
-(``.../kvpool/aphrodite/X.Y.Z/aphrodite/...``).
+(``.../kvpool/aphrodite/X.Y.Z/aphrodite/...``; the manager's beside them, in
+``aphrodite-manager/X.Y.Z``).
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
-from ...manager.target import ManagerTargetFactory
 from ..description import TargetDescription
-from ..errors import TargetLoadError
 from ..registry import ProfileChoice, ReleaseSupport
 from ..vllm.distribution import Distribution
 from ..vllm.entry import VllmEntry
@@ -31,20 +32,34 @@ WHY = (
     "the block hash) without unpin_blocks and KVCacheBlock.pool"
 )
 
+#: The manager's API generation, read off 0.24.1's ``kv_cache_manager.py`` (what
+#: :func:`~..vllm.manager_api.manager_api` measures on it; a test keeps the two agreeing):
+#: vLLM 0.33's calls over a pool of vLLM 0.30's generation.
+MANAGER_GENERATION = (
+    "get_computed_blocks answers the shared-prefix boundary too, remove_skipped_blocks takes "
+    "the prompt length, take_kv_cache_block_copies and evict_blocks exist, two groups may "
+    "share one spec"
+)
+
 
 class AphroditeEntry(VllmEntry):
     name = "aphrodite"
     label = "Aphrodite"
-    summary = "Aphrodite Engine's v1 BlockPool (a port of vLLM's)"
+    summary = "Aphrodite Engine's v1 BlockPool and KVCacheManager (ports of vLLM's)"
     forms = MappingProxyType(
         {
-            "aphrodite==X.Y.Z": "Aphrodite's BlockPool from its release wheel (aphrodite-engine "
-            "on the index), downloaded once; 0.24.1 is the release read and profiled",
+            "aphrodite==X.Y.Z": "Aphrodite's BlockPool (with --manager aphrodite, its "
+            "KVCacheManager) from its release wheel (aphrodite-engine on the index), downloaded "
+            "once; 0.24.1 is the release read and profiled",
             "aphrodite@PATH": "an Aphrodite checkout or unpacked wheel at PATH (PATH holds "
             "aphrodite/v1/core/block_pool.py)",
         }
     )
-    manager_summary = ""
+    manager_summary = (
+        "the KV cache manager of the Aphrodite release --target names (aphrodite==X.Y.Z, "
+        "aphrodite@PATH): its own KVCacheManager, coordinator and single-type managers; "
+        f"0.24.1's speaks vLLM 0.33's manager calls ({MANAGER_GENERATION})"
+    )
     dist = Distribution(project="aphrodite-engine", package="aphrodite", label="Aphrodite")
     project = dist.project
 
@@ -55,12 +70,6 @@ class AphroditeEntry(VllmEntry):
             None,
             f"only {KNOWN}'s pool was read and profiled: kvpool conform --target "
             f"{self.release_form(version)} runs it judged as {KNOWN} is",
-        )
-
-    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
-        raise TargetLoadError(
-            f"{described.text}: Aphrodite's KV cache manager is not a target yet (its pool "
-            "is); leave --manager out"
         )
 
     def profile_of(self, described: TargetDescription) -> ProfileChoice:

@@ -210,21 +210,22 @@ def vllm_version(described: TargetDescription) -> str | None:
                 parse_version(version)
             return version
         if described.form is Form.INSTALLED:
-            return _installed_version(dist)
+            return installed_version(dist)
         path = _path(described)
         if path.suffix == ".whl":
             return wheel_version(path, dist)
-        found = _version_in_tree(path, package_of(described))
+        found = version_in_tree(path, package_of(described))
         return None if found == "unknown" else found
     except ReleaseError as exc:
         raise TargetLoadError(str(exc)) from exc
 
 
-def _version_in_tree(root: Path, package: str) -> str:
+def version_in_tree(root: Path, package: str) -> str:
+    """The release a tree of ``package`` holds (``"unknown"`` if its files say none)."""
     from .package import version_in_package
-    from .releases import version_in_tree
+    from .releases import version_in_tree as vllm_version_in_tree
 
-    return version_in_tree(root) if package == VLLM else version_in_package(root, package)
+    return vllm_version_in_tree(root) if package == VLLM else version_in_package(root, package)
 
 
 def load_vllm(described: TargetDescription) -> VllmRelease:
@@ -254,7 +255,7 @@ def load_vllm(described: TargetDescription) -> VllmRelease:
         else:
             root = path
             package = package_in(root, described.package)
-            version = _version_in_tree(root, package)
+            version = version_in_tree(root, package)
             if version != "unknown" and package == VLLM:
                 dist.check(version)
         return describe_release(load_release(root, version, package=package))
@@ -266,7 +267,9 @@ def _path(described: TargetDescription) -> Path:
     return (described.path or Path()).expanduser()
 
 
-def _installed_version(dist: Distribution) -> str:
+def installed_version(dist: Distribution) -> str:
+    """The version of ``dist`` installed here (vLLM's, or a fork's project); a
+    :class:`TargetLoadError` saying what to run instead when it is not installed."""
     from importlib import metadata
 
     if dist.is_vllm:
@@ -289,7 +292,7 @@ def _installed_vllm(dist: Distribution) -> VllmRelease:
     from .releases import MODULES
     from .target import describe
 
-    version = _installed_version(dist)
+    version = installed_version(dist)
     modules = {}
     for role in MODULES:
         name = own_name(role, dist.package)

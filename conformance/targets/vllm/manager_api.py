@@ -158,12 +158,13 @@ def manager_problems(modules: Mapping[str, ModuleType]) -> list[str]:
     return problems
 
 
-def check_manager(version: str, modules: Mapping[str, ModuleType]) -> None:
-    """Raise :class:`ManagerUnsupported` naming what vLLM ``version`` lacks."""
+def check_manager(release: str, modules: Mapping[str, ModuleType]) -> None:
+    """Raise :class:`ManagerUnsupported` naming what ``release`` (``vLLM 0.33.0``,
+    ``Aphrodite 0.24.1``) lacks."""
     problems = manager_problems(modules)
     if problems:
         raise ManagerUnsupported(
-            f"vLLM {version}'s KV cache manager cannot be driven by the suite's adapter: "
+            f"{release}'s KV cache manager cannot be driven by the suite's adapter: "
             f"{'; '.join(problems)}"
         )
 

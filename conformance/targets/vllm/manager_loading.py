@@ -1,9 +1,13 @@
-"""``--manager vllm``: the KV cache manager of the vLLM release ``--target`` names.
+"""``--manager vllm`` (``--manager aphrodite``, any vLLM fork's): the KV cache manager of
+the vLLM-shaped release ``--target`` names, under its own top-level package.
 
-``vllm==X.Y.Z`` and ``vllm@PATH`` load the manager's files in isolation with the pool's
-(a release's are cached, the first time, in a folder of their own beside the pool's:
-``vllm-manager/X.Y.Z``); ``vllm`` imports the installed vLLM's. A release whose manager
-the suite cannot drive is refused, and the message says which call or file it lacks.
+``vllm==X.Y.Z`` (``aphrodite==X.Y.Z``) and ``vllm@PATH`` load the manager's files in
+isolation with the pool's (a release's are cached, the first time, in a folder of their
+own beside the pool's: ``vllm-manager/X.Y.Z``, ``aphrodite-manager/X.Y.Z``); a tree finds
+its package by its own name (``aphrodite/v1/core/kv_cache_manager.py``) or takes
+``--package NAME``, as the pool does; ``vllm`` imports the installed package's. A release
+whose manager the suite cannot drive is refused, and the message says which call or file
+it lacks.
 """
 
 from __future__ import annotations
@@ -15,91 +19,94 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .manager_api import ManagerUnsupported, check_manager, manager_api
-from .naming import VllmLoadError, installed_vllm_version, shown_name
+from .naming import VllmLoadError, shown_name
+from .package import own_name
 
 if TYPE_CHECKING:
     from ...manager.target import ManagerTargetFactory
     from ..description import TargetDescription
+    from .distribution import Distribution
 
 
 def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, str]:
-    """The factory of manager targets for ``--manager vllm`` (the manager of the vLLM
-    ``target`` names) and its display name."""
+    """The factory of manager targets for the manager of the vLLM-shaped release
+    ``target`` names, and the name its traces replay by (the engine's: ``vllm``,
+    ``aphrodite``)."""
     from ..description import Form
     from .distribution import MANAGER_CACHE, cached_release, seed_cache
+    from .entry import distribution_of, installed_version, package_of, version_in_tree
     from .isolation import IsolationError, load_release
-    from .releases import (
-        MANAGER_MODULES,
-        MANAGER_WHEEL_MEMBERS,
-        MODULES,
-        ReleaseError,
-        check_supported,
-        version_in_tree,
-    )
+    from .package import package_in
+    from .releases import MANAGER_MODULES, MANAGER_WHEEL_MEMBERS, MODULES, ReleaseError
     from .target import describe
 
+    dist = distribution_of(target)
+    package = package_of(target)
+    word = f"--manager {target.engine}"
     modules: Mapping[str, ModuleType]
     try:
         if target.form is Form.INSTALLED:
-            modules = _installed_modules({**MODULES, **MANAGER_MODULES})
-            version, origin = installed_vllm_version(), "installed"
+            version = installed_version(dist)
+            modules = _installed_modules({**MODULES, **MANAGER_MODULES}, dist)
+            origin = "installed"
         else:
             if target.form is Form.RELEASE:
                 version = target.version or ""
-                check_supported(version)
-                root = cached_release(version, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
+                root = cached_release(
+                    version, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS, dist=dist
+                )
             else:
                 path = (target.path or Path()).expanduser()
                 if not path.exists():
                     raise VllmLoadError(f"{target.text}: {path} does not exist")
-                root = (
-                    seed_cache(path, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
-                    if path.is_file()
-                    else path
-                )
-                version = root.name if path.is_file() else version_in_tree(root)
-            release = load_release(root, version, manager=True)
+                if path.is_file():
+                    root = seed_cache(
+                        path, folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS, dist=dist
+                    )
+                    version = root.name
+                else:
+                    root = path
+                    package = package_in(root, target.package)
+                    version = version_in_tree(root, package)
+            release = load_release(root, version, manager=True, package=package)
             modules, origin = release.modules, f"isolated from {root}"
         described = describe(version, modules, origin)
-        check_manager(version, modules)
+        check_manager(f"{dist.label} {version}", modules)
     except ManagerUnsupported as exc:
-        raise VllmLoadError(f"--manager vllm: {exc}") from exc
+        raise VllmLoadError(f"{word}: {exc}") from exc
     except (ReleaseError, IsolationError, ValueError) as exc:
-        raise VllmLoadError(f"--manager vllm for {target.text}: {exc}") from exc
+        raise VllmLoadError(f"{word} for {target.text}: {exc}") from exc
     from .manager_target import manager_factory
 
     shown = f"{shown_name(target, described.version)} KVCacheManager"
-    # named "vllm" in tables and traces, so that a trace replays with --manager vllm
-    return manager_factory(modules, described.api(), manager_api(modules), shown), "vllm"
+    # named after the engine in tables and traces, so that a trace replays with --manager
+    # vllm (aphrodite, ...) beside the same --target
+    return manager_factory(modules, described.api(), manager_api(modules), shown), target.engine
 
 
-def _installed_modules(names: Mapping[str, str]) -> dict[str, ModuleType]:
-    """The installed vLLM's modules of ``names`` (importing vLLM, and torch with it)."""
+def _installed_modules(roles: Mapping[str, str], dist: Distribution) -> dict[str, ModuleType]:
+    """The installed package's modules of ``roles`` (vLLM's names), imported under their
+    own names (importing the package, and torch with it), keyed by vLLM's names."""
     modules = {}
-    for name in names:
+    for role in roles:
+        name = own_name(role, dist.package)
         try:
-            modules[name] = importlib.import_module(name)
+            modules[role] = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name == name:
                 continue  # a file this release does not have; check_manager decides
-            raise VllmLoadError(f"importing the installed vLLM's {name} failed: {exc}") from exc
-        except Exception as exc:  # vLLM's own import failed (a missing dependency, ...)
+            raise VllmLoadError(f"importing the installed {name} failed: {exc}") from exc
+        except Exception as exc:  # the package's own import failed (a missing dependency)
             raise VllmLoadError(
-                f"importing the installed vLLM's {name} failed: {type(exc).__name__}: {exc}"
+                f"importing the installed {name} failed: {type(exc).__name__}: {exc}"
             ) from exc
     return modules
 
 
-#: What ``--manager vllm`` is, for ``kvpool targets``.
-DESCRIPTION = (
-    "the KV cache manager of the vLLM release --target names (vllm==X.Y.Z, vllm@PATH, "
-    "vllm): its own KVCacheManager, coordinator and single-type managers"
-)
-
-
 def manager_offer(version: str) -> str:
-    """Whether release ``version`` offers ``--manager vllm``, from the cache alone (nothing
-    is downloaded): ``yes``, ``no: why``, or that its manager files are not cached yet."""
+    """Whether vLLM release ``version`` offers ``--manager vllm``, from the cache alone
+    (nothing is downloaded): ``yes``, ``no: why``, or that its manager files are not cached
+    yet."""
     from .distribution import MANAGER_CACHE, WheelError, cached_release
     from .isolation import IsolationError, load_release
     from .releases import MANAGER_WHEEL_MEMBERS, ReleaseError
@@ -114,7 +121,7 @@ def manager_offer(version: str) -> str:
         return f"no: {exc}"
     try:
         release = load_release(root, version, manager=True)
-        check_manager(version, release.modules)
+        check_manager(f"vLLM {version}", release.modules)
     except ManagerUnsupported as exc:
         return f"no: {exc}"
     except (ReleaseError, IsolationError) as exc:

@@ -49,7 +49,6 @@ from ...engine.target import PoolView
 from ...manager.key_pairing import KeyPairing
 from ...manager.target import ManagerTarget, RequestSetup
 from ..vllm_api.adapter import VllmApiTarget
-from ..vllm_api.events import int_hash
 from .manager_api import ManagerApi, hash_function
 from .manager_build import Modules, build_manager
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
@@ -138,6 +137,10 @@ class VllmManagerTarget:
 
     def _schedule(self, request: ManagerRequest) -> Scheduled | None:
         """A waiting request: its cached prefix, then slots for every other token."""
+        with self.pool.calls_made_above():
+            return self._schedule_now(request)
+
+    def _schedule_now(self, request: ManagerRequest) -> Scheduled | None:
         found = self.manager.get_computed_blocks(request)
         blocks, num_hit = found[0], found[1]
         request.shared_prefix_boundary = found[2] if len(found) > 2 else 0
@@ -168,6 +171,7 @@ class VllmManagerTarget:
     ) -> Scheduled | None:
         fields = request_fields(extra, self.lora_ids)
         request = ManagerRequest(request_id, tokens, salt, self.hasher, fields)
+        self.pool.int_hashes.remember(request.block_hashes)
         self.extras[request_id] = extra
         result = self._schedule(request)
         if result is not None:
@@ -184,9 +188,11 @@ class VllmManagerTarget:
         request = self.requests[request_id]
         grown = len(tokens)
         request.append(tokens)
-        new = self.manager.allocate_slots(
-            request, request.num_tokens - request.num_computed_tokens, delay_cache_blocks=True
-        )
+        self.pool.int_hashes.remember(request.block_hashes)
+        with self.pool.calls_made_above():
+            new = self.manager.allocate_slots(
+                request, request.num_tokens - request.num_computed_tokens, delay_cache_blocks=True
+            )
         if new is None:
             del request.all_token_ids[-grown:]  # the scheduler keeps them for a later step
             del request.block_hashes[
@@ -201,6 +207,10 @@ class VllmManagerTarget:
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def copies_done(self, request_id: str) -> None:
+        with self.pool.calls_made_above():
+            self._free_retained(request_id)
+
+    def _free_retained(self, request_id: str) -> None:
         retained = self.retained.pop(request_id, [])
         if retained:
             self.manager.block_pool.free_blocks(retained)
@@ -208,7 +218,16 @@ class VllmManagerTarget:
     def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
         request = self.requests[request_id]
         request.num_computed_tokens = request.num_tokens
-        self.manager.cache_blocks(request, request.num_computed_tokens)
+        with self.pool.calls_made_above():
+            self.manager.cache_blocks(request, request.num_computed_tokens)
+            self._remember_keys_of(request_id)
+        with self.pool.calls_made_above():
+            self._remove_skipped(request)
+        return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def _remove_skipped(self, request: ManagerRequest) -> None:
+        """The sliding windows' frees after a forward pass, as the release makes them."""
+        request_id = request.request_id
         if self.calls.skipped_take_prompt:
             self.manager.remove_skipped_blocks(
                 request_id, request.num_computed_tokens, num_prompt_tokens=request.num_prompt_tokens
@@ -217,12 +236,24 @@ class VllmManagerTarget:
             self.manager.remove_skipped_blocks(request_id, request.num_computed_tokens)
         else:  # the call allocate_slots makes at the request's next step
             self.manager.coordinator.remove_skipped_blocks(request_id, request.num_computed_tokens)
-        return Scheduled(request.num_computed_tokens, self._tables(request_id))
+
+    def _remember_keys_of(self, request_id: str) -> None:
+        """What the pool keyed the request's blocks by, for reading the integers its events
+        publish (the pool adapter's one mapping, :meth:`.IntHashes.remember_blocks`: a
+        block spanning several hash blocks is keyed by more than its last fine hash)."""
+        blocks = self.manager.block_pool.blocks
+        for ids in self.manager.get_block_ids(request_id):
+            self.pool.int_hashes.remember_blocks(
+                (blocks[i] for i in ids),
+                self.setup.manager.block_size,
+                self.setup.pool.hash_block_size,
+            )
 
     def preempt(self, request_id: str) -> None:
         request = self.requests[request_id]
-        self.copies_done(request_id)
-        self.manager.free(request)
+        with self.pool.calls_made_above():
+            self._free_retained(request_id)
+            self.manager.free(request)
         request.status = PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
@@ -230,18 +261,21 @@ class VllmManagerTarget:
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
         self.extras.pop(request_id, None)
-        self.copies_done(request_id)
-        self.manager.free(request)
+        with self.pool.calls_made_above():
+            self._free_retained(request_id)
+            self.manager.free(request)
 
     def reset_prefix_cache(self) -> bool:
-        return bool(self.manager.reset_prefix_cache())
+        with self.pool.calls_made_above():
+            return bool(self.manager.reset_prefix_cache())
 
     def allows(self, action: RequestAction) -> bool:
         """A release without ``evict_blocks`` cannot be asked to evict."""
         return self.calls.evicts or not isinstance(action, EvictCached)
 
     def evict_cached(self, block_ids: tuple[int, ...]) -> None:
-        self.manager.evict_blocks(set(block_ids))
+        with self.pool.calls_made_above():
+            self.manager.evict_blocks(set(block_ids))
 
     def is_block_writable(self, block: int) -> bool:
         """The pool's answer; a release without ``is_block_writable`` (before 0.30) is
@@ -257,32 +291,29 @@ class VllmManagerTarget:
 
     def take_events(self) -> tuple[Event, ...] | None:
         """The manager's KV events since the last call (its ``take_events``), in the spec's
-        vocabulary and keys; ``None`` where they cannot be compared: a release whose events
-        do not name their group (the pool adapter tags them only on calls it makes itself)
-        or a manager without ``take_events``."""
+        vocabulary and keys (``None`` for a manager without ``take_events``). vLLM publishes
+        a hash's low 64 bits: the pool adapter's one mapping turns them back into the
+        release's hashes (the requests' fine hashes remembered at admission and append, the
+        coarse keys at every commit), then the pairing gives the spec's. A release whose
+        events name no group (before 0.23) has each event tagged by the pool adapter when
+        the manager's call queued it (:meth:`.VllmApiTarget.calls_made_above`)."""
         take = getattr(self.manager, "take_events", None)
-        if take is None or not self.pool.api.events_carry_group:
+        if take is None:
             return None
         self._pair_hashes()
-        theirs = list(self.pairing.spec_hashes)
-        # vLLM publishes a hash's low 64 bits: the pool adapter turns them back into the
-        # release's hashes it knows, then the pairing gives the spec's.
-        known = self.pool.known_hashes
-        known.update((int_hash(h), h) for h in theirs)
         mine = self.pairing.spec_hashes
         events: list[Event] = []
-        for raw in take():
-            for event in self.pool.spec_events(raw):
-                if isinstance(event, BlockStored):
-                    parent = event.parent_block_hash
-                    event = replace(
-                        event,
-                        block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
-                        parent_block_hash=None if parent is None else mine.get(parent, parent),
-                    )
-                elif isinstance(event, BlockRemoved):
-                    event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
-                events.append(event)
+        for event in self.pool.taken_events(take()):
+            if isinstance(event, BlockStored):
+                parent = event.parent_block_hash
+                event = replace(
+                    event,
+                    block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
+                    parent_block_hash=None if parent is None else mine.get(parent, parent),
+                )
+            elif isinstance(event, BlockRemoved):
+                event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
+            events.append(event)
         return tuple(events)
 
     # --- looking inside -----------------------------------------------------------------

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +52,7 @@ from ..hash_index import read_index
 from ..index_probe import IndexProbe
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
+from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import key_pairs, keys_named, pool_view
 
@@ -177,7 +179,7 @@ class VllmApiTarget:
     def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
         tokens = list(range(len(block_hashes) * self.config.hash_block_size))
         hashes = list(block_hashes)
-        self._events.remember(hashes)
+        self._events.int_hashes.remember(hashes)
         if self.api.request is not None:
             return self.api.request(hashes, tokens)
         return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
@@ -246,7 +248,9 @@ class VllmApiTarget:
                     **extra,
                 )
                 new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
-                self._remember_coarse_keys(action.block_size, new)
+                self.int_hashes.remember_blocks(
+                    self._blocks(new), action.block_size, self.config.hash_block_size
+                )
                 return None
             case CachePartialBlock():
                 if action.replace_existing_hashes and not self.api.replace_existing_hashes:
@@ -285,42 +289,54 @@ class VllmApiTarget:
             case GetNumFreeBlocks():
                 return int(pool.get_num_free_blocks())
             case TakeEvents():
-                raw = list(pool.take_events())
-                tags: list[int | None] = [None] * len(raw)
-                if not self.api.events_carry_group:
-                    tags, self._events.groups = self._events.groups, []
-                    if len(tags) != len(raw):
-                        raise RuntimeError(
-                            f"the pool returned {len(raw)} events but queued {len(tags)}"
-                        )
-                return tuple(
-                    e
-                    for event, g in zip(raw, tags, strict=True)
-                    for e in self._events.spec_events(event, g)
-                )
+                return tuple(self.taken_events(pool.take_events()))
         raise TypeError(f"unknown action {action!r}")
 
     # --- events -------------------------------------------------------------------------
 
-    def _remember_coarse_keys(self, block_size: int, ids: tuple[int, ...]) -> None:
-        """What the pool keyed these blocks by, when each spans several hash blocks: the
-        integer an event publishes for such a key is that of its last fine hash too."""
-        if block_size <= self.config.hash_block_size:
-            return
-        keys = [getattr(self.pool.blocks[b], "block_hash", None) for b in ids]
-        hashes = [hash_of(bytes(k)) for k in keys if isinstance(k, bytes | bytearray)]
-        self._events.remember_coarse(block_size, hashes)
-
     @property
-    def known_hashes(self) -> dict[int, bytes]:
-        """The hashes whose 64-bit ints events may publish, by those ints: the ones of the
-        requests this adapter built; a manager adapter adds its own requests' (the dict is
-        the adapter's own, so additions count)."""
-        return self._events.hashes_by_int
+    def int_hashes(self) -> IntHashes:
+        """What the 64-bit integers events publish stand for: the hashes of the requests
+        this adapter built and the keys of the coarse blocks it cached; a manager adapter
+        over the same pool adds its own requests' and caching calls' (the mapping is this
+        adapter's own, so additions count)."""
+        return self._events.int_hashes
 
-    def spec_events(self, raw: Any) -> list[Event]:
-        """One event the pool published, naming its own group, in the spec's vocabulary."""
-        return self._events.spec_events(raw, None)
+    def taken_events(self, taken: Iterable[Any]) -> list[Event]:
+        """The events the pool's ``take_events`` returned (``taken``), in the spec's
+        vocabulary: each with the group its pool published, else the one it was tagged with
+        when it was queued (by :meth:`apply`, or :meth:`calls_made_above`)."""
+        raw = list(taken)
+        tags: list[int | None] = [None] * len(raw)
+        if not self.api.events_carry_group:
+            tags, self._events.groups = self._events.groups, []
+            if len(tags) != len(raw):
+                raise RuntimeError(f"the pool returned {len(raw)} events but queued {len(tags)}")
+        return [
+            e
+            for event, g in zip(raw, tags, strict=True)
+            for e in self._events.spec_events(event, g)
+        ]
+
+    @contextmanager
+    def calls_made_above(self) -> Iterator[None]:
+        """Tag the events the pool queues while something above it (a release's KV cache
+        manager) calls it directly, for a pool whose events name no group: a store gets the
+        group of the keys its blocks gained, a removal that of the key lost."""
+        if self.api.events_carry_group or not self.config.enable_kv_cache_events:
+            yield
+            return
+        queue_before = len(getattr(self.pool, "kv_event_queue", ()))
+        keys_before = self._key_pairs()
+        try:
+            yield
+        finally:
+            new = getattr(self.pool, "kv_event_queue", [])[queue_before:]
+            if new:
+                keys_after = self._key_pairs()
+                lost = list((keys_before - keys_after).elements())
+                gained = list((keys_after - keys_before).elements())
+                self._events.tag(new, lost, gained=gained)
 
     def _key_pairs(self) -> Counter[tuple[int, bytes]]:
         """Every (block, key) of the pool now."""
@@ -335,7 +351,7 @@ class VllmApiTarget:
         if not new:
             return
         lost = list((keys_before - self._key_pairs()).elements())
-        self._events.tag(action, new, lost)
+        self._events.tag(new, lost, store_group=getattr(action, "group_id", None))
 
     # --- looking inside -----------------------------------------------------------------
 

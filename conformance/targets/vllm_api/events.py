@@ -1,13 +1,7 @@
 """A pool's KV events read back into the spec's vocabulary: hashes published as 64-bit
-integers mapped back to the bytes the pool keyed its blocks by, and events that name no
-group given the group from the pool's own keys.
-
-An integer is the low 64 bits of a hash, so it names a fine hash (one per hash block) and,
-in releases that key a block spanning several hash blocks by their hashes concatenated
-(vLLM 0.12-0.23), the concatenation ending in that fine hash alike. The reader keeps what
-the pool actually keyed each coarse block by (read off the blocks after each caching call)
-and maps a stored block's integer by the event's ``block_size``; a removal's integer maps to
-the key the pool registered under it.
+integers mapped back to the bytes the pool keyed its blocks by (:mod:`.int_hashes`, the one
+mapping of both adapters), and events that name no group given the group from the pool's
+own keys.
 """
 
 from __future__ import annotations
@@ -15,15 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from kvpool.spec import Action, AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.keys import group_of, hash_of
 
-#: vLLM publishes event hashes as the low 64 bits of the hash, big-endian, by default.
-INT_HASH_MASK = (1 << 64) - 1
-
-
-def int_hash(block_hash: bytes) -> int:
-    return int.from_bytes(block_hash, "big") & INT_HASH_MASK
+from .int_hashes import IntHashes
 
 
 class EventReader:
@@ -31,39 +20,14 @@ class EventReader:
     group of each queued event whose pool does not publish one."""
 
     def __init__(self) -> None:
-        #: Hashes the pool was given, by the 64-bit integer vLLM publishes for each.
-        self.hashes_by_int: dict[int, bytes] = {}
+        #: What each 64-bit integer an event may publish stands for.
+        self.int_hashes = IntHashes()
         #: The group of each event in the pool's queue, when its events do not say.
         self.groups: list[int | None] = []
-        #: The hashes the pool keyed blocks spanning several hash blocks by, by (the
-        #: integer published for each, the block size), the latest registration kept.
-        self.coarse_by_int: dict[tuple[int, int], bytes] = {}
-
-    def remember(self, hashes: Iterable[bytes]) -> None:
-        for h in hashes:
-            self.hashes_by_int[int_hash(h)] = h
-
-    def remember_coarse(self, block_size: int, hashes: Iterable[bytes]) -> None:
-        """The hashes the pool keyed blocks of ``block_size`` tokens by (more than one hash
-        block each): the concatenation of their fine hashes in vLLM 0.12-0.23, the last fine
-        hash elsewhere."""
-        for h in hashes:
-            self.coarse_by_int[(int_hash(h), block_size)] = h
 
     def hash(self, value: Any, block_size: int | None = None) -> bytes:
-        """An event's hash as bytes: vLLM publishes the low 64 bits as an int by default.
-        ``block_size``: the stored block's size, which tells a coarse key from the fine
-        hash its integer shares; ``None`` (a removal): the coarse key registered under
-        that integer, if one was."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            if block_size is not None:
-                coarse = self.coarse_by_int.get((value, block_size))
-            else:
-                coarse = next((h for (i, _), h in self.coarse_by_int.items() if i == value), None)
-            if coarse is not None:
-                return coarse
-            return self.hashes_by_int.get(value, value.to_bytes(8, "big"))
-        return bytes(value)
+        """An event's hash as bytes (:meth:`.IntHashes.bytes_of`)."""
+        return self.int_hashes.bytes_of(value, block_size)
 
     def spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
         """One pool event in the spec's vocabulary (a removal of k keys becomes k events)."""
@@ -88,20 +52,52 @@ class EventReader:
             return [AllBlocksCleared()]
         raise TypeError(f"unknown KV event type {kind}")
 
-    def tag(self, action: Action, new: Iterable[Any], lost: list[tuple[int, bytes]]) -> None:
-        """Give each event ``action`` queued (``new``) the group its pool did not publish: a
-        store belongs to the caching call's group, a removal to the key the pool lost
-        (``lost``: the (block, key) pairs the action took away)."""
+    def tag(
+        self,
+        new: Iterable[Any],
+        lost: list[tuple[int, bytes]],
+        *,
+        store_group: int | None = None,
+        gained: list[tuple[int, bytes]] | None = None,
+    ) -> None:
+        """Give each event a call queued (``new``) the group its pool did not publish: a
+        removal belongs to the key the pool lost (``lost``: the (block, key) pairs the call
+        took away), a store to the caching call's group (``store_group``, when the adapter
+        made the call itself) or else to the key the pool gained under the stored hashes
+        (``gained``: the pairs the call added, when a manager above the pool made it)."""
         for raw in new:
             kind = type(raw).__name__
             group: int | None = None
             if kind == "BlockStored":
-                group = getattr(action, "group_id", None)
+                group = store_group
+                if group is None and gained is not None:
+                    group = _take_group(
+                        gained, {self.hash(h, raw.block_size) for h in raw.block_hashes}
+                    )
             elif kind == "BlockRemoved":
-                hashes = [self.hash(h) for h in raw.block_hashes]
-                for pair in lost:
-                    if hash_of(pair[1]) in hashes:
-                        group = group_of(pair[1])
-                        lost.remove(pair)
-                        break
+                group = _take_group(lost, {self.hash(h) for h in raw.block_hashes}, every=False)
             self.groups.append(group)
+
+
+def _take_group(
+    pairs: list[tuple[int, bytes]], hashes: set[bytes], every: bool = True
+) -> int | None:
+    """The group of a (block, key) pair whose hash is among ``hashes``, taken out of
+    ``pairs``; ``None`` when no pair has one. For a store (``every``): the lowest such
+    group, and all of that group's pairs under those hashes (one store event covers a
+    group's blocks, and a manager caches its groups in group order, so when several groups
+    gained the hash the first store is the lowest group's). For a removal: the first pair
+    (the pool's order of its blocks), as the pool adapter has always read them."""
+    matching = [pair for pair in pairs if hash_of(pair[1]) in hashes]
+    if not matching:
+        return None
+    found = min(matching, key=lambda pair: group_of(pair[1])) if every else matching[0]
+    group = group_of(found[1])
+    taken = [
+        pair
+        for pair in pairs
+        if pair is found or (every and group_of(pair[1]) == group and hash_of(pair[1]) in hashes)
+    ]
+    for pair in taken:
+        pairs.remove(pair)
+    return group
