@@ -85,6 +85,12 @@ class Profile:
     #: behind it: the contents live on there, not in this pool's prefix cache): each key is
     #: removed and published, and the block is freed as one without a key.
     keys_die_on_free: bool = False
+    #: A sliding-window group's manager frees the blocks it drops (from the window, or the
+    #: whole table on finish and preempt) in two calls: the keyed ones as usual, then the
+    #: ones without a key with ``evict_first`` (vLLM 0.23's ``SlidingWindowManager``:
+    #: scratch blocks are reused first, prefix-cache entries stay behind them). Needs
+    #: ``has_evict_first``.
+    window_unkeyed_free_first: bool = False
     #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.
@@ -214,9 +220,15 @@ def profile_from_document(
         knob: _knob_value(where, knob, entry, base) for knob, entry in knobs.items()
     }
     reasons = tuple((knob, str(entry["reason"]).strip()) for knob, entry in knobs.items())
-    return replace(
+    profile = replace(
         base, name=name, description=description, base=base_name, reasons=reasons, **changes
     )
+    if profile.window_unkeyed_free_first and not profile.has_evict_first:
+        raise ProfileFileError(
+            f"{where}: knobs.window_unkeyed_free_first frees with evict_first, which this "
+            "profile's pool does not have (has_evict_first is false)"
+        )
+    return profile
 
 
 #: The largest profile file read (a bound of the reader, not a rule of any pool): the

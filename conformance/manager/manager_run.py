@@ -93,7 +93,10 @@ class ManagerRun:
         self.setup = setup
         self.pool_state: PoolState = initial_state(setup.pool, profile)
         self.state: ManagerState = initial_manager_state(
-            setup.manager, setup.pool, profile.key_attributes
+            setup.manager,
+            setup.pool,
+            profile.key_attributes,
+            window_unkeyed_free_first=profile.window_unkeyed_free_first,
         )
         self.target: ManagerTarget = factory(setup, profile)
         self.checks = RequestChecks(setup, self.record.properties, profile.key_attributes)

@@ -26,11 +26,13 @@ def target_measurements(target: str) -> tuple[str, str, list[Measurement]]:
 
     description = described(target)
     choice = choose_profile(description)
-    measured = (
-        measure_release(load_vllm(description))
-        if isinstance(entry_of(description), VllmEntry)
-        else measure(load_target(description)[0])
-    )
+    if isinstance(entry_of(description), VllmEntry):
+        from ..targets.vllm.manager_probe import window_unkeyed_free_first
+
+        measured = measure_release(load_vllm(description))
+        measured.append(window_unkeyed_free_first(description, choice.name, measured))
+    else:
+        measured = measure(load_target(description)[0])
     return choice.name, f"profile {choice.name}: {choice.reason}", measured
 
 

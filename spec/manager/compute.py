@@ -28,6 +28,7 @@ from ..actions import (
 from .admission import room_for
 from .flat import slide_table, written_entries
 from .pool import PoolCall, blocks_of
+from .release import free_entries
 from .state import BlockData, ManagerState, RequestState, Scheduled, block_hashes
 
 
@@ -103,9 +104,10 @@ def compute(
         if cache_partial and partial_tokens > num_full * bs:
             for g, table in enumerate(tables):
                 pool(CachePartialBlock(hashes, table[num_full], partial_tokens, g, bs))
-    # 4. sliding windows
+    # 4. sliding windows (every full block is keyed by now, when caching is on)
+    caching = pool_config.enable_caching
     tables = tuple(
-        slide(pool, table, config.groups[g].sliding_window_blocks, len(request.tokens) // bs)
+        slide(pool, state, g, table, len(request.tokens) // bs, num_full if caching else 0)
         for g, table in enumerate(tables)
     )
     request = replace(
@@ -120,10 +122,20 @@ def compute(
     return state, Scheduled(request.num_computed_tokens, tables, tuple(copies))
 
 
-def slide(pool: PoolCall, table: tuple[int, ...], window: int, current: int) -> tuple[int, ...]:
+def slide(
+    pool: PoolCall,
+    state: ManagerState,
+    group: int,
+    table: tuple[int, ...],
+    current: int,
+    keyed: int,
+) -> tuple[int, ...]:
     """``table`` with the entries before block ``current - window`` nulled and freed (for a
-    sliding-window group; a full-attention group, ``window == 0``, keeps everything)."""
-    table, dropped = slide_table(table, window, current)
+    sliding-window group; a full-attention group, ``window == 0``, keeps everything); its
+    first ``keyed`` entries have keys."""
+    window = state.config.groups[group].sliding_window_blocks
+    slid, dropped = slide_table(table, window, current)
     if dropped:
-        pool(FreeBlocks(dropped))
-    return table
+        cut = max(0, current - window)
+        free_entries(pool, state, group=group, table=table, cut=cut, keyed=keyed)
+    return slid

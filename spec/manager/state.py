@@ -69,6 +69,9 @@ class ManagerState:
     contents: Mapping[int, BlockData] = field(default_factory=dict)
     #: The attributes its block hashes carry (the profile's ``key_attributes``).
     partitions: frozenset[str] = ALL_ATTRIBUTES
+    #: A sliding-window group frees its blocks without a key with ``evict_first``, after
+    #: the keyed ones (the profile's ``window_unkeyed_free_first``).
+    window_unkeyed_free_first: bool = False
 
     def held_blocks(self) -> frozenset[int]:
         """Every real block some request's table holds."""
@@ -86,13 +89,23 @@ def block_hashes(
 
 
 def initial_manager_state(
-    config: ManagerConfig, pool_config: PoolConfig, partitions: frozenset[str] = ALL_ATTRIBUTES
+    config: ManagerConfig,
+    pool_config: PoolConfig,
+    partitions: frozenset[str] = ALL_ATTRIBUTES,
+    *,
+    window_unkeyed_free_first: bool = False,
 ) -> ManagerState:
     """A manager with no requests over a new pool built from ``pool_config``, hashing
-    with the extra keys of ``partitions``."""
+    with the extra keys of ``partitions`` (and freeing a sliding window's blocks without a
+    key first where ``window_unkeyed_free_first``)."""
     if config.block_size % pool_config.hash_block_size:
         raise ValueError(
             f"block_size {config.block_size} is not a multiple of the pool's "
             f"hash_block_size {pool_config.hash_block_size}"
         )
-    return ManagerState(config, pool_config, partitions=partitions)
+    return ManagerState(
+        config,
+        pool_config,
+        partitions=partitions,
+        window_unkeyed_free_first=window_unkeyed_free_first,
+    )

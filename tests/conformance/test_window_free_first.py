@@ -1,0 +1,48 @@
+"""vLLM 0.23.0's manager frees a sliding window's blocks without a key to the front (by
+design: ``SlidingWindowManager.free`` and ``remove_skipped_blocks`` prepend them). Its
+profile states it (``window_unkeyed_free_first``), so ``--manager vllm`` passes; the same
+run judged without the knob finds exactly that difference, on every seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kvpool.conformance.cli import main
+
+RUN = ["conform", "--target", "vllm==0.23.0", "--machine", "requests", "--manager", "vllm"]
+SMALL = ["--max-examples", "60"]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_its_manager_conforms_under_its_profile(seed: int, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, [*RUN, *SMALL, "--seed", str(seed), "--trace-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_judged_without_the_knob_the_front_placement_is_found(seed: int, tmp_path: Path) -> None:
+    without = tmp_path / "without.toml"
+    without.write_text(
+        'base = "vllm-0.23"\ndescription = "vLLM 0.23 with its manager judged as the seed"\n'
+        '[knobs.window_unkeyed_free_first]\nvalue = false\nreason = "planted"\n',
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        main,
+        [
+            *RUN,
+            *SMALL,
+            "--seed",
+            str(seed),
+            "--profile",
+            str(without),
+            "--trace-dir",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "free queue order" in result.output
