@@ -45,6 +45,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.keys import group_of, hash_of
 
+from ...engine.refusal import refusal
 from ...engine.target import EVICT_FIRST, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
@@ -211,7 +212,7 @@ class VllmApiTarget:
         pool = self.pool
         match action:
             case GetNewBlocks(num_blocks=n):
-                return tuple(b.block_id for b in pool.get_new_blocks(n))
+                return tuple(b.block_id for b in self._taken(action, pool.get_new_blocks(n)))
             case PeerGetNewBlocks(num_blocks=n):
                 assert self.peer is not None
                 return tuple(b.block_id for b in self.peer.get_new_blocks(n))
@@ -220,15 +221,17 @@ class VllmApiTarget:
                 if evict_first:
                     if self.api.evict_first_arg is None:
                         raise TypeError("this pool's free_blocks has no evict_first argument")
-                    pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
+                    returned = pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
                 else:
-                    pool.free_blocks(blocks)
+                    returned = pool.free_blocks(blocks)
+                self._taken(action, returned)
                 return None
             case Touch(blocks=ids):
-                pool.touch((self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids))
+                touched = (self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids)
+                self._taken(action, pool.touch(touched))
                 return None
             case UnpinBlocks(blocks=ids, watcher=name):
-                pool.unpin_blocks(self._blocks(ids), self._watcher(name))
+                self._taken(action, pool.unpin_blocks(self._blocks(ids), self._watcher(name)))
                 return None
             case CacheFullBlocks():
                 extra: dict[str, object] = {}
@@ -236,7 +239,7 @@ class VllmApiTarget:
                     if not self.api.block_mask:
                         raise TypeError("this pool's cache_full_blocks has no block_mask argument")
                     extra["block_mask"] = list(action.block_mask)
-                pool.cache_full_blocks(
+                returned = pool.cache_full_blocks(
                     self._request(action.block_hashes),
                     self._blocks(action.blocks),
                     action.num_cached_blocks,
@@ -245,6 +248,7 @@ class VllmApiTarget:
                     action.group_id,
                     **extra,
                 )
+                self._taken(action, returned)
                 new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
                 self._remember_coarse_keys(action.block_size, new)
                 return None
@@ -271,10 +275,11 @@ class VllmApiTarget:
                 hits = pool.get_cached_block(block_hash, list(groups))
                 return None if hits is None else tuple(b.block_id for b in hits)
             case EvictBlocks(block_ids=ids):
-                pool.evict_blocks(set(ids))
+                self._taken(action, pool.evict_blocks(set(ids)))
                 return None
             case MoveBlockHashes(src=src, dst=dst):
-                pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
+                moved = pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
+                self._taken(action, moved)
                 return None
             case ResetPrefixCache():
                 return bool(pool.reset_prefix_cache())
@@ -299,6 +304,15 @@ class VllmApiTarget:
                     for e in self._events.spec_events(event, g)
                 )
         raise TypeError(f"unknown action {action!r}")
+
+    def _taken(self, action: Action, returned: Any) -> Any:
+        """``returned``, the pool's answer to ``action``, unless it is a refusal by return
+        value (the profile's ``refuses_by_return``: see :mod:`...engine.refusal`), which is
+        raised as the pool's refusal."""
+        refused = refusal(action.operation, returned, self.profile)
+        if refused is not None:
+            raise refused
+        return returned
 
     # --- events -------------------------------------------------------------------------
 
