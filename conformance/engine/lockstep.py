@@ -259,7 +259,7 @@ class LockstepRun:
         if self.events is None:
             return None, None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
-        residency = target_residency(self.target.view())
+        residency = target_residency(self.target.view(), self.state.profile)
         events = taken_events(taken.result)
         found = self.events.feed(events, residency)
         fault = self.events.finding(found[0], action.operation, events) if found else None

@@ -355,6 +355,26 @@ def flushes_under_pressure(factory: TargetFactory) -> Measurement:
     )
 
 
+def coarse_events_name_fine_hash(factory: TargetFactory) -> Measurement:
+    knob = "coarse_events_name_fine_hash"
+    probe = Probe(factory, PoolConfig(4))
+    if not probe.offers("take_events"):
+        return Measurement(knob, False, "the pool publishes no events")
+    if not probe.accepts(GetNewBlocks(1), CacheFullBlocks(HASHES[:2], (1,), 0, 1, 2)):
+        return Measurement(knob, False, "no block spanning two hash blocks could be cached")
+    if probe.primary_hash(1) != HASHES[0] + HASHES[1]:
+        return Measurement(knob, False, "a coarse block's key is no concatenation")
+    probe.stored()
+    ints = getattr(probe.target, "publishes_int_hashes", None)
+    if ints is None:
+        return Measurement(knob, None, "the events' hash type is not shown")
+    if not ints:
+        return Measurement(knob, False, "a concatenated key's event names it by its bytes")
+    return Measurement(
+        knob, True, "by default its events name a concatenated key by its last fine hash's int"
+    )
+
+
 #: Every probe, in the order of the profile's fields.
 PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     unkeyed_free_to_front,
@@ -374,6 +394,7 @@ PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     keys_die_on_free,
     refuses_by_return,
     flushes_under_pressure,
+    coarse_events_name_fine_hash,
 )
 
 

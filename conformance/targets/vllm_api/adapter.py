@@ -102,7 +102,7 @@ class VllmApiTarget:
         )
         self._fired: list[tuple[int, str]] = []
         self._check_structure = check_structure
-        self._events = EventReader()
+        self._events = EventReader(profile.coarse_events_name_fine_hash)
         #: The keys the pool was shown, looked up after every step (see :mod:`.index_probe`).
         self._probe = IndexProbe()
         self._index_readable = (
@@ -324,6 +324,18 @@ class VllmApiTarget:
         keys = [getattr(self.pool.blocks[b], "block_hash", None) for b in ids]
         hashes = [hash_of(bytes(k)) for k in keys if isinstance(k, bytes | bytearray)]
         self._events.remember_coarse(block_size, hashes)
+
+    #: Whether the release's events name hashes by 64-bit integers by default, when its
+    #: loader knows (an isolated vLLM release is run with whole hashes all the same).
+    int_hashes_by_default: bool | None = None
+
+    @property
+    def publishes_int_hashes(self) -> bool | None:
+        """Whether the pool's events name hashes by 64-bit integers where it runs as
+        released (``None``: not known, and no hash read yet)."""
+        if self.int_hashes_by_default is not None:
+            return self.int_hashes_by_default
+        return self._events.saw_ints
 
     @property
     def known_hashes(self) -> dict[int, bytes]:

@@ -7,7 +7,9 @@ in releases that key a block spanning several hash blocks by their hashes concat
 (vLLM 0.12-0.23), the concatenation ending in that fine hash alike. The reader keeps what
 the pool actually keyed each coarse block by (read off the blocks after each caching call)
 and maps a stored block's integer by the event's ``block_size``; a removal's integer maps to
-the key the pool registered under it.
+the key the pool registered under it. Where the profile states what a consumer of those
+integers sees (``coarse_events_name_fine_hash``), no such mapping is made: every hash is
+read as that consumer reads it, a coarse key as its last fine hash.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kvpool.spec import Action, AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec.events import as_fine
 from kvpool.spec.keys import group_of, hash_of
 
 #: vLLM publishes event hashes as the low 64 bits of the hash, big-endian, by default.
@@ -30,7 +33,13 @@ class EventReader:
     """What an adapter remembers to read its pool's events: the hashes it handed out and the
     group of each queued event whose pool does not publish one."""
 
-    def __init__(self) -> None:
+    def __init__(self, coarse_as_fine: bool = False) -> None:
+        #: The profile's ``coarse_events_name_fine_hash``: every hash is read as a consumer
+        #: of 64-bit integers reads it, a coarse key as its last fine hash (an integer maps
+        #: to the fine hash it names, a concatenation of bytes to its last fine hash).
+        self.coarse_as_fine = coarse_as_fine
+        #: Whether an event read so far named a hash by an integer (``None``: none read).
+        self.saw_ints: bool | None = None
         #: Hashes the pool was given, by the 64-bit integer vLLM publishes for each.
         self.hashes_by_int: dict[int, bytes] = {}
         #: The group of each event in the pool's queue, when its events do not say.
@@ -55,6 +64,11 @@ class EventReader:
         ``block_size``: the stored block's size, which tells a coarse key from the fine
         hash its integer shares; ``None`` (a removal): the coarse key registered under
         that integer, if one was."""
+        self.saw_ints = isinstance(value, int) and not isinstance(value, bool)
+        if self.coarse_as_fine:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return self.hashes_by_int.get(value, value.to_bytes(8, "big"))
+            return as_fine(bytes(value))
         if isinstance(value, int) and not isinstance(value, bool):
             if block_size is not None:
                 coarse = self.coarse_by_int.get((value, block_size))
