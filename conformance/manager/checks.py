@@ -141,16 +141,18 @@ class RequestChecks:
         self, request_id: str, block: int, says_writable: bool, view: PoolView, what: str
     ) -> None:
         """``write-guard`` for one copy or write into ``block``: the pool's own
-        ``is_block_writable`` and, where they show, its ref count and keys must allow it."""
+        ``is_block_writable`` and, where they show, its ref count and keys must allow it;
+        a forward pass writing a block keyed for it at scheduling (``pending_for``) may,
+        whoever of the same pass holds it too."""
         self._count("write-guard")
         broken: list[Broken] = []
+        own_pass = self.pending_for(block) == request_id
         if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
             keys = frozenset() if self.registers_when_scheduled else view.keys[block]
-            holders = view.ref_cnt[block]
-            if self.pending_for(block) == request_id:
-                holders = 1  # the readers of the same pass hold it too; this pass writes it
+            # the readers of the same pass hold it too: this pass writes it for them all
+            holders = 1 if own_pass else view.ref_cnt[block]
             broken = props.write_guard(request_id, block, holders, keys, what)
-        if not broken and not says_writable:
+        if not broken and not says_writable and not own_pass:
             broken = [
                 Broken(
                     "write-guard",

@@ -6,11 +6,17 @@ the design; the one that keeps the key after its request left is caught by the s
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from kvpool.conformance.api import ManagerConfig, PoolView, RequestSetup
 from kvpool.conformance.cli import main
+from kvpool.conformance.engine.lockstep import Nonconformance
+from kvpool.conformance.manager.checks import RequestChecks
+from kvpool.spec import PoolConfig
+from kvpool.spec.manager import FULL_ATTENTION
 
 PROFILE = """\
 base = "seed"
@@ -59,3 +65,17 @@ def test_a_key_kept_after_its_pass_ended_unwritten_is_caught(
     assert result.exit_code == 1, result.output
     assert "property 'own-contents' broken" in result.output
     assert "a stale key, registered when request" in result.output
+
+
+def test_the_pass_that_keyed_a_block_writes_it_though_a_reader_of_that_pass_holds_it() -> None:
+    setup = RequestSetup(ManagerConfig(2, (FULL_ATTENTION,)), PoolConfig(4))
+    view = PoolView(free_count=2, ref_cnt=(0, 2, 0, 0), keys=(frozenset(), frozenset([b"k"])) * 2)
+    checks = RequestChecks(setup, Counter())
+    checks.registers_when_scheduled = checks.keys_within_pass = True
+    checks.pending[1] = (b"k", "a")  # keyed when 'a' was scheduled, not written yet
+    checks.guard("a", 1, False, view, "write")  # 'a's pass writes it: b reads it in that pass
+    with pytest.raises(Nonconformance, match="property 'write-guard'"):
+        checks.guard("b", 1, True, view, "write")  # the reader may not write it
+    checks.keys_within_pass = False
+    with pytest.raises(Nonconformance, match="property 'write-guard'"):
+        checks.guard("a", 1, True, view, "write")  # without the knob: held twice
