@@ -50,8 +50,8 @@ def as_fine(block_hash: bytes) -> bytes:
 
 
 def published(event: Event) -> Event:
-    """``event`` as far as a consumer of integer event hashes can tell it apart (profiles
-    with ``coarse_events_name_fine_hash``): every hash read as :func:`as_fine`.
+    """``event`` as far as a consumer of integer event hashes can tell it apart: every hash
+    read as :func:`as_fine`.
 
     post: type(__return__) is type(event)
     """
@@ -67,6 +67,18 @@ def published(event: Event) -> Event:
     if isinstance(event, BlockRemoved):
         return BlockRemoved(as_fine(event.block_hash), event.group_id)
     return event
+
+
+def as_consumers_read(events: tuple[Event, ...], coarse_as_fine: bool) -> tuple[Event, ...]:
+    """``events`` as their consumers tell them apart: each :func:`published` where the
+    profile says a coarse key's event names its last fine hash (``coarse_as_fine``: the
+    profile's ``coarse_events_name_fine_hash``), else unchanged. The pool's events stay
+    what the pool does (the spec emits whole keys); consumers, and the judges that stand
+    for them, read them so.
+
+    post: len(__return__) == len(events)
+    """
+    return tuple(published(e) for e in events) if coarse_as_fine else events
 
 
 def canonical_events(events: tuple[Event, ...]) -> tuple[Event, ...]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from .config import PoolConfig
-from .events import Event, published
+from .events import Event
 from .profile import SEED, Profile
 
 #: Block 0 stands for "no data here" in block tables; it is never free, cached or handed out.
@@ -96,16 +96,9 @@ def initial_state(config: PoolConfig, profile: Profile = SEED) -> PoolState:
 
 
 def emit(state: PoolState, *events: Event) -> PoolState:
-    """Record ``events``, if this pool publishes events: as a consumer reads them, each
-    coarse hash as its last fine hash where the profile's events name it so
-    (``coarse_events_name_fine_hash``: 64-bit integer hashes, vLLM 0.12-0.23).
-
-    post: len(__return__.events) >= len(state.events)
-    """
+    """Record ``events``, if this pool publishes events."""
     if not state.config.enable_kv_cache_events or not events:
         return state
-    if state.profile.coarse_events_name_fine_hash:
-        events = tuple(published(e) for e in events)
     return replace(state, events=state.events + events)
 
 

@@ -260,7 +260,7 @@ class LockstepRun:
             return None, None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
         residency = target_residency(self.target.view(), self.state.profile)
-        events = taken_events(taken.result)
+        events = taken_events(taken.result, self.state.profile)
         found = self.events.feed(events, residency)
         fault = self.events.finding(found[0], action.operation, events) if found else None
         return (taken, residency is not None), fault

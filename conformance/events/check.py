@@ -23,7 +23,7 @@ from kvpool.spec import (
     Profile,
 )
 from kvpool.spec.consumer import residency_of_keys, short_hash
-from kvpool.spec.events import as_fine
+from kvpool.spec.events import as_consumers_read, as_fine
 from kvpool.spec.keys import group_of, hash_of, make_key
 
 from ..engine.target import PoolView
@@ -46,8 +46,10 @@ def target_residency(view: PoolView, profile: Profile = SEED) -> Residency | Non
     return residency_of_keys(keys)
 
 
-def taken_events(result: object) -> tuple[Event, ...]:
-    """What a ``take_events`` returned, as events; ``TypeError`` for anything else."""
+def taken_events(result: object, profile: Profile = SEED) -> tuple[Event, ...]:
+    """What a ``take_events`` returned, as events, read as the profile's consumers read
+    them (a coarse key as its last fine hash, ``coarse_events_name_fine_hash``);
+    ``TypeError`` for anything else."""
     if result is None:
         return ()
     if not isinstance(result, tuple):
@@ -57,7 +59,7 @@ def taken_events(result: object) -> tuple[Event, ...]:
         if not isinstance(item, BlockStored | BlockRemoved | AllBlocksCleared):
             raise TypeError(f"take_events returned {item!r} among its events")
         events.append(item)
-    return tuple(events)
+    return as_consumers_read(tuple(events), profile.coarse_events_name_fine_hash)
 
 
 def event_line(event: Event) -> str:

@@ -2,8 +2,9 @@
 blocks by their hashes concatenated and publish event hashes as 64-bit integers by default;
 the integer of a concatenation is the integer of its last fine hash, so a consumer cannot
 tell that coarse key from the fine one. The profiles of those releases say so, and the
-events level judges their streams as such a consumer reads them: the spec's events, the
-pool's keys and the consumer's answers all name a coarse key by its last fine hash."""
+events level judges their streams as such a consumer reads them: the spec's events (which
+stay the pool's, whole keys), the pool's keys and the consumer's answers are all read with
+a coarse key named by its last fine hash."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from kvpool.spec import (
     run,
     step,
 )
+from kvpool.spec.consumer import served_blocks
+from kvpool.spec.events import as_consumers_read
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.profile import profile_for_version
 
@@ -48,17 +51,20 @@ EVENTS = level_for("events", "count")
 CONFIG = PoolConfig(4, True, 1, True)
 
 
-def test_the_spec_names_a_coarse_key_by_its_last_fine_hash_where_the_knob_says() -> None:
+def test_consumers_read_a_coarse_key_by_its_last_fine_hash_where_the_knob_says() -> None:
     concatenating = replace(SEED, name="concatenating", coarse_hash_concatenates=True)
     for knob in (False, True):
         profile = replace(concatenating, coarse_events_name_fine_hash=knob)
         s = run(initial_state(CONFIG, profile), GetNewBlocks(1))
         s, seen = step(run(s, CacheFullBlocks(H[:2], (1,), 0, 1, 2)), TakeEvents())
-        assert s.keys_of(1)[0].startswith(H[0] + H[1])  # the pool's key stays the concatenation
-        named = H[1] if knob else H[0] + H[1]
+        assert s.keys_of(1)[0].startswith(H[0] + H[1])  # the pool's key: the concatenation
         assert isinstance(seen.result, tuple) and isinstance(seen.result[0], BlockStored)
-        assert seen.result[0].block_hashes == (named,)
+        assert seen.result[0].block_hashes == (H[0] + H[1],)  # what the pool emits
+        named = H[1] if knob else H[0] + H[1]
+        read = as_consumers_read(seen.result, knob)
+        assert isinstance(read[0], BlockStored) and read[0].block_hashes == (named,)
         assert pool_residency(s) == {(0, named): 1}
+        assert served_blocks(s, [named], 0) == 1
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ from kvpool.spec import (
 from kvpool.spec.keys import group_of, hash_of
 
 from ...engine.refusal import refusal
-from ...engine.target import EVICT_FIRST, PoolView
+from ...engine.target import EVICT_FIRST, FINE_EVENT_HASHES, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
@@ -148,6 +148,8 @@ class VllmApiTarget:
             seen.add("index")  # read whole, or probed through the pool's lookups
         if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
+            if self.profile.coarse_events_name_fine_hash:
+                seen.add(FINE_EVENT_HASHES)  # read as a consumer of its integers reads them
         if "unpin_blocks" in self.operations:
             seen.add("watchers")
         if "peer_get_new_blocks" in self.operations:
