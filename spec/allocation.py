@@ -72,7 +72,9 @@ def get_new_blocks(state: PoolState, action: GetNewBlocks) -> tuple[PoolState, O
     """Hand out ``num_blocks`` blocks from the front of the free queue, in queue order.
 
     Each block's reuse watcher fires and is dropped; with caching on, each loses every key
-    (one ``BlockRemoved`` per key); each ends held once.
+    (one ``BlockRemoved`` per key); each ends held once. Where the pool flushes under
+    pressure, an allocation that would evict a cached block drops every free block's keys
+    first (:func:`flush_under_pressure`).
 
     pre: invariants_hold(state)
     pre: get_new_blocks_violation(state, action) is None
@@ -83,6 +85,7 @@ def get_new_blocks(state: PoolState, action: GetNewBlocks) -> tuple[PoolState, O
     post: invariants_hold(__return__[0])
     """
     refuse(get_new_blocks_violation(state, action))
+    state = flush_under_pressure(state, action.num_blocks)
     taken, ref_cnt, rest = take_from_front(state.free_queue, state.ref_cnt, action.num_blocks)
     state, fired = fire_watchers(state, taken)
     for b in taken:
@@ -91,6 +94,28 @@ def get_new_blocks(state: PoolState, action: GetNewBlocks) -> tuple[PoolState, O
             state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
     state = replace(state, ref_cnt=ref_cnt, free_queue=rest)
     return state, Observation(taken, fired)
+
+
+def flush_under_pressure(state: PoolState, num_blocks: int) -> PoolState:
+    """Where the pool flushes under pressure (``flushes_under_pressure``): an allocation of
+    ``num_blocks`` that would hand out a block with a key (evict it) first drops the keys of
+    every free block, each removal published, instead of evicting one block at a time. The
+    free queue keeps its order; held blocks keep their keys (their requests still read
+    them); no reuse watcher fires (that happens only to the blocks handed out).
+
+    pre: 0 <= num_blocks <= len(state.free_queue)
+    post: __return__.free_queue == state.free_queue
+    post: __return__.ref_cnt == state.ref_cnt
+    post: __return__ == state or all(not __return__.keys_of(b) for b in state.free_queue)
+    """
+    if not (state.profile.flushes_under_pressure and state.config.enable_caching):
+        return state
+    if all(state.primary[b] is None for b in state.free_queue[:num_blocks]):
+        return state  # nothing cached would be evicted: no pressure
+    for b in state.free_queue:
+        state, removed = remove_keys(state, b)
+        state = emit(state, *(BlockRemoved(hash_of(k), group_of(k)) for k in removed))
+    return state
 
 
 def peer_get_new_blocks_violation(

@@ -60,9 +60,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import takewhile
 from typing import Literal
 
-from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, as_fine
 from .keys import group_of, hash_of, make_key
 from .state import PoolState
 
@@ -235,8 +236,19 @@ def residency_of_keys(keys: Iterable[bytes]) -> dict[tuple[int, bytes], int]:
 
 
 def pool_residency(state: PoolState) -> dict[tuple[int, bytes], int]:
-    """``{(group, hash): copies}``: the keys ``state`` holds, each with its number of blocks."""
-    return {(group_of(k), hash_of(k)): len(blocks) for k, blocks in state.cache.items()}
+    """``{(group, hash): copies}``: the keys ``state`` holds, each with its number of blocks;
+    each hash as the pool's events name it (:func:`event_hash`)."""
+    counted: Counter[tuple[int, bytes]] = Counter()
+    for k, blocks in state.cache.items():
+        counted[(group_of(k), event_hash(state, hash_of(k)))] += len(blocks)
+    return dict(counted)
+
+
+def event_hash(state: PoolState, block_hash: bytes) -> bytes:
+    """``block_hash`` as ``state``'s events name it: a coarse key as its last fine hash
+    where the profile publishes 64-bit integers that cannot tell the two apart
+    (``coarse_events_name_fine_hash``), else itself."""
+    return as_fine(block_hash) if state.profile.coarse_events_name_fine_hash else block_hash
 
 
 def served_blocks(state: PoolState, block_hashes: Iterable[bytes], group_id: int) -> int:
@@ -246,6 +258,9 @@ def served_blocks(state: PoolState, block_hashes: Iterable[bytes], group_id: int
 
     post: 0 <= __return__
     """
+    if state.profile.coarse_events_name_fine_hash:  # a consumer's hashes name fine keys
+        named = pool_residency(state)
+        return sum(1 for _ in takewhile(lambda h: named.get((group_id, h), 0), block_hashes))
     served = 0
     for h in block_hashes:
         if not state.cache.get(make_key(h, group_id)):

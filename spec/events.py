@@ -36,6 +36,50 @@ class AllBlocksCleared:
 
 Event = BlockStored | BlockRemoved | AllBlocksCleared
 
+#: The bytes of one fine hash (SHA-256); a longer hash is fine hashes concatenated.
+FINE_HASH_BYTES = 32
+
+
+def as_fine(block_hash: bytes) -> bytes:
+    """The hash a consumer of 64-bit integer event hashes reads ``block_hash`` as: its last
+    fine hash, since the integer of a concatenation is the integer of its last fine hash.
+
+    post: __return__ == block_hash[-FINE_HASH_BYTES:]
+    """
+    return block_hash[-FINE_HASH_BYTES:]
+
+
+def published(event: Event) -> Event:
+    """``event`` as far as a consumer of integer event hashes can tell it apart: every hash
+    read as :func:`as_fine`.
+
+    post: type(__return__) is type(event)
+    """
+    if isinstance(event, BlockStored):
+        parent = event.parent_block_hash
+        return BlockStored(
+            block_hashes=tuple(as_fine(h) for h in event.block_hashes),
+            parent_block_hash=None if parent is None else as_fine(parent),
+            group_id=event.group_id,
+            block_size=event.block_size,
+            num_tokens=event.num_tokens,
+        )
+    if isinstance(event, BlockRemoved):
+        return BlockRemoved(as_fine(event.block_hash), event.group_id)
+    return event
+
+
+def as_consumers_read(events: tuple[Event, ...], coarse_as_fine: bool) -> tuple[Event, ...]:
+    """``events`` as their consumers tell them apart: each :func:`published` where the
+    profile says a coarse key's event names its last fine hash (``coarse_as_fine``: the
+    profile's ``coarse_events_name_fine_hash``), else unchanged. The pool's events stay
+    what the pool does (the spec emits whole keys); consumers, and the judges that stand
+    for them, read them so.
+
+    post: len(__return__) == len(events)
+    """
+    return tuple(published(e) for e in events) if coarse_as_fine else events
+
 
 def canonical_events(events: tuple[Event, ...]) -> tuple[Event, ...]:
     """Events with every run of consecutive ``BlockRemoved`` sorted.

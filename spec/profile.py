@@ -91,6 +91,23 @@ class Profile:
     #: scratch blocks are reused first, prefix-cache entries stay behind them). Needs
     #: ``has_evict_first``.
     window_unkeyed_free_first: bool = False
+    #: The pool refuses a call outside its contract by returning ``False`` (``None`` from
+    #: ``get_new_blocks``) and changing nothing, instead of raising; a call it takes returns
+    #: ``True`` or ``None``.
+    refuses_by_return: bool = False
+    #: An allocation that would evict a cached block first drops the keys of every free
+    #: block (a flush of the whole cache no request holds, each removal published), instead
+    #: of evicting one block at a time; the free queue keeps its order.
+    flushes_under_pressure: bool = False
+    #: For a manager that keys a block when it schedules it: the key may be hit by another
+    #: request before the block is written (both run in the same forward pass, which writes
+    #: it), but a key whose request left before its forward pass wrote the block is stale.
+    scheduled_keys_within_pass: bool = False
+    #: KV events name a key by the 64-bit integer of its hash, and a coarse block keyed by
+    #: concatenated hashes (``coarse_hash_concatenates``) publishes its last fine hash's
+    #: integer: a consumer cannot tell the two apart, so its events are judged as naming the
+    #: key of that last fine hash.
+    coarse_events_name_fine_hash: bool = False
     #: The consumer model (:mod:`kvpool.spec.consumer`: ``count`` or ``set``) the release
     #: promises its KV event subscribers, ``None`` where it promises none in writing. What
     #: it promises, not what it emits: the events level measures one against the other.

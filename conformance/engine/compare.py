@@ -10,10 +10,11 @@ import math
 from collections.abc import Mapping
 
 from kvpool.spec import NULL_BLOCK, Action, Observation, PoolState, canonical_events
+from kvpool.spec.events import as_consumers_read
 from kvpool.spec.keys import GROUP_ID_BYTES, group_of, hash_of
 
 from ..targets.spec_target import view_of
-from .target import Index, Lookups, PoolView
+from .target import FINE_EVENT_HASHES, Index, Lookups, PoolView
 
 
 def compare_observation(
@@ -26,6 +27,7 @@ def compare_observation(
     if op == "take_events":
         if "events" in observes:
             assert isinstance(want, tuple) and isinstance(got, tuple)
+            want = as_consumers_read(want, FINE_EVENT_HASHES in observes)  # type: ignore[arg-type]
             if canonical_events(want) != canonical_events(got):  # type: ignore[arg-type]
                 problems.append(f"{op}: events differ: expected {list(want)}, got {list(got)}")
     elif isinstance(want, float) or isinstance(got, float):

@@ -259,8 +259,8 @@ class LockstepRun:
         if self.events is None:
             return None, None
         taken = actual if isinstance(action, TakeEvents) else self.target.apply(TakeEvents())
-        residency = target_residency(self.target.view())
-        events = taken_events(taken.result)
+        residency = target_residency(self.target.view(), self.state.profile)
+        events = taken_events(taken.result, self.state.profile)
         found = self.events.feed(events, residency)
         fault = self.events.finding(found[0], action.operation, events) if found else None
         return (taken, residency is not None), fault

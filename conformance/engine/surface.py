@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from kvpool.spec import PoolConfig, Profile
 
+from .refusal import RefusedByReturn
 from .target import TAKES, TargetFactory
 
 #: Where the docs say what each operation's call takes and returns.
@@ -231,8 +232,11 @@ def fault_of(exc: BaseException) -> Fault:
       kvpool.
 
     An adapter's ``NotImplementedError`` is the target's: the adapter says the target
-    cannot take that call (vllm-mlx's ``cache_full_blocks`` has no ``block_mask``).
+    cannot take that call (vllm-mlx's ``cache_full_blocks`` has no ``block_mask``); so is
+    a :class:`~.refusal.RefusedByReturn`, the pool's own refusal read off its return value.
     """
+    if isinstance(exc, RefusedByReturn):  # the pool's own answer, read by the adapter
+        return "target"
     if isinstance(exc, AttributeError) and _is_suite_object(getattr(exc, "obj", None)):
         return "mismatch"
     where = _innermost_file(exc)

@@ -26,6 +26,11 @@ OBSERVABLES = (
     "peer",
     "structure",
 )
+#: Not a thing shown but how a target's events are read, which its ``observes`` may say
+#: beside :data:`OBSERVABLES`: they name a coarse key by its last fine hash, as a consumer
+#: of the pool's 64-bit integer hashes reads them (profile knob
+#: ``coarse_events_name_fine_hash``), so the spec's events are read the same way.
+FINE_EVENT_HASHES = "events-by-fine-hash"
 
 #: The prefix-cache index as a view shows it: every key with the blocks cached under it,
 #: in the order a lookup sees them (the block a lookup returns first), keys in byte order.

@@ -13,26 +13,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event, EventViolation
+from kvpool.spec import (
+    SEED,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    Event,
+    EventViolation,
+    Profile,
+)
 from kvpool.spec.consumer import residency_of_keys, short_hash
+from kvpool.spec.events import as_consumers_read, as_fine
+from kvpool.spec.keys import group_of, hash_of, make_key
 
 from ..engine.target import PoolView
 
 Residency = Mapping[tuple[int, bytes], int]
 
 
-def target_residency(view: PoolView) -> Residency | None:
+def target_residency(view: PoolView, profile: Profile = SEED) -> Residency | None:
     """``{(group, hash): copies}`` of what the target shows: its index (blocks per key),
-    else its blocks' keys; ``None`` when it shows neither."""
+    else its blocks' keys; ``None`` when it shows neither. Each hash as the profile's
+    events name it (a coarse key as its last fine hash, ``coarse_events_name_fine_hash``)."""
     if view.index is not None:
-        return residency_of_keys(k for k, blocks in view.index for _ in blocks)
-    if view.keys is not None:
-        return residency_of_keys(k for keys in view.keys for k in keys)
-    return None
+        keys: list[bytes] = [k for k, blocks in view.index for _ in blocks]
+    elif view.keys is not None:
+        keys = [k for keys in view.keys for k in keys]
+    else:
+        return None
+    if profile.coarse_events_name_fine_hash:
+        keys = [make_key(as_fine(hash_of(k)), group_of(k)) for k in keys]
+    return residency_of_keys(keys)
 
 
-def taken_events(result: object) -> tuple[Event, ...]:
-    """What a ``take_events`` returned, as events; ``TypeError`` for anything else."""
+def taken_events(result: object, profile: Profile = SEED) -> tuple[Event, ...]:
+    """What a ``take_events`` returned, as events, read as the profile's consumers read
+    them (a coarse key as its last fine hash, ``coarse_events_name_fine_hash``);
+    ``TypeError`` for anything else."""
     if result is None:
         return ()
     if not isinstance(result, tuple):
@@ -42,7 +59,7 @@ def taken_events(result: object) -> tuple[Event, ...]:
         if not isinstance(item, BlockStored | BlockRemoved | AllBlocksCleared):
             raise TypeError(f"take_events returned {item!r} among its events")
         events.append(item)
-    return tuple(events)
+    return as_consumers_read(tuple(events), profile.coarse_events_name_fine_hash)
 
 
 def event_line(event: Event) -> str:

@@ -95,6 +95,14 @@ class RequestChecks:
         #: The manager keys a block when it schedules it, before the engine writes it: a
         #: write needs the block held once, its key does not forbid the write.
         self.registers_when_scheduled = False
+        #: The profile's ``scheduled_keys_within_pass``, for such a manager: a block keyed
+        #: when its request was scheduled and not yet written (``pending``: block -> its key
+        #: and that request) may be read by another request of the same forward pass, which
+        #: writes it; once its request leaves without writing it, a key still on it is
+        #: stale (``stale``: block -> key and request, for the message of a later hit).
+        self.keys_within_pass = False
+        self.pending: dict[int, tuple[bytes, str]] = {}
+        self.stale: dict[int, tuple[bytes, str]] = {}
         #: The manager may replace a full table entry (one the request's tokens fill) with
         #: the cached block of the same prefix (SGLang's ``cache_unfinished_req`` frees its
         #: computed duplicate and points the request at the tree's slot; LMDeploy's
@@ -133,13 +141,18 @@ class RequestChecks:
         self, request_id: str, block: int, says_writable: bool, view: PoolView, what: str
     ) -> None:
         """``write-guard`` for one copy or write into ``block``: the pool's own
-        ``is_block_writable`` and, where they show, its ref count and keys must allow it."""
+        ``is_block_writable`` and, where they show, its ref count and keys must allow it;
+        a forward pass writing a block keyed for it at scheduling (``pending_for``) may,
+        whoever of the same pass holds it too."""
         self._count("write-guard")
         broken: list[Broken] = []
+        own_pass = self.pending_for(block) == request_id
         if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
             keys = frozenset() if self.registers_when_scheduled else view.keys[block]
-            broken = props.write_guard(request_id, block, view.ref_cnt[block], keys, what)
-        if not broken and not says_writable:
+            # the readers of the same pass hold it too: this pass writes it for them all
+            holders = 1 if own_pass else view.ref_cnt[block]
+            broken = props.write_guard(request_id, block, holders, keys, what)
+        if not broken and not says_writable and not own_pass:
             broken = [
                 Broken(
                     "write-guard",
@@ -167,6 +180,7 @@ class RequestChecks:
             self.contents.get(block), r.salt, start - index * self.bs, r.tokens[start:end]
         )
         self.origin[block] = r.signature
+        self.stale.pop(block, None)
 
     # --- after each request action ------------------------------------------------------
 
@@ -306,6 +320,7 @@ class RequestChecks:
             broken += props.table_growth(request_id, groups, before, result.tables)
         r.tables, r.num_computed_tokens, r.running = result.tables, result.num_computed_tokens, True
         self._note_keyed(r, view)
+        self._note_pending(request_id, r, view)
         keys_of = self._keys_of(view)
         if self.caching and keys_of is not None:
             self._count("hit-keys")
@@ -322,7 +337,7 @@ class RequestChecks:
                 keys_of,
             )
         self._count("own-contents")
-        broken += props.own_contents(
+        read = props.own_contents(
             request_id,
             r.tables,
             r.num_computed_tokens,
@@ -331,6 +346,7 @@ class RequestChecks:
             self.bs,
             self.contents if contents is None else contents,
         )
+        broken += [self._staleness(b) for b in read if not self._in_pass(b, request_id)]
         if fresh:
             self._count("computes-last-token")
             broken += props.computes_last_token(request_id, r.num_computed_tokens, len(r.tokens))
@@ -340,7 +356,7 @@ class RequestChecks:
                 r.tables,
                 r.num_computed_tokens,
                 r.signature,
-                self.origin.get,
+                self._writer,
                 self.bs,
                 self.hbs,
                 self.partitions,
@@ -357,10 +373,85 @@ class RequestChecks:
             )
         self._raise(broken)
 
+    # --- keys registered at scheduling, within one forward pass --------------------------
+
+    def pending_for(self, block: int) -> str | None:
+        """The request whose forward pass is still to write ``block``, keyed when that
+        request was scheduled (``None``: no such pass is open, or the knob is off)."""
+        found = self.pending.get(block) if self.keys_within_pass else None
+        return None if found is None else found[1]
+
+    def _note_pending(self, request_id: str, r: Tracked, view: PoolView) -> None:
+        """The blocks of ``r``'s tables keyed for ``r`` beyond what it has computed: its
+        forward pass is still to write them."""
+        keys_of = self._keys_of(view)
+        if not (self.keys_within_pass and self.registers_when_scheduled) or keys_of is None:
+            return
+        self.pending = {b: kr for b, kr in self.pending.items() if kr[1] != request_id}
+        hashes = r.hashes(self.hbs)
+        full = len(r.tokens) // self.bs
+        for g, table in enumerate(r.tables):
+            for i, b in enumerate(table[:full]):
+                key = props.expected_key(hashes, self.hbs, self.bs, i, g)
+                if b and (i + 1) * self.bs > r.num_computed_tokens and key in keys_of(b):
+                    self.pending[b] = (key, request_id)
+                    self.stale.pop(b, None)
+
+    def _in_pass(self, broken: Broken, reader: str) -> bool:
+        """Whether ``broken`` (an ``own-contents`` of ``reader``) is a read of a block that
+        another request's open forward pass writes: the same pass, not judged yet."""
+        keyer = None if broken.block is None else self.pending_for(broken.block)
+        return keyer is not None and keyer != reader
+
+    def _writer(self, block: int) -> Signature | None:
+        """Who wrote ``block`` (for ``keys-partitioned``), or will in an open pass."""
+        keyer = self.pending_for(block)
+        if keyer is not None and keyer in self.requests:
+            return self.requests[keyer].signature
+        return self.origin.get(block)
+
+    def _staleness(self, broken: Broken) -> Broken:
+        """``broken``, saying so when its block carries a key whose pass ended unwritten."""
+        found = None if broken.block is None else self.stale.get(broken.block)
+        if found is None:
+            return broken
+        detail = (
+            f"{broken.detail}: a stale key, registered when request {found[1]!r} was "
+            "scheduled, kept after it left before its forward pass wrote the block"
+        )
+        return Broken(broken.property, detail, broken.request_id, broken.block)
+
+    def strands_a_pass(self, request_id: str) -> bool:
+        """Whether ``request_id`` leaving now would end a forward pass that another live
+        request already reads from: a block keyed for it, not written, in another's table
+        (the design runs such requests in one pass: the scheduler never splits them)."""
+        mine = {b for b, (_, rid) in self.pending.items() if rid == request_id}
+        if not self.keys_within_pass or not mine:
+            return False
+        return any(
+            b in mine
+            for rid, other in self.requests.items()
+            if rid != request_id and other.running
+            for table in other.tables
+            for b in table
+        )
+
+    def _end_pass(self, request_id: str, view: PoolView) -> None:
+        """``request_id`` left: the blocks its pass did not write are no longer pending; a
+        key still on one of them is stale."""
+        keys_of = self._keys_of(view)
+        for b, (key, rid) in list(self.pending.items()):
+            if rid != request_id:
+                continue
+            del self.pending[b]
+            if keys_of is not None and key in keys_of(b):
+                self.stale[b] = (key, rid)
+
     def released(self, request_id: str, view: PoolView, finished: bool) -> None:
         """A request's blocks were freed (finish or preempt)."""
         r = self.requests[request_id]
         broken: list[Broken] = []
+        self._end_pass(request_id, view)
         if view.free_queue is not None and r.tables:
             self._count("tail-first-free")
             queue = view.free_queue

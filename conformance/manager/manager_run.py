@@ -22,6 +22,7 @@ from kvpool.spec import (
     initial_state,
     pool_residency,
 )
+from kvpool.spec.events import as_consumers_read
 from kvpool.spec.manager import (
     NO_EXTRA,
     Admit,
@@ -159,11 +160,15 @@ class ManagerRun:
             return
         self.pool_state = pool.state
         assert isinstance(expected, tuple)
+        # read as the profile's consumers read them (``coarse_events_name_fine_hash``)
+        as_fine = self.pool_state.profile.coarse_events_name_fine_hash
+        expected = as_consumers_read(cast("tuple[Event, ...]", expected), as_fine)
+        actual = as_consumers_read(actual, as_fine)
         found = self.stream_judge.feed(actual, pool_residency(self.pool_state))
         if found:
             operation = where.removeprefix("after ")
             raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
-        if canonical_events(cast("tuple[Event, ...]", expected)) != canonical_events(actual):
+        if canonical_events(expected) != canonical_events(actual):
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
             )

@@ -65,11 +65,20 @@ class PropertyRun(ManagerRun):
         self.checks.registers_when_scheduled = bool(
             getattr(self.target, "registers_when_scheduled", False)
         )
+        self.checks.keys_within_pass = profile.scheduled_keys_within_pass
         self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
         self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
         self.checks.resets_only_without_requests = bool(
             getattr(self.target, "resets_only_without_requests", False)
         )
+
+    def allows(self, action: RequestAction) -> bool:
+        """As :meth:`ManagerRun.allows`; and where keys registered at scheduling are safe
+        within one forward pass, no request leaves while another reads a block its pass is
+        still to write (such a scheduler runs both in that one pass)."""
+        if isinstance(action, Preempt | Finish) and self.checks.strands_a_pass(action.request_id):
+            return False
+        return super().allows(action)
 
     def apply(self, action: RequestAction) -> ManagerResult:
         actual = self.run_on_target(action)

@@ -4,7 +4,8 @@ The file is the kind ``--profile FILE`` reads (:mod:`kvpool.spec.profile`): base
 ``seed``, one ``[knobs.NAME]`` table per knob measured to differ from the seed, its reason
 the probe's evidence. A knob no probe could decide keeps the seed's value and is marked in
 a comment (``# undecided: ...``), as are the knobs no probe can measure: what a release
-*promises* its event subscribers is written in its documents, not shown by its pool.
+*promises* its event subscribers is written in its documents, not shown by its pool, and
+how a KV cache manager above the pool keys blocks is the manager's design.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from .probes import Measurement
 
 #: Knobs that state a written promise, never measured.
 WRITTEN = ("consumer_contract", "consumer_contract_source")
+#: Knobs of a KV cache manager's design, which no probe of a pool can show.
+MANAGER_DESIGN = ("scheduled_keys_within_pass",)
 
 
 def _toml(value: object) -> str:
@@ -57,6 +60,8 @@ def profile_document(target: str, measured: list[Measurement]) -> str:
         m = by_knob.get(knob)
         if knob in WRITTEN:
             lines.append(f"# not measured: {knob} (a written promise); kept from the seed")
+        elif knob in MANAGER_DESIGN:
+            lines.append(f"# not measured: {knob} (a manager's design); kept from the seed")
         elif m is None or m.value is None:
             why = "no probe" if m is None else m.evidence
             lines.append(f"# undecided: {knob} ({why}); kept from the seed")

@@ -9,13 +9,14 @@ pool lacks) says so instead of guessing: :class:`Measurement` ``value is None``.
 
 The pool is driven through its target (:class:`~kvpool.conformance.engine.target.Target`),
 so the probes run on anything ``kvpool conform`` can check. The target is built with the
-``seed`` profile; no probe reads what the profile says, only what the pool does.
+``seed`` profile, refusals read either way (:data:`LISTENING`); no probe reads what the
+profile says, only what the pool does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvpool.spec import (
     SEED,
@@ -33,6 +34,7 @@ from kvpool.spec.actions import ALL_ACTIONS
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import hash_of
 
+from ..engine.refusal import RefusedByReturn
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 #: Knob value: a bool, or the set of operations the pool offers.
@@ -49,6 +51,10 @@ class Measurement:
     evidence: str
 
 
+#: The profile every probe's target is built with: the seed's, and a refusal read either
+#: way (raised, or returned as ``refuses_by_return`` says), so that a pool refusing by
+#: return value is not measured as taking what it refused.
+LISTENING = replace(SEED, refuses_by_return=True)
 #: Fine hashes of one request, one per token (``hash_block_size`` 1).
 HASHES = request_block_hashes(list(range(8)), 1)
 #: The operations of the spec, the set ``operations`` is measured within.
@@ -59,7 +65,7 @@ class Probe:
     """A fresh target for one probe, with its pool's answers kept apart from its refusals."""
 
     def __init__(self, factory: TargetFactory, config: PoolConfig) -> None:
-        self.target: Target = factory(config, SEED)
+        self.target: Target = factory(config, LISTENING)
 
     def offers(self, operation: str) -> bool:
         return operation in self.target.operations
@@ -304,6 +310,71 @@ def keys_die_on_free(factory: TargetFactory) -> Measurement:
     )
 
 
+def refuses_by_return(factory: TargetFactory) -> Measurement:
+    knob = "refuses_by_return"
+    tries = (
+        ("a double free", (GetNewBlocks(1), FreeBlocks((1,)), FreeBlocks((1,)))),
+        ("get_new_blocks(4) with 3 free", (GetNewBlocks(4),)),
+    )
+    for what, actions in tries:
+        probe = Probe(factory, PoolConfig(4))
+        *setup, last = actions
+        for action in setup:
+            probe.target.apply(action)
+        try:
+            probe.target.apply(last)
+        except RefusedByReturn as exc:
+            return Measurement(knob, True, f"{what} returned {exc.returned!r}, changing nothing")
+        except Exception as exc:  # a refusal by exception: what the seed states
+            return Measurement(knob, False, f"{what} raised {type(exc).__name__}")
+    return Measurement(knob, False, "a double free and an over-allocation were both taken")
+
+
+def flushes_under_pressure(factory: TargetFactory) -> Measurement:
+    knob = "flushes_under_pressure"
+    probe = Probe(factory, PoolConfig(4, enable_kv_cache_events=False))
+    if not probe.offers("cache_full_blocks"):
+        return Measurement(knob, False, "no cache_full_blocks: no block has a key")
+    probe.target.apply(GetNewBlocks(2))
+    probe.target.apply(CacheFullBlocks(HASHES[:2], (1, 2), 0, 2, 1))
+    probe.target.apply(FreeBlocks((2, 1)))
+    if probe.target.view().primary is None:
+        return Measurement(knob, None, "the blocks' keys are not shown")
+    if probe.primary_hash(1) is None or probe.primary_hash(2) is None:
+        return Measurement(knob, None, "no freed block kept its key: nothing cached to flush")
+    got = probe.target.apply(GetNewBlocks(2)).result  # block 3 and one cached block
+    left = [b for b in (1, 2) if not isinstance(got, tuple) or b not in got]
+    if len(left) != 1:
+        return Measurement(knob, None, f"the allocation handed out {got!r}")
+    flushed = probe.primary_hash(left[0]) is None
+    return Measurement(
+        knob,
+        flushed,
+        f"an allocation that evicted a cached block {'dropped' if flushed else 'kept'} the key "
+        f"of the other cached free block {left[0]}",
+    )
+
+
+def coarse_events_name_fine_hash(factory: TargetFactory) -> Measurement:
+    knob = "coarse_events_name_fine_hash"
+    probe = Probe(factory, PoolConfig(4))
+    if not probe.offers("take_events"):
+        return Measurement(knob, False, "the pool publishes no events")
+    if not probe.accepts(GetNewBlocks(1), CacheFullBlocks(HASHES[:2], (1,), 0, 1, 2)):
+        return Measurement(knob, False, "no block spanning two hash blocks could be cached")
+    if probe.primary_hash(1) != HASHES[0] + HASHES[1]:
+        return Measurement(knob, False, "a coarse block's key is no concatenation")
+    probe.stored()
+    ints = getattr(probe.target, "publishes_int_hashes", None)
+    if ints is None:
+        return Measurement(knob, None, "the events' hash type is not shown")
+    if not ints:
+        return Measurement(knob, False, "a concatenated key's event names it by its bytes")
+    return Measurement(
+        knob, True, "by default its events name a concatenated key by its last fine hash's int"
+    )
+
+
 #: Every probe, in the order of the profile's fields.
 PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     unkeyed_free_to_front,
@@ -321,6 +392,9 @@ PROBES: tuple[Callable[[TargetFactory], Measurement], ...] = (
     partial_parent_fine_hash,
     strong_pool_reference,
     keys_die_on_free,
+    refuses_by_return,
+    flushes_under_pressure,
+    coarse_events_name_fine_hash,
 )
 
 

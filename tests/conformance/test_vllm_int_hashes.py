@@ -5,6 +5,7 @@ pool registered, not as that fine hash."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -32,19 +33,28 @@ def test_a_concatenated_hash_shares_the_integer_of_its_last_fine_hash() -> None:
     assert reader.bytes_of(int_hash(FINE[2])) == FINE[2]
 
 
-def events_run(version: str, int_hashes: bool) -> Any:
+def events_run(version: str, int_hashes: bool, as_consumers_read: bool = True) -> Any:
+    """The events level on ``version``; ``as_consumers_read``: under its profile, which
+    names a coarse key by its last fine hash as a consumer of integers must
+    (``coarse_events_name_fine_hash``), else with every hash read back exactly."""
     release = load_vllm(described(f"vllm=={version}"))
     assert release.release is not None
     setattr(release.release.modules["vllm.envs"], INT_HASHES_SETTING, int_hashes)
     factory = release.target_factory(f"vllm=={version}")
     level = level_for("events", "count")
     profile = profile_for_version(version)
+    if not as_consumers_read:
+        profile = replace(profile, coarse_events_name_fine_hash=False)
     return run_level(factory, profile, level, max_examples=60, steps=30, seed=1, max_blocks=8)
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.23.0"])
-def test_int_hashes_are_judged_as_the_bytes_they_stand_for(version: str) -> None:
-    by_bytes, by_ints = events_run(version, False), events_run(version, True)
+@pytest.mark.parametrize("as_consumers_read", [True, False])
+def test_int_hashes_are_judged_as_the_bytes_they_stand_for(
+    version: str, as_consumers_read: bool
+) -> None:
+    by_bytes = events_run(version, False, as_consumers_read)
+    by_ints = events_run(version, True, as_consumers_read)
     assert by_bytes.failure is None, by_bytes.failure
     assert by_ints.failure is None, by_ints.failure
     assert by_ints.record.steps == by_bytes.record.steps
@@ -53,8 +63,9 @@ def test_int_hashes_are_judged_as_the_bytes_they_stand_for(version: str) -> None
 def test_reading_a_coarse_integer_as_its_fine_hash_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the reading before the fix: every integer maps back to the fine hash it shares
+    # read back exactly (the knob off), the reading before the fix: every integer maps
+    # back to the fine hash it shares (what the knob states a consumer reads)
     monkeypatch.setattr(IntHashes, "remember_blocks", lambda *_: None)
-    result = events_run("0.23.0", True)
+    result = events_run("0.23.0", True, as_consumers_read=False)
     assert result.failure is not None
     assert "property 'events-replay-index' broken" in result.failure.message

@@ -56,6 +56,9 @@ class VllmRelease:
     origin: str
     #: The isolated modules, when it was loaded in isolation.
     release: Release | None = None
+    #: Whether its events name hashes by 64-bit integers by default (its own setting,
+    #: read before an isolated release is switched to whole hashes; ``None``: unknown).
+    int_hashes_by_default: bool | None = None
 
     def api(self) -> PoolApi:
         probe = self.pool_class(**_probe_args(self.pool_class))
@@ -67,10 +70,12 @@ class VllmRelease:
         api = self.api()
 
         version = self.version
+        int_hashes = self.int_hashes_by_default
 
         def factory(config: PoolConfig, profile: Profile) -> Target:
             target = VllmApiTarget(pool_class, config, profile, name=name, api=api)
             target.version = version
+            target.int_hashes_by_default = int_hashes
             return target
 
         return factory
@@ -113,9 +118,13 @@ INT_HASHES_SETTING = "VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES"
 def describe_release(release: Release) -> VllmRelease:
     """An isolated release, described; its private ``vllm.envs`` publishes whole hashes."""
     envs = release.modules.get("vllm.envs")
+    by_default = None
     if envs is not None:  # a fork spells it with its own prefix (APHRODITE_KV_EVENTS_...)
         setting = release.package.upper() + INT_HASHES_SETTING.removeprefix("VLLM")
+        found = getattr(envs, setting, None)
+        by_default = found if isinstance(found, bool) else None
         setattr(envs, setting, False)
-    return describe(
+    described = describe(
         release.version, release.modules, f"isolated from {release.root}", release=release
     )
+    return dataclasses.replace(described, int_hashes_by_default=by_default)

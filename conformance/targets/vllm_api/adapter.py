@@ -46,7 +46,8 @@ from kvpool.spec import (
 )
 from kvpool.spec.keys import group_of, hash_of
 
-from ...engine.target import EVICT_FIRST, PoolView
+from ...engine.refusal import refusal
+from ...engine.target import EVICT_FIRST, FINE_EVENT_HASHES, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
@@ -103,7 +104,7 @@ class VllmApiTarget:
         )
         self._fired: list[tuple[int, str]] = []
         self._check_structure = check_structure
-        self._events = EventReader()
+        self._events = EventReader(profile.coarse_events_name_fine_hash)
         #: The keys the pool was shown, looked up after every step (see :mod:`.index_probe`).
         self._probe = IndexProbe()
         self._index_readable = (
@@ -149,6 +150,8 @@ class VllmApiTarget:
             seen.add("index")  # read whole, or probed through the pool's lookups
         if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
+            if self.profile.coarse_events_name_fine_hash:
+                seen.add(FINE_EVENT_HASHES)  # read as a consumer of its integers reads them
         if "unpin_blocks" in self.operations:
             seen.add("watchers")
         if "peer_get_new_blocks" in self.operations:
@@ -213,7 +216,7 @@ class VllmApiTarget:
         pool = self.pool
         match action:
             case GetNewBlocks(num_blocks=n):
-                return tuple(b.block_id for b in pool.get_new_blocks(n))
+                return tuple(b.block_id for b in self._taken(action, pool.get_new_blocks(n)))
             case PeerGetNewBlocks(num_blocks=n):
                 assert self.peer is not None
                 return tuple(b.block_id for b in self.peer.get_new_blocks(n))
@@ -222,15 +225,17 @@ class VllmApiTarget:
                 if evict_first:
                     if self.api.evict_first_arg is None:
                         raise TypeError("this pool's free_blocks has no evict_first argument")
-                    pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
+                    returned = pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
                 else:
-                    pool.free_blocks(blocks)
+                    returned = pool.free_blocks(blocks)
+                self._taken(action, returned)
                 return None
             case Touch(blocks=ids):
-                pool.touch((self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids))
+                touched = (self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids)
+                self._taken(action, pool.touch(touched))
                 return None
             case UnpinBlocks(blocks=ids, watcher=name):
-                pool.unpin_blocks(self._blocks(ids), self._watcher(name))
+                self._taken(action, pool.unpin_blocks(self._blocks(ids), self._watcher(name)))
                 return None
             case CacheFullBlocks():
                 extra: dict[str, object] = {}
@@ -238,7 +243,7 @@ class VllmApiTarget:
                     if not self.api.block_mask:
                         raise TypeError("this pool's cache_full_blocks has no block_mask argument")
                     extra["block_mask"] = list(action.block_mask)
-                pool.cache_full_blocks(
+                returned = pool.cache_full_blocks(
                     self._request(action.block_hashes),
                     self._blocks(action.blocks),
                     action.num_cached_blocks,
@@ -247,6 +252,7 @@ class VllmApiTarget:
                     action.group_id,
                     **extra,
                 )
+                self._taken(action, returned)
                 new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
                 self.int_hashes.remember_blocks(
                     self._blocks(new), action.block_size, self.config.hash_block_size
@@ -275,10 +281,11 @@ class VllmApiTarget:
                 hits = pool.get_cached_block(block_hash, list(groups))
                 return None if hits is None else tuple(b.block_id for b in hits)
             case EvictBlocks(block_ids=ids):
-                pool.evict_blocks(set(ids))
+                self._taken(action, pool.evict_blocks(set(ids)))
                 return None
             case MoveBlockHashes(src=src, dst=dst):
-                pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
+                moved = pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
+                self._taken(action, moved)
                 return None
             case ResetPrefixCache():
                 return bool(pool.reset_prefix_cache())
@@ -292,7 +299,28 @@ class VllmApiTarget:
                 return tuple(self.taken_events(pool.take_events()))
         raise TypeError(f"unknown action {action!r}")
 
+    def _taken(self, action: Action, returned: Any) -> Any:
+        """``returned``, the pool's answer to ``action``, unless it is a refusal by return
+        value (the profile's ``refuses_by_return``: see :mod:`...engine.refusal`), which is
+        raised as the pool's refusal."""
+        refused = refusal(action.operation, returned, self.profile)
+        if refused is not None:
+            raise refused
+        return returned
+
     # --- events -------------------------------------------------------------------------
+
+    #: Whether the release's events name hashes by 64-bit integers by default, when its
+    #: loader knows (an isolated vLLM release is run with whole hashes all the same).
+    int_hashes_by_default: bool | None = None
+
+    @property
+    def publishes_int_hashes(self) -> bool | None:
+        """Whether the pool's events name hashes by 64-bit integers where it runs as
+        released (``None``: not known, and no hash read yet)."""
+        if self.int_hashes_by_default is not None:
+            return self.int_hashes_by_default
+        return self._events.saw_ints
 
     @property
     def int_hashes(self) -> IntHashes:

@@ -1,7 +1,9 @@
 """A pool's KV events read back into the spec's vocabulary: hashes published as 64-bit
 integers mapped back to the bytes the pool keyed its blocks by (:mod:`.int_hashes`, the one
 mapping of both adapters), and events that name no group given the group from the pool's
-own keys.
+own keys. Where the profile states what a consumer of those integers sees
+(``coarse_events_name_fine_hash``), no such mapping is made: every hash is read as that
+consumer reads it, a coarse key as its last fine hash.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec.events import as_fine
 from kvpool.spec.keys import group_of, hash_of
 
 from .int_hashes import IntHashes
@@ -19,14 +22,27 @@ class EventReader:
     """What an adapter remembers to read its pool's events: the hashes it handed out and the
     group of each queued event whose pool does not publish one."""
 
-    def __init__(self) -> None:
+    def __init__(self, coarse_as_fine: bool = False) -> None:
+        #: The profile's ``coarse_events_name_fine_hash``: every hash is read as a consumer
+        #: of 64-bit integers reads it, a coarse key as its last fine hash (an integer maps
+        #: to the fine hash it names, a concatenation of bytes to its last fine hash).
+        self.coarse_as_fine = coarse_as_fine
+        #: Whether an event read so far named a hash by an integer (``None``: none read).
+        self.saw_ints: bool | None = None
         #: What each 64-bit integer an event may publish stands for.
         self.int_hashes = IntHashes()
         #: The group of each event in the pool's queue, when its events do not say.
         self.groups: list[int | None] = []
 
     def hash(self, value: Any, block_size: int | None = None) -> bytes:
-        """An event's hash as bytes (:meth:`.IntHashes.bytes_of`)."""
+        """An event's hash as bytes (:meth:`.IntHashes.bytes_of`), or as a consumer of
+        integers reads it where the profile says so."""
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        self.saw_ints = is_int
+        if self.coarse_as_fine:
+            if isinstance(value, int) and is_int:
+                return self.int_hashes.fine.get(value, value.to_bytes(8, "big"))
+            return as_fine(bytes(value))
         return self.int_hashes.bytes_of(value, block_size)
 
     def spec_events(self, raw: Any, tagged_group: int | None) -> list[Event]:
