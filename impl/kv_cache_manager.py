@@ -25,6 +25,8 @@ pool's operations against the reference model.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from .hashing import (
     hash_token_blocks,
     sha256_hash,
 )
+from .release_hashing import ReleaseHashing, pickle_sha256
 from .request import Request
 
 #: Table entries, per group, as block ids (0 is the null block).
@@ -213,6 +216,10 @@ _FIRST_HASHED_RUN = 16
 #: A request's uniform extra keys before they are first asked for.
 _NOT_ASKED = object()
 
+_sha256 = hashlib.sha256
+_dumps = pickle.dumps
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
 #: Block reads run from C by ``map`` and ``filter``.
 _block_id = attrgetter("block_id")
 _ref_cnt = attrgetter("ref_cnt")
@@ -248,12 +255,16 @@ class KVCacheManager:
         hash_block_size: int = 1,
         enable_kv_cache_events: bool = True,
         hash_function: HashFunction = sha256_hash,
+        hashing: ReleaseHashing | None = None,
     ) -> None:
         """Pre: ``block_size`` is a positive multiple of ``hash_block_size``; at least one
         group. The pool is built with ``num_gpu_blocks`` blocks (block 0 the null block).
         ``hash_function`` digests each block's hash input (parent hash, tokens, extra
         keys); the default is the spec's, and another one gives keys the spec's manager
-        does not know (a benchmark hands in digests computed beforehand, say)."""
+        does not know (a benchmark hands in digests computed beforehand, say).
+        ``hashing`` (:func:`~.release_hashing.vllm_hashing`) hashes blocks as a vLLM
+        release does, byte for byte: its extra keys, its ``NONE_HASH`` and (unless
+        ``hash_function`` is given) its digest."""
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if (
@@ -274,6 +285,9 @@ class KVCacheManager:
                 raise ValueError(f"not a KVCacheGroupSpec: {group!r}")
         self.block_size = block_size
         self.hash_block_size = hash_block_size
+        self.hashing = hashing
+        if hashing is not None and hash_function is sha256_hash:
+            hash_function = hashing.digest
         self.hash_function = hash_function
         self.groups: tuple[KVCacheGroupSpec, ...] = groups
         self.enable_caching = bool(enable_caching)
@@ -533,9 +547,14 @@ class KVCacheManager:
 
     def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
         """The extra keys of the request's hash block ``start .. end - 1``: its salt, LoRA
-        adapter, the multimodal features in the block and its embeddings there. For a
-        request with neither features nor embeddings they must not depend on the block:
-        they are asked once per request, not once per block."""
+        adapter, the multimodal features in the block and its embeddings there (laid out
+        as the spec does, or as the release of ``hashing`` does). For a request with
+        neither features nor embeddings they depend on the block only through whether it
+        is the first (a release salts only that one): they are asked once per request."""
+        if self.hashing is not None:
+            return self.hashing.block_keys(
+                start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
+            )
         return generate_block_hash_extra_keys(
             start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
         )
@@ -550,6 +569,9 @@ class KVCacheManager:
         hbs = self.hash_block_size
         first = len(hashes) * hbs
         if end - first < hbs:
+            return
+        if self.hashing is not None:
+            self._extend_release_hashes(req, first, end)
             return
         parent = hashes[-1] if hashes else None
         hash_function = self.hash_function
@@ -568,6 +590,43 @@ class KVCacheManager:
                 keys = self._extra_keys(req, start, start + hbs)
             parent = hash_block_tokens(hash_function, parent, tokens[start : start + hbs], keys)
             hashes.append(parent)
+
+    def _extend_release_hashes(self, req: ManagedRequest, first: int, end: int) -> None:
+        """``_extend_block_hashes`` under a release's hashing: each block's input
+        ``(parent, tokens, keys)`` digested once, its tokens a slice of one tuple of the
+        new tokens (made in C); the parent chain kept in ``block_hashes``."""
+        hashing = self.hashing
+        assert hashing is not None
+        request = req.request
+        hashes = request.block_hashes
+        hbs = self.hash_block_size
+        digest = self.hash_function
+        parent = hashes[-1] if hashes else hashing.none_hash
+        run = tuple(request.all_token_ids[first:end])
+        stop = len(run) // hbs * hbs
+        if not req.uniform_keys:
+            for i in range(0, stop, hbs):
+                keys = self._extra_keys(req, first + i, first + i + hbs)
+                parent = digest((parent, run[i : i + hbs], keys))
+                hashes.append(parent)
+            return
+        i = 0
+        if first == 0:  # the first block carries the salt
+            parent = digest((parent, run[:hbs], self._extra_keys(req, 0, hbs)))
+            hashes.append(parent)
+            i = hbs
+        if req.block_keys is _NOT_ASKED:
+            req.block_keys = self._extra_keys(req, hbs, 2 * hbs)
+        keys = req.block_keys  # type: ignore[assignment]
+        if digest is pickle_sha256:
+            # vLLM's default, inlined: one pickle and one SHA-256 per block, both in C.
+            sha256, dumps, protocol = _sha256, _dumps, _PROTOCOL
+            hashes += [
+                parent := sha256(dumps((parent, run[j : j + hbs], keys), protocol)).digest()
+                for j in range(i, stop, hbs)
+            ]
+            return
+        hashes += [parent := digest((parent, run[j : j + hbs], keys)) for j in range(i, stop, hbs)]
 
     def _schedule(self, req: ManagedRequest) -> Scheduled | None:
         """Give a request that does not run tables covering all its tokens.
