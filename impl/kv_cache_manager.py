@@ -164,6 +164,7 @@ class ManagedRequest:
         "request",
         "running",
         "salt",
+        "shown",
         "uniform_keys",
     )
 
@@ -190,6 +191,8 @@ class ManagedRequest:
         self.running = False
         self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
         self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
+        #: ``tables()`` as last made, or ``None`` once ``block_ids`` changed.
+        self.shown: BlockIds | None = None
         self.num_computed_tokens = 0
         self.num_cached_blocks = [0] * num_groups
         self.num_nulled = [0] * num_groups
@@ -208,7 +211,12 @@ class ManagedRequest:
         return bool(self.pending_moves or self.pending_release)
 
     def tables(self) -> BlockIds:
-        return tuple([tuple(ids) for ids in self.block_ids])
+        """``block_ids`` as tuples, made again only after the tables changed (every
+        change of ``block_ids`` sets ``shown`` to ``None``)."""
+        shown = self.shown
+        if shown is None:
+            shown = self.shown = tuple([tuple(ids) for ids in self.block_ids])
+        return shown
 
 
 #: The blocks a new request's first lookup hashes; each further run is twice as long.
@@ -225,7 +233,7 @@ _block_id = attrgetter("block_id")
 _ref_cnt = attrgetter("ref_cnt")
 
 
-def _non_negative(ints: list[int]) -> bool:
+def _non_negative(ints: Sequence[int]) -> bool:
     """Whether every int is >= 0 (an unsigned array refuses a negative one, in C)."""
     try:
         array("Q", ints)
@@ -398,7 +406,8 @@ class KVCacheManager:
         """
         op = "append"
         req = self._running(op, request_id)
-        new_tokens = self._checked_tokens(op, request_id, tokens)
+        # checked as given (a list or a tuple is not copied), then copied into the request
+        new_tokens = self._checked_tokens(op, request_id, tokens, copy=False)
         tokens_now = req.request.all_token_ids
         need = _cdiv(len(tokens_now) + len(new_tokens), self.block_size) - len(req.blocks[0])
         if need > 0:
@@ -408,6 +417,7 @@ class KVCacheManager:
             for table, ids, fresh in zip(req.blocks, req.block_ids, new, strict=True):
                 table.extend(fresh)
                 ids.extend([b.block_id for b in fresh])
+            req.shown = None
         tokens_now.extend(new_tokens)
         if self.enable_caching:
             self._extend_block_hashes(req)
@@ -504,6 +514,7 @@ class KVCacheManager:
         n = self.num_groups
         req.blocks = [[] for _ in range(n)]
         req.block_ids = [[] for _ in range(n)]
+        req.shown = None
         req.num_computed_tokens = 0
         req.num_cached_blocks = [0] * n
         req.num_nulled = [0] * n
@@ -654,6 +665,7 @@ class KVCacheManager:
         new = self._touch_and_allocate(hits, per_group)
         req.blocks = [hit.blocks[g] + new[g] for g in self._group_ids]
         req.block_ids = [list(map(_block_id, table)) for table in req.blocks]
+        req.shown = None
         # A partial entry is never written in place: the first new block of each group is
         # its private copy; the source stays held until the engine has copied it.
         copies: Copies = ()
@@ -856,6 +868,7 @@ class KVCacheManager:
             table[start:cutoff] = [null] * (cutoff - start)
             ids[start:cutoff] = [0] * (cutoff - start)
             request.num_nulled[g] = cutoff
+            request.shown = None
 
     # ============================================================ hooks: release
 
@@ -897,15 +910,22 @@ class KVCacheManager:
         return req
 
     @staticmethod
-    def _checked_tokens(op: str, request_id: str, tokens: Sequence[int]) -> list[int]:
-        """``tokens`` as a new list. Pre (rule ``request-tokens``): non-empty, ints >= 0."""
-        token_list = list(tokens)
+    def _checked_tokens(
+        op: str, request_id: str, tokens: Sequence[int], copy: bool = True
+    ) -> list[int]:
+        """``tokens`` as a new list (unless ``copy`` is off and they are a list or a tuple:
+        then as given). Pre (rule ``request-tokens``): non-empty, ints >= 0."""
+        token_list: list[int] = (
+            tokens  # type: ignore[assignment]
+            if not copy and type(tokens) in (list, tuple)
+            else list(tokens)
+        )
         # Both checks run in C, with no Python work per token.
         if (
             not token_list
             or countOf(map(type, token_list), int) != len(token_list)
             or not _non_negative(token_list)
         ):
-            shown = token_list if len(token_list) <= 16 else [*token_list[:16], "..."]
+            shown = list(token_list) if len(token_list) <= 16 else [*token_list[:16], "..."]
             raise KVCacheManagerError(op, "request-tokens", request_id, f"tokens {shown}")
         return token_list
