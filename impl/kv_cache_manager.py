@@ -604,8 +604,8 @@ class KVCacheManager:
 
     def _extend_release_hashes(self, req: ManagedRequest, first: int, end: int) -> None:
         """``_extend_block_hashes`` under a release's hashing: each block's input
-        ``(parent, tokens, keys)`` digested once, its tokens a slice of one tuple of the
-        new tokens (made in C); the parent chain kept in ``block_hashes``."""
+        ``(parent, tokens, keys)`` digested once, its tokens a tuple cut by ``zip`` from
+        one slice of the new tokens (in C); the parent chain kept in ``block_hashes``."""
         hashing = self.hashing
         assert hashing is not None
         request = req.request
@@ -613,31 +613,29 @@ class KVCacheManager:
         hbs = self.hash_block_size
         digest = self.hash_function
         parent = hashes[-1] if hashes else hashing.none_hash
-        run = tuple(request.all_token_ids[first:end])
-        stop = len(run) // hbs * hbs
+        tokens = iter(request.all_token_ids[first : first + (end - first) // hbs * hbs])
+        blocks = zip(*[tokens] * hbs, strict=True)  # each block's tokens as a tuple
         if not req.uniform_keys:
-            for i in range(0, stop, hbs):
-                keys = self._extra_keys(req, first + i, first + i + hbs)
-                parent = digest((parent, run[i : i + hbs], keys))
+            for start, block in enumerate(blocks):
+                at = first + start * hbs
+                parent = digest((parent, block, self._extra_keys(req, at, at + hbs)))
                 hashes.append(parent)
             return
-        i = 0
         if first == 0:  # the first block carries the salt
-            parent = digest((parent, run[:hbs], self._extra_keys(req, 0, hbs)))
+            parent = digest((parent, next(blocks), self._extra_keys(req, 0, hbs)))
             hashes.append(parent)
-            i = hbs
         if req.block_keys is _NOT_ASKED:
             req.block_keys = self._extra_keys(req, hbs, 2 * hbs)
-        keys = req.block_keys  # type: ignore[assignment]
+        keys = req.block_keys
         if digest is pickle_sha256:
             # vLLM's default, inlined: one pickle and one SHA-256 per block, both in C.
             sha256, dumps, protocol = _sha256, _dumps, _PROTOCOL
             hashes += [
-                parent := sha256(dumps((parent, run[j : j + hbs], keys), protocol)).digest()
-                for j in range(i, stop, hbs)
+                parent := sha256(dumps((parent, block, keys), protocol)).digest()
+                for block in blocks
             ]
             return
-        hashes += [parent := digest((parent, run[j : j + hbs], keys)) for j in range(i, stop, hbs)]
+        hashes += [parent := digest((parent, block, keys)) for block in blocks]
 
     def _schedule(self, req: ManagedRequest) -> Scheduled | None:
         """Give a request that does not run tables covering all its tokens.
@@ -886,8 +884,10 @@ class KVCacheManager:
         given, so a request's longest prefix is evicted first and its head, which every
         hit needs, last."""
         free = self.block_pool.free_blocks
-        for table in tables:
-            blocks = [*filter(self._not_null, reversed(table))]
+        windows = self._windows
+        for g, table in enumerate(tables):
+            # only a sliding window's table holds the null block
+            blocks = [*filter(self._not_null, reversed(table))] if windows[g] else table[::-1]
             if blocks:
                 free(blocks)
 
