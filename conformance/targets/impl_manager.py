@@ -32,20 +32,28 @@ def scheduled(result: Any) -> Scheduled | None:
 class ManagerApiTarget:
     """Drives a manager with the impl's ``KVCacheManager`` API; its pool is read through
     the pool adapter, so everything the pool shows is compared. A manager hashing as a
-    vLLM release does (its ``hashing`` set) has its keys read in the spec's hashes, each
-    request's paired with the spec's for the same tokens and attributes."""
+    vLLM release does (its ``hashing`` set), or any one with ``paired``, has its keys read
+    in the spec's hashes, each request's paired with the spec's for the same tokens and
+    attributes."""
 
     #: Every partitioning attribute is taken with a request (LoRA, images, embeddings).
     extra_keys_taken = ALL_ATTRIBUTES
 
-    def __init__(self, manager: Any, setup: RequestSetup, profile: Profile, name: str) -> None:
+    def __init__(
+        self,
+        manager: Any,
+        setup: RequestSetup,
+        profile: Profile,
+        name: str,
+        paired: bool | None = None,
+    ) -> None:
         self.name = name
         self.manager = manager
         self.pool = VllmApiTarget(lambda **_: manager.block_pool, setup.pool, profile, name)
         self.observes = self.pool.observes
         #: The manager's block hashes -> the spec's, where they differ.
         self.pairing: KeyPairing | None = None
-        if getattr(manager, "hashing", None) is not None:
+        if paired or (paired is None and getattr(manager, "hashing", None) is not None):
             self.pairing = KeyPairing(setup.pool.hash_block_size, profile.key_attributes)
         #: Requests whose hashes may have grown since the last look, with their attributes.
         self.unpaired: dict[str, tuple[Any, str | None, ExtraKeys]] = {}
