@@ -153,11 +153,14 @@ def _flip_last_byte(dumps: Callable[..., bytes]) -> Callable[..., bytes]:
     return planted
 
 
-def test_one_byte_changed_in_our_encoding_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_byte_changed_in_our_encoding_is_caught(
+    monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
     version = "0.33.0"
     modules = dict(load_release(cached_release(version), version).modules)
     utils = modules["vllm.v1.core.kv_cache_utils"]
-    cases = _cases(1)
+    cases = _cases(seed)
     for algorithm, function in _algorithms(modules)[:2]:  # the pickle and the CBOR path
         utils.init_none_hash(function)
         hashing = vllm_hashing(version, algorithm)
@@ -169,26 +172,40 @@ def test_one_byte_changed_in_our_encoding_is_caught(monkeypatch: pytest.MonkeyPa
             patch.setattr(release_hashing, "_pickled", _flip_last_byte(release_hashing._pickled))
             patch.setattr(release_hashing, "_cbor", _flip_last_byte(release_hashing._cbor))
             found = first_mismatch(modules, algorithm, hashing, cases)
-            # the first request with a full block, at its admission
-            first = next(n for n, case in enumerate(cases) if len(case[0]) >= BLOCK)
-        assert found is not None and found.startswith(f"case {first} step 0"), found
+        assert found is not None and found.startswith(_first_full_block(cases)), found
 
 
+def _first_full_block(cases: list[Case]) -> str:
+    """Where the first full block of the cases is hashed: ``case N step S``."""
+    for n, (tokens, _, _, appends) in enumerate(cases):
+        count = len(tokens)
+        for step, grown in enumerate([(), *appends]):
+            count += len(grown)
+            if count >= BLOCK:
+                return f"case {n} step {step}:"
+    raise AssertionError("no case has a full block")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_bench_verification_catches_a_byte_changed_in_our_encoding(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     vllm = managers.vllm("vllm==0.33.0")
     contenders = [managers.ours(vllm.profile, vllm.hashing), vllm.contender]
-    prog = managers.record(200, 300, seed=1)
+    prog = managers.record(200, 300, seed=seed)
     assert managers.verify(prog, contenders) is None
-    monkeypatch.setattr(kv_cache_manager, "_dumps", _flip_last_byte(kv_cache_manager._dumps))
-    monkeypatch.setattr(release_hashing, "_pickled", _flip_last_byte(release_hashing._pickled))
-    found = managers.verify(prog, contenders)
+    with monkeypatch.context() as patch:
+        patch.setattr(kv_cache_manager, "_dumps", _flip_last_byte(kv_cache_manager._dumps))
+        patch.setattr(release_hashing, "_pickled", _flip_last_byte(release_hashing._pickled))
+        found = managers.verify(prog, contenders)
+        # the same planted manager hashing the spec's way is not judged on hashes
+        spec = managers.ours(vllm.profile)
+        assert managers.verify(prog, [spec, vllm.contender]) is None
     assert found is not None and found.what == "block hashes", found
-    assert found.index == 0 and "block 0 hash" in found.describe()
-    # the same planted manager hashing the spec's way is not judged on hashes
-    spec = managers.ours(vllm.profile)
-    assert managers.verify(prog, [spec, vllm.contender]) is None
+    assert "block 0 hash" in found.describe()
+    # at the first step whose request has a full block
+    first = next(i for i, a in enumerate(prog.actions) if len(getattr(a, "tokens", ())) >= 16)
+    assert found.index == first, found.describe()
 
 
 def test_versions_between_checked_releases_that_differ_are_refused() -> None:
