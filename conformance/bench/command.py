@@ -508,15 +508,18 @@ by running it on our KVCacheManager, then replayed on ours and on the release's 
 KVCacheManager (its coordinator and single-type manager over its BlockPool, driven with the
 calls vLLM's scheduler makes; one full-attention group, block size 16, hashed every 16
 tokens). The verification pass compares every step's answer (block tables, computed
-tokens, copies) and the free block count; at the first difference it names the step and
-the request, reports no ratio for that size and exits 1. The same steps are timed twice
-per repetition: 'requests', as they are (each side hashes the tokens with its own hash
-function: ours in admit and append, vLLM's in its request), and 'requests, prehashed',
-where each manager's block digests, computed beforehand, come from a dict (the manager's
-own work alone). A second program, 'long prompts' (8k to 128k tokens after one of 4 shared
-8k-token prefixes, a 32,000-token vocabulary, --ops/20 steps), is timed the same two ways
-on every size of 8,200 blocks or more (smaller ones are listed as not run): there hashing
-is most of the work. No memory or growth figures for managers.
+tokens, copies), the free block count and the step's request's block hashes (ours hashes
+as the release does, byte for byte); at the first difference it names the step and the
+request, reports no ratio for that size and exits 1. The same steps are timed three ways
+per repetition: 'requests', as they are (both sides hash the tokens with the release's
+default hash function: ours in admit and append, vLLM's in its request), 'requests,
+prehashed', where each manager's block digests, computed beforehand, come from a dict (the
+manager's own work alone), and 'requests, ours on the spec's hashing' (ours with its
+default, the spec's canonical encoding). A second program, 'long prompts' (8k to 128k
+tokens after one of 4 shared 8k-token prefixes, a 32,000-token vocabulary, --ops/20
+steps), is timed the same three ways on every size of 8,200 blocks or more (smaller ones
+are listed as not run): there hashing is most of the work. No memory or growth figures for
+managers.
 
 \b
 Examples:
