@@ -25,6 +25,8 @@ pool's operations against the reference model.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +45,7 @@ from .hashing import (
     hash_token_blocks,
     sha256_hash,
 )
+from .release_hashing import ReleaseHashing, pickle_sha256
 from .request import Request
 
 #: Table entries, per group, as block ids (0 is the null block).
@@ -161,6 +164,7 @@ class ManagedRequest:
         "request",
         "running",
         "salt",
+        "shown",
         "uniform_keys",
     )
 
@@ -187,6 +191,8 @@ class ManagedRequest:
         self.running = False
         self.blocks: list[list[KVCacheBlock]] = [[] for _ in range(num_groups)]
         self.block_ids: list[list[int]] = [[] for _ in range(num_groups)]
+        #: ``tables()`` as last made, or ``None`` once ``block_ids`` changed.
+        self.shown: BlockIds | None = None
         self.num_computed_tokens = 0
         self.num_cached_blocks = [0] * num_groups
         self.num_nulled = [0] * num_groups
@@ -205,7 +211,12 @@ class ManagedRequest:
         return bool(self.pending_moves or self.pending_release)
 
     def tables(self) -> BlockIds:
-        return tuple([tuple(ids) for ids in self.block_ids])
+        """``block_ids`` as tuples, made again only after the tables changed (every
+        change of ``block_ids`` sets ``shown`` to ``None``)."""
+        shown = self.shown
+        if shown is None:
+            shown = self.shown = tuple([tuple(ids) for ids in self.block_ids])
+        return shown
 
 
 #: The blocks a new request's first lookup hashes; each further run is twice as long.
@@ -213,12 +224,16 @@ _FIRST_HASHED_RUN = 16
 #: A request's uniform extra keys before they are first asked for.
 _NOT_ASKED = object()
 
+_sha256 = hashlib.sha256
+_dumps = pickle.dumps
+_PROTOCOL = pickle.HIGHEST_PROTOCOL
+
 #: Block reads run from C by ``map`` and ``filter``.
 _block_id = attrgetter("block_id")
 _ref_cnt = attrgetter("ref_cnt")
 
 
-def _non_negative(ints: list[int]) -> bool:
+def _non_negative(ints: Sequence[int]) -> bool:
     """Whether every int is >= 0 (an unsigned array refuses a negative one, in C)."""
     try:
         array("Q", ints)
@@ -248,12 +263,16 @@ class KVCacheManager:
         hash_block_size: int = 1,
         enable_kv_cache_events: bool = True,
         hash_function: HashFunction = sha256_hash,
+        hashing: ReleaseHashing | None = None,
     ) -> None:
         """Pre: ``block_size`` is a positive multiple of ``hash_block_size``; at least one
         group. The pool is built with ``num_gpu_blocks`` blocks (block 0 the null block).
         ``hash_function`` digests each block's hash input (parent hash, tokens, extra
         keys); the default is the spec's, and another one gives keys the spec's manager
-        does not know (a benchmark hands in digests computed beforehand, say)."""
+        does not know (a benchmark hands in digests computed beforehand, say).
+        ``hashing`` (:func:`~.release_hashing.vllm_hashing`) hashes blocks as a vLLM
+        release does, byte for byte: its extra keys, its ``NONE_HASH`` and (unless
+        ``hash_function`` is given) its digest."""
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ValueError(f"block_size must be a positive int, got {block_size!r}")
         if (
@@ -274,6 +293,9 @@ class KVCacheManager:
                 raise ValueError(f"not a KVCacheGroupSpec: {group!r}")
         self.block_size = block_size
         self.hash_block_size = hash_block_size
+        self.hashing = hashing
+        if hashing is not None and hash_function is sha256_hash:
+            hash_function = hashing.digest
         self.hash_function = hash_function
         self.groups: tuple[KVCacheGroupSpec, ...] = groups
         self.enable_caching = bool(enable_caching)
@@ -384,7 +406,8 @@ class KVCacheManager:
         """
         op = "append"
         req = self._running(op, request_id)
-        new_tokens = self._checked_tokens(op, request_id, tokens)
+        # checked as given (a list or a tuple is not copied), then copied into the request
+        new_tokens = self._checked_tokens(op, request_id, tokens, copy=False)
         tokens_now = req.request.all_token_ids
         need = _cdiv(len(tokens_now) + len(new_tokens), self.block_size) - len(req.blocks[0])
         if need > 0:
@@ -394,6 +417,7 @@ class KVCacheManager:
             for table, ids, fresh in zip(req.blocks, req.block_ids, new, strict=True):
                 table.extend(fresh)
                 ids.extend([b.block_id for b in fresh])
+            req.shown = None
         tokens_now.extend(new_tokens)
         if self.enable_caching:
             self._extend_block_hashes(req)
@@ -490,6 +514,7 @@ class KVCacheManager:
         n = self.num_groups
         req.blocks = [[] for _ in range(n)]
         req.block_ids = [[] for _ in range(n)]
+        req.shown = None
         req.num_computed_tokens = 0
         req.num_cached_blocks = [0] * n
         req.num_nulled = [0] * n
@@ -533,9 +558,14 @@ class KVCacheManager:
 
     def _extra_keys(self, req: ManagedRequest, start: int, end: int) -> tuple[object, ...] | None:
         """The extra keys of the request's hash block ``start .. end - 1``: its salt, LoRA
-        adapter, the multimodal features in the block and its embeddings there. For a
-        request with neither features nor embeddings they must not depend on the block:
-        they are asked once per request, not once per block."""
+        adapter, the multimodal features in the block and its embeddings there (laid out
+        as the spec does, or as the release of ``hashing`` does). For a request with
+        neither features nor embeddings they depend on the block only through whether it
+        is the first (a release salts only that one): they are asked once per request."""
+        if self.hashing is not None:
+            return self.hashing.block_keys(
+                start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
+            )
         return generate_block_hash_extra_keys(
             start, end, req.salt, req.lora, req.mm_features, req.prompt_embeds
         )
@@ -550,6 +580,9 @@ class KVCacheManager:
         hbs = self.hash_block_size
         first = len(hashes) * hbs
         if end - first < hbs:
+            return
+        if self.hashing is not None:
+            self._extend_release_hashes(req, first, end)
             return
         parent = hashes[-1] if hashes else None
         hash_function = self.hash_function
@@ -568,6 +601,41 @@ class KVCacheManager:
                 keys = self._extra_keys(req, start, start + hbs)
             parent = hash_block_tokens(hash_function, parent, tokens[start : start + hbs], keys)
             hashes.append(parent)
+
+    def _extend_release_hashes(self, req: ManagedRequest, first: int, end: int) -> None:
+        """``_extend_block_hashes`` under a release's hashing: each block's input
+        ``(parent, tokens, keys)`` digested once, its tokens a tuple cut by ``zip`` from
+        one slice of the new tokens (in C); the parent chain kept in ``block_hashes``."""
+        hashing = self.hashing
+        assert hashing is not None
+        request = req.request
+        hashes = request.block_hashes
+        hbs = self.hash_block_size
+        digest = self.hash_function
+        parent = hashes[-1] if hashes else hashing.none_hash
+        tokens = iter(request.all_token_ids[first : first + (end - first) // hbs * hbs])
+        blocks = zip(*[tokens] * hbs, strict=True)  # each block's tokens as a tuple
+        if not req.uniform_keys:
+            for start, block in enumerate(blocks):
+                at = first + start * hbs
+                parent = digest((parent, block, self._extra_keys(req, at, at + hbs)))
+                hashes.append(parent)
+            return
+        if first == 0:  # the first block carries the salt
+            parent = digest((parent, next(blocks), self._extra_keys(req, 0, hbs)))
+            hashes.append(parent)
+        if req.block_keys is _NOT_ASKED:
+            req.block_keys = self._extra_keys(req, hbs, 2 * hbs)
+        keys = req.block_keys
+        if digest is pickle_sha256:
+            # vLLM's default, inlined: one pickle and one SHA-256 per block, both in C.
+            sha256, dumps, protocol = _sha256, _dumps, _PROTOCOL
+            hashes += [
+                parent := sha256(dumps((parent, block, keys), protocol)).digest()
+                for block in blocks
+            ]
+            return
+        hashes += [parent := digest((parent, block, keys)) for block in blocks]
 
     def _schedule(self, req: ManagedRequest) -> Scheduled | None:
         """Give a request that does not run tables covering all its tokens.
@@ -595,6 +663,7 @@ class KVCacheManager:
         new = self._touch_and_allocate(hits, per_group)
         req.blocks = [hit.blocks[g] + new[g] for g in self._group_ids]
         req.block_ids = [list(map(_block_id, table)) for table in req.blocks]
+        req.shown = None
         # A partial entry is never written in place: the first new block of each group is
         # its private copy; the source stays held until the engine has copied it.
         copies: Copies = ()
@@ -797,6 +866,7 @@ class KVCacheManager:
             table[start:cutoff] = [null] * (cutoff - start)
             ids[start:cutoff] = [0] * (cutoff - start)
             request.num_nulled[g] = cutoff
+            request.shown = None
 
     # ============================================================ hooks: release
 
@@ -814,8 +884,10 @@ class KVCacheManager:
         given, so a request's longest prefix is evicted first and its head, which every
         hit needs, last."""
         free = self.block_pool.free_blocks
-        for table in tables:
-            blocks = [*filter(self._not_null, reversed(table))]
+        windows = self._windows
+        for g, table in enumerate(tables):
+            # only a sliding window's table holds the null block
+            blocks = [*filter(self._not_null, reversed(table))] if windows[g] else table[::-1]
             if blocks:
                 free(blocks)
 
@@ -838,15 +910,22 @@ class KVCacheManager:
         return req
 
     @staticmethod
-    def _checked_tokens(op: str, request_id: str, tokens: Sequence[int]) -> list[int]:
-        """``tokens`` as a new list. Pre (rule ``request-tokens``): non-empty, ints >= 0."""
-        token_list = list(tokens)
+    def _checked_tokens(
+        op: str, request_id: str, tokens: Sequence[int], copy: bool = True
+    ) -> list[int]:
+        """``tokens`` as a new list (unless ``copy`` is off and they are a list or a tuple:
+        then as given). Pre (rule ``request-tokens``): non-empty, ints >= 0."""
+        token_list: list[int] = (
+            tokens  # type: ignore[assignment]
+            if not copy and type(tokens) in (list, tuple)
+            else list(tokens)
+        )
         # Both checks run in C, with no Python work per token.
         if (
             not token_list
             or countOf(map(type, token_list), int) != len(token_list)
             or not _non_negative(token_list)
         ):
-            shown = token_list if len(token_list) <= 16 else [*token_list[:16], "..."]
+            shown = list(token_list) if len(token_list) <= 16 else [*token_list[:16], "..."]
             raise KVCacheManagerError(op, "request-tokens", request_id, f"tokens {shown}")
         return token_list

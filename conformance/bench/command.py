@@ -160,11 +160,14 @@ def run_manager_bench(
     repeat: int,
     seed: int,
     progress: Progress | None = None,
+    spec_hashed: managers.ManagerContender | None = None,
 ) -> dict[str, Any]:
     """The request workload through two KV cache managers: per size, the steps are
-    recorded, verified on both side by side (tables and free counts after every step),
-    then timed twice per repetition, interleaved: hashing included, and with each
-    manager's digests precomputed (its own work alone). The JSON-ready report."""
+    recorded, verified on both side by side (tables, free counts and block hashes after
+    every step), then timed twice per repetition, interleaved: hashing included, and with
+    each manager's digests precomputed (its own work alone). With ``spec_hashed`` (ours on
+    the spec's hashing) that one is verified and timed beside them too. The JSON-ready
+    report."""
     cells: list[Cell] = []
     disagreements: list[managers.StepDisagreement] = []
     skipped: list[str] = []
@@ -193,15 +196,17 @@ def run_manager_bench(
         label = f"{workload} @ {size:,}"
         prog = managers.record(size, n_ops, seed, workload=workload)
         digests = [managers.Digests(c.hash_function) for c in contenders]
-        found = managers.verify(prog, contenders, digests)
+        extra = [spec_hashed] if spec_hashed is not None else []
+        found = managers.verify(prog, [*contenders, *extra], [*digests, *[None for _ in extra]])
         tick(f"verified {label}")
         if found is not None:
             disagreements.append(found)
             tick(f"skipped {label}", repeat)
             continue
-        with_hashing, prehashed = managers.PROGRAMS[workload]
+        with_hashing, prehashed, on_spec = managers.PROGRAMS[workload]
         hashing = Cell(with_hashing, size, len(prog.actions))
         alone = Cell(prehashed, size, len(prog.actions))
+        spec_cell = Cell(on_spec, size, len(prog.actions))
         for rep in range(repeat):
             # Interleaved, alternating which manager goes first.
             order = (0, 1) if rep % 2 == 0 else (1, 0)
@@ -214,8 +219,12 @@ def run_manager_bench(
                     times[k] = managers.time_once(prog, contenders[k], hash_functions[k])
                 cell.ours_seconds.append(times[0])
                 cell.vllm_seconds.append(times[1])
+                if spec_hashed is not None and cell is hashing:
+                    # beside the same run of vLLM's, hashing its own way
+                    spec_cell.ours_seconds.append(managers.time_once(prog, spec_hashed))
+                    spec_cell.vllm_seconds.append(times[1])
             tick(f"timing {label} ({rep + 1}/{repeat})")
-        cells += [hashing, alone]
+        cells += [hashing, alone, *([spec_cell] if spec_hashed is not None else [])]
         del digests, prog  # a long program's digests are large: not kept past its size
     report = _report(
         (contenders[0].name, contenders[1].name),
@@ -499,15 +508,18 @@ by running it on our KVCacheManager, then replayed on ours and on the release's 
 KVCacheManager (its coordinator and single-type manager over its BlockPool, driven with the
 calls vLLM's scheduler makes; one full-attention group, block size 16, hashed every 16
 tokens). The verification pass compares every step's answer (block tables, computed
-tokens, copies) and the free block count; at the first difference it names the step and
-the request, reports no ratio for that size and exits 1. The same steps are timed twice
-per repetition: 'requests', as they are (each side hashes the tokens with its own hash
-function: ours in admit and append, vLLM's in its request), and 'requests, prehashed',
-where each manager's block digests, computed beforehand, come from a dict (the manager's
-own work alone). A second program, 'long prompts' (8k to 128k tokens after one of 4 shared
-8k-token prefixes, a 32,000-token vocabulary, --ops/20 steps), is timed the same two ways
-on every size of 8,200 blocks or more (smaller ones are listed as not run): there hashing
-is most of the work. No memory or growth figures for managers.
+tokens, copies), the free block count and the step's request's block hashes (ours hashes
+as the release does, byte for byte); at the first difference it names the step and the
+request, reports no ratio for that size and exits 1. The same steps are timed three ways
+per repetition: 'requests', as they are (both sides hash the tokens with the release's
+default hash function: ours in admit and append, vLLM's in its request), 'requests,
+prehashed', where each manager's block digests, computed beforehand, come from a dict (the
+manager's own work alone), and 'requests, ours on the spec's hashing' (ours with its
+default, the spec's canonical encoding). A second program, 'long prompts' (8k to 128k
+tokens after one of 4 shared 8k-token prefixes, a 32,000-token vocabulary, --ops/20
+steps), is timed the same three ways on every size of 8,200 blocks or more (smaller ones
+are listed as not run): there hashing is most of the work. No memory or growth figures for
+managers.
 
 \b
 Examples:
@@ -624,8 +636,9 @@ def bench(
     err = Console(stderr=True)
     try:
         if on_managers:
-            vllm_manager, profile = managers.vllm(vllm_spec)
-            manager_pair = (managers.ours(profile), vllm_manager)
+            release = managers.vllm(vllm_spec)
+            manager_pair = (managers.ours(release.profile, release.hashing), release.contender)
+            spec_hashed = managers.ours(release.profile)
         else:
             pool_pair = (ours(), vllm(vllm_spec))
     except Exception as exc:  # TargetLoadError and friends: say what to fix
@@ -640,7 +653,7 @@ def bench(
     ) as progress:
         if on_managers:
             report = run_manager_bench(
-                manager_pair, size_list, ops, large_ops, repeat, seed, progress
+                manager_pair, size_list, ops, large_ops, repeat, seed, progress, spec_hashed
             )
         else:
             report = run_bench(

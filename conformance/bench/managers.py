@@ -50,6 +50,8 @@ from ..manager.target import ManagerTarget, RequestSetup
 from .measure import collector_off
 
 if TYPE_CHECKING:
+    from kvpool.impl.release_hashing import ReleaseHashing
+
     from ..targets.description import TargetDescription
 
 #: The managers' block size; vLLM's single-group coordinator needs the hash block size
@@ -64,9 +66,17 @@ PRECOMPUTED = "requests, prehashed"
 #: is most of the work; it runs only on pools its longest prompt fits in.
 LONG = "long prompts"
 LONG_PRECOMPUTED = "long prompts, prehashed"
-#: Each program (the workload it runs) and the labels of its two timings.
-PROGRAMS = {WORKLOAD: (WORKLOAD, PRECOMPUTED), LONG: (LONG, LONG_PRECOMPUTED)}
-WORKLOADS = (WORKLOAD, PRECOMPUTED, LONG, LONG_PRECOMPUTED)
+#: Ours hashing with the spec's canonical encoding (its default) against vLLM hashing its
+#: own way: the reference path, reported beside the like-for-like rows.
+SPEC_HASHED = "requests, ours on the spec's hashing"
+LONG_SPEC_HASHED = "long prompts, ours on the spec's hashing"
+#: Each program (the workload it runs) and the labels of its timings: both managers
+#: hashing with the release's function, both prehashed, ours on the spec's hashing.
+PROGRAMS = {
+    WORKLOAD: (WORKLOAD, PRECOMPUTED, SPEC_HASHED),
+    LONG: (LONG, LONG_PRECOMPUTED, LONG_SPEC_HASHED),
+}
+WORKLOADS = (WORKLOAD, PRECOMPUTED, SPEC_HASHED, LONG, LONG_PRECOMPUTED, LONG_SPEC_HASHED)
 #: The smallest pool the long prompts run on: room for the longest prompt and its output.
 LONG_MIN_BLOCKS = 8_200
 #: The long prompts' steps are this fraction of ``--ops`` (each admission hashes up to
@@ -76,9 +86,11 @@ LONG_STEPS_DIVISOR = 20
 TIMING = (
     "request steps (admit, resume, append, compute, preempt, finish) per CPU second, "
     "each step's answer being the request's block tables; 'requests' and 'long prompts' "
-    "include hashing the tokens (ours in admit/append, vLLM's in its request's block "
-    "hasher); '..., prehashed' hands each manager its own block digests, computed "
-    "beforehand, from a dict"
+    "include hashing the tokens with the release's default hash function, byte for byte "
+    "the same block hashes on both sides (ours in admit/append, vLLM's in its request's "
+    "block hasher); '..., prehashed' hands each manager its own block digests, computed "
+    "beforehand, from a dict; '..., ours on the spec's hashing' times ours hashing with "
+    "the spec's canonical encoding against vLLM hashing its own way"
 )
 
 #: What a step answers: the request's tables, or ``None`` (no room; nothing changed).
@@ -119,11 +131,16 @@ class RequestProgram:
 HashFunction = Callable[[Any], bytes]
 
 
+def _no_hashes(target: Any, request_id: str) -> list[bytes] | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ManagerContender:
     """A KV cache manager to measure: how to build one for a setup (with its own hash
-    function, or with the one given), and how to read its pool's free block count cheaply
-    (verification reads it after every step)."""
+    function, or with the one given), how to read its pool's free block count cheaply
+    (verification reads it after every step) and a request's block hashes (compared after
+    every step between contenders of one ``hashing``)."""
 
     name: str
     make: Callable[[RequestSetup, HashFunction | None], ManagerTarget]
@@ -132,6 +149,10 @@ class ManagerContender:
     free_count: Callable[[ManagerTarget], int] = field(
         default=lambda target: target.view().free_count
     )
+    #: Which block hashes it computes (``vllm-0.33.0:sha256``, say): contenders with the
+    #: same one must compute the same bytes; ``None`` compares none.
+    hashing: str | None = None
+    block_hashes: Callable[[Any, str], list[bytes] | None] = _no_hashes
 
 
 def pool_free_count(target: Any) -> int:
@@ -140,49 +161,108 @@ def pool_free_count(target: Any) -> int:
     return int(target.manager.block_pool.get_num_free_blocks())
 
 
-def ours(profile: Profile) -> ManagerContender:
-    """Our ``KVCacheManager`` (its pool read under ``profile``, outside any timing)."""
+def our_hashes(target: Any, request_id: str) -> list[bytes] | None:
+    """The block hashes of a request our manager holds (``None`` if it holds none)."""
+    held = target.manager.requests.get(request_id)
+    return None if held is None else list(held.request.block_hashes)
+
+
+def vllm_hashes(target: Any, request_id: str) -> list[bytes] | None:
+    """The block hashes of a request vLLM's manager target holds."""
+    held = target.requests.get(request_id)
+    return None if held is None else list(map(bytes, held.block_hashes))
+
+
+def ours(profile: Profile, hashing: ReleaseHashing | None = None) -> ManagerContender:
+    """Our ``KVCacheManager`` (its pool read under ``profile``, outside any timing),
+    hashing as the spec does, or as ``hashing`` (a vLLM release's) says."""
     from ..targets.impl_manager import ManagerApiTarget, build_impl_manager
 
     def make(setup: RequestSetup, hash_function: HashFunction | None) -> ManagerTarget:
         from kvpool.impl import KVCacheManager
 
-        manager = build_impl_manager(KVCacheManager, setup)
+        manager = build_impl_manager(KVCacheManager, setup, hashing)
         if hash_function is not None:
             manager.hash_function = hash_function
         return ManagerApiTarget(manager, setup, profile, "ours")
 
     from kvpool.impl.hashing import sha256_hash
 
-    return ManagerContender("ours KVCacheManager", make, sha256_hash, pool_free_count)
+    if hashing is None:
+        return ManagerContender(
+            "ours KVCacheManager, spec's hashing",
+            make,
+            sha256_hash,
+            pool_free_count,
+            "spec",
+            our_hashes,
+        )
+    return ManagerContender(
+        "ours KVCacheManager", make, hashing.digest, pool_free_count, hashing.name, our_hashes
+    )
 
 
-def vllm(spec: TargetDescription | str) -> tuple[ManagerContender, Profile]:
+@dataclass(frozen=True)
+class VllmManager:
+    """A vLLM release's manager to measure, its profile, and the release's block hashing
+    as our manager computes it (:func:`~kvpool.impl.release_hashing.vllm_hashing`)."""
+
+    contender: ManagerContender
+    profile: Profile
+    hashing: ReleaseHashing
+
+
+def release_version(spec: TargetDescription | str, profile: Profile) -> str:
+    """The release ``spec`` names (``vllm==X.Y.Z``); for a tree, its profile's (``0.33``)."""
+    from ..targets.description import read_target_text
+
+    described = read_target_text(spec) if isinstance(spec, str) else spec
+    if described.version:
+        return described.version
+    return profile.name.removeprefix("vllm-")
+
+
+def vllm(spec: TargetDescription | str) -> VllmManager:
     """The ``KVCacheManager`` of the vLLM release ``spec`` names (``vllm==X.Y.Z``,
-    ``vllm@PATH``, ``vllm``), loaded as ``kvpool conform --manager vllm`` loads it, and the
-    release's profile (both sides' pools are read under it)."""
+    ``vllm@PATH``, ``vllm``), loaded as ``kvpool conform --manager vllm`` loads it, the
+    release's profile (both sides' pools are read under it) and its hashing. One
+    ``NONE_HASH`` serves every manager built (vLLM's engine sets it once per process)."""
+    from kvpool.impl.release_hashing import vllm_hashing
     from kvpool.spec import get_profile
 
     from ..targets.loading import choose_profile, load_manager
+    from ..targets.vllm.manager_api import HASH_ALGORITHM
     from ..targets.vllm.manager_target import VllmManagerTarget
 
     factory, _ = load_manager("vllm", spec)
     assert factory is not None
     profile = get_profile(choose_profile(spec).name)
     fit = getattr(factory, "fit_setup", lambda setup: setup)
+    pinned: list[bytes] = []
 
     def make(setup: RequestSetup, hash_function: HashFunction | None) -> ManagerTarget:
         if fit(setup) != setup:  # the bench's setup is one every release builds as it is
             raise ValueError(f"vLLM's manager cannot be built for {setup} as it is")
         target = factory(setup, profile)
         assert isinstance(target, VllmManagerTarget)
+        if pinned:
+            target.pin_none_hash(pinned[0])
         if hash_function is not None:
             target.use_hash_function(hash_function)
         return target
 
     probe = make(RequestProgram(64).setup, None)
     assert isinstance(probe, VllmManagerTarget)
-    return ManagerContender(probe.name, make, probe.hash_function, pool_free_count), profile
+    pinned.append(probe.none_hash)
+    version = release_version(spec, profile)
+    try:  # derived as the release derives it, where it can be
+        hashing = vllm_hashing(version, HASH_ALGORITHM)
+    except ValueError:  # random per process (or a release not checked): the release's own
+        hashing = vllm_hashing(version, HASH_ALGORITHM, none_hash=probe.none_hash)
+    contender = ManagerContender(
+        probe.name, make, probe.hash_function, pool_free_count, hashing.name, vllm_hashes
+    )
+    return VllmManager(contender, profile, hashing)
 
 
 class Digests:
@@ -366,17 +446,24 @@ END_VIEW = ("free_queue", "ref_cnt", "keys")
 def verify(
     prog: RequestProgram,
     contenders: Sequence[ManagerContender],
-    digests: Sequence[Digests] | None = None,
+    digests: Sequence[Digests | None] | None = None,
 ) -> StepDisagreement | None:
     """Replay ``prog`` on a fresh manager of each contender, step by step, side by side;
-    the first step whose answers (block tables, computed tokens, copies) or free block
-    counts differ, or ``None``. Once every step has run, the pools' free queues, reference
-    counts and keys are compared too (where both show them). With ``digests`` (one per
-    contender) each contender's hashing is recorded on the way."""
-    hashing: list[HashFunction | None] = (
-        [None] * len(contenders) if digests is None else [d.recording for d in digests]
-    )
+    the first step whose answers (block tables, computed tokens, copies), free block
+    counts or, between contenders of one ``hashing``, the step's request's block hashes
+    differ, or ``None``. Once every step has run, the pools' free queues, reference counts
+    and keys are compared too (where both show them). With ``digests`` (one per contender,
+    or ``None``) each contender's hashing is recorded on the way."""
+    hashing: list[HashFunction | None] = [
+        None if d is None else d.recording for d in (digests or [None] * len(contenders))
+    ]
     targets = [c.make(prog.setup, h) for c, h in zip(contenders, hashing, strict=True)]
+    named = list(zip(contenders, targets, strict=True))
+    alike = [
+        [(c, t) for c, t in named if c.hashing == label]
+        for label in dict.fromkeys(c.hashing for c in contenders if c.hashing is not None)
+    ]
+    alike = [group for group in alike if len(group) > 1]
     for i, action in enumerate(prog.actions):
         answers = [_answer(t, action) for t in targets]
         if any(a != answers[0] for a in answers[1:]):
@@ -388,14 +475,27 @@ def verify(
             return StepDisagreement(
                 prog.num_gpu_blocks, i, action, counts, "free block counts", prog.workload
             )
+        for group in alike:
+            hashes = [c.block_hashes(t, action.request_id) for c, t in group]
+            if None in hashes or all(h == hashes[0] for h in hashes[1:]):
+                continue
+            first = hashes[0]
+            assert first is not None
+            shown = {
+                c.name: _first_hash_difference(h or [], first)
+                for (c, _), h in zip(group, hashes, strict=True)
+            }
+            return StepDisagreement(
+                prog.num_gpu_blocks, i, action, shown, "block hashes", prog.workload
+            )
     views = [t.view() for t in targets]
     for part in END_VIEW:
-        shown = [getattr(v, part) for v in views]
-        if None not in shown and any(s != shown[0] for s in shown[1:]):
+        shown_parts = [getattr(v, part) for v in views]
+        if None not in shown_parts and any(s != shown_parts[0] for s in shown_parts[1:]):
             last = len(prog.actions) - 1
             different = {
-                c.name: _first_difference(s, shown[0])
-                for c, s in zip(contenders, shown, strict=True)
+                c.name: _first_difference(s, shown_parts[0])
+                for c, s in zip(contenders, shown_parts, strict=True)
             }
             return StepDisagreement(
                 prog.num_gpu_blocks,
@@ -406,6 +506,14 @@ def verify(
                 prog.workload,
             )
     return None
+
+
+def _first_hash_difference(hashes: Sequence[bytes], first: Sequence[bytes]) -> str:
+    """Where a request's block hashes first differ from ``first``: the block and its hash."""
+    for i, (h, f) in enumerate(zip(hashes, first, strict=False)):
+        if h != f:
+            return f"block {i} hash {h.hex()[:16]}..."
+    return f"{len(hashes)} hashes"
 
 
 def _first_difference(values: Sequence[Any], first: Sequence[Any]) -> str:

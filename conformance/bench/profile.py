@@ -4,7 +4,9 @@
     python -m kvpool.conformance.bench.profile --steps 2000 --workload "long prompts" 100000
 
 The steps are those ``kvpool bench --manager vllm`` times (recorded on our manager, seed 0),
-replayed on a fresh manager under cProfile with hashing included. cProfile makes every
+replayed on a fresh manager under cProfile with hashing included: hashing as vLLM 0.33.0
+does (``sha256``, what the bench's like-for-like rows time), or with ``--spec-hashing``
+the spec's canonical encoding. cProfile makes every
 Python call dearer, so the absolute times are not the bench's: read the shares. Each
 share is the cumulative time of the functions named beside it over the whole run; a share
 may hold another (the prefix lookup hashes as far as it reads).
@@ -33,10 +35,19 @@ SHARES = (
 )
 
 
-def profile(num_gpu_blocks: int, steps: int, workload: str) -> pstats.Stats:
+#: The release whose hashing the profile's manager takes unless told the spec's.
+HASHED_LIKE = "0.33.0"
+
+
+def profile(
+    num_gpu_blocks: int, steps: int, workload: str, spec_hashing: bool = False
+) -> pstats.Stats:
     """The profile of ``steps`` recorded steps of ``workload`` on our manager."""
+    from kvpool.impl.release_hashing import vllm_hashing
+
     prog = managers.record(num_gpu_blocks, steps, workload=workload)
-    target = managers.ours(get_profile("seed")).make(prog.setup, None)
+    hashing = None if spec_hashing else vllm_hashing(HASHED_LIKE)
+    target = managers.ours(get_profile("seed"), hashing).make(prog.setup, None)
     calls = [managers.compile_action(target, action) for action in prog.actions]
     profiler = cProfile.Profile()
     profiler.enable()
@@ -66,12 +77,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=5000, help="request steps (default 5000)")
     parser.add_argument("--workload", choices=sorted(managers.PROGRAMS), default=managers.WORKLOAD)
     parser.add_argument("--top", type=int, default=8, help="functions listed by own time")
+    parser.add_argument(
+        "--spec-hashing",
+        action="store_true",
+        help=f"hash with the spec's encoding (default: as vLLM {HASHED_LIKE} does)",
+    )
     args = parser.parse_args(argv)
     if any(size < 64 for size in args.sizes) or args.steps < 1:
         parser.error("sizes of at least 64 blocks and at least one step, please")
     for size in args.sizes:
-        stats = profile(size, args.steps, args.workload)
-        print(f"{args.workload} @ {size:,} blocks, {args.steps:,} steps:")
+        stats = profile(size, args.steps, args.workload, args.spec_hashing)
+        hashed = "the spec's" if args.spec_hashing else f"vLLM {HASHED_LIKE}'s"
+        print(f"{args.workload} @ {size:,} blocks, {args.steps:,} steps, {hashed} hashing:")
         for label, share in shares(stats):
             print(f"  {share:6.1%}  {label}")
         stats.sort_stats("tottime").print_stats(args.top)

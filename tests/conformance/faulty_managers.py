@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import Any
 
 from kvpool.conformance.engine.target import PoolView
-from kvpool.conformance.manager.key_pairing import KeyPairing
 from kvpool.conformance.manager.target import RequestSetup
 from kvpool.conformance.targets.impl_manager import ManagerApiTarget, build_impl_manager
 from kvpool.impl import BlockPool, KVCacheBlock, KVCacheManager
@@ -21,7 +20,6 @@ from kvpool.impl.events import BlockRemoved, KVCacheEvent
 from kvpool.impl.hashing import generate_block_hash_extra_keys
 from kvpool.impl.kv_cache_manager import ManagedRequest
 from kvpool.spec import Profile
-from kvpool.spec.manager import NO_EXTRA, ExtraKeys, Scheduled
 
 
 class AllocateBeforeTouch(KVCacheManager):
@@ -124,36 +122,7 @@ class PairedKeys(ManagerApiTarget):
     request-level properties, not by the keys' bytes."""
 
     def __init__(self, manager: KVCacheManager, setup: RequestSetup, profile: Profile) -> None:
-        super().__init__(manager, setup, profile, f"paired {type(manager).__name__}")
-        self.pairing = KeyPairing(setup.pool.hash_block_size, profile.key_attributes)
-        self.given: dict[str, tuple[str | None, ExtraKeys]] = {}
-
-    def _pair(self, request_id: str) -> None:
-        req = self.manager.requests.get(request_id)
-        if req is not None:
-            salt, extra = self.given[request_id]
-            request = req.request
-            self.pairing.pair(request.block_hashes, request.all_token_ids, salt, extra)
-
-    def admit(
-        self,
-        request_id: str,
-        tokens: tuple[int, ...],
-        salt: str | None,
-        extra: ExtraKeys = NO_EXTRA,
-    ) -> Scheduled | None:
-        self.given[request_id] = (salt, extra)
-        result = super().admit(request_id, tokens, salt, extra)
-        self._pair(request_id)
-        return result
-
-    def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
-        result = super().append(request_id, tokens)
-        self._pair(request_id)
-        return result
-
-    def view(self) -> PoolView:
-        return self.pairing.view(super().view())
+        super().__init__(manager, setup, profile, f"paired {type(manager).__name__}", paired=True)
 
 
 class HiddenKeys(ManagerApiTarget):

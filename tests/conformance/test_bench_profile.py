@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pstats
+
 import pytest
 from kvpool.conformance.bench import profile
 
@@ -18,7 +20,18 @@ def test_the_shares_name_where_the_steps_spent_their_time() -> None:
 def test_the_command_prints_a_share_table_per_size(capsys: pytest.CaptureFixture[str]) -> None:
     assert profile.main(["200", "--steps", "100", "--top", "2"]) == 0
     out = capsys.readouterr().out
-    assert "requests @ 200 blocks, 100 steps:" in out and "hashing the tokens" in out
+    assert "requests @ 200 blocks, 100 steps, vLLM 0.33.0's hashing:" in out
+    assert "hashing the tokens" in out
+    # the release's hashing runs its own path; the spec's hashing, the spec's
+    assert "_extend_release_hashes" in _functions(profile.profile(200, 100, "requests"))
+    spec = _functions(profile.profile(200, 100, "requests", spec_hashing=True))
+    assert "hash_token_blocks" in spec and "_extend_release_hashes" not in spec
+    assert profile.main(["200", "--steps", "100", "--spec-hashing"]) == 0
+    assert "requests @ 200 blocks, 100 steps, the spec's hashing:" in capsys.readouterr().out
+
+
+def _functions(stats: pstats.Stats) -> set[str]:
+    return {key[2] for key in stats.stats}  # type: ignore[attr-defined]
 
 
 def test_the_command_refuses_a_pool_too_small() -> None:

@@ -518,15 +518,17 @@ def test_finish_frees_each_table_tail_first() -> None:
 
 
 def test_free_tables_skips_nulls_and_empty_tables() -> None:
-    m = manager(n=8, bs=2)
+    """Sliding-window tables (the only ones holding the null block) lose their nulls; a
+    full-attention table is freed whole, tail first."""
+    m = manager(n=8, bs=2, groups=(SLIDING_1, FULL_ATTENTION, SLIDING_2, FULL_ATTENTION))
     calls: list[list[int]] = []
     m.block_pool.free_blocks = lambda blocks, evict_first=False: calls.append(  # type: ignore[method-assign]
         [b.block_id for b in blocks]
     )
     null = m.null_block
     b = m.block_pool.blocks
-    m._free_tables([[null, null, b[3], b[4]], [], [null], [b[5]]])
-    assert calls == [[4, 3], [5]]
+    m._free_tables([[null, null, b[3], b[4]], [], [null], [b[5], b[6]]])
+    assert calls == [[4, 3], [6, 5]]
 
 
 def test_preempt_frees_everything_and_resume_finds_the_prefix(check: Check) -> None:

@@ -89,6 +89,7 @@ class VllmManagerTarget:
         #: The release's hash function (its ``sha256``; see :func:`.manager_api.hash_function`).
         self.hash_function = hash_function(modules)
         utils.init_none_hash(self.hash_function)
+        self._utils: Any = utils
         self._block_hasher = utils.get_request_block_hasher
         self.hasher: Callable[[Any], list[Any]] = self._block_hasher(
             setup.pool.hash_block_size, self.hash_function
@@ -119,6 +120,16 @@ class VllmManagerTarget:
         hasher (``NONE_HASH`` stays the release's ``sha256`` one): ``kvpool bench`` hands
         in digests it computed beforehand, to time the manager without the hashing."""
         self.hasher = self._block_hasher(self.setup.pool.hash_block_size, hash_fn)
+
+    @property
+    def none_hash(self) -> bytes:
+        """The release's ``NONE_HASH`` now (random per process in some releases)."""
+        return bytes(self._utils.NONE_HASH)
+
+    def pin_none_hash(self, value: bytes) -> None:
+        """Set the release's ``NONE_HASH`` (its ``init_none_hash`` ran when this target was
+        built; vLLM's engine runs it once per process): the bench keeps one per run."""
+        self._utils.NONE_HASH = bytes(value)
 
     def _pair_hashes(self) -> None:
         """Pair the hashes of every request whose tokens changed since the last look with
