@@ -40,8 +40,20 @@ WATCHERS = ("w1", "w2")
 SALTS: tuple[tuple[str, ...] | None, ...] = (None, None, None, ("salt-a",))
 
 
+def pool_config(choices: Choices, max_blocks: int, robustness: bool) -> PoolConfig:
+    """A small pool, drawn as :func:`configs` draws one: caching mostly on, events mostly
+    on, sometimes a peer pool."""
+    return PoolConfig(
+        num_gpu_blocks=choices.integer(1 if robustness else 2, max_blocks, "num_gpu_blocks"),
+        enable_caching=choices.choice([True, True, True, False], "caching"),
+        hash_block_size=choices.choice([1, 2], "hash_block_size"),
+        enable_kv_cache_events=choices.choice([True, True, False], "events"),
+        peer_blocks=choices.choice([0, 3], "peer"),
+    )
+
+
 def configs(max_blocks: int, robustness: bool) -> st.SearchStrategy[PoolConfig]:
-    """Small pools; caching mostly on, events mostly on, sometimes a peer pool."""
+    """Small pools, as :func:`pool_config` draws them, for a Hypothesis machine."""
     return st.builds(
         PoolConfig,
         num_gpu_blocks=st.integers(1, max_blocks) if robustness else st.integers(2, max_blocks),

@@ -1,9 +1,12 @@
-"""The Hypothesis machine that draws actions for a :class:`~.lockstep.LockstepRun`.
+"""Drawing the pool machine's test cases for a :class:`~.lockstep.LockstepRun`.
 
-One rule draws the next kind of action (weighted towards the ones that build state) from
+Each step draws the next kind of action (weighted towards the ones that build state) from
 the spec's current state, then the action itself; the run applies it to the spec and the
-target and compares. Hypothesis only finds failures here; :mod:`.shrink` minimises them by
-replaying actions, which is much faster than shrinking Hypothesis's choice sequence.
+target and compares. :func:`pool_case` is a test case of the seeded search
+(:mod:`.seeded_search`), which ``kvpool conform`` runs; :func:`lockstep_machine` is the
+same drawing as a Hypothesis machine, for a campaign's shared example database
+(``kvpool fuzz``). Either only finds failures: :mod:`.shrink` minimises them by replaying
+actions, which is much faster than shrinking Hypothesis's choice sequence.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from . import draw
 from .choices import Choices, HypothesisChoices
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .seeded_search import Start, Step
 from .signature import signature
 from .surface import fault_of
 from .target import TargetFactory
@@ -200,6 +204,30 @@ def count_valid(record: RunRecord, steps_before: int) -> None:
     not out of choices, not failing). A case that ran nothing checked nothing."""
     if sys.exc_info()[0] is None and record.steps > steps_before:
         record.valid += 1
+
+
+def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks: int) -> Start:
+    """Test cases of the pool machine at ``level`` for the seeded search: a pool of up to
+    ``max_blocks`` blocks drawn, then one action drawn and run in lockstep per step (a
+    draw that gives no action, or one the target does not take, counted as skipped)."""
+
+    def start(choices: Choices, record: RunRecord) -> Step:
+        config = draw.pool_config(choices, max_blocks, level.out_of_contract)
+        run = LockstepRun(factory, profile, level, config, record)
+        ctx = draw.Context(
+            evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
+        )
+
+        def step(choices: Choices) -> None:
+            action = next_action(choices, run.state, ctx, run.operations, level)
+            if action is None or not run.can_apply(action):
+                record.skipped += 1
+            else:
+                run.apply(action)
+
+        return step
+
+    return start
 
 
 def lockstep_machine(

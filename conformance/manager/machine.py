@@ -1,4 +1,9 @@
-"""The Hypothesis machine that draws request actions for a manager run or a pool run."""
+"""Drawing the request machine's test cases for a manager run or a pool run.
+
+:func:`request_case` is a test case of the seeded search (``kvpool conform``);
+:func:`request_machine` is the same drawing as a Hypothesis machine, for a campaign's
+shared example database (``kvpool fuzz``).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
+from ..engine.choices import Choices, HypothesisChoices
 from ..engine.lockstep import RunRecord
 from ..engine.machine import apply_in_case, count_valid
+from ..engine.seeded_search import Start, Step
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun
@@ -18,6 +25,45 @@ from .target import RequestSetup
 RequestRun = ManagerRun | PoolRequestRun
 #: Builds the run for one test case.
 RunBuilder = Callable[[RequestSetup, RunRecord], RequestRun]
+
+
+def context_of(run: RequestRun) -> draw.RequestContext:
+    """What the drawing remembers for ``run``: the attributes its manager takes."""
+    taken: frozenset[str] = getattr(run, "extra_keys_taken", frozenset())
+    return draw.RequestContext(extra_keys=frozenset(taken))
+
+
+def next_request_action(
+    choices: Choices, run: RequestRun, ctx: draw.RequestContext
+) -> RequestAction:
+    """The next request action: its kind (weighted by the state), then the action."""
+    state = run.state
+    ctx.remember(state)
+    kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
+    kind = choices.choice(kinds, "request operation")
+    _, drawer = draw.DRAWERS[kind]
+    return drawer(choices, state, ctx)
+
+
+def request_case(build: RunBuilder, max_blocks: int) -> Start:
+    """Test cases of the request machine for the seeded search: a manager and pool drawn,
+    then one request action drawn and run per step (one the run does not allow counted as
+    skipped)."""
+
+    def start(choices: Choices, record: RunRecord) -> Step:
+        run = build(draw.request_setup(choices, max_blocks), record)
+        ctx = context_of(run)
+
+        def step(choices: Choices) -> None:
+            action = next_request_action(choices, run, ctx)
+            if run.allows(action):
+                run.apply(action)
+            else:
+                record.skipped += 1
+
+        return step
+
+    return start
 
 
 def request_machine(
@@ -39,11 +85,11 @@ def request_machine(
             if on_example is not None:
                 on_example(record)
 
-        @initialize(setup=draw.setups(max_blocks))
-        def build(self, setup: RequestSetup) -> None:
+        @initialize(data=st.data())
+        def build(self, data: st.DataObject) -> None:
+            setup = draw.request_setup(HypothesisChoices(data), max_blocks)
             self.run = build(setup, record)
-            taken: frozenset[str] = getattr(self.run, "extra_keys_taken", frozenset())
-            self.ctx = draw.RequestContext(extra_keys=frozenset(taken))
+            self.ctx = context_of(self.run)
 
         def apply(self, action: RequestAction) -> None:
             apply_in_case(self.run.apply, action, known, record)
@@ -53,13 +99,8 @@ def request_machine(
 
         @rule(data=st.data())
         def act(self, data: st.DataObject) -> None:
-            """Draw the next kind of request action (weighted), then the action, and run it."""
-            state = self.run.state
-            self.ctx.remember(state)
-            kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
-            kind = data.draw(st.sampled_from(kinds), label="request operation")
-            _, drawer = draw.DRAWERS[kind]
-            action = drawer(data, state, self.ctx)
+            """Draw the next request action (see :func:`next_request_action`) and run it."""
+            action = next_request_action(HypothesisChoices(data), self.run, self.ctx)
             if self.run.allows(action):
                 self.apply(action)
             else:
