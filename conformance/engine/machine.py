@@ -3,27 +3,23 @@
 Each step draws the next kind of action (weighted towards the ones that build state) from
 the spec's current state, then the action itself; the run applies it to the spec and the
 target and compares. :func:`pool_case` is a test case of the seeded search
-(:mod:`.seeded_search`), which ``kvpool conform`` runs; :func:`lockstep_machine` is the
-same drawing as a Hypothesis machine, for a campaign's shared example database
-(``kvpool fuzz``). Either only finds failures: :mod:`.shrink` minimises them by replaying
-actions, which is much faster than shrinking Hypothesis's choice sequence.
+(:mod:`.seeded_search`), which ``kvpool conform`` runs and ``kvpool fuzz`` seeds from
+Hypothesis; ``kvpool diff``'s Hypothesis machine draws with :func:`next_action` too.
+Drawing only finds failures: :mod:`.shrink` minimises them by replaying actions, which is
+much faster than shrinking Hypothesis's choice sequence.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from hypothesis import reject
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec import (
     Action,
     FreeBlocks,
     GetNumFreeBlocks,
     GetUsage,
-    PoolConfig,
     PoolState,
     Profile,
     ResetPrefixCache,
@@ -33,7 +29,7 @@ from kvpool.spec import (
 
 from ..events.caller import manager_could_call
 from . import draw
-from .choices import Choices, HypothesisChoices
+from .choices import Choices
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
 from .seeded_search import Start, Step
@@ -197,15 +193,6 @@ def apply_in_case(
         raise
 
 
-def count_valid(record: RunRecord, steps_before: int) -> None:
-    """Called from a machine's ``teardown``, which Hypothesis runs in a ``finally`` after
-    every test case: the case is valid when it ran at least one action (``record.steps``
-    moved on from ``steps_before``) and ends with no exception in flight (not rejected,
-    not out of choices, not failing). A case that ran nothing checked nothing."""
-    if sys.exc_info()[0] is None and record.steps > steps_before:
-        record.valid += 1
-
-
 def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks: int) -> Start:
     """Test cases of the pool machine at ``level`` for the seeded search: a pool of up to
     ``max_blocks`` blocks drawn, then one action drawn and run in lockstep per step (a
@@ -228,63 +215,3 @@ def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks
         return step
 
     return start
-
-
-def lockstep_machine(
-    factory: TargetFactory,
-    profile: Profile,
-    level: Level,
-    max_blocks: int,
-    record: RunRecord,
-    on_example: Callable[[RunRecord], None] | None = None,
-    known: frozenset[str] = frozenset(),
-) -> type[RuleBasedStateMachine]:
-    """A machine class comparing targets from ``factory`` with the spec. A test case that
-    runs into a finding in ``known`` (by :func:`~.lockstep.signature`) is dropped."""
-
-    class Lockstep(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            record.examples += 1
-            self.steps_before = record.steps
-            if on_example is not None:
-                on_example(record)
-
-        @initialize(config=draw.configs(max_blocks, level.out_of_contract))
-        def build(self, config: PoolConfig) -> None:
-            def start(config: PoolConfig) -> None:
-                self.run = LockstepRun(factory, profile, level, config, record)
-
-            # a pool that breaks a rule as it is built: once known, such a case is dropped
-            apply_in_case(start, config, known, record)
-            self.ctx = draw.Context(
-                evict_first=self.run.evict_first,
-                peer=self.run.peer,
-                for_events=self.run.events is not None,
-            )
-
-        @property
-        def state(self) -> PoolState:
-            return self.run.state
-
-        def apply(self, action: Action) -> None:
-            apply_in_case(self.run.apply, action, known, record)
-
-        def teardown(self) -> None:
-            count_valid(record, self.steps_before)
-
-        @rule(data=st.data())
-        def act(self, data: st.DataObject) -> None:
-            """Draw the next action (see :func:`next_action`) and run it in lockstep; a draw
-            that gives no action, or one whose arguments the target does not take, is
-            counted as skipped."""
-            action = next_action(
-                HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
-            )
-            if action is None or not self.run.can_apply(action):
-                record.skipped += 1
-            else:
-                self.apply(action)
-
-    Lockstep.__name__ = Lockstep.__qualname__ = f"Lockstep_{level.name}"
-    return Lockstep

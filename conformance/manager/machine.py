@@ -1,21 +1,17 @@
 """Drawing the request machine's test cases for a manager run or a pool run.
 
-:func:`request_case` is a test case of the seeded search (``kvpool conform``);
-:func:`request_machine` is the same drawing as a Hypothesis machine, for a campaign's
-shared example database (``kvpool fuzz``).
+:func:`request_case` is a test case of the seeded search (:mod:`..engine.seeded_search`),
+which ``kvpool conform`` runs and ``kvpool fuzz`` seeds from Hypothesis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
-from ..engine.choices import Choices, HypothesisChoices
+from ..engine.choices import Choices
 from ..engine.lockstep import RunRecord
-from ..engine.machine import apply_in_case, count_valid
 from ..engine.seeded_search import Start, Step
 from . import draw
 from .manager_run import ManagerRun
@@ -64,47 +60,3 @@ def request_case(build: RunBuilder, max_blocks: int) -> Start:
         return step
 
     return start
-
-
-def request_machine(
-    build: RunBuilder,
-    max_blocks: int,
-    record: RunRecord,
-    on_example: Callable[[RunRecord], None] | None = None,
-    name: str = "Requests",
-    known: frozenset[str] = frozenset(),
-) -> type[RuleBasedStateMachine]:
-    """A machine class running request actions through runs from ``build``; a test case
-    that runs into a finding in ``known`` is dropped."""
-
-    class Requests(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            record.examples += 1
-            self.steps_before = record.steps
-            if on_example is not None:
-                on_example(record)
-
-        @initialize(data=st.data())
-        def build(self, data: st.DataObject) -> None:
-            setup = draw.request_setup(HypothesisChoices(data), max_blocks)
-            self.run = build(setup, record)
-            self.ctx = context_of(self.run)
-
-        def apply(self, action: RequestAction) -> None:
-            apply_in_case(self.run.apply, action, known, record)
-
-        def teardown(self) -> None:
-            count_valid(record, self.steps_before)
-
-        @rule(data=st.data())
-        def act(self, data: st.DataObject) -> None:
-            """Draw the next request action (see :func:`next_request_action`) and run it."""
-            action = next_request_action(HypothesisChoices(data), self.run, self.ctx)
-            if self.run.allows(action):
-                self.apply(action)
-            else:
-                record.skipped += 1
-
-    Requests.__name__ = Requests.__qualname__ = name
-    return Requests

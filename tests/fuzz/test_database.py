@@ -63,7 +63,7 @@ def run(
     job: Job, db: ExampleDatabase, *, replay: bool, known: frozenset[str] = frozenset()
 ) -> Failure | None:
     return hunt(
-        job.machine(known, lambda record: None),
+        job.cases(known, lambda record: None),
         job.record,
         database=db,
         key=job.key,
