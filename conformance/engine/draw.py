@@ -32,7 +32,7 @@ from kvpool.spec import (
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 
-from .block_states import BLOCK_STATES, block_state
+from .block_states import BLOCK_STATES, block_states
 from .choices import Choices
 
 GROUPS = (0, 0, 1)
@@ -115,7 +115,8 @@ TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
 
 def rare_blocks(state: PoolState) -> list[int]:
     """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
-    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b), 1) >= 3]
+    states = block_states(state)
+    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(states[b], 1) >= 3]
 
 
 def by_state(
@@ -130,8 +131,9 @@ def by_state(
     block in a rare state is then drawn about as often as a block in a common one; a block
     listed more than once is drawn more often within its state."""
     in_state: dict[str, list[int]] = {}
+    states = block_states(state)
     for b in blocks:
-        in_state.setdefault(block_state(state, b), []).append(b)
+        in_state.setdefault(states[b], []).append(b)
     # heaviest first: a drawer biased towards the first option (Hypothesis is) favours them
     order = sorted(in_state, key=lambda s: (-weights.get(s, 1), BLOCK_STATES.index(s)))
     weighted = [s for s in order for _ in range(weights.get(s, 1))]

@@ -86,13 +86,14 @@ def kinds(
 ) -> list[tuple[str, int]]:
     """The operations that can be drawn now, with their weights."""
     caching = state.config.enable_caching
+    held = any(n > 0 for n in state.ref_cnt[1:])
     possible = {
         "get_new_blocks": True,
-        "free_blocks": bool(draw.held(state)),
-        "touch": bool(draw.keyed(state) or draw.held(state)),
-        "unpin_blocks": bool(draw.held(state)),
-        "cache_full_blocks": caching and bool(draw.held(state)),
-        "cache_partial_block": caching and bool(draw.held(state)),
+        "free_blocks": held,
+        "touch": held or any(p is not None for p in state.primary[1:]),
+        "unpin_blocks": held,
+        "cache_full_blocks": caching and held,
+        "cache_partial_block": caching and held,
         "get_cached_block": True,
         "evict_blocks": True,
         "move_block_hashes": any(p is None for p in state.primary[1:]),
@@ -122,7 +123,7 @@ def kinds(
         # so that each of them meets it
         boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
         boost |= {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
-        if draw.held(state):
+        if held:
             boost.add("reset_prefix_cache")  # refused while a block is held: nothing lost
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
