@@ -57,8 +57,9 @@ class LevelResult:
 
     @property
     def steps_per_second(self) -> float:
-        """Actions drawn and run in lockstep per second of exploring (shrinking, which
-        replays on fresh records, not included)."""
+        """Actions drawn and run in lockstep per CPU second of exploring: a rate per core,
+        which other work on the machine does not lower (shrinking, which replays on fresh
+        records, not included)."""
         explored = self.record.exploring_seconds
         return self.record.steps / explored if explored > 0 else 0.0
 
@@ -173,13 +174,13 @@ def swept(
 ) -> Failure | None:
     """The end of a run: the reachable cells its test cases missed, reached on purpose
     (:mod:`.sweep`); what that found, unshrunk, or ``None``."""
-    started = time.perf_counter()
+    started = time.process_time()
     try:
         sweep(factory, profile, level, record)
     except Exception as exc:
         return failure_from(exc, record)
     finally:
-        record.exploring_seconds += time.perf_counter() - started
+        record.exploring_seconds += time.process_time() - started
     return None
 
 
@@ -225,9 +226,9 @@ def find_all(
         if attempt and time.monotonic() > deadline:
             break
         valid_before = record.valid
-        started = time.perf_counter()
+        started = time.process_time()
         found = search(frozenset(known), seed + attempt)
-        record.exploring_seconds += time.perf_counter() - started
+        record.exploring_seconds += time.process_time() - started
         if found is None:
             record.searched = record.valid - valid_before
             break
