@@ -476,6 +476,8 @@ class Context:
     def observe(self, state: PoolState) -> None:
         """Note the keys that lost a block since the state last observed."""
         self.just_dropped = False
+        if state.cache is self._cache:  # a step that left the index alone dropped nothing
+            return
         for key, blocks in self._cache.items():
             now = state.cache.get(key, ())
             if any(b not in now for b in blocks):
