@@ -22,7 +22,7 @@ from .shrink import shrink
 from .signature import signature
 from .source_constants import without_source_constants
 from .surface import SurfaceMismatch, fault_of
-from .sweep import sweep
+from .sweep import explore_spec, sweep
 from .target import TargetFactory
 
 
@@ -174,6 +174,7 @@ def swept(
 ) -> Failure | None:
     """The end of a run: the reachable cells its test cases missed, reached on purpose
     (:mod:`.sweep`); what that found, unshrunk, or ``None``."""
+    explore_spec(level, record)
     started = time.process_time()
     try:
         sweep(factory, profile, level, record)
