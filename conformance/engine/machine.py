@@ -58,6 +58,13 @@ WEIGHTS: dict[str, int] = {
 }
 
 
+#: What a block in a rare state boosts: the queries and the calls that name a block.
+RARE_BOOST = frozenset(
+    {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
+    | {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
+)
+
+
 def _query(action: Action) -> draw.Drawer:
     return lambda choices, state, ctx: action
 
@@ -86,25 +93,20 @@ def kinds(
 ) -> list[tuple[str, int]]:
     """The operations that can be drawn now, with their weights."""
     caching = state.config.enable_caching
-    held = any(n > 0 for n in state.ref_cnt[1:])
-    possible = {
-        "get_new_blocks": True,
-        "free_blocks": held,
-        "touch": held or any(p is not None for p in state.primary[1:]),
-        "unpin_blocks": held,
-        "cache_full_blocks": caching and held,
-        "cache_partial_block": caching and held,
-        "get_cached_block": True,
-        "evict_blocks": True,
-        "move_block_hashes": any(p is None for p in state.primary[1:]),
-        "is_block_writable": True,
-        "peer_get_new_blocks": ctx.peer and state.peer is not None,
-        "reset_prefix_cache": True,
-        "get_usage": True,
-        "get_num_free_blocks": True,
-        "take_events": True,
-    }
-    chosen = [(op, WEIGHTS[op]) for op, ok in possible.items() if ok and op in operations]
+    real = state.primary[1:]
+    held = any(state.ref_cnt[1:])  # counts are never negative (invariant 1)
+    cannot = set()  # the operations that cannot be drawn now
+    if not held:
+        cannot |= {"free_blocks", "unpin_blocks", "cache_full_blocks", "cache_partial_block"}
+        if real.count(None) == len(real):
+            cannot.add("touch")  # no block held, none keyed: nothing to hit
+    if not caching:
+        cannot |= {"cache_full_blocks", "cache_partial_block"}
+    if None not in real:
+        cannot.add("move_block_hashes")  # no block without a key to move keys to
+    if not (ctx.peer and state.peer is not None):
+        cannot.add("peer_get_new_blocks")
+    chosen = [(op, w) for op, w in WEIGHTS.items() if op in operations and op not in cannot]
     boost = set()
     if any(state.extra):
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
@@ -116,13 +118,12 @@ def kinds(
         boost.add("evict_blocks")  # duplicates: evict them one at a time
     if ctx.for_events and len(state.cache) >= 2:
         boost.add("evict_blocks")  # a parent evicted before its child: routers' trees
-    if any(n >= 2 for n in state.ref_cnt):
+    if max(state.ref_cnt) >= 2:
         boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
     if draw.rare_blocks(state):
         # a block in a state few steps reach: the queries and the calls that name a block,
         # so that each of them meets it
-        boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
-        boost |= {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
+        boost |= RARE_BOOST
         if held:
             boost.add("reset_prefix_cache")  # refused while a block is held: nothing lost
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
@@ -147,7 +148,9 @@ def next_action(
     # took 41% of the steps for a weight of 20%): start the list at a place the pool's
     # state decides, so that no operation always gets that surplus
     start = (sum(state.ref_cnt) + len(state.free_queue) + len(state.cache)) % len(options)
-    weighted = [k for k, weight in options[start:] + options[:start] for _ in range(weight)]
+    weighted: list[str] = []
+    for k, weight in options[start:] + options[:start]:
+        weighted += [k] * weight
     kind = choices.choice(weighted, "operation")
     if kind != "out_of_contract":
         drawn = DRAWERS[kind](choices, state, ctx)
