@@ -476,15 +476,14 @@ class Context:
     def observe(self, state: PoolState) -> None:
         """Note the keys that lost a block since the state last observed."""
         self.just_dropped = False
-        if state.cache is self._cache:  # a step that left the index alone dropped nothing
-            return
-        for key, blocks in self._cache.items():
-            now = state.cache.get(key, ())
-            if any(b not in now for b in blocks):
-                if key in self.dropped:
-                    self.dropped.remove(key)
-                self.dropped.append(key)
-                self.just_dropped = True
+        if state.cache is not self._cache:  # a step that left the index alone dropped nothing
+            for key, blocks in self._cache.items():
+                now = state.cache.get(key, ())
+                if any(b not in now for b in blocks):
+                    if key in self.dropped:
+                        self.dropped.remove(key)
+                    self.dropped.append(key)
+                    self.just_dropped = True
         del self.dropped[:-DROPPED_KEYS]
         self._cache = state.cache
 

@@ -106,7 +106,7 @@ def kinds(
         cannot.add("move_block_hashes")  # no block without a key to move keys to
     if not (ctx.peer and state.peer is not None):
         cannot.add("peer_get_new_blocks")
-    chosen = [(op, w) for op, w in WEIGHTS.items() if op in operations and op not in cannot]
+    chosen = [(op, WEIGHTS[op]) for op in DRAWERS if op in operations and op not in cannot]
     boost = set()
     if any(state.extra):
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
