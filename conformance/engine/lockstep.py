@@ -129,7 +129,7 @@ class LockstepRun:
         self.record.config = config
         self.state: PoolState = initial_state(config, profile)
         broken = broken_invariants(self.state)
-        assert not broken, f"the spec's new pool breaks its own invariants {broken}: a spec bug"
+        assert not broken, f"the spec broke its own invariants {broken} in a new pool: a spec bug"
         self.target: Target = factory(config, profile)
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
