@@ -25,7 +25,6 @@ from .engine.contracts import checking_contracts
 from .engine.expectations import ExpectationsError, read_expectations
 from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_for
 from .engine.lockstep import RunRecord
-from .engine.quick_pass import hunt_level
 from .engine.runner import LevelResult, run_level
 from .engine.surface import SurfaceMismatch, surface_message, surface_problems
 from .manager.machine import RunBuilder
@@ -169,9 +168,7 @@ from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
     is_flag=True,
     default=False,
     help="End the command at its first finding: that run stops there (its finding still "
-    "shrunk and its trace written) and the levels and machines after it do not run. A "
-    "quick pass over the pool levels runs first, drawn by a seeded random.Random instead "
-    "of Hypothesis (about ten times the steps a second; the same seed, the same finding).",
+    "shrunk and its trace written) and the levels and machines after it do not run.",
 )
 @click.option(
     "--min-valid",
@@ -391,23 +388,6 @@ def conform(
                 return tick
 
             pool_levels = level_names if "pool" in machine_names else []
-            for level_name in pool_levels if fail_fast else ():
-                # the quick pass first: the seeded-random driver runs ~10x the steps a second
-                if stopped(results):
-                    not_run.append(f"pool/{level_name} (random)")
-                    continue
-                results.append(
-                    hunt_level(
-                        factory,
-                        chosen_profile,
-                        replace(level_for(level_name, consumer_model), expected=expected),
-                        max_examples=max_examples,
-                        steps=steps,
-                        seed=run_seed,
-                        max_blocks=blocks,
-                        on_example=ticker(f"pool/{level_name} (random)"),
-                    )
-                )
             for level_name in pool_levels:
                 if stopped(results):
                     not_run.append(f"pool/{level_name}")

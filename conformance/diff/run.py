@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from ..engine.levels import Level
 from ..engine.lockstep import RunRecord
-from ..engine.runner import Failure, find_all
+from ..engine.runner import Failure, find_all, machine_search
 from .loading import Pair
 from .machine import pair_machine
 from .pair import PARTED
@@ -64,11 +64,9 @@ def run_diff(
 
     start = time.perf_counter()
     differences = find_all(
-        machine,
+        machine_search(machine, record, max_examples=max_examples, steps=steps),
         record,
         shrunk,
-        max_examples=max_examples,
-        steps=steps,
         seed=seed,
         max_findings=max_findings,
         budget_seconds=findings_seconds,

@@ -61,3 +61,20 @@ def block_state(state: PoolState, block: int) -> str:
     if six == UNPINNED.id:
         return UNPINNED_KEYED if keyed else UNPINNED_UNKEYED
     return six
+
+
+class _Latest:
+    """The block states of the latest pool state asked about. A step asks about one state
+    many times (its drawers, then the coverage of the action drawn), and states are
+    immutable, so the states of its blocks are worked out once per step."""
+
+    state: PoolState | None = None
+    states: tuple[str, ...] = ()
+
+
+def block_states(state: PoolState) -> tuple[str, ...]:
+    """:func:`block_state` of every block of ``state``, by id (the null block first)."""
+    if _Latest.state is not state:
+        _Latest.states = tuple(block_state(state, b) for b in range(state.num_blocks))
+        _Latest.state = state  # kept alive here, so its id is never another state's
+    return _Latest.states

@@ -66,24 +66,27 @@ INDEX_RULE = (
 def compare_views(
     state: PoolState, actual: PoolView, exact_order: bool, where: str = ""
 ) -> list[str]:
-    """Differences between the spec's state and what the target shows of its own."""
+    """Differences between the spec's state and what the target shows of its own.
+
+    Each part of the view is first compared whole (a tuple compare, in C); only a part
+    that differs is gone through block by block for the message."""
     want = view_of(state)
     problems: list[str] = []
     if want.free_count != actual.free_count:
         problems.append(f"{where}free count: expected {want.free_count}, got {actual.free_count}")
-    if actual.free_queue is not None and want.free_queue is not None:
-        if exact_order and actual.free_queue != want.free_queue:
+    queue = actual.free_queue
+    if queue is not None and want.free_queue is not None and queue != want.free_queue:
+        if exact_order:
             problems.append(
-                f"{where}free queue order: expected {list(want.free_queue)}, "
-                f"got {list(actual.free_queue)}"
+                f"{where}free queue order: expected {list(want.free_queue)}, got {list(queue)}"
             )
-        elif set(actual.free_queue) != set(want.free_queue):
-            missing = sorted(set(want.free_queue) - set(actual.free_queue))
-            extra = sorted(set(actual.free_queue) - set(want.free_queue))
+        elif set(queue) != set(want.free_queue):
+            missing = sorted(set(want.free_queue) - set(queue))
+            extra = sorted(set(queue) - set(want.free_queue))
             problems.append(f"{where}free blocks differ: missing {missing}, unexpected {extra}")
-        if len(set(actual.free_queue)) != len(actual.free_queue):
-            problems.append(f"{where}the free queue lists a block twice: {list(actual.free_queue)}")
-    if actual.ref_cnt is not None and want.ref_cnt is not None:
+        if len(set(queue)) != len(queue):
+            problems.append(f"{where}the free queue lists a block twice: {list(queue)}")
+    if actual.ref_cnt is not None and want.ref_cnt is not None and actual.ref_cnt != want.ref_cnt:
         # the null block's count only where the profile keeps it still (it stays 0)
         first = 1 if state.profile.null_ref_cnt_moves else 0
         for b in range(first, state.num_blocks):
@@ -91,7 +94,7 @@ def compare_views(
                 problems.append(
                     f"{where}block {b}: ref_cnt expected {want.ref_cnt[b]}, got {actual.ref_cnt[b]}"
                 )
-    if actual.keys is not None and want.keys is not None:
+    if actual.keys is not None and want.keys is not None and actual.keys != want.keys:
         for b in range(state.num_blocks):
             if actual.keys[b] != want.keys[b]:
                 problems.append(
@@ -99,7 +102,7 @@ def compare_views(
                     f"{sorted(k.hex() for k in want.keys[b])}, got "
                     f"{sorted(k.hex() for k in actual.keys[b])}"
                 )
-    if actual.primary is not None and want.primary is not None:
+    if actual.primary is not None and want.primary is not None and actual.primary != want.primary:
         keys_seen = actual.keys if actual.keys is not None else want.keys
         assert keys_seen is not None and want.keys is not None
         for b in range(state.num_blocks):
@@ -109,7 +112,7 @@ def compare_views(
                     f"{where}block {b}: primary key expected "
                     f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}"
                 )
-    if actual.index is not None and want.index is not None:
+    if actual.index is not None and want.index is not None and actual.index != want.index:
         problems += compare_index(want.index, actual.index, exact_order, where)
     if actual.lookups is not None:
         problems += compare_lookups(state.cache, actual.lookups, exact_order, where)

@@ -32,7 +32,7 @@ from kvpool.spec import (
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import group_of, hash_of, make_key
 
-from .block_states import BLOCK_STATES, block_state
+from .block_states import BLOCK_STATES, block_states
 from .choices import Choices
 
 GROUPS = (0, 0, 1)
@@ -40,8 +40,20 @@ WATCHERS = ("w1", "w2")
 SALTS: tuple[tuple[str, ...] | None, ...] = (None, None, None, ("salt-a",))
 
 
+def pool_config(choices: Choices, max_blocks: int, robustness: bool) -> PoolConfig:
+    """A small pool, drawn as :func:`configs` draws one: caching mostly on, events mostly
+    on, sometimes a peer pool."""
+    return PoolConfig(
+        num_gpu_blocks=choices.integer(1 if robustness else 2, max_blocks, "num_gpu_blocks"),
+        enable_caching=choices.choice([True, True, True, False], "caching"),
+        hash_block_size=choices.choice([1, 2], "hash_block_size"),
+        enable_kv_cache_events=choices.choice([True, True, False], "events"),
+        peer_blocks=choices.choice([0, 3], "peer"),
+    )
+
+
 def configs(max_blocks: int, robustness: bool) -> st.SearchStrategy[PoolConfig]:
-    """Small pools; caching mostly on, events mostly on, sometimes a peer pool."""
+    """Small pools, as :func:`pool_config` draws them, for a Hypothesis machine."""
     return st.builds(
         PoolConfig,
         num_gpu_blocks=st.integers(1, max_blocks) if robustness else st.integers(2, max_blocks),
@@ -103,7 +115,8 @@ TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
 
 def rare_blocks(state: PoolState) -> list[int]:
     """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
-    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(block_state(state, b), 1) >= 3]
+    states = block_states(state)
+    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(states[b], 1) >= 3]
 
 
 def by_state(
@@ -118,8 +131,9 @@ def by_state(
     block in a rare state is then drawn about as often as a block in a common one; a block
     listed more than once is drawn more often within its state."""
     in_state: dict[str, list[int]] = {}
+    states = block_states(state)
     for b in blocks:
-        in_state.setdefault(block_state(state, b), []).append(b)
+        in_state.setdefault(states[b], []).append(b)
     # heaviest first: a drawer biased towards the first option (Hypothesis is) favours them
     order = sorted(in_state, key=lambda s: (-weights.get(s, 1), BLOCK_STATES.index(s)))
     weighted = [s for s in order for _ in range(weights.get(s, 1))]
@@ -462,13 +476,14 @@ class Context:
     def observe(self, state: PoolState) -> None:
         """Note the keys that lost a block since the state last observed."""
         self.just_dropped = False
-        for key, blocks in self._cache.items():
-            now = state.cache.get(key, ())
-            if any(b not in now for b in blocks):
-                if key in self.dropped:
-                    self.dropped.remove(key)
-                self.dropped.append(key)
-                self.just_dropped = True
+        if state.cache is not self._cache:  # a step that left the index alone dropped nothing
+            for key, blocks in self._cache.items():
+                now = state.cache.get(key, ())
+                if any(b not in now for b in blocks):
+                    if key in self.dropped:
+                        self.dropped.remove(key)
+                    self.dropped.append(key)
+                    self.just_dropped = True
         del self.dropped[:-DROPPED_KEYS]
         self._cache = state.cache
 

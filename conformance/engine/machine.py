@@ -1,26 +1,25 @@
-"""The Hypothesis machine that draws actions for a :class:`~.lockstep.LockstepRun`.
+"""Drawing the pool machine's test cases for a :class:`~.lockstep.LockstepRun`.
 
-One rule draws the next kind of action (weighted towards the ones that build state) from
+Each step draws the next kind of action (weighted towards the ones that build state) from
 the spec's current state, then the action itself; the run applies it to the spec and the
-target and compares. Hypothesis only finds failures here; :mod:`.shrink` minimises them by
-replaying actions, which is much faster than shrinking Hypothesis's choice sequence.
+target and compares. :func:`pool_case` is a test case of the seeded search
+(:mod:`.seeded_search`), which ``kvpool conform`` runs and ``kvpool fuzz`` seeds from
+Hypothesis; ``kvpool diff``'s Hypothesis machine draws with :func:`next_action` too.
+Drawing only finds failures: :mod:`.shrink` minimises them by replaying actions, which is
+much faster than shrinking Hypothesis's choice sequence.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from hypothesis import reject
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec import (
     Action,
     FreeBlocks,
     GetNumFreeBlocks,
     GetUsage,
-    PoolConfig,
     PoolState,
     Profile,
     ResetPrefixCache,
@@ -30,9 +29,10 @@ from kvpool.spec import (
 
 from ..events.caller import manager_could_call
 from . import draw
-from .choices import Choices, HypothesisChoices
+from .choices import Choices
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .seeded_search import Start, Step
 from .signature import signature
 from .surface import fault_of
 from .target import TargetFactory
@@ -56,6 +56,13 @@ WEIGHTS: dict[str, int] = {
     "get_num_free_blocks": 1,
     "take_events": 2,
 }
+
+
+#: What a block in a rare state boosts: the queries and the calls that name a block.
+RARE_BOOST = frozenset(
+    {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
+    | {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
+)
 
 
 def _query(action: Action) -> draw.Drawer:
@@ -86,24 +93,20 @@ def kinds(
 ) -> list[tuple[str, int]]:
     """The operations that can be drawn now, with their weights."""
     caching = state.config.enable_caching
-    possible = {
-        "get_new_blocks": True,
-        "free_blocks": bool(draw.held(state)),
-        "touch": bool(draw.keyed(state) or draw.held(state)),
-        "unpin_blocks": bool(draw.held(state)),
-        "cache_full_blocks": caching and bool(draw.held(state)),
-        "cache_partial_block": caching and bool(draw.held(state)),
-        "get_cached_block": True,
-        "evict_blocks": True,
-        "move_block_hashes": any(p is None for p in state.primary[1:]),
-        "is_block_writable": True,
-        "peer_get_new_blocks": ctx.peer and state.peer is not None,
-        "reset_prefix_cache": True,
-        "get_usage": True,
-        "get_num_free_blocks": True,
-        "take_events": True,
-    }
-    chosen = [(op, WEIGHTS[op]) for op, ok in possible.items() if ok and op in operations]
+    real = state.primary[1:]
+    held = any(state.ref_cnt[1:])  # counts are never negative (invariant 1)
+    cannot = set()  # the operations that cannot be drawn now
+    if not held:
+        cannot |= {"free_blocks", "unpin_blocks", "cache_full_blocks", "cache_partial_block"}
+        if real.count(None) == len(real):
+            cannot.add("touch")  # no block held, none keyed: nothing to hit
+    if not caching:
+        cannot |= {"cache_full_blocks", "cache_partial_block"}
+    if None not in real:
+        cannot.add("move_block_hashes")  # no block without a key to move keys to
+    if not (ctx.peer and state.peer is not None):
+        cannot.add("peer_get_new_blocks")
+    chosen = [(op, WEIGHTS[op]) for op in DRAWERS if op in operations and op not in cannot]
     boost = set()
     if any(state.extra):
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
@@ -115,14 +118,13 @@ def kinds(
         boost.add("evict_blocks")  # duplicates: evict them one at a time
     if ctx.for_events and len(state.cache) >= 2:
         boost.add("evict_blocks")  # a parent evicted before its child: routers' trees
-    if any(n >= 2 for n in state.ref_cnt):
+    if max(state.ref_cnt) >= 2:
         boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
     if draw.rare_blocks(state):
         # a block in a state few steps reach: the queries and the calls that name a block,
         # so that each of them meets it
-        boost |= {"is_block_writable", "evict_blocks", "move_block_hashes", "cache_partial_block"}
-        boost |= {"get_usage", "get_num_free_blocks", "take_events", "get_cached_block"}
-        if draw.held(state):
+        boost |= RARE_BOOST
+        if held:
             boost.add("reset_prefix_cache")  # refused while a block is held: nothing lost
     chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
     if level.out_of_contract:
@@ -146,7 +148,9 @@ def next_action(
     # took 41% of the steps for a weight of 20%): start the list at a place the pool's
     # state decides, so that no operation always gets that surplus
     start = (sum(state.ref_cnt) + len(state.free_queue) + len(state.cache)) % len(options)
-    weighted = [k for k, weight in options[start:] + options[:start] for _ in range(weight)]
+    weighted: list[str] = []
+    for k, weight in options[start:] + options[:start]:
+        weighted += [k] * weight
     kind = choices.choice(weighted, "operation")
     if kind != "out_of_contract":
         drawn = DRAWERS[kind](choices, state, ctx)
@@ -193,70 +197,25 @@ def apply_in_case(
         raise
 
 
-def count_valid(record: RunRecord, steps_before: int) -> None:
-    """Called from a machine's ``teardown``, which Hypothesis runs in a ``finally`` after
-    every test case: the case is valid when it ran at least one action (``record.steps``
-    moved on from ``steps_before``) and ends with no exception in flight (not rejected,
-    not out of choices, not failing). A case that ran nothing checked nothing."""
-    if sys.exc_info()[0] is None and record.steps > steps_before:
-        record.valid += 1
+def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks: int) -> Start:
+    """Test cases of the pool machine at ``level`` for the seeded search: a pool of up to
+    ``max_blocks`` blocks drawn, then one action drawn and run in lockstep per step (a
+    draw that gives no action, or one the target does not take, counted as skipped)."""
 
+    def start(choices: Choices, record: RunRecord) -> Step:
+        config = draw.pool_config(choices, max_blocks, level.out_of_contract)
+        run = LockstepRun(factory, profile, level, config, record)
+        ctx = draw.Context(
+            evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
+        )
 
-def lockstep_machine(
-    factory: TargetFactory,
-    profile: Profile,
-    level: Level,
-    max_blocks: int,
-    record: RunRecord,
-    on_example: Callable[[RunRecord], None] | None = None,
-    known: frozenset[str] = frozenset(),
-) -> type[RuleBasedStateMachine]:
-    """A machine class comparing targets from ``factory`` with the spec. A test case that
-    runs into a finding in ``known`` (by :func:`~.lockstep.signature`) is dropped."""
-
-    class Lockstep(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            record.examples += 1
-            self.steps_before = record.steps
-            if on_example is not None:
-                on_example(record)
-
-        @initialize(config=draw.configs(max_blocks, level.out_of_contract))
-        def build(self, config: PoolConfig) -> None:
-            def start(config: PoolConfig) -> None:
-                self.run = LockstepRun(factory, profile, level, config, record)
-
-            # a pool that breaks a rule as it is built: once known, such a case is dropped
-            apply_in_case(start, config, known, record)
-            self.ctx = draw.Context(
-                evict_first=self.run.evict_first,
-                peer=self.run.peer,
-                for_events=self.run.events is not None,
-            )
-
-        @property
-        def state(self) -> PoolState:
-            return self.run.state
-
-        def apply(self, action: Action) -> None:
-            apply_in_case(self.run.apply, action, known, record)
-
-        def teardown(self) -> None:
-            count_valid(record, self.steps_before)
-
-        @rule(data=st.data())
-        def act(self, data: st.DataObject) -> None:
-            """Draw the next action (see :func:`next_action`) and run it in lockstep; a draw
-            that gives no action, or one whose arguments the target does not take, is
-            counted as skipped."""
-            action = next_action(
-                HypothesisChoices(data), self.state, self.ctx, self.run.operations, level
-            )
-            if action is None or not self.run.can_apply(action):
+        def step(choices: Choices) -> None:
+            action = next_action(choices, run.state, ctx, run.operations, level)
+            if action is None or not run.can_apply(action):
                 record.skipped += 1
             else:
-                self.apply(action)
+                run.apply(action)
 
-    Lockstep.__name__ = Lockstep.__qualname__ = f"Lockstep_{level.name}"
-    return Lockstep
+        return step
+
+    return start

@@ -16,12 +16,13 @@ from kvpool.spec import Profile
 
 from .levels import Level
 from .lockstep import Nonconformance, RunRecord
-from .machine import lockstep_machine
+from .machine import pool_case
+from .seeded_search import seeded_search
 from .shrink import shrink
 from .signature import signature
 from .source_constants import without_source_constants
 from .surface import SurfaceMismatch, fault_of
-from .sweep import sweep
+from .sweep import explore_spec, sweep
 from .target import TargetFactory
 
 
@@ -47,9 +48,6 @@ class LevelResult:
     #: Fewest valid test cases the run's last search must have run for its verdict to stand
     #: (see :func:`too_few_valid`); 0: no floor.
     min_valid: int = 0
-    #: What drew the test cases: ``hypothesis``, or ``random`` (the quick first pass of a
-    #: run that stops at its first finding, :mod:`.quick_pass`).
-    driver: str = "hypothesis"
 
     @property
     def valid(self) -> int:
@@ -59,8 +57,9 @@ class LevelResult:
 
     @property
     def steps_per_second(self) -> float:
-        """Actions drawn and run in lockstep per second of exploring (shrinking, which
-        replays on fresh records, not included)."""
+        """Actions drawn and run in lockstep per CPU second of exploring: a rate per core,
+        which other work on the machine does not lower (shrinking, which replays on fresh
+        records, not included)."""
         explored = self.record.exploring_seconds
         return self.record.steps / explored if explored > 0 else 0.0
 
@@ -87,13 +86,12 @@ class LevelResult:
 
     @property
     def label(self) -> str:
-        """``pool/safety``, ``requests/manager``, ``pool/order (random)``, ``pool/events
-        (set)``: the run's name
-        in tables."""
+        """``pool/safety``, ``requests/manager``, ``pool/events (set)``: the run's name in
+        tables."""
         name = f"{self.machine}/{self.level.name}"
         if self.level.consumer is not None:
             name += f" ({self.level.consumer})"
-        return name if self.driver == "hypothesis" else f"{name} ({self.driver})"
+        return name
 
     @property
     def passed(self) -> bool:
@@ -128,26 +126,35 @@ def run_level(
 ) -> LevelResult:
     """Run ``level`` for ``max_examples`` test cases of up to ``steps`` actions each.
 
-    Hypothesis draws the test cases; each failing one is shrunk by replaying its actions
-    (see :mod:`.shrink`), and up to ``max_findings`` distinct findings are collected. A
-    last search that ran fewer than ``min_valid`` valid test cases makes the run fail
-    (:attr:`LevelResult.too_few_valid`).
+    A seeded search draws the test cases (:mod:`.seeded_search`); each failing one is
+    shrunk by replaying its actions (see :mod:`.shrink`), and up to ``max_findings``
+    distinct findings are collected. A last search that ran fewer than ``min_valid`` valid
+    test cases makes the run fail (:attr:`LevelResult.too_few_valid`).
     """
     record = RunRecord()
+    start_case = pool_case(factory, profile, level, max_blocks)
 
-    def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
-        return lockstep_machine(factory, profile, level, max_blocks, record, on_example, known)
+    def search(known: frozenset[str], search_seed: int) -> Failure | None:
+        found = seeded_search(
+            start_case,
+            record,
+            name=f"pool/{level.name}",
+            max_examples=max_examples,
+            steps=steps,
+            seed=search_seed,
+            known=known,
+            on_example=on_example,
+        )
+        return None if found is None else failure_from(found, record)
 
     def shrunk(failure: Failure) -> Failure:
         return shrink_failure(factory, profile, level, failure, shrink_seconds)
 
     start = time.perf_counter()
     failures = find_all(
-        machine,
+        search,
         record,
         shrunk,
-        max_examples=max_examples,
-        steps=steps,
         seed=seed,
         max_findings=max_findings,
         budget_seconds=findings_seconds,
@@ -167,23 +174,44 @@ def swept(
 ) -> Failure | None:
     """The end of a run: the reachable cells its test cases missed, reached on purpose
     (:mod:`.sweep`); what that found, unshrunk, or ``None``."""
-    started = time.perf_counter()
+    explore_spec(level, record)
+    started = time.process_time()
     try:
         sweep(factory, profile, level, record)
     except Exception as exc:
         return failure_from(exc, record)
     finally:
-        record.exploring_seconds += time.perf_counter() - started
+        record.exploring_seconds += time.process_time() - started
     return None
 
 
-def find_all(
+#: One search of a run: the findings already known (a test case running into one is
+#: dropped) and the seed -> the first new failure, unshrunk, or ``None``.
+Search = Callable[[frozenset[str], int], Failure | None]
+
+
+def machine_search(
     machine: Callable[[frozenset[str]], type[RuleBasedStateMachine]],
     record: RunRecord,
-    shrunk: Callable[[Failure], Failure],
     *,
     max_examples: int,
     steps: int,
+) -> Search:
+    """A search by a Hypothesis machine (``machine(known)``), for :func:`find_all`."""
+
+    def search(known: frozenset[str], seed: int) -> Failure | None:
+        return explore(
+            machine(known), record, max_examples=max_examples, steps=steps, seed=seed
+        )
+
+    return search
+
+
+def find_all(
+    search: Search,
+    record: RunRecord,
+    shrunk: Callable[[Failure], Failure],
+    *,
     seed: int,
     max_findings: int,
     budget_seconds: float,
@@ -199,15 +227,9 @@ def find_all(
         if attempt and time.monotonic() > deadline:
             break
         valid_before = record.valid
-        started = time.perf_counter()
-        found = explore(
-            machine(frozenset(known)),
-            record,
-            max_examples=max_examples,
-            steps=steps,
-            seed=seed + attempt,
-        )
-        record.exploring_seconds += time.perf_counter() - started
+        started = time.process_time()
+        found = search(frozenset(known), seed + attempt)
+        record.exploring_seconds += time.process_time() - started
         if found is None:
             record.searched = record.valid - valid_before
             break

@@ -170,14 +170,22 @@ def _simplify_actions(
 
 
 def _simpler(action: Any) -> list[Any]:
-    """Variants of ``action`` that ask for less: one entry fewer in a block list, one hash
-    fewer at the end of a request's hashes, one block fewer from ``get_new_blocks``."""
+    """Variants of ``action`` that ask for less: one entry fewer in a block list, one block
+    named by a lower id (so that the allocations before it can shrink too), one hash fewer
+    at the end of a request's hashes, one block fewer from ``get_new_blocks``."""
     variants = []
     for f in fields(action):
         value = getattr(action, f.name)
         if f.name in ("blocks", "foreign", "block_ids", "group_ids") and isinstance(value, tuple):
             for j in range(len(value)):
                 variants.append(replace(action, **{f.name: value[:j] + value[j + 1 :]}))
+            if f.name in ("blocks", "block_ids"):
+                for j, block in enumerate(value):
+                    lower = [b for b in range(1, block) if b not in value]
+                    variants += [
+                        replace(action, **{f.name: (*value[:j], b, *value[j + 1 :])})
+                        for b in lower
+                    ]
         if f.name == "block_hashes" and value:
             variants.append(replace(action, block_hashes=value[:-1]))
         if f.name == "num_blocks" and isinstance(value, int) and value > 0:

@@ -53,7 +53,7 @@ from kvpool.spec import (
 from kvpool.spec.caching import blocks_to_cache
 from kvpool.spec.keys import group_of, hash_of
 
-from .block_states import BLOCK_STATES, block_state
+from .block_states import BLOCK_STATES, block_states
 
 FREE_EVICT_FIRST = "free_blocks evict_first"
 MOVE_SOURCE = "move_block_hashes src"
@@ -103,7 +103,8 @@ def cells(before: PoolState, action: Action, observation: Observation) -> set[Ce
             named += [(MOVE_SOURCE, (src,)), (MOVE_DESTINATION, (dst,))]
         case ResetPrefixCache() | GetUsage() | GetNumFreeBlocks() | TakeEvents():
             named.append((action.operation, range(1, before.num_blocks)))
-    return {(row, block_state(before, b)) for row, blocks in named for b in blocks}
+    states = block_states(before)
+    return {(row, states[b]) for row, blocks in named for b in blocks}
 
 
 def _blocks(observation: Observation) -> tuple[int, ...]:

@@ -23,6 +23,16 @@ from .state_coverage import Witness, missed, refusal_witnesses, unrefused, witne
 from .target import TargetFactory
 
 
+def explore_spec(level: Level, record: RunRecord) -> None:
+    """The exploration of the spec the sweep reads its witnesses from (once per process
+    and contract: it is cached), done ahead, so that it is not counted in a run's steps
+    per second: it is the spec's, whatever the target and however many steps ran."""
+    if record.drawable is not None and level.consumer is None:
+        witnesses(record.drawable)
+        if level.out_of_contract:
+            refusal_witnesses(record.drawable)
+
+
 def sweep(factory: TargetFactory, profile: Profile, level: Level, record: RunRecord) -> None:
     """Run the witness of every reachable cell ``record`` has not reached and, at a level
     that draws calls outside the contract, of every rule it never saw refused; each on a

@@ -127,7 +127,7 @@ class Worker:
         seed = self.random.randrange(2**32)
         before = job.record.examples
         failure = hunt(
-            job.machine(frozenset(known), self.tick),
+            job.cases(frozenset(known), self.tick),
             job.record,
             database=self.database,
             key=job.key,

@@ -26,7 +26,7 @@ from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors, Tolerant
 
 #: Bumped when what a stored example means changes (the machines draw differently).
-KEY_FORMAT = 1
+KEY_FORMAT = 2
 #: Redis keys start with this (Hypothesis's own default), then the job's key.
 REDIS_PREFIX = b"hypothesis-example:"
 FUZZ_EXTRA = "pip install 'kvpool-spec[fuzz]'"
@@ -39,9 +39,10 @@ class DatabaseError(Exception):
 def database_key(plan: CampaignPlan, job: JobSpec) -> bytes:
     """The key a job's failing examples are stored under, the same in every worker on every
     machine of a campaign and in every later campaign with the same settings:
-    ``kvpool-fuzz/v1/TARGET/PROFILE/MACHINE/LEVEL/blocks=N`` (and ``manager=M`` for the
-    request machine on a manager). A stored example is a choice sequence: it means the
-    same test case only for the same target, profile, machine, level and pool sizes."""
+    ``kvpool-fuzz/v2/TARGET/PROFILE/MACHINE/LEVEL/blocks=N`` (and ``manager=M`` for the
+    request machine on a manager). A stored example is the seed of a test case's drawing:
+    it means the same test case only for the same target, profile, machine, level and pool
+    sizes."""
     parts = [
         f"kvpool-fuzz/v{KEY_FORMAT}",
         plan.target,

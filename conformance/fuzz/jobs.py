@@ -1,4 +1,4 @@
-"""A campaign's jobs as a worker runs them: the machine to draw from, the record of what it
+"""A campaign's jobs as a worker runs them: the test cases to draw, the record of what it
 ran, how a failure is shrunk, and the database key its failures are kept under."""
 
 from __future__ import annotations
@@ -7,15 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import PoolConfig, Profile, get_profile
 
 from ..engine.levels import LEVELS, Level
 from ..engine.lockstep import RunRecord
-from ..engine.machine import lockstep_machine
+from ..engine.machine import pool_case
 from ..engine.runner import Failure, shrink_failure
 from ..engine.target import TargetFactory
-from ..manager.machine import RunBuilder, request_machine
+from ..manager.machine import RunBuilder, request_case
 from ..manager.runner import (
     ON_MANAGER,
     ON_POOL,
@@ -25,13 +24,12 @@ from ..manager.runner import (
 )
 from ..targets.loading import load_manager, load_target
 from .database import database_key
+from .hunt import Cases
 from .plan import CampaignPlan, JobSpec
 
-#: Builds the machine class of one round from the failure kinds to drop and the callback
+#: Builds the test cases of one round from the failure kinds to drop and the callback
 #: called as each test case starts.
-MachineBuilder = Callable[
-    [frozenset[str], Callable[[RunRecord], None]], type[RuleBasedStateMachine]
-]
+CasesBuilder = Callable[[frozenset[str], Callable[[RunRecord], None]], Cases]
 
 
 @dataclass
@@ -42,7 +40,7 @@ class Job:
     level: Level
     key: bytes
     record: RunRecord
-    machine: MachineBuilder
+    cases: CasesBuilder
     shrink: Callable[[Failure], Failure]
 
 
@@ -85,31 +83,29 @@ def _build(plan: CampaignPlan, loaded: Loaded, spec: JobSpec) -> Job:
     level = job_level(spec)
     if spec.machine == "pool":
 
-        def pool_machine(
-            known: frozenset[str], tick: Callable[[RunRecord], None]
-        ) -> type[RuleBasedStateMachine]:
-            return lockstep_machine(
-                loaded.factory, loaded.profile, level, blocks, record, tick, known
-            )
+        start = pool_case(loaded.factory, loaded.profile, level, blocks)
+
+        def pool_cases(known: frozenset[str], tick: Callable[[RunRecord], None]) -> Cases:
+            return Cases(start, known, tick)
 
         def pool_shrink(failure: Failure) -> Failure:
             return shrink_failure(
                 loaded.factory, loaded.profile, level, failure, plan.shrink_seconds
             )
 
-        return Job(spec, level, key, record, pool_machine, pool_shrink)
+        return Job(spec, level, key, record, pool_cases, pool_shrink)
     build: RunBuilder = (
         manager_builder(loaded.manager, loaded.profile)
         if level is ON_MANAGER
         else pool_builder(loaded.factory, loaded.profile)
     )
 
-    def requests_machine(
-        known: frozenset[str], tick: Callable[[RunRecord], None]
-    ) -> type[RuleBasedStateMachine]:
-        return request_machine(build, blocks, record, tick, f"Requests_{spec.level}", known)
+    requests_start = request_case(build, blocks)
+
+    def requests_cases(known: frozenset[str], tick: Callable[[RunRecord], None]) -> Cases:
+        return Cases(requests_start, known, tick)
 
     def requests_shrink(failure: Failure) -> Failure:
         return shrink_request_failure(build, failure, plan.shrink_seconds)
 
-    return Job(spec, level, key, record, requests_machine, requests_shrink)
+    return Job(spec, level, key, record, requests_cases, requests_shrink)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hypothesis import strategies as st
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import (
     FULL_ATTENTION,
@@ -33,6 +32,7 @@ from kvpool.spec.manager import (
     Resume,
 )
 
+from ..engine.choices import Choices
 from .target import RequestSetup
 
 #: The shared start of most prompts.
@@ -60,17 +60,16 @@ LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
 )
 
 
-@st.composite
-def setups(draw: st.DrawFn, max_blocks: int) -> RequestSetup:
+def request_setup(data: Choices, max_blocks: int) -> RequestSetup:
     """A small manager over a small pool."""
-    hbs = draw(st.sampled_from([1, 2]), label="hash_block_size")
-    block_size = hbs * draw(st.sampled_from([2, 2, 3]), label="hash blocks per block")
-    groups = draw(st.sampled_from(LAYOUTS), label="groups")
+    hbs = data.choice([1, 2], "hash_block_size")
+    block_size = hbs * data.choice([2, 2, 3], "hash blocks per block")
+    groups = data.choice(LAYOUTS, "groups")
     pool = PoolConfig(
-        num_gpu_blocks=draw(st.integers(5, max(5, max_blocks)), label="num_gpu_blocks"),
-        enable_caching=draw(st.sampled_from([True, True, True, False]), label="caching"),
+        num_gpu_blocks=data.integer(5, max(5, max_blocks), "num_gpu_blocks"),
+        enable_caching=data.choice([True, True, True, False], "caching"),
         hash_block_size=hbs,
-        enable_kv_cache_events=draw(st.booleans(), label="events"),
+        enable_kv_cache_events=data.boolean("events"),
     )
     return RequestSetup(ManagerConfig(block_size, groups), pool)
 
@@ -106,64 +105,64 @@ def preempted(state: ManagerState) -> list[str]:
     return sorted(rid for rid, r in state.requests.items() if not r.running)
 
 
-def prompt(data: st.DataObject) -> tuple[int, ...]:
-    shared = data.draw(st.sampled_from([0, 3, 4, 6, 7]), label="shared prefix")
-    rest = data.draw(st.lists(st.sampled_from([1, 2]), max_size=4), label="own tokens")
+def prompt(data: Choices) -> tuple[int, ...]:
+    shared = data.choice([0, 3, 4, 6, 7], "shared prefix")
+    rest = data.items([1, 2], 0, 4, "own tokens")
     tokens = SYSTEM_PROMPT[:shared] + tuple(rest)
     return tokens or (1,)
 
 
-Drawer = Callable[[st.DataObject, ManagerState, RequestContext], RequestAction]
+Drawer = Callable[[Choices, ManagerState, RequestContext], RequestAction]
 
 
-def features(data: st.DataObject, num_tokens: int) -> tuple[MultiModalFeature, ...]:
+def features(data: Choices, num_tokens: int) -> tuple[MultiModalFeature, ...]:
     """None, one or two images placed inside the prompt (disjoint, by offset); the same
     image often at the same place, so requests agree as often as they differ."""
     placed: list[MultiModalFeature] = []
     at = 0
-    for _ in range(data.draw(st.sampled_from([0, 0, 1, 1, 2]), label="images")):
-        image = data.draw(st.sampled_from(sorted(IMAGES)), label="image")
+    for _ in range(data.choice([0, 0, 1, 1, 2], "images")):
+        image = data.choice(sorted(IMAGES), "image")
         length = IMAGES[image]
         if at + length > num_tokens:
             break
-        offset = data.draw(st.integers(at, min(at + 2, num_tokens - length)), label="offset")
+        offset = data.integer(at, min(at + 2, num_tokens - length), "offset")
         placed.append(MultiModalFeature(image, offset, length))
         at = offset + length
     return tuple(placed)
 
 
-def extra_keys(data: st.DataObject, tokens: tuple[int, ...], taken: frozenset[str]) -> ExtraKeys:
+def extra_keys(data: Choices, tokens: tuple[int, ...], taken: frozenset[str]) -> ExtraKeys:
     """The request's LoRA adapter, images and prompt embeddings, as far as ``taken``:
     none at all for half the requests (so plain requests still share)."""
-    if not data.draw(st.booleans(), label="extra keys"):
+    if not data.boolean("extra keys"):
         return ExtraKeys()
-    lora = data.draw(st.sampled_from(LORAS), label="lora") if "lora-name" in taken else None
+    lora = data.choice(LORAS, "lora") if "lora-name" in taken else None
     mm = features(data, len(tokens)) if "mm-identifier" in taken else ()
     embeds = None
     if "prompt-embeds" in taken:
-        shift = data.draw(st.sampled_from([None, None, 0, 10]), label="embeddings")
+        shift = data.choice([None, None, 0, 10], "embeddings")
         embeds = None if shift is None else tuple(t + shift for t in tokens)
     return ExtraKeys(lora, mm, embeds)
 
 
 def like(
-    data: st.DataObject, model: RequestState, taken: frozenset[str]
+    data: Choices, model: RequestState, taken: frozenset[str]
 ) -> tuple[tuple[int, ...], str | None, ExtraKeys]:
     """A prompt agreeing with ``model`` over a drawn prefix of its tokens, with its salt and
     attributes, or (half the time) with exactly one of them changed."""
-    keep = data.draw(st.integers(1, len(model.tokens)), label="tokens kept")
-    rest = data.draw(st.lists(st.sampled_from([1, 2]), max_size=2), label="own tokens")
+    keep = data.integer(1, len(model.tokens), "tokens kept")
+    rest = data.items([1, 2], 0, 2, "own tokens")
     tokens = model.tokens[:keep] + tuple(rest)
     extra = model.extra
     shift = None if extra.embeds is None else extra.embeds[0] - model.tokens[0]
     mm = tuple(f for f in extra.mm if f.offset + f.length <= len(tokens))
     salt, lora = model.salt, extra.lora
     changeable = ["cache-salt", *sorted(taken & {"lora-name", "mm-offset", "prompt-embeds"})]
-    change = data.draw(st.sampled_from([None, *changeable]), label="attribute changed")
+    change = data.choice([None, *changeable], "attribute changed")
     if change == "cache-salt":
         salt = None if salt is not None else "tenant-b"
     elif change == "lora-name":
-        lora = data.draw(st.sampled_from([a for a in LORAS if a != lora]), label="lora")
+        lora = data.choice([a for a in LORAS if a != lora], "lora")
     elif change == "mm-offset" and mm:
         last = mm[-1]
         room = len(tokens) - last.length
@@ -178,45 +177,45 @@ def like(
     return tokens, salt, ExtraKeys(lora, mm, embeds)
 
 
-def draw_admit(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+def draw_admit(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
     """A new request: half the time (where the run takes attributes) like a live one, so
     that requests agree in every attribute, or differ in exactly one, over a shared prefix."""
     models = sorted(state.requests)
-    if ctx.extra_keys and models and data.draw(st.booleans(), label="like another"):
-        model = state.requests[data.draw(st.sampled_from(models), label="model")]
+    if ctx.extra_keys and models and data.boolean("like another"):
+        model = state.requests[data.choice(models, "model")]
         tokens, salt, extra = like(data, model, ctx.extra_keys)
         return Admit(ctx.new_id(), tokens, salt, extra)
-    salt = data.draw(st.sampled_from(SALTS), label="salt")
+    salt = data.choice(SALTS, "salt")
     tokens = prompt(data)
     extra = extra_keys(data, tokens, ctx.extra_keys) if ctx.extra_keys else ExtraKeys()
     return Admit(ctx.new_id(), tokens, salt, extra)
 
 
-def draw_append(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
-    rid = data.draw(st.sampled_from(running(state)), label="request")
-    tokens = data.draw(st.lists(st.sampled_from([1, 2]), min_size=1, max_size=3), label="tokens")
+def draw_append(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    rid = data.choice(running(state), "request")
+    tokens = data.items([1, 2], 1, 3, "tokens")
     return Append(rid, tuple(tokens))
 
 
-def draw_compute(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
-    rid = data.draw(st.sampled_from(running(state)), label="request")
-    partial = not state.config.has_sliding_window and data.draw(st.booleans(), label="partial")
+def draw_compute(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    rid = data.choice(running(state), "request")
+    partial = not state.config.has_sliding_window and data.boolean("partial")
     return Compute(rid, cache_partial=partial)
 
 
-def draw_preempt(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
-    return Preempt(data.draw(st.sampled_from(running(state)), label="request"))
+def draw_preempt(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    return Preempt(data.choice(running(state), "request"))
 
 
-def draw_resume(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
-    return Resume(data.draw(st.sampled_from(preempted(state)), label="request"))
+def draw_resume(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    return Resume(data.choice(preempted(state), "request"))
 
 
-def draw_finish(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
-    return Finish(data.draw(st.sampled_from(sorted(state.requests)), label="request"))
+def draw_finish(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
+    return Finish(data.choice(sorted(state.requests), "request"))
 
 
-def draw_reset(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+def draw_reset(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
     return ResetCache()
 
 
@@ -226,22 +225,19 @@ def evictable(state: ManagerState) -> list[int]:
     return sorted(set(state.contents) - state.held_blocks() - {0})
 
 
-def draw_evict(data: st.DataObject, state: ManagerState, ctx: RequestContext) -> RequestAction:
+def draw_evict(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
     """Half the time a block that was the head of a request's table, a preempted request's
     first (its resume looks the prefix up again), else the lowest (a fresh pool hands
     blocks out in id order): its loss must end every hit on that prefix there, although
     the prefix's later blocks stay cached."""
     candidates = evictable(state)
-    if data.draw(st.booleans(), label="a head"):
+    if data.boolean("a head"):
         waiting = {b for rid in preempted(state) for b in ctx.heads.get(rid, ())}
         known = {b for blocks in ctx.heads.values() for b in blocks}
         heads = [b for b in candidates if b in waiting] or [b for b in candidates if b in known]
         heads = heads or candidates[:1]
-        return EvictCached(block_ids=(data.draw(st.sampled_from(heads), label="head"),))
-    blocks = data.draw(
-        st.lists(st.sampled_from(candidates), min_size=1, max_size=2, unique=True),
-        label="blocks",
-    )
+        return EvictCached(block_ids=(data.choice(heads, "head"),))
+    blocks = data.items(candidates, 1, 2, "blocks", unique=True)
     return EvictCached(block_ids=tuple(blocks))
 
 

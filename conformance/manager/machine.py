@@ -1,15 +1,18 @@
-"""The Hypothesis machine that draws request actions for a manager run or a pool run."""
+"""Drawing the request machine's test cases for a manager run or a pool run.
+
+:func:`request_case` is a test case of the seeded search (:mod:`..engine.seeded_search`),
+which ``kvpool conform`` runs and ``kvpool fuzz`` seeds from Hypothesis.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from kvpool.spec.manager import RequestAction
 
+from ..engine.choices import Choices
 from ..engine.lockstep import RunRecord
-from ..engine.machine import apply_in_case, count_valid
+from ..engine.seeded_search import Start, Step
 from . import draw
 from .manager_run import ManagerRun
 from .pool_run import PoolRequestRun
@@ -20,50 +23,40 @@ RequestRun = ManagerRun | PoolRequestRun
 RunBuilder = Callable[[RequestSetup, RunRecord], RequestRun]
 
 
-def request_machine(
-    build: RunBuilder,
-    max_blocks: int,
-    record: RunRecord,
-    on_example: Callable[[RunRecord], None] | None = None,
-    name: str = "Requests",
-    known: frozenset[str] = frozenset(),
-) -> type[RuleBasedStateMachine]:
-    """A machine class running request actions through runs from ``build``; a test case
-    that runs into a finding in ``known`` is dropped."""
+def context_of(run: RequestRun) -> draw.RequestContext:
+    """What the drawing remembers for ``run``: the attributes its manager takes."""
+    taken: frozenset[str] = getattr(run, "extra_keys_taken", frozenset())
+    return draw.RequestContext(extra_keys=frozenset(taken))
 
-    class Requests(RuleBasedStateMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            record.examples += 1
-            self.steps_before = record.steps
-            if on_example is not None:
-                on_example(record)
 
-        @initialize(setup=draw.setups(max_blocks))
-        def build(self, setup: RequestSetup) -> None:
-            self.run = build(setup, record)
-            taken: frozenset[str] = getattr(self.run, "extra_keys_taken", frozenset())
-            self.ctx = draw.RequestContext(extra_keys=frozenset(taken))
+def next_request_action(
+    choices: Choices, run: RequestRun, ctx: draw.RequestContext
+) -> RequestAction:
+    """The next request action: its kind (weighted by the state), then the action."""
+    state = run.state
+    ctx.remember(state)
+    kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
+    kind = choices.choice(kinds, "request operation")
+    _, drawer = draw.DRAWERS[kind]
+    return drawer(choices, state, ctx)
 
-        def apply(self, action: RequestAction) -> None:
-            apply_in_case(self.run.apply, action, known, record)
 
-        def teardown(self) -> None:
-            count_valid(record, self.steps_before)
+def request_case(build: RunBuilder, max_blocks: int) -> Start:
+    """Test cases of the request machine for the seeded search: a manager and pool drawn,
+    then one request action drawn and run per step (one the run does not allow counted as
+    skipped)."""
 
-        @rule(data=st.data())
-        def act(self, data: st.DataObject) -> None:
-            """Draw the next kind of request action (weighted), then the action, and run it."""
-            state = self.run.state
-            self.ctx.remember(state)
-            kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
-            kind = data.draw(st.sampled_from(kinds), label="request operation")
-            _, drawer = draw.DRAWERS[kind]
-            action = drawer(data, state, self.ctx)
-            if self.run.allows(action):
-                self.apply(action)
+    def start(choices: Choices, record: RunRecord) -> Step:
+        run = build(draw.request_setup(choices, max_blocks), record)
+        ctx = context_of(run)
+
+        def step(choices: Choices) -> None:
+            action = next_request_action(choices, run, ctx)
+            if run.allows(action):
+                run.apply(action)
             else:
                 record.skipped += 1
 
-    Requests.__name__ = Requests.__qualname__ = name
-    return Requests
+        return step
+
+    return start

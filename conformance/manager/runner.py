@@ -7,15 +7,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from hypothesis.stateful import RuleBasedStateMachine
 from kvpool.spec import Profile
 from kvpool.spec.manager import request_violation
 
 from ..engine.levels import Level, level_for
 from ..engine.lockstep import RunRecord, replay_actions
-from ..engine.runner import Failure, LevelResult, find_all
+from ..engine.runner import Failure, LevelResult, failure_from, find_all
+from ..engine.seeded_search import seeded_search
 from ..engine.shrink import Replay, shrink_sequence
-from .machine import RequestRun, RunBuilder, request_machine
+from .machine import RequestRun, RunBuilder, request_case
 from .target import RequestSetup
 
 #: The request machine's two runs, named by what they drive.
@@ -102,22 +102,29 @@ def run_requests(
     """Run the request machine on runs from ``build``; shrink each distinct finding. A last
     search with fewer than ``min_valid`` valid test cases fails the run."""
     record = RunRecord()
+    start_case = request_case(build, max_blocks)
 
-    def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
-        return request_machine(
-            build, max_blocks, record, on_example, f"Requests_{level.name}", known
+    def search(known: frozenset[str], search_seed: int) -> Failure | None:
+        found = seeded_search(
+            start_case,
+            record,
+            name=f"requests/{level.name}",
+            max_examples=max_examples,
+            steps=steps,
+            seed=search_seed,
+            known=known,
+            on_example=on_example,
         )
+        return None if found is None else failure_from(found, record)
 
     def shrunk(failure: Failure) -> Failure:
         return shrink_request_failure(build, failure, shrink_seconds)
 
     start = time.perf_counter()
     failures = find_all(
-        machine,
+        search,
         record,
         shrunk,
-        max_examples=max_examples,
-        steps=steps,
         seed=seed,
         max_findings=max_findings,
         budget_seconds=findings_seconds,

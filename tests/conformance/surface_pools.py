@@ -78,14 +78,25 @@ class TwoFaults(BlockPool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.batched: set[int] = set()
+        self.freeing = False
 
     def free_blocks(self, ordered_blocks: Any, *args: Any, **kwargs: Any) -> None:
+        if self.freeing:  # the pool's own call for its blocks of a batch with a peer's
+            super().free_blocks(ordered_blocks, *args, **kwargs)
+            return
         blocks = list(ordered_blocks)
         released = [b for b in blocks if b.ref_cnt == 1 and blocks.count(b) == 1]
-        if len(released) > 1 and all(b.block_hash is None for b in blocks):
-            # two or more unkeyed blocks reach the front together: the reversal shows
+        mine = self.blocks
+        own = all(b.block_id < len(mine) and mine[b.block_id] is b for b in blocks)
+        if own and len(released) > 1 and all(b.block_hash is None for b in blocks):
+            # two or more unkeyed blocks of this pool alone (no peer pool's) reach the
+            # front together: the reversal shows in its queue
             self.batched |= {b.block_id for b in released}
-        super().free_blocks(list(reversed(blocks)), *args, **kwargs)
+        self.freeing = True
+        try:
+            super().free_blocks(list(reversed(blocks)), *args, **kwargs)
+        finally:
+            self.freeing = False
 
     def get_new_blocks(self, num_blocks: int) -> Any:
         taken = super().get_new_blocks(num_blocks)

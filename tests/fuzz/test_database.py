@@ -40,7 +40,7 @@ def plan(target: str = "faulty_pools:TouchForgetsQueue", **changes: object) -> C
 
 def test_the_key_names_target_profile_job_and_pool_size() -> None:
     key = database_key(plan(), SAFETY)
-    assert key == b"kvpool-fuzz/v1/faulty_pools:TouchForgetsQueue/seed/pool/safety/blocks=8"
+    assert key == b"kvpool-fuzz/v2/faulty_pools:TouchForgetsQueue/seed/pool/safety/blocks=8"
     assert database_key(plan(), SAFETY) == key, "every worker computes the same key"
     others = {
         database_key(plan("impl"), SAFETY),
@@ -63,7 +63,7 @@ def run(
     job: Job, db: ExampleDatabase, *, replay: bool, known: frozenset[str] = frozenset()
 ) -> Failure | None:
     return hunt(
-        job.machine(known, lambda record: None),
+        job.cases(known, lambda record: None),
         job.record,
         database=db,
         key=job.key,

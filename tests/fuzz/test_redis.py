@@ -18,7 +18,7 @@ from fuzz_helpers import PLANTED, fuzz_command
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 TARGET = "faulty_pools:TouchForgetsQueue"
-KEY = f"hypothesis-example:kvpool-fuzz/v1/{TARGET}/seed/pool/safety/blocks=8"
+KEY = f"hypothesis-example:kvpool-fuzz/v2/{TARGET}/seed/pool/safety/blocks=8"
 REPLAYED = "by worker 1 replaying the example database, before drawing a test case"
 
 

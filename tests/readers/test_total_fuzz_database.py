@@ -55,7 +55,7 @@ def test_any_stored_bytes_replay_as_no_finding_on_a_conformant_pool(values: list
         for value in values:
             backend.save(JOB.key, value)
         found = hunt(
-            JOB.machine(frozenset(), lambda record: None),
+            JOB.cases(frozenset(), lambda record: None),
             JOB.record,
             database=Tolerant(backend, directory, errors),
             key=JOB.key,
@@ -98,7 +98,7 @@ def test_a_planted_finding_still_replays_through_the_bounds() -> None:
 
         def run(replay: bool) -> object:
             return hunt(
-                job.machine(frozenset(), lambda record: None),
+                job.cases(frozenset(), lambda record: None),
                 job.record,
                 database=Tolerant(backend, "mem", DatabaseErrors()),
                 key=job.key,
