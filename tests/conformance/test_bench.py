@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from kvpool.conformance.bench import command, measure, programs
 from kvpool.conformance.bench.measure import Contender
@@ -72,7 +73,7 @@ def test_json_report_structure(monkeypatch: Any) -> None:
     assert report["verified"] is True and report["disagreements"] == []
     assert report["sizes"] == [100, 200]
     assert set(report["aims"]) == {
-        "throughput_ratio_at_least_1_3",
+        "throughput_ratio_at_least_2",
         "ours_growth_at_most_1_25",
         "memory_per_block_not_worse",
     }
@@ -98,6 +99,35 @@ def test_json_report_structure(monkeypatch: Any) -> None:
         assert floored == (workload == command.FLOOR_WORKLOAD)
         assert {"ours_added_us", "vllm_added_us"} <= set(growth)
     assert [m["num_gpu_blocks"] for m in report["memory"]] == [100, 200]
+
+
+def test_compiled_build_is_verified_and_timed_beside_ours(monkeypatch: Any) -> None:
+    from kvpool.conformance.bench import compiled
+
+    try:
+        compiled.build()
+    except compiled.CompiledBuildUnavailable as exc:
+        pytest.skip(f"no compiled build here: {exc}")
+    stand_in = Contender("stand-in", measure.ours().make_pool, measure.ours().make_request)
+    result = _run(monkeypatch, stand_in, "--compiled", "-w", "churn", "-w", "requests")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["pools"]["compiled"] == measure.compiled_contender().name
+    assert "compiled_throughput_ratio_at_least_2" in report["aims"]
+    for row in report["results"]:
+        assert row["compiled_ops_per_s"] > 0 and len(row["compiled_seconds"]) == 1
+    assert all(m["compiled_bytes_per_block"] > 0 for m in report["memory"])
+
+
+def test_a_compiled_build_that_hands_out_other_blocks_is_refused(monkeypatch: Any) -> None:
+    # The compiled build goes through the verification pass like any pool.
+    monkeypatch.setattr(command, "compiled_contender", reversing)
+    stand_in = Contender("stand-in", measure.ours().make_pool, measure.ours().make_request)
+    result = _run(monkeypatch, stand_in, "--compiled", "-w", "churn", "--no-memory")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["verified"] is False
+    assert any("reversing" in d for d in report["disagreements"])
 
 
 def test_disagreeing_pools_exit_1(monkeypatch: Any) -> None:
