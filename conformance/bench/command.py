@@ -393,10 +393,10 @@ def render(console: Console, report: dict[str, Any]) -> None:
     )
     shown = other if pools else "vLLM"  # the managers' name is in the title
     with_compiled = "compiled" in report["pools"]
-    columns = ["workload", "blocks", calls, f"ours {ops}", f"{shown} {ops}", "ours/vLLM"]
+    headers = ["workload", "blocks", calls, f"ours {ops}", f"{shown} {ops}", "ours/vLLM"]
     if with_compiled:
-        columns += [f"compiled {ops}", "compiled/vLLM"]
-    for col in columns:
+        headers += [f"compiled {ops}", "compiled/vLLM"]
+    for col in headers:
         table.add_column(col, justify="left" if col == "workload" else "right")
 
     def shown_ratio(ratio: float) -> str:
