@@ -195,3 +195,41 @@ def test_the_lookup_floor_looks_up_what_the_pool_looks_up_and_hits_where_it_hits
             assert call[1] in cached
     assert hits > len(lookups) // 2
     assert measure.lookup_floor_once(prog) >= 0.0
+
+
+def test_the_floor_pool_hands_out_what_ours_does_on_its_workloads() -> None:
+    from kvpool.conformance.bench import floor
+
+    for workload in floor.FLOOR_WORKLOADS:
+        for size in (64, 300):
+            prog = programs.build(workload, size, 400, seed=2)
+            assert measure.verify(prog, [measure.ours(), floor.floor_contender()]) is None
+
+
+def test_a_floor_pool_that_forgets_the_lru_order_is_refused() -> None:
+    from kvpool.conformance.bench import floor
+
+    class Forgetful(floor.FloorPool):
+        """Puts keyed blocks at the front too: the next allocation evicts a hit."""
+
+        def free_blocks(self, ordered_blocks: Any) -> None:
+            for blk in ordered_blocks:
+                blk.key = None if blk.ref_cnt == 1 else blk.key
+            super().free_blocks(ordered_blocks)
+
+    planted = Contender("forgetful", Forgetful, floor.floor_contender().make_request)
+    prog = programs.build("prefix-hit", 300, 400)
+    found = measure.verify(prog, [measure.ours(), planted])
+    assert found is not None and found.call.startswith("get_new_blocks")
+    assert found.results["ours"] != found.results["forgetful"]
+
+
+def test_floor_comparison_reports_every_contender_against_vllms() -> None:
+    from kvpool.conformance.bench import floor
+
+    pools = [measure.ours(), measure.ours(), floor.floor_contender()]
+    pools[1] = Contender("stand-in", pools[1].make_pool, pools[1].make_request)
+    row = floor.compare(pools, "churn", 200, 300, 2, 0)
+    assert set(row["us_per_call"]) == set(row["vs_vllm"]) == {"ours", "stand-in", "floor"}
+    assert row["vs_vllm"]["stand-in"] == 1.0
+    assert all(v > 0 for v in row["us_per_call"].values())
