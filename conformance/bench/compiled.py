@@ -133,8 +133,12 @@ def build(where: Path | None = None, plant: tuple[str, str, str] | None = None) 
     if not is_built(staging):
         shutil.rmtree(staging, ignore_errors=True)
         raise CompiledBuildUnavailable(f"mypyc left no {PACKAGE} modules in {staging}")
-    shutil.rmtree(where, ignore_errors=True)
-    staging.rename(where)
+    try:
+        staging.rename(where)  # atomic: another process's finished build is kept as it is
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not is_built(where):
+            raise CompiledBuildUnavailable(f"{where} exists but holds no finished build") from None
     return where
 
 

@@ -233,3 +233,27 @@ def test_floor_comparison_reports_every_contender_against_vllms() -> None:
     assert set(row["us_per_call"]) == set(row["vs_vllm"]) == {"ours", "stand-in", "floor"}
     assert row["vs_vllm"]["stand-in"] == 1.0
     assert all(v > 0 for v in row["us_per_call"].values())
+
+
+def test_the_instruction_count_harness_makes_the_timed_calls() -> None:
+    from kvpool.conformance.bench import instructions
+
+    prog = programs.build("cache-full", 200, 300)
+    made: list[str] = []
+
+    class Counting(BlockPool):
+        def cache_full_blocks(self, *args: Any, **kwargs: Any) -> None:
+            made.append("cache_full_blocks")
+            super().cache_full_blocks(*args, **kwargs)
+
+    counting = Contender(
+        "counting", lambda n, hbs: Counting(n, True, hbs), measure.ours().make_request
+    )
+    instructions.POOLS["counting"] = lambda: counting
+    try:
+        assert instructions.run_timed_calls("cache-full", 200, "counting", 300, 0) == len(
+            prog.timed
+        )
+    finally:
+        del instructions.POOLS["counting"]
+    assert len(made) == sum(1 for c in prog.timed if c[0] == "cache_full_blocks")
