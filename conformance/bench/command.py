@@ -573,6 +573,7 @@ Examples:
   kvpool bench --quick               # a smoke run in a few seconds
   kvpool bench --sizes 1000,100000 --json > bench.json
   kvpool bench --chart bench.png     # needs pip install 'kvpool-spec[bench]'
+  kvpool bench --compiled            # also our pool compiled by mypyc (built once)
   kvpool bench --manager vllm --target vllm==0.33.0   # the managers, side by side
 """,
 )
