@@ -20,28 +20,26 @@ def group_suffix(group: int) -> bytes:
     return _GROUP_SUFFIXES[group] if 0 <= group < _NUM_SUFFIXES else group.to_bytes(4, "big")
 
 
-class PoolRef(weakref.ref["BlockPool"]):
+class PoolRef:
     """A block's weak link to the pool it belongs to, which also says whether it is that
-    pool's null block.
+    pool's null block. Calling it gives the pool, or ``None`` once the pool is gone.
 
     A pool makes two: one shared by all its blocks and one for its null block. The pool
     tells its own blocks by the identity of the shared one (no read of the block id), and
     a block does not keep a dropped pool alive.
     """
 
-    __slots__ = ("null",)
+    __slots__ = ("_pool", "null")
 
+    _pool: weakref.ref[BlockPool]
     null: bool
 
-    def __new__(cls, pool: BlockPool, null: bool) -> PoolRef:
-        ref = super().__new__(cls, pool)
-        ref.null = null
-        return ref
-
     def __init__(self, pool: BlockPool, null: bool) -> None:
-        # All is done in __new__ (weakref.ref's own __init__ only reads its arguments,
-        # and would refuse them by keyword).
-        pass
+        self._pool = weakref.ref(pool)
+        self.null = null
+
+    def __call__(self) -> BlockPool | None:
+        return self._pool()
 
 
 class KVCacheBlock:

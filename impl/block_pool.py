@@ -26,6 +26,8 @@ from itertools import takewhile
 from operator import countOf, is_not, length_hint
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from .block import KVCacheBlock, PoolRef, group_suffix
 from .errors import BlockPoolError
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, KVCacheEvent
@@ -56,6 +58,10 @@ def _as_sequence(blocks: Iterable[KVCacheBlock]) -> Sequence[KVCacheBlock]:
     return list(blocks)
 
 
+# The optional compiled build (mypyc, ``python -m kvpool.conformance.bench.compiled``) keeps
+# the pool an ordinary class: its blocks hold it by a weak reference, which a native class
+# cannot take. Interpreted, the decorator does nothing.
+@mypyc_attr(native_class=False)
 class BlockPool:
     """A pool of ``num_gpu_blocks`` blocks; block 0 is the null block."""
 

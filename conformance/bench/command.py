@@ -18,9 +18,11 @@ from ..targets.description import TargetDescription
 from ..targets.options import TARGET
 from ..usage import EXIT_FINDING
 from . import managers
+from .compiled import CompiledBuildUnavailable
 from .measure import (
     Contender,
     Disagreement,
+    compiled_contender,
     lookup_floor_once,
     ours,
     peak_bytes,
@@ -32,8 +34,9 @@ from .programs import WORKLOAD_HELP, WORKLOADS, Program, build
 
 SCHEMA = "kvpool-bench/1"
 DEFAULT_SIZES = "1000,100000,1000000"
-#: Aims of issue 7: ours/vLLM throughput, per-op cost growth smallest->largest, memory.
-AIM_RATIO = 1.3
+#: Aims for our pool: ours/vLLM throughput (issue 28: 2x on every workload and size), per-op
+#: cost growth smallest->largest (issue 7), memory per block.
+AIM_RATIO = 2.0
 AIM_GROWTH = 1.25
 #: The workload whose calls are mostly cache lookups: its lookup floor is timed too.
 FLOOR_WORKLOAD = "prefix-hit"
@@ -58,6 +61,8 @@ class Cell:
     vllm_seconds: list[float] = field(default_factory=list)
     #: The lookup floor's seconds (:func:`lookup_floor_once`), for FLOOR_WORKLOAD only.
     floor_seconds: list[float] = field(default_factory=list)
+    #: The compiled build's seconds (``--compiled``), timed in the same repetitions.
+    compiled_seconds: list[float] = field(default_factory=list)
 
     @property
     def ours_ops(self) -> float:
@@ -77,6 +82,13 @@ class Cell:
             v / o for o, v in zip(self.ours_seconds, self.vllm_seconds, strict=True)
         )
 
+    @property
+    def compiled_ratio(self) -> float:
+        """vLLM's time over the compiled build's, median of the repetitions."""
+        return statistics.median(
+            v / c for c, v in zip(self.compiled_seconds, self.vllm_seconds, strict=True)
+        )
+
 
 def run_bench(
     contenders: tuple[Contender, Contender],
@@ -88,8 +100,10 @@ def run_bench(
     memory: bool,
     seed: int,
     progress: Progress | None = None,
+    compiled: Contender | None = None,
 ) -> dict[str, Any]:
-    """Verify, time and weigh every (workload, size); the JSON-ready report."""
+    """Verify, time and weigh every (workload, size); the JSON-ready report. With
+    ``compiled`` (our compiled build), it is verified and timed in the same repetitions."""
     cells: list[Cell] = []
     disagreements: list[Disagreement] = []
     mem: list[dict[str, Any]] = []
@@ -101,12 +115,13 @@ def run_bench(
             progress.update(task, advance=1, description=what)
 
     ours_c, other_c = contenders
+    timed: list[Contender] = [*contenders, *([compiled] if compiled is not None else [])]
     for size in sizes:
         n_ops = large_ops if size >= 1_000_000 else ops
         for workload in workloads:
             label = f"{workload} @ {size:,}"
             prog = build(workload, size, n_ops, seed)
-            found = verify(prog, contenders)
+            found = verify(prog, timed)
             tick(f"verified {label}")
             if found is not None:
                 disagreements.append(found)
@@ -114,15 +129,19 @@ def run_bench(
                     progress.update(task, advance=repeat) if task is not None else None
                 continue
             cell = Cell(workload, size, len(prog.timed))
-            reqs = [[c.make_request(list(h)) for h in prog.requests] for c in contenders]
+            reqs = [[c.make_request(list(h)) for h in prog.requests] for c in timed]
             for rep in range(repeat):
                 # Interleaved, alternating which pool goes first.
-                order = (0, 1) if rep % 2 == 0 else (1, 0)
-                times = [0.0, 0.0]
+                order = list(range(len(timed)))
+                if rep % 2:
+                    order.reverse()
+                times = [0.0] * len(timed)
                 for k in order:
-                    times[k] = time_once(prog, contenders[k], reqs[k])
+                    times[k] = time_once(prog, timed[k], reqs[k])
                 cell.ours_seconds.append(times[0])
                 cell.vllm_seconds.append(times[1])
+                if compiled is not None:
+                    cell.compiled_seconds.append(times[2])
                 if workload == FLOOR_WORKLOAD:
                     cell.floor_seconds.append(lookup_floor_once(prog))
                 tick(f"timing {label} ({rep + 1}/{repeat})")
@@ -130,15 +149,16 @@ def run_bench(
         if memory:
             prog = build("prefix-hit", size, min(n_ops, 5000), seed)
             o, v = peak_bytes(prog, ours_c), peak_bytes(prog, other_c)
-            mem.append(
-                {
-                    "num_gpu_blocks": size,
-                    "ours_bytes_per_block": round(o / size, 1),
-                    "vllm_bytes_per_block": round(v / size, 1),
-                }
-            )
+            weighed = {
+                "num_gpu_blocks": size,
+                "ours_bytes_per_block": round(o / size, 1),
+                "vllm_bytes_per_block": round(v / size, 1),
+            }
+            if compiled is not None:
+                weighed["compiled_bytes_per_block"] = round(peak_bytes(prog, compiled) / size, 1)
+            mem.append(weighed)
             tick(f"memory @ {size:,}")
-    return _report(
+    report = _report(
         (contenders[0].name, contenders[1].name),
         cells,
         [d.describe() for d in disagreements],
@@ -149,6 +169,21 @@ def run_bench(
         large_ops,
         repeat,
         seed,
+    )
+    if compiled is not None:
+        _add_compiled(report, compiled.name, cells)
+    return report
+
+
+def _add_compiled(report: dict[str, Any], name: str, cells: list[Cell]) -> None:
+    """The compiled build's figures beside ours in each row, and its throughput aim."""
+    report["pools"]["compiled"] = name
+    for row, cell in zip(report["results"], cells, strict=True):
+        row["compiled_ops_per_s"] = round(cell.calls / statistics.median(cell.compiled_seconds))
+        row["compiled_ratio"] = round(cell.compiled_ratio, 3)
+        row["compiled_seconds"] = [round(s, 6) for s in cell.compiled_seconds]
+    report["aims"]["compiled_throughput_ratio_at_least_2"] = bool(cells) and all(
+        c.compiled_ratio >= AIM_RATIO for c in cells
     )
 
 
@@ -336,9 +371,10 @@ def _report(
 def _aims(
     cells: list[Cell], growth: dict[str, dict[str, float]], mem: list[dict[str, Any]]
 ) -> dict[str, bool | None]:
-    """Issue 7's aims for our pool: throughput, per-call cost growth, memory per block."""
+    """The aims for our pool: throughput (issue 28), per-call cost growth (issue 7), memory
+    per block."""
     return {
-        "throughput_ratio_at_least_1_3": bool(cells) and all(c.ratio >= AIM_RATIO for c in cells),
+        "throughput_ratio_at_least_2": bool(cells) and all(c.ratio >= AIM_RATIO for c in cells),
         "ours_growth_at_most_1_25": all(g["ours"] <= AIM_GROWTH for g in growth.values())
         if growth
         else None,
@@ -365,20 +401,32 @@ def render(console: Console, report: dict[str, Any]) -> None:
         title=f"kvpool bench — ours vs {other} (median of {report['repeat']}, interleaved)"
     )
     shown = other if pools else "vLLM"  # the managers' name is in the title
-    for col in ("workload", "blocks", calls, f"ours {ops}", f"{shown} {ops}", "ours/vLLM"):
+    with_compiled = "compiled" in report["pools"]
+    headers = ["workload", "blocks", calls, f"ours {ops}", f"{shown} {ops}", "ours/vLLM"]
+    if with_compiled:
+        headers += [f"compiled {ops}", "compiled/vLLM"]
+    for col in headers:
         table.add_column(col, justify="left" if col == "workload" else "right")
-    for r in report["results"]:
-        ratio = r["ratio"]
+
+    def shown_ratio(ratio: float) -> str:
         style = "green" if ratio >= AIM_RATIO else ("yellow" if ratio >= 1 else "red")
-        table.add_row(
+        return f"[{style}]{ratio:.2f}x[/{style}]"
+
+    for r in report["results"]:
+        cells = [
             r["workload"],
             f"{r['num_gpu_blocks']:,}",
             f"{r['calls']:,}",
             f"{r['ours_ops_per_s']:,}",
             f"{r['vllm_ops_per_s']:,}",
-            f"[{style}]{ratio:.2f}x[/{style}]",
-        )
+            shown_ratio(r["ratio"]),
+        ]
+        if with_compiled:
+            cells += [f"{r['compiled_ops_per_s']:,}", shown_ratio(r["compiled_ratio"])]
+        table.add_row(*cells)
     console.print(table)
+    if with_compiled:
+        console.print(f"compiled: {report['pools']['compiled']}")
     if report["growth"]:
         g = Table(title="per-call cost growth (cost at largest / cost at smallest size)")
         columns = (
@@ -415,13 +463,17 @@ def render(console: Console, report: dict[str, Any]) -> None:
             )
     if report["memory"]:
         m = Table(title="peak memory per block (tracemalloc; construction + prefix-hit run)")
-        for col in ("blocks", "ours B/block", f"{other} B/block"):
+        weighed = ["blocks", "ours B/block", f"{other} B/block"]
+        if with_compiled:
+            weighed.append("compiled B/block")
+        for col in weighed:
             m.add_column(col, justify="right")
         for row in report["memory"]:
             m.add_row(
                 f"{row['num_gpu_blocks']:,}",
                 f"{row['ours_bytes_per_block']:.1f}",
                 f"{row['vllm_bytes_per_block']:.1f}",
+                *([f"{row['compiled_bytes_per_block']:.1f}"] if with_compiled else []),
             )
         console.print(m)
     aims = report["aims"]
@@ -432,9 +484,15 @@ def render(console: Console, report: dict[str, Any]) -> None:
     if aims:
         console.print(
             f"aims: ours >= {AIM_RATIO}x vLLM everywhere: "
-            f"{mark(aims['throughput_ratio_at_least_1_3'])}"
+            f"{mark(aims['throughput_ratio_at_least_2'])}"
             f"; growth <= {AIM_GROWTH}x: {mark(aims['ours_growth_at_most_1_25'])}"
             f"; memory/block <= vLLM's: {mark(aims['memory_per_block_not_worse'])}"
+            + (
+                f"; compiled >= {AIM_RATIO}x vLLM everywhere: "
+                f"{mark(aims['compiled_throughput_ratio_at_least_2'])}"
+                if with_compiled
+                else ""
+            )
         )
     for skipped in report.get("skipped", []):
         console.print(f"not run: {skipped}")
@@ -527,6 +585,7 @@ Examples:
   kvpool bench --quick               # a smoke run in a few seconds
   kvpool bench --sizes 1000,100000 --json > bench.json
   kvpool bench --chart bench.png     # needs pip install 'kvpool-spec[bench]'
+  kvpool bench --compiled            # also our pool compiled by mypyc (built once)
   kvpool bench --manager vllm --target vllm==0.33.0   # the managers, side by side
 """,
 )
@@ -594,6 +653,12 @@ Examples:
 @click.option(
     "--quick", is_flag=True, help="Smoke run: sizes 1000,10000, 2000 calls, 3 repetitions."
 )
+@click.option(
+    "--compiled",
+    is_flag=True,
+    help="Also time our pool's compiled build (mypyc; built once into ~/.cache/kvpool, "
+    "needs mypy and a C compiler) in the same repetitions: pools only.",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -613,6 +678,7 @@ def bench(
     repeat: int,
     memory: bool,
     quick: bool,
+    compiled: bool,
     seed: int,
     as_json: bool,
     chart: str | None,
@@ -633,6 +699,17 @@ def bench(
             raise click.BadParameter(
                 "--manager vllm measures time only: leave --memory out", param_hint="--memory"
             )
+        if compiled:
+            raise click.BadParameter(
+                "--compiled builds our pool, not our manager: leave it out with --manager vllm",
+                param_hint="--compiled",
+            )
+    compiled_pool = None
+    if compiled:
+        try:
+            compiled_pool = compiled_contender()
+        except CompiledBuildUnavailable as exc:
+            raise click.ClickException(f"--compiled: {exc}") from exc
     err = Console(stderr=True)
     try:
         if on_managers:
@@ -657,7 +734,16 @@ def bench(
             )
         else:
             report = run_bench(
-                pool_pair, chosen, size_list, ops, large_ops, repeat, memory, seed, progress
+                pool_pair,
+                chosen,
+                size_list,
+                ops,
+                large_ops,
+                repeat,
+                memory,
+                seed,
+                progress,
+                compiled=compiled_pool,
             )
     if as_json:
         click.echo(json.dumps(report, indent=2, sort_keys=True))

@@ -56,6 +56,19 @@ def ours() -> Contender:
     )
 
 
+def compiled_contender() -> Contender:
+    """Our pool's compiled build (mypyc, :mod:`.compiled`), built first if needed."""
+    from ..targets.vllm_api.requests import FakeRequest
+    from .compiled import load
+
+    pool_class = load().BlockPool
+    return Contender(
+        "ours, compiled (mypyc)",
+        lambda n, hbs: pool_class(n, True, hash_block_size=hbs, enable_kv_cache_events=False),
+        lambda hashes: FakeRequest(block_hashes=hashes, all_token_ids=[]),
+    )
+
+
 def vllm(spec: TargetDescription | str) -> Contender:
     """A released vLLM's pool, loaded as the conformance suite loads it."""
     from ..targets.loading import described

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from kvpool.conformance.bench import command, measure, programs
 from kvpool.conformance.bench.measure import Contender
@@ -72,7 +73,7 @@ def test_json_report_structure(monkeypatch: Any) -> None:
     assert report["verified"] is True and report["disagreements"] == []
     assert report["sizes"] == [100, 200]
     assert set(report["aims"]) == {
-        "throughput_ratio_at_least_1_3",
+        "throughput_ratio_at_least_2",
         "ours_growth_at_most_1_25",
         "memory_per_block_not_worse",
     }
@@ -98,6 +99,35 @@ def test_json_report_structure(monkeypatch: Any) -> None:
         assert floored == (workload == command.FLOOR_WORKLOAD)
         assert {"ours_added_us", "vllm_added_us"} <= set(growth)
     assert [m["num_gpu_blocks"] for m in report["memory"]] == [100, 200]
+
+
+def test_compiled_build_is_verified_and_timed_beside_ours(monkeypatch: Any) -> None:
+    from kvpool.conformance.bench import compiled
+
+    try:
+        compiled.build()
+    except compiled.CompiledBuildUnavailable as exc:
+        pytest.skip(f"no compiled build here: {exc}")
+    stand_in = Contender("stand-in", measure.ours().make_pool, measure.ours().make_request)
+    result = _run(monkeypatch, stand_in, "--compiled", "-w", "churn", "-w", "requests")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["pools"]["compiled"] == measure.compiled_contender().name
+    assert "compiled_throughput_ratio_at_least_2" in report["aims"]
+    for row in report["results"]:
+        assert row["compiled_ops_per_s"] > 0 and len(row["compiled_seconds"]) == 1
+    assert all(m["compiled_bytes_per_block"] > 0 for m in report["memory"])
+
+
+def test_a_compiled_build_that_hands_out_other_blocks_is_refused(monkeypatch: Any) -> None:
+    # The compiled build goes through the verification pass like any pool.
+    monkeypatch.setattr(command, "compiled_contender", reversing)
+    stand_in = Contender("stand-in", measure.ours().make_pool, measure.ours().make_request)
+    result = _run(monkeypatch, stand_in, "--compiled", "-w", "churn", "--no-memory")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["verified"] is False
+    assert any("reversing" in d for d in report["disagreements"])
 
 
 def test_disagreeing_pools_exit_1(monkeypatch: Any) -> None:
@@ -165,3 +195,65 @@ def test_the_lookup_floor_looks_up_what_the_pool_looks_up_and_hits_where_it_hits
             assert call[1] in cached
     assert hits > len(lookups) // 2
     assert measure.lookup_floor_once(prog) >= 0.0
+
+
+def test_the_floor_pool_hands_out_what_ours_does_on_its_workloads() -> None:
+    from kvpool.conformance.bench import floor
+
+    for workload in floor.FLOOR_WORKLOADS:
+        for size in (64, 300):
+            prog = programs.build(workload, size, 400, seed=2)
+            assert measure.verify(prog, [measure.ours(), floor.floor_contender()]) is None
+
+
+def test_a_floor_pool_that_forgets_the_lru_order_is_refused() -> None:
+    from kvpool.conformance.bench import floor
+
+    class Forgetful(floor.FloorPool):
+        """Puts keyed blocks at the front too: the next allocation evicts a hit."""
+
+        def free_blocks(self, ordered_blocks: Any) -> None:
+            for blk in ordered_blocks:
+                blk.key = None if blk.ref_cnt == 1 else blk.key
+            super().free_blocks(ordered_blocks)
+
+    planted = Contender("forgetful", Forgetful, floor.floor_contender().make_request)
+    prog = programs.build("prefix-hit", 300, 400)
+    found = measure.verify(prog, [measure.ours(), planted])
+    assert found is not None and found.call.startswith("get_new_blocks")
+    assert found.results["ours"] != found.results["forgetful"]
+
+
+def test_floor_comparison_reports_every_contender_against_vllms() -> None:
+    from kvpool.conformance.bench import floor
+
+    pools = [measure.ours(), measure.ours(), floor.floor_contender()]
+    pools[1] = Contender("stand-in", pools[1].make_pool, pools[1].make_request)
+    row = floor.compare(pools, "churn", 200, 300, 2, 0)
+    assert set(row["us_per_call"]) == set(row["vs_vllm"]) == {"ours", "stand-in", "floor"}
+    assert row["vs_vllm"]["stand-in"] == 1.0
+    assert all(v > 0 for v in row["us_per_call"].values())
+
+
+def test_the_instruction_count_harness_makes_the_timed_calls() -> None:
+    from kvpool.conformance.bench import instructions
+
+    prog = programs.build("cache-full", 200, 300)
+    made: list[str] = []
+
+    class Counting(BlockPool):
+        def cache_full_blocks(self, *args: Any, **kwargs: Any) -> None:
+            made.append("cache_full_blocks")
+            super().cache_full_blocks(*args, **kwargs)
+
+    counting = Contender(
+        "counting", lambda n, hbs: Counting(n, True, hbs), measure.ours().make_request
+    )
+    instructions.POOLS["counting"] = lambda: counting
+    try:
+        assert instructions.run_timed_calls("cache-full", 200, "counting", 300, 0) == len(
+            prog.timed
+        )
+    finally:
+        del instructions.POOLS["counting"]
+    assert len(made) == sum(1 for c in prog.timed if c[0] == "cache_full_blocks")
