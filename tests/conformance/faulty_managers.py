@@ -68,6 +68,7 @@ class CopyRewritesTable(KVCacheManager):
             (dst,) = self.block_pool.get_new_blocks(1)
             request.blocks[group][index] = dst
             request.block_ids[group][index] = dst.block_id
+            request.shown = None  # the tables changed (as every change of block_ids says)
             request.pending_release.append(src)
             copies.append((src.block_id, dst.block_id))
         return copies

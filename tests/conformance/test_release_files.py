@@ -124,9 +124,9 @@ def test_each_release_is_downloaded_once_for_all_the_files_kept_of_it(
     fetched: list[str] = []
     real = download.download_wheel
 
-    def counted(files: ReleaseFiles, version: str, dest: Path) -> Path:
+    def counted(files: ReleaseFiles, version: str, dest: Path, cached_at: Path) -> Path:
         fetched.append(f"{files.project}=={version}")
-        return real(files, version, dest)
+        return real(files, version, dest, cached_at)
 
     monkeypatch.setattr(download, "download_wheel", counted)
     manager = ReleaseFiles("fakeengine-manager", "fakeengine", frozenset({"fakeengine/mgr.py"}))

@@ -12,8 +12,30 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Protocol
 
-from .files import ReleaseFiles, ReleaseFilesError, release_dir
+
+class Wanted(Protocol):
+    """What a download needs to know of the files wanted (a :class:`.files.ReleaseFiles`):
+    the project on the index, and how messages name the engine and its targets."""
+
+    @property
+    def project(self) -> str: ...
+    @property
+    def shown(self) -> str: ...
+    @property
+    def engine(self) -> str: ...
+    @property
+    def wheel_target(self) -> bool: ...
+    @property
+    def wheel_prefix(self) -> str: ...
+    @property
+    def advice(self) -> str: ...
+
+
+class DownloadFailed(Exception):
+    """pip could not fetch the wheel; the message says why and what to run instead (the
+    cache turns it into its own error)."""
 
 #: The platforms and Pythons of the fallback downloads.
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
@@ -48,13 +70,14 @@ def pip_download_argv(requirement: str, dest: Path) -> list[str]:
     )
 
 
-def pip_download_command(files: ReleaseFiles, version: str, dest: str = "DIR") -> str:
+def pip_download_command(files: Wanted, version: str, dest: str = "DIR") -> str:
     """The command a person runs to fetch the wheel by hand (shown in errors)."""
     return f"pip download --no-deps --only-binary=:all: {files.project}=={version} -d {dest}"
 
 
-def download_wheel(files: ReleaseFiles, version: str, dest: Path) -> Path:
-    """The one wheel of ``files.project==version``, downloaded into ``dest`` (empty)."""
+def download_wheel(files: Wanted, version: str, dest: Path, cached_at: Path) -> Path:
+    """The one wheel of ``files.project==version``, downloaded into ``dest`` (empty);
+    ``cached_at`` is where its files will be kept (the message names it)."""
     base = pip_download_argv(f"{files.project}=={version}", dest)
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     attempts = [base] + [
@@ -78,7 +101,7 @@ def download_wheel(files: ReleaseFiles, version: str, dest: Path) -> Path:
         f"could not download {files.shown} {version} with pip:",
         tail,
         "Without network access, fetch the wheel on a machine that has it and point the "
-        f"suite at the file (this also fills the cache, {release_dir(files, version)}):",
+        f"suite at the file (this also fills the cache, {cached_at}):",
         f"  {pip_download_command(files, version)}",
     ]
     if files.engine and files.wheel_target:
@@ -94,7 +117,7 @@ def download_wheel(files: ReleaseFiles, version: str, dest: Path) -> Path:
         ]
     if files.advice:
         lines.append(files.advice)
-    raise ReleaseFilesError("\n".join(lines))
+    raise DownloadFailed("\n".join(lines))
 
 
 def no_matching_wheel(output: str) -> bool:

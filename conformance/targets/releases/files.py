@@ -106,7 +106,7 @@ def cached_files(
     ``download`` is false) downloaded now. ``check`` refuses a version string before
     anything is fetched. :class:`ReleaseFilesError` when the release is not cached and
     cannot be downloaded."""
-    from .download import download_wheel
+    from .download import DownloadFailed, download_wheel
 
     if check is not None:
         check(version)
@@ -119,7 +119,10 @@ def cached_files(
     if wheel is None:
         folder = tempfile.TemporaryDirectory(prefix=f"kvpool-{files.folder}-")
         try:
-            wheel = download_wheel(files, version, Path(folder.name))
+            wheel = download_wheel(files, version, Path(folder.name), where)
+        except DownloadFailed as exc:
+            folder.cleanup()
+            raise ReleaseFilesError(str(exc)) from None
         except BaseException:
             folder.cleanup()
             raise

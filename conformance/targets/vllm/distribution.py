@@ -125,3 +125,33 @@ def wheel_version(wheel: Path, dist: Distribution = VLLM_DISTRIBUTION) -> str:
         return release_files.wheel_version(wheel, dist.files())
     except ReleaseFilesError as exc:
         raise WheelError(str(exc)) from exc
+
+
+def version_in_tree(root: Path, package: str) -> str:
+    """The release a tree of ``package`` holds (``"unknown"`` if its files say none)."""
+    from .package import version_in_package
+    from .releases import version_in_tree as vllm_version_in_tree
+
+    return vllm_version_in_tree(root) if package == VLLM else version_in_package(root, package)
+
+
+def installed_version(dist: Distribution) -> str:
+    """The version of ``dist`` installed here (vLLM's, or a fork's project); a
+    :class:`TargetLoadError` saying what to run instead when it is not installed."""
+    from importlib import metadata
+
+    from ..errors import TargetLoadError
+    from .naming import VllmLoadError, installed_vllm_version
+
+    if dist.is_vllm:
+        try:
+            return installed_vllm_version()
+        except VllmLoadError as exc:
+            raise TargetLoadError(str(exc)) from None
+    try:
+        return metadata.version(dist.project)
+    except metadata.PackageNotFoundError:
+        raise TargetLoadError(
+            f"{dist.project} is not installed in this environment: install it, or check a "
+            f"release without installing it with --target {dist.package}==X.Y.Z"
+        ) from None

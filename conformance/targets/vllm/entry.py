@@ -22,8 +22,8 @@ from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError, TargetUsageError
 from ..registry import EngineEntry, ProfileChoice, ReleaseSupport, engine
-from .distribution import VLLM_DISTRIBUTION, Distribution
-from .naming import VllmLoadError, installed_vllm_version, shown_name
+from .distribution import VLLM_DISTRIBUTION, Distribution, installed_version, version_in_tree
+from .naming import VllmLoadError, shown_name
 from .package import VLLM, own_name
 
 if TYPE_CHECKING:
@@ -117,7 +117,9 @@ class VllmEntry(EngineEntry):
         from .manager_loading import load_vllm_manager
 
         try:
-            return load_vllm_manager(described)
+            return load_vllm_manager(
+                described, distribution_of(described), package_of(described)
+            )
         except VllmLoadError as exc:
             raise TargetLoadError(str(exc)) from exc
 
@@ -220,14 +222,6 @@ def vllm_version(described: TargetDescription) -> str | None:
         raise TargetLoadError(str(exc)) from exc
 
 
-def version_in_tree(root: Path, package: str) -> str:
-    """The release a tree of ``package`` holds (``"unknown"`` if its files say none)."""
-    from .package import version_in_package
-    from .releases import version_in_tree as vllm_version_in_tree
-
-    return vllm_version_in_tree(root) if package == VLLM else version_in_package(root, package)
-
-
 def load_vllm(described: TargetDescription) -> VllmRelease:
     """Load the vLLM release (or fork) ``described`` names; :class:`TargetLoadError` says
     what went wrong and what to run instead."""
@@ -265,25 +259,6 @@ def load_vllm(described: TargetDescription) -> VllmRelease:
 
 def _path(described: TargetDescription) -> Path:
     return (described.path or Path()).expanduser()
-
-
-def installed_version(dist: Distribution) -> str:
-    """The version of ``dist`` installed here (vLLM's, or a fork's project); a
-    :class:`TargetLoadError` saying what to run instead when it is not installed."""
-    from importlib import metadata
-
-    if dist.is_vllm:
-        try:
-            return installed_vllm_version()
-        except VllmLoadError as exc:
-            raise TargetLoadError(str(exc)) from None
-    try:
-        return metadata.version(dist.project)
-    except metadata.PackageNotFoundError:
-        raise TargetLoadError(
-            f"{dist.project} is not installed in this environment: install it, or check a "
-            f"release without installing it with --target {dist.package}==X.Y.Z"
-        ) from None
 
 
 def _installed_vllm(dist: Distribution) -> VllmRelease:

@@ -28,20 +28,25 @@ if TYPE_CHECKING:
     from .distribution import Distribution
 
 
-def load_vllm_manager(target: TargetDescription) -> tuple[ManagerTargetFactory, str]:
+def load_vllm_manager(
+    target: TargetDescription, dist: Distribution, package: str
+) -> tuple[ManagerTargetFactory, str]:
     """The factory of manager targets for the manager of the vLLM-shaped release
-    ``target`` names, and the name its traces replay by (the engine's: ``vllm``,
-    ``aphrodite``)."""
+    ``target`` names (its files from ``dist``'s releases, in top-level ``package``), and
+    the name its traces replay by (the engine's: ``vllm``, ``aphrodite``)."""
     from ..description import Form
-    from .distribution import MANAGER_CACHE, cached_release, seed_cache
-    from .entry import distribution_of, installed_version, package_of, version_in_tree
+    from .distribution import (
+        MANAGER_CACHE,
+        cached_release,
+        installed_version,
+        seed_cache,
+        version_in_tree,
+    )
     from .isolation import IsolationError, load_release
     from .package import package_in
     from .releases import MANAGER_MODULES, MANAGER_WHEEL_MEMBERS, MODULES, ReleaseError
     from .target import describe
 
-    dist = distribution_of(target)
-    package = package_of(target)
     word = f"--manager {target.engine}"
     modules: Mapping[str, ModuleType]
     try:

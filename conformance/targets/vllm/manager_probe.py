@@ -52,11 +52,14 @@ def window_unkeyed_free_first(
     settled = decided_by_pool(pool)
     if settled is not None:
         return settled
+    from .entry import distribution_of, package_of
     from .manager_loading import load_vllm_manager
     from .naming import VllmLoadError
 
     try:
-        factory, _ = load_vllm_manager(description)
+        factory, _ = load_vllm_manager(
+            description, distribution_of(description), package_of(description)
+        )
     except VllmLoadError as exc:
         return Measurement(KNOB, None, f"its manager cannot be loaded: {exc}")
     setup = getattr(factory, "fit_setup", lambda drawn: drawn)(PROBE_SETUP)
