@@ -202,7 +202,13 @@ ABOUT = {
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
     "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
     "(upstream's, unchanged but for the package name), a manager judged by the request-level "
-    "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
+    "properties (`--target nanovllm --machine requests`, profile nanovllm); its block b is "
+    "the suite's b + 1. It keys a block when it schedules it (`allocate`, `may_append`), "
+    "which the profile states (`scheduled_keys_within_pass`): upstream's scheduler (82f5ca2) "
+    "admits every waiting request into one prefill pass and each attention layer stores its "
+    "KV before it attends, so a hit on a block keyed in the same pass reads written KV; a "
+    "request never leaves before its pass, so none is drawn doing so. The `own-contents` "
+    "finding of earlier runs was that design judged without the knob, and is withdrawn",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
     "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
     "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
@@ -273,11 +279,11 @@ _NANO_NOTES = {
     "are all cached (its "
     "length a multiple of the block size) is scheduled with every token cached, so the "
     "engine has no token to compute and no logits to sample from.",
-    "own-contents": "nano-vllm keys a block when it schedules it, before its KV is written; "
-    "a second request admitted before the first is computed hits the unwritten block. Its "
-    "own scheduler computes both in the same forward pass (each layer stores before it "
-    "attends), so this holds only as long as every hit is computed in the pass that "
-    "writes it. (The same step usually also breaks `computes-last-token`, #144.)",
+    "keys-shared": "The same patch seen from a new request: a finished request's freed "
+    "blocks keep their hash and tokens, but the fork's `deallocate` deleted their "
+    "`hash_to_block_id` entries, so a later request with the same prefix is admitted with "
+    "nothing cached (block_manager.py `deallocate`, the `del self.hash_to_block_id` under "
+    "the fix comment).",
     "resume-finds-prefix": "The fork's patch for #163 drops a block's `hash_to_block_id` "
     "entry when the block is freed, but the block keeps its hash: a preempted request, "
     "resumed, no longer finds the prefix its freed blocks still hold (every freed block "
