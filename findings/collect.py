@@ -258,7 +258,12 @@ ABOUT = {
     "request-level properties (`--machine requests --manager lmdeploy`): by design it keys "
     "a block when it schedules it, swaps a fresh block for the trie's block of the same "
     "tokens (`append-only` lets that pass), and keys decoded blocks when the sequence next "
-    "needs a block (`hit-keys` reads up to the deepest trie node it reached)",
+    "needs a block (`hit-keys` reads up to the deepest trie node it reached). The profile "
+    "states the first (`scheduled_keys_within_pass`): every sequence a prefill turn admits "
+    "runs in that turn's one forward pass, whose attention fills each layer's cache before "
+    "it attends, and none leaves before it (the adapter draws no such step). The "
+    "`own-contents` finding of earlier runs was that design judged without the knob, and "
+    "is withdrawn",
     "lmdeploy-0.16.0": "LMDeploy 0.16.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy; its spec block b is "
     "LMDeploy's logical block b - 1), and its DefaultBlockManager with the prefix trie "
@@ -313,18 +318,14 @@ _LMDEPLOY_NOTES = {
     "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
     "its count becomes 1 while it stays in the free list, so it can be handed out while "
     "held.",
-    "own-contents": "`BlockTrie.allocate` attaches a full block to the trie when the "
-    "sequence is scheduled, before its KV is written: a request admitted before that "
-    "forward pass (or a sequence preempted before it and resumed) hits the unwritten "
-    "block. The engine is safe only while every hit is computed in the same forward "
-    "pass as the write (each layer stores before it attends); a preempted sequence's "
-    "never-written blocks stay cached.",
     "write-guard": "A block-aligned prompt whose last block is cached is not served "
     "from it (a hit leaves a token to compute), but `BlockTrie.allocate` then swaps the "
     "sequence's fresh last block for the trie's block of the same tokens, which another "
     "request holds: the engine writes the whole block again into a shared block. The "
     "values are the same tokens' KV, so the damage is limited to kernels whose results "
-    "depend on the batch.",
+    "depend on the batch. Keys at scheduling within one pass (the profile's knob) do not "
+    "cover it: the sequence the trie's block was keyed for writes it in the same pass too, "
+    "so two sequences of one forward pass write the same block.",
 }
 #: Notes for one target's findings, read before :data:`NOTES`.
 TARGET_NOTES = {
