@@ -210,7 +210,8 @@ ABOUT = {
     "request never leaves before its pass, so none is drawn doing so. The `own-contents` "
     "finding of earlier runs was that design judged without the knob, and is withdrawn",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
-    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`, "
+    "profile nanovllm as upstream's: the scheduler is upstream's)",
     "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
     "(page size 1), a token-granular manager judged by the request-level properties as "
     "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
