@@ -202,7 +202,8 @@ ABOUT = {
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
     "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
     "(upstream's, unchanged but for the package name), a manager judged by the request-level "
-    "properties (`--target nanovllm --machine requests`, profile nanovllm); its block b is "
+    "properties (`--target nanovllm --machine requests`, profile nanovllm; the wheel's "
+    "scheduler.py and attention store are upstream's 82f5ca2 but for formatting); its block b is "
     "the suite's b + 1. It keys a block when it schedules it (`allocate`, `may_append`), "
     "which the profile states (`scheduled_keys_within_pass`): upstream's scheduler (82f5ca2) "
     "admits every waiting request into one prefill pass and each attention layer stores its "
@@ -211,7 +212,11 @@ ABOUT = {
     "finding of earlier runs was that design judged without the knob, and is withdrawn",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
     "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`, "
-    "profile nanovllm as upstream's: the scheduler is upstream's)",
+    "profile nanovllm: the wheel's own scheduler.py still admits every waiting request into "
+    "one prefill pass, CFG pairs together, and preempts in a decode step only sequences it "
+    "has not yet appended to; its `LLMEngine.reset` after an exception frees blocks that may "
+    "be unwritten, but the fork's `deallocate` then drops their entries, so no key outlives "
+    "them)",
     "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
     "(page size 1), a token-granular manager judged by the request-level properties as "
     "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
