@@ -202,9 +202,21 @@ ABOUT = {
     "vllm-mlx-0.6.0": "vllm-mlx 0.6.0's PagedCacheManager (profile vllm-mlx)",
     "nanovllm-npu-0.0.2": "nano-vllm's BlockManager as nano-vllm-npu 0.0.2 ships it "
     "(upstream's, unchanged but for the package name), a manager judged by the request-level "
-    "properties (`--target nanovllm --machine requests`); its block b is the suite's b + 1",
+    "properties (`--target nanovllm --machine requests`, profile nanovllm; the wheel's "
+    "scheduler.py and attention store are upstream's 82f5ca2 but for formatting); its block b is "
+    "the suite's b + 1. It keys a block when it schedules it (`allocate`, `may_append`), "
+    "which the profile states (`scheduled_keys_within_pass`): upstream's scheduler (82f5ca2) "
+    "admits every waiting request into one prefill pass and each attention layer stores its "
+    "KV before it attends, so a hit on a block keyed in the same pass reads written KV; a "
+    "request never leaves before its pass, so none is drawn doing so. The `own-contents` "
+    "finding of earlier runs was that design judged without the knob, and is withdrawn",
     "nanovllm-fork-20260210": "nano-vllm's BlockManager as nano-vllm-fork 20260210 ships it: "
-    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`)",
+    "`deallocate` drops a freed block's `hash_to_block_id` entry (`--target nanovllm-fork`, "
+    "profile nanovllm: the wheel's own scheduler.py still admits every waiting request into "
+    "one prefill pass, CFG pairs together, and preempts in a decode step only sequences it "
+    "has not yet appended to; its `LLMEngine.reset` after an exception frees blocks that may "
+    "be unwritten, but the fork's `deallocate` then drops their entries, so no key outlives "
+    "them)",
     "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
     "(page size 1), a token-granular manager judged by the request-level properties as "
     "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
@@ -252,7 +264,12 @@ ABOUT = {
     "request-level properties (`--machine requests --manager lmdeploy`): by design it keys "
     "a block when it schedules it, swaps a fresh block for the trie's block of the same "
     "tokens (`append-only` lets that pass), and keys decoded blocks when the sequence next "
-    "needs a block (`hit-keys` reads up to the deepest trie node it reached)",
+    "needs a block (`hit-keys` reads up to the deepest trie node it reached). The profile "
+    "states the first (`scheduled_keys_within_pass`): every sequence a prefill turn admits "
+    "runs in that turn's one forward pass, whose attention fills each layer's cache before "
+    "it attends, and none leaves before it (the adapter draws no such step). The "
+    "`own-contents` finding of earlier runs was that design judged without the knob, and "
+    "is withdrawn",
     "lmdeploy-0.16.0": "LMDeploy 0.16.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy; its spec block b is "
     "LMDeploy's logical block b - 1), and its DefaultBlockManager with the prefix trie "
@@ -273,11 +290,11 @@ _NANO_NOTES = {
     "are all cached (its "
     "length a multiple of the block size) is scheduled with every token cached, so the "
     "engine has no token to compute and no logits to sample from.",
-    "own-contents": "nano-vllm keys a block when it schedules it, before its KV is written; "
-    "a second request admitted before the first is computed hits the unwritten block. Its "
-    "own scheduler computes both in the same forward pass (each layer stores before it "
-    "attends), so this holds only as long as every hit is computed in the pass that "
-    "writes it. (The same step usually also breaks `computes-last-token`, #144.)",
+    "keys-shared": "The same patch seen from a new request: a finished request's freed "
+    "blocks keep their hash and tokens, but the fork's `deallocate` deleted their "
+    "`hash_to_block_id` entries, so a later request with the same prefix is admitted with "
+    "nothing cached (block_manager.py `deallocate`, the `del self.hash_to_block_id` under "
+    "the fix comment).",
     "resume-finds-prefix": "The fork's patch for #163 drops a block's `hash_to_block_id` "
     "entry when the block is freed, but the block keeps its hash: a preempted request, "
     "resumed, no longer finds the prefix its freed blocks still hold (every freed block "
@@ -307,18 +324,14 @@ _LMDEPLOY_NOTES = {
     "touch-identity": "`add_ref_count` (what the trie does on a hit) takes a free block: "
     "its count becomes 1 while it stays in the free list, so it can be handed out while "
     "held.",
-    "own-contents": "`BlockTrie.allocate` attaches a full block to the trie when the "
-    "sequence is scheduled, before its KV is written: a request admitted before that "
-    "forward pass (or a sequence preempted before it and resumed) hits the unwritten "
-    "block. The engine is safe only while every hit is computed in the same forward "
-    "pass as the write (each layer stores before it attends); a preempted sequence's "
-    "never-written blocks stay cached.",
     "write-guard": "A block-aligned prompt whose last block is cached is not served "
     "from it (a hit leaves a token to compute), but `BlockTrie.allocate` then swaps the "
     "sequence's fresh last block for the trie's block of the same tokens, which another "
     "request holds: the engine writes the whole block again into a shared block. The "
     "values are the same tokens' KV, so the damage is limited to kernels whose results "
-    "depend on the batch.",
+    "depend on the batch. Keys at scheduling within one pass (the profile's knob) do not "
+    "cover it: the sequence the trie's block was keyed for writes it in the same pass too, "
+    "so two sequences of one forward pass write the same block.",
 }
 #: Notes for one target's findings, read before :data:`NOTES`.
 TARGET_NOTES = {

@@ -43,7 +43,7 @@ from kvpool.conformance.targets.lmdeploy.manager_release import (
     load_manager_release,
 )
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
-from kvpool.spec import SEED, PoolConfig
+from kvpool.spec import SEED, PoolConfig, Profile
 from kvpool.spec.manager import (
     Admit,
     Append,
@@ -54,6 +54,7 @@ from kvpool.spec.manager import (
     Preempt,
     Resume,
 )
+from kvpool.spec.profile import LMDEPLOY
 
 VERSION = "0.18.0"
 #: 8 blocks of 2 tokens, caching on.
@@ -394,11 +395,57 @@ SEEDS = (1, 2, 3)
 
 
 def test_the_known_findings_reproduce(lmdeploy: LmdeployManagerFactory) -> None:
-    """The two findings (docs/findings.md), each as its shortest trace."""
-    unwritten = run(lmdeploy, Admit("a", (1, 2, 3), None), Admit("b", (1, 2, 3, 4), None))
+    """The seed's contract breaks ``own-contents`` on a hit of the same pass and
+    ``write-guard`` on a shared block rewritten; the lmdeploy profile states the first
+    (keys at scheduling, within one forward pass), and the second is its finding
+    (docs/findings.md)."""
+    same_pass = (Admit("a", (1, 2, 3), None), Admit("b", (1, 2, 3, 4), None))
+    unwritten = run(lmdeploy, *same_pass)
     assert unwritten is not None and "property 'own-contents'" in unwritten, unwritten
-    shared = run(lmdeploy, Admit("a", (1, 2), None), Admit("b", (1, 2), None), Compute("b"))
-    assert shared is not None and "property 'write-guard'" in shared, shared
+    assert LMDEPLOY.scheduled_keys_within_pass
+    assert judged(lmdeploy, LMDEPLOY, *same_pass, Compute("a"), Compute("b")) is None
+    # b's table takes a's fresh block (the trie's): the pass has two writers of it
+    rewrite = (Admit("a", (1, 2), None), Admit("b", (1, 2), None), Compute("a"))
+    for profile in (SEED, LMDEPLOY):
+        shared = judged(lmdeploy, profile, *rewrite)
+        assert shared is not None and "property 'write-guard'" in shared, shared
+
+
+def judged(factory: LmdeployManagerFactory, profile: Profile, *actions: object) -> str | None:
+    """The first difference a property run under ``profile`` reports (``None``: none)."""
+    property_run = PropertyRun(factory, profile, SETUP, RunRecord())
+    for action in actions:
+        try:
+            property_run.apply(action)  # type: ignore[arg-type]
+        except Nonconformance as exc:
+            return str(exc)
+    return None
+
+
+def test_no_sequence_leaves_or_decodes_before_its_turns_pass(
+    lmdeploy: LmdeployManagerFactory,
+) -> None:
+    """A prefill turn's one pass computes every sequence it admitted before anything
+    else: no preempt, finish, or another's decode step is drawn while a block the trie
+    attached for a sequence is unwritten. Drawn anyway, the key left behind is stale and
+    the checks say so."""
+    t = lmdeploy(SETUP, LMDEPLOY)
+    t.admit("a", (1, 2, 3), None)
+    t.admit("b", (5, 6, 7), None)
+    assert not t.allows(Preempt("a")) and not t.allows(Finish("a"))
+    assert not t.allows(Append("b", (8,)))
+    t.commit("a", False)
+    assert t.allows(Preempt("a")) and t.allows(Finish("a")) and not t.allows(Append("a", (4,)))
+    t.commit("b", False)
+    assert t.allows(Append("a", (4,)))
+    early = judged(
+        lmdeploy,
+        LMDEPLOY,
+        Admit("a", (1, 2, 3), None),
+        Finish("a"),
+        Admit("b", (1, 2, 3, 4), None),
+    )
+    assert early is not None and "a stale key, registered when request 'a'" in early, early
 
 
 def _evicts_held_leaves(lmdeploy: LmdeployManagerFactory) -> LmdeployManagerFactory:

@@ -18,6 +18,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -27,16 +28,21 @@ for _module in ("xxhash", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.engine.lockstep import Nonconformance  # noqa: E402
+from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord  # noqa: E402
 from kvpool.conformance.engine.signature import signature  # noqa: E402
 from kvpool.conformance.engine.target import PoolView  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
+from kvpool.conformance.manager.property_run import PropertyRun  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
 from kvpool.conformance.targets.nanovllm import release as nv  # noqa: E402
-from kvpool.conformance.targets.nanovllm.manager import NanoVllmManagerFactory  # noqa: E402
-from kvpool.spec import SEED, PoolConfig  # noqa: E402
+from kvpool.conformance.targets.nanovllm.manager import (  # noqa: E402
+    NanoVllmManagerFactory,
+    NanoVllmManagerTarget,
+    supported_setup,
+)
+from kvpool.spec import SEED, PoolConfig, Profile  # noqa: E402
 from kvpool.spec.manager import (  # noqa: E402
     Admit,
     Compute,
@@ -44,9 +50,11 @@ from kvpool.spec.manager import (  # noqa: E402
     KVGroup,
     ManagerConfig,
     Preempt,
+    RequestAction,
     Resume,
 )
 from kvpool.spec.manager import properties as props  # noqa: E402
+from kvpool.spec.profile import PROFILES  # noqa: E402
 
 SETUP = RequestSetup(ManagerConfig(2), PoolConfig(6, True, 1))
 
@@ -278,3 +286,76 @@ def test_the_events_level_is_refused_for_it() -> None:
     refused = CliRunner().invoke(main, args)
     assert refused.exit_code == 2, refused.output
     assert "publishes no KV events" in refused.output, refused.output
+
+
+# --- its profile: keys at scheduling, within one forward pass ----------------------------
+
+NANO = PROFILES["nanovllm"]
+SAME_PASS = (
+    Admit("a", (1, 2, 3), None),
+    Admit("b", (1, 2, 4), None),  # hits a's first block before a's pass writes it
+    Compute("a"),
+    Compute("b"),
+)
+
+
+def judged(factory: NanoVllmManagerFactory, profile: Profile, *actions: object) -> str | None:
+    """The first difference a property run under ``profile`` reports (``None``: none)."""
+    property_run = PropertyRun(factory, profile, SETUP, RunRecord())
+    for action in actions:
+        try:
+            property_run.apply(action)  # type: ignore[arg-type]
+        except Nonconformance as exc:
+            return str(exc)
+    return None
+
+
+def test_its_profile_lets_a_hit_of_the_same_pass_pass(
+    upstream: NanoVllmManagerFactory, fork: NanoVllmManagerFactory
+) -> None:
+    """The seed's contract calls a hit on a block keyed at scheduling a read of unwritten
+    KV; the nanovllm profile states the design (the pass writes it before anyone reads)."""
+    assert NANO.scheduled_keys_within_pass and not SEED.scheduled_keys_within_pass
+    for factory in (upstream, fork):
+        as_seed = judged(factory, SEED, *SAME_PASS)
+        assert as_seed is not None and "property 'own-contents'" in as_seed, as_seed
+        assert judged(factory, NANO, *SAME_PASS) is None
+
+
+def test_a_request_never_leaves_before_its_pass(upstream: NanoVllmManagerFactory) -> None:
+    """Its scheduler runs every request it schedules in that step's pass: no finish or
+    preempt is drawn while a block keyed for the request is unwritten. Drawn anyway, the
+    key left behind is stale, and the checks say so."""
+    target = upstream(SETUP, NANO)
+    target.admit("a", (1, 2, 3), None)
+    assert not target.allows(Finish("a")) and not target.allows(Preempt("a"))
+    target.commit("a", False)
+    assert target.allows(Finish("a")) and target.allows(Preempt("a"))
+    early = judged(upstream, NANO, SAME_PASS[0], Finish("a"), SAME_PASS[1])
+    assert early is not None and "a stale key, registered when request 'a'" in early, early
+
+
+class _LeavesAnyTime(NanoVllmManagerTarget):
+    """A planted fault in the adapter: requests may leave before their pass."""
+
+    def allows(self, action: RequestAction) -> bool:
+        return True if isinstance(action, Finish | Preempt) else super().allows(action)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_under_its_profile_144_and_163_remain_and_a_stale_key_is_caught(
+    upstream: NanoVllmManagerFactory, seed: int
+) -> None:
+    """At the size of ``test_the_suite_finds_both_issues``: the real adapter under its
+    profile breaks no ``own-contents`` and still finds #163; the planted adapter's early
+    leaves give a stale key. Measured spread, seeds 1-3: as asserted on each."""
+    options: dict[str, Any] = dict(
+        max_examples=25, steps=15, seed=seed, max_blocks=8, max_findings=4, shrink_seconds=0.5
+    )
+    found = run_requests(manager_builder(upstream, NANO), ON_MANAGER, **options).failures
+    kinds = Counter(signature(f.message) for f in found)
+    assert "property own-contents" not in kinds, kinds
+    assert any("map-matches-block-keys" in f.message for f in found), kinds
+    planted = NanoVllmManagerFactory(upstream.release, "planted", _LeavesAnyTime, supported_setup)
+    found = run_requests(manager_builder(planted, NANO), ON_MANAGER, **options).failures
+    assert any("a stale key" in f.message for f in found), [f.message for f in found]

@@ -58,8 +58,11 @@ from typing import Any
 from kvpool.spec import Profile
 from kvpool.spec.manager import (
     FULL_ATTENTION,
+    Append,
     EvictCached,
+    Finish,
     ManagerConfig,
+    Preempt,
     RequestAction,
     ResetCache,
     Scheduled,
@@ -169,8 +172,32 @@ class LmdeployManagerTarget:
     # --- the protocol ---------------------------------------------------------------------
 
     def allows(self, action: RequestAction) -> bool:
-        """The trie has no flush and no way to evict a chosen block: neither is drawn."""
+        """The trie has no flush and no way to evict a chosen block: neither is drawn. A
+        sequence is never preempted while a block the trie attached when it was scheduled
+        is still to be written: the prefill turn evicts only sequences still waiting
+        (``prefill_scheduler.py``, ``_evictable_sequences``: stopped, skipped and waiting,
+        never one the turn admitted), and a decode step preempts only sequences it has not
+        yet allocated for (0.16.0's ``scheduler.py``, ``_schedule_decoding``: the tail of
+        ``running``, or the sequence itself before ``allocate``). Nor does one finish then:
+        the engine schedules and builds the forward inputs in one synchronous call and
+        hands them to the executor before it awaits anything (``engine/inputs_maker.py``,
+        ``_send_next_inputs_impl``, v0.16.0 and upstream's main), so a stop or end of the
+        session is handled only once the pass is under way. And no decode step comes
+        before the pass of a prefill turn has computed every sequence the turn admitted
+        (that one forward holds them all)."""
+        if isinstance(action, (Preempt, Finish)):
+            return not self._keyed_unwritten(action.request_id)
+        if isinstance(action, Append):  # the turn's one pass computes every admitted sequence
+            others = (r for r in self.requests if r != action.request_id)
+            return not any(self._keyed_unwritten(r) for r in others)
         return not isinstance(action, ResetCache | EvictCached)
+
+    def _keyed_unwritten(self, request_id: str) -> bool:
+        """Whether the running request reached trie nodes past the tokens it computed."""
+        request = self.requests.get(request_id)
+        if request is None or not request.running:
+            return False
+        return self.keyed_tokens(request_id) > int(request.seq.num_history_ids)
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
         seq = self.engine.new_sequence(self._tokens(tokens), salt)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
-from ..registry import EngineEntry
+from ..registry import EngineEntry, ProfileChoice
 from ..releases.forms import load_form
 
 
@@ -47,6 +47,11 @@ class NanoVllmEntry(EngineEntry):
             release, f"{described.text} ({release.label})"
         )
         return factory, described.text
+
+    def profile(self, described: TargetDescription) -> ProfileChoice:
+        return ProfileChoice(
+            "nanovllm", "nano-vllm's own profile (keys at scheduling, within one forward pass)"
+        )
 
 
 UPSTREAM = NanoVllmEntry(

@@ -50,7 +50,9 @@ from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
     Admit,
+    Finish,
     ManagerConfig,
+    Preempt,
     RequestAction,
     ResetCache,
     Scheduled,
@@ -114,10 +116,29 @@ class NanoVllmManagerTarget:
     # --- the protocol ---------------------------------------------------------------------
 
     def allows(self, action: RequestAction) -> bool:
-        """It has no salts and no way to reset its cache: neither is drawn for it."""
+        """It has no salts and no way to reset its cache: neither is drawn for it. A
+        request never leaves while a block it keyed when scheduled is still to be written:
+        nano-vllm's scheduler (upstream 82f5ca2, ``scheduler.py``) runs every request it
+        schedules in that step's forward pass, preempts only in its decode phase before
+        ``may_append`` (lines 46-51), finishes only in ``postprocess`` after the pass (line
+        70), and has no abort."""
         if isinstance(action, ResetCache):
             return False
+        if isinstance(action, (Finish, Preempt)):
+            return not self._keyed_unwritten(action.request_id)
         return not (isinstance(action, Admit) and action.salt is not None)
+
+    def _keyed_unwritten(self, request_id: str) -> bool:
+        """Whether the request holds a block keyed at scheduling that its pass has not
+        written yet (a full block ending past its computed tokens)."""
+        request = self.requests.get(request_id)
+        if request is None or not request.running:
+            return False
+        blocks = self.manager.blocks
+        return any(
+            int(blocks[b].hash) != -1 and (i + 1) * self.bs > request.computed
+            for i, b in enumerate(request.seq.block_table)
+        )
 
     def admit(self, request_id: str, tokens: tuple[int, ...], salt: str | None) -> Scheduled | None:
         if salt is not None:
