@@ -13,7 +13,9 @@ Names here keep their meaning across releases; anything else under
   factory).
 - **Helpers adapters reuse**: :func:`load_isolated` (an engine's files run under their own
   names with inert placeholders for the rest of its package), :func:`request_block_hashes`
-  and :func:`expected_key` (the keys a request's blocks are cached under).
+  and :func:`expected_key` (the keys a request's blocks are cached under), :func:`refusal`
+  and :class:`RefusedByReturn` (a pool call refused by its return value, for a profile with
+  ``refuses_by_return``).
 - **Engines**: :class:`EngineEntry` (registered under the ``kvpool.engines`` entry-point
   group), :class:`TargetDescription`, :class:`Form`, :class:`ProfileChoice` and the two
   errors.
@@ -36,6 +38,7 @@ from kvpool.spec.manager import (
 )
 from kvpool.spec.manager.properties import expected_key
 
+from .engine.refusal import RefusedByReturn, refusal
 from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
 from .manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from .targets.description import Form, TargetDescription
@@ -109,6 +112,7 @@ __all__ = [
     "PoolView",
     "Profile",
     "ProfileChoice",
+    "RefusedByReturn",
     "ReleaseSupport",
     "RequestAction",
     "RequestSetup",
@@ -121,5 +125,6 @@ __all__ = [
     "TargetUsageError",
     "expected_key",
     "load_isolated",
+    "refusal",
     "request_block_hashes",
 ]
