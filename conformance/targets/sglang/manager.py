@@ -67,13 +67,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec import Event
 from kvpool.spec.manager import Scheduled
 
 from ...manager.target import RequestSetup
 from ..manager_factory import ReleaseManagerFactory
 from .release import SglangRelease
-from .tree_view import SglangTreeView, event_hash, supported_setup
+from .tree_view import SglangTreeView, event_hash, spec_events, supported_setup
 
 #: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
 #: above what the request machine draws.
@@ -300,25 +300,7 @@ class SglangManagerTarget(SglangTreeView):
 
     def take_events(self) -> tuple[Event, ...]:
         """The tree's events since the last call, as the spec's events."""
-        events: list[Event] = []
-        for event in self.cache.take_events():
-            kind = type(event).__name__
-            if kind == "StoredEvent":
-                parent = event.parent_block_hash
-                events.append(
-                    BlockStored(
-                        tuple(event_hash(h) for h in event.block_hashes),
-                        None if parent is None else event_hash(parent),
-                        0,
-                        int(event.block_size),
-                        len(event.token_ids),
-                    )
-                )
-            elif kind == "RemovedEvent":
-                events.extend(BlockRemoved(event_hash(h), 0) for h in event.block_hashes)
-            else:
-                events.append(AllBlocksCleared())
-        return tuple(events)
+        return spec_events(self.cache.take_events(), "StoredEvent", "RemovedEvent")
 
     def event_residency(self) -> dict[tuple[int, bytes], int]:
         """What the tree holds in its events' terms: each node's hash, with multiplicity."""

@@ -70,14 +70,14 @@ from dataclasses import dataclass, field
 from functools import partial, wraps
 from typing import Any, TypeVar
 
-from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec import Event
 from kvpool.spec.manager import Scheduled
 
 from ...manager.target import RequestSetup
 from ..manager_factory import ReleaseManagerFactory
 from .release import SglangUnavailable
 from .release_0_5 import SglangRelease05
-from .tree_view import SglangTreeView, event_hash, supported_setup
+from .tree_view import SglangTreeView, event_hash, spec_events, supported_setup
 
 #: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
 #: above what the request machine draws.
@@ -397,25 +397,7 @@ class SglangManagerTarget05(SglangTreeView):
     @_in_release
     def take_events(self) -> tuple[Event, ...]:
         """The recorder's events since the last call, as the spec's events."""
-        events: list[Event] = []
-        for event in self.cache.take_events():
-            kind = type(event).__name__
-            if kind == "BlockStored":
-                parent = event.parent_block_hash
-                events.append(
-                    BlockStored(
-                        tuple(event_hash(h) for h in event.block_hashes),
-                        None if parent is None else event_hash(parent),
-                        0,
-                        int(event.block_size),
-                        len(event.token_ids),
-                    )
-                )
-            elif kind == "BlockRemoved":
-                events.extend(BlockRemoved(event_hash(h), 0) for h in event.block_hashes)
-            else:
-                events.append(AllBlocksCleared())
-        return tuple(events)
+        return spec_events(self.cache.take_events(), "BlockStored", "BlockRemoved")
 
     @_in_release
     def event_residency(self) -> dict[tuple[int, bytes], int]:

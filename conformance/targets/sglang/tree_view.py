@@ -21,9 +21,11 @@ and every page in exactly one place.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, Protocol
 
+from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from kvpool.spec.manager import (
     FULL_ATTENTION,
     Admit,
@@ -247,3 +249,28 @@ class SglangTreeView:
                 f"{len(own)} requests' own pages, of {self.num_pages}"
             )
         return problems
+
+
+def spec_events(taken: Iterable[Any], stored: str, removed: str) -> tuple[Event, ...]:
+    """A radix cache's events (``take_events``) as the spec's: its store events are of
+    type ``stored``, its removals ``removed``, anything else a clear (both generations
+    publish vLLM's schema, under their own class names)."""
+    events: list[Event] = []
+    for event in taken:
+        kind = type(event).__name__
+        if kind == stored:
+            parent = event.parent_block_hash
+            events.append(
+                BlockStored(
+                    tuple(event_hash(h) for h in event.block_hashes),
+                    None if parent is None else event_hash(parent),
+                    0,
+                    int(event.block_size),
+                    len(event.token_ids),
+                )
+            )
+        elif kind == removed:
+            events.extend(BlockRemoved(event_hash(h), 0) for h in event.block_hashes)
+        else:
+            events.append(AllBlocksCleared())
+    return tuple(events)
