@@ -13,9 +13,10 @@ is shared.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from kvpool.spec import BlockRemoved, BlockStored, Event
 from kvpool.spec.keys import group_of, hash_of, make_key
 from kvpool.spec.manager import ExtraKeys
 from kvpool.spec.manager.extra_keys import partitioned_block_hashes
@@ -65,3 +66,20 @@ class KeyPairing:
         if view.lookups is not None:
             lookups = tuple(sorted((key(k), b) for k, b in view.lookups))
         return replace(view, keys=keys, primary=primary, index=index, lookups=lookups)
+
+    def events(self, events: Iterable[Event]) -> tuple[Event, ...]:
+        """``events`` with every hash they name read in the spec's hashes."""
+        mine = self.spec_hashes
+        shown: list[Event] = []
+        for event in events:
+            if isinstance(event, BlockStored):
+                parent = event.parent_block_hash
+                event = replace(
+                    event,
+                    block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
+                    parent_block_hash=None if parent is None else mine.get(parent, parent),
+                )
+            elif isinstance(event, BlockRemoved):
+                event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
+            shown.append(event)
+        return tuple(shown)

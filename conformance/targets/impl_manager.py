@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, cast
 
 from kvpool.impl.kv_cache_manager import Scheduled as ImplScheduled
-from kvpool.spec import BlockRemoved, BlockStored, Event, EvictBlocks, Profile, TakeEvents
+from kvpool.spec import Event, EvictBlocks, Profile, TakeEvents
 from kvpool.spec.manager import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, Scheduled
 
 from ..engine.target import PoolView
@@ -137,20 +136,7 @@ class ManagerApiTarget:
         if self.pairing is None:
             return cast("tuple[Event, ...]", events)
         self._pair()
-        mine = self.pairing.spec_hashes
-        shown: list[Event] = []
-        for event in cast("tuple[Event, ...]", events):
-            if isinstance(event, BlockStored):
-                parent = event.parent_block_hash
-                event = replace(
-                    event,
-                    block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
-                    parent_block_hash=None if parent is None else mine.get(parent, parent),
-                )
-            elif isinstance(event, BlockRemoved):
-                event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
-            shown.append(event)
-        return tuple(shown)
+        return self.pairing.events(cast("tuple[Event, ...]", events))
 
     def _pair(self) -> None:
         """Pair the hashes of every request that may have grown since the last look."""

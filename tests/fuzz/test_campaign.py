@@ -39,12 +39,10 @@ def test_a_planted_fault_is_found_shrunk_and_its_trace_written_once(tmp_path: Pa
 
 
 def test_our_pool_runs_clean_on_every_machine_until_the_action_budget(tmp_path: Path) -> None:
-    start = time.monotonic()
     result = run_fuzz(
         "--target", "impl", "--workers", "2", "--examples-per-round", "20",
         "--max-actions", "15000", "--seconds", "120", "--status-every", "1",
     )  # fmt: skip  (at about 5,000 actions/s a budget of 15,000 outlasts the first status line)
-    took = time.monotonic() - start
     assert result.exit_code == 0, result.output
     assert "no failure found" in result.output
     assert "action budget reached" in result.output
@@ -53,7 +51,6 @@ def test_our_pool_runs_clean_on_every_machine_until_the_action_budget(tmp_path: 
         assert job in result.output
     assert " actions (" in result.output  # the status lines of a non-terminal
     assert not list((tmp_path / "kvpool-traces").glob("*"))
-    assert took < 60, f"the campaign took {took:.0f}s to run 15000 actions"
 
 
 def test_usage_errors_exit_2_before_any_worker_starts() -> None:

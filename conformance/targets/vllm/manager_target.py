@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kvpool.spec import BlockRemoved, BlockStored, Event, Profile
+from kvpool.spec import Event, Profile
 from kvpool.spec.manager import NO_EXTRA, EvictCached, ExtraKeys, RequestAction, Scheduled
 
 from ...engine.target import PoolView
@@ -312,20 +312,7 @@ class VllmManagerTarget:
         if take is None:
             return None
         self._pair_hashes()
-        mine = self.pairing.spec_hashes
-        events: list[Event] = []
-        for event in self.pool.taken_events(take()):
-            if isinstance(event, BlockStored):
-                parent = event.parent_block_hash
-                event = replace(
-                    event,
-                    block_hashes=tuple(mine.get(h, h) for h in event.block_hashes),
-                    parent_block_hash=None if parent is None else mine.get(parent, parent),
-                )
-            elif isinstance(event, BlockRemoved):
-                event = replace(event, block_hash=mine.get(event.block_hash, event.block_hash))
-            events.append(event)
-        return tuple(events)
+        return self.pairing.events(self.pool.taken_events(take()))
 
     # --- looking inside -----------------------------------------------------------------
 
