@@ -331,7 +331,9 @@ _LMDEPLOY_NOTES = {
     "values are the same tokens' KV, so the damage is limited to kernels whose results "
     "depend on the batch. Keys at scheduling within one pass (the profile's knob) do not "
     "cover it: the sequence the trie's block was keyed for writes it in the same pass too, "
-    "so two sequences of one forward pass write the same block.",
+    "so two sequences of one forward pass write the same block. The message names the "
+    "second writer, the sequence whose table took the trie's block, whichever of the two "
+    "the pass computes first.",
 }
 #: Notes for one target's findings, read before :data:`NOTES`.
 TARGET_NOTES = {

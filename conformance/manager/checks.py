@@ -383,7 +383,9 @@ class RequestChecks:
 
     def _note_pending(self, request_id: str, r: Tracked, view: PoolView) -> None:
         """The blocks of ``r``'s tables keyed for ``r`` beyond what it has computed: its
-        forward pass is still to write them."""
+        forward pass is still to write them. A block already pending for another request
+        stays that request's: it keyed the block first, so a later request of the same pass
+        with the block in its table reads it, and writing it too makes it a second writer."""
         keys_of = self._keys_of(view)
         if not (self.keys_within_pass and self.registers_when_scheduled) or keys_of is None:
             return
@@ -393,6 +395,9 @@ class RequestChecks:
         for g, table in enumerate(r.tables):
             for i, b in enumerate(table[:full]):
                 key = props.expected_key(hashes, self.hbs, self.bs, i, g)
+                owner = self.pending.get(b)
+                if owner is not None and owner[1] != request_id:
+                    continue
                 if b and (i + 1) * self.bs > r.num_computed_tokens and key in keys_of(b):
                     self.pending[b] = (key, request_id)
                     self.stale.pop(b, None)

@@ -17,6 +17,7 @@ from kvpool.conformance.engine.lockstep import Nonconformance
 from kvpool.conformance.manager.checks import RequestChecks
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import FULL_ATTENTION
+from kvpool.spec.manager import properties as props
 
 PROFILE = """\
 base = "seed"
@@ -77,3 +78,23 @@ def test_the_pass_that_keyed_a_block_writes_it_though_a_reader_of_that_pass_hold
     checks.keys_within_pass = False
     with pytest.raises(Nonconformance, match="property 'write-guard'"):
         checks.guard("a", 1, True, view, "write")  # without the knob: held twice
+
+
+def test_a_block_pending_for_one_request_stays_its_own_when_another_schedules_it() -> None:
+    """Two requests of one pass with the same keyed block in their tables: the one that
+    keyed it first writes it; the other, writing it too, is the second writer, named."""
+    setup = RequestSetup(ManagerConfig(2, (FULL_ATTENTION,)), PoolConfig(4))
+    checks = RequestChecks(setup, Counter())
+    checks.registers_when_scheduled = checks.keys_within_pass = True
+    checks.admitted("a", (1, 2), None)
+    checks.admitted("b", (1, 2), None)
+    key = props.expected_key(checks.requests["a"].hashes(checks.hbs), checks.hbs, 2, 0, 0)
+    keyed = (frozenset(), frozenset([key]), frozenset(), frozenset())
+    view = PoolView(free_count=2, ref_cnt=(0, 2, 0, 0), keys=keyed)
+    for rid in ("a", "b"):
+        checks.requests[rid].tables = ((1,),)
+        checks._note_pending(rid, checks.requests[rid], view)
+    assert checks.pending_for(1) == "a"
+    checks.guard("a", 1, False, view, "write")  # the pass that keyed it writes it
+    with pytest.raises(Nonconformance, match=r"property 'write-guard' broken \(request 'b'"):
+        checks.guard("b", 1, True, view, "write")

@@ -405,10 +405,14 @@ def test_the_known_findings_reproduce(lmdeploy: LmdeployManagerFactory) -> None:
     assert LMDEPLOY.scheduled_keys_within_pass
     assert judged(lmdeploy, LMDEPLOY, *same_pass, Compute("a"), Compute("b")) is None
     # b's table takes a's fresh block (the trie's): the pass has two writers of it
-    rewrite = (Admit("a", (1, 2), None), Admit("b", (1, 2), None), Compute("a"))
-    for profile in (SEED, LMDEPLOY):
-        shared = judged(lmdeploy, profile, *rewrite)
-        assert shared is not None and "property 'write-guard'" in shared, shared
+    both = (Admit("a", (1, 2), None), Admit("b", (1, 2), None))
+    shared = judged(lmdeploy, SEED, *both, Compute("a"))  # held twice: no write allowed
+    assert shared is not None and "property 'write-guard'" in shared, shared
+    # within one pass, 'a' keyed the block and writes it; 'b' is the second writer,
+    # named whichever computes first
+    for order in ((Compute("a"), Compute("b")), (Compute("b"), Compute("a"))):
+        shared = judged(lmdeploy, LMDEPLOY, *both, *order)
+        assert shared is not None and "property 'write-guard' broken (request 'b'" in shared
 
 
 def judged(factory: LmdeployManagerFactory, profile: Profile, *actions: object) -> str | None:
