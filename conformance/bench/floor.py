@@ -17,11 +17,19 @@ pools before it is timed.
     python -m kvpool.conformance.bench.floor --sizes 1000,100000,1000000
 
 prints, per workload and size, the median of 7 interleaved repetitions of ours, vLLM's,
-the floor's and (when built) the compiled build's time, as ratios to vLLM's.
+the floor's and (when built) the compiled build's time, as ratios to vLLM's. With
+``--lookups`` it splits the prefix-hit workload instead: its lookups alone (the timed
+``get_cached_block`` calls, in their order, on the fully cached pool: they change nothing)
+are timed as a program of their own beside the whole workload, and each pool's time is
+given per lookup and per other call (touch, allocation, free: the whole time less the
+lookups', over their number). The floor pool's lookup is nothing but a dict lookup and a
+one-block list, so its time per lookup is the least any Python pool with a dict index can
+take to hand back a cached block.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -202,6 +210,58 @@ def compare(
     }
 
 
+def split_lookups(
+    contenders: Sequence[Contender], size: int, ops: int, repeat: int, seed: int
+) -> dict[str, Any]:
+    """Time prefix-hit whole and its lookups alone on ``contenders`` (vLLM's second),
+    interleaved; each one's median µs per lookup and per other call, and vLLM's over it."""
+    prog = build("prefix-hit", size, ops, seed)
+    lookups = dataclasses.replace(prog, timed=[c for c in prog.timed if c[0] == "get_cached_block"])
+    for checked in (prog, lookups):
+        found = verify(checked, contenders)
+        if found is not None:
+            raise click.ClickException(f"pools disagree: {found.describe()}")
+    reqs = [[c.make_request(list(h)) for h in prog.requests] for c in contenders]
+    whole: list[list[float]] = [[] for _ in contenders]
+    alone: list[list[float]] = [[] for _ in contenders]
+    for rep in range(repeat):
+        order = list(range(len(contenders)))
+        if rep % 2:
+            order.reverse()
+        for k in order:
+            whole[k].append(time_once(prog, contenders[k], reqs[k]))
+            alone[k].append(time_once(lookups, contenders[k], reqs[k]))
+    num_lookups = len(lookups.timed)
+    num_other = len(prog.timed) - num_lookups
+    per_lookup = [[t / num_lookups * 1e6 for t in s] for s in alone]
+    per_other = [
+        [(w - a) / num_other * 1e6 for w, a in zip(ws, as_, strict=True)]
+        for ws, as_ in zip(whole, alone, strict=True)
+    ]
+
+    def versus(values: list[list[float]]) -> dict[str, float]:
+        return {
+            c.name: round(statistics.median(o / v for v, o in zip(s, values[1], strict=True)), 3)
+            for c, s in zip(contenders, values, strict=True)
+        }
+
+    return {
+        "num_gpu_blocks": size,
+        "lookups": num_lookups,
+        "other_calls": num_other,
+        "us_per_lookup": {
+            c.name: round(statistics.median(s), 4)
+            for c, s in zip(contenders, per_lookup, strict=True)
+        },
+        "us_per_other_call": {
+            c.name: round(statistics.median(s), 4)
+            for c, s in zip(contenders, per_other, strict=True)
+        },
+        "lookups_vs_vllm": versus(per_lookup),
+        "others_vs_vllm": versus(per_other),
+    }
+
+
 @click.command()
 @click.option("--sizes", default="1000,100000,1000000", show_default=True)
 @click.option("--target", "spec", default="vllm==0.33.0", show_default=True)
@@ -209,7 +269,14 @@ def compare(
 @click.option("--repeat", default=7, show_default=True, type=click.IntRange(1))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--compiled/--no-compiled", default=True, show_default=True)
-def main(sizes: str, spec: str, ops: int, repeat: int, seed: int, compiled: bool) -> None:
+@click.option(
+    "--lookups",
+    is_flag=True,
+    help="Split prefix-hit: its lookups alone against the rest of its calls.",
+)
+def main(
+    sizes: str, spec: str, ops: int, repeat: int, seed: int, compiled: bool, lookups: bool
+) -> None:
     """Time ours, vLLM's, the floor pool and the compiled build side by side; print each
     one's time per call and vLLM's time over it (above 1: faster than vLLM's)."""
     from .compiled import CompiledBuildUnavailable
@@ -222,6 +289,9 @@ def main(sizes: str, spec: str, ops: int, repeat: int, seed: int, compiled: bool
         except CompiledBuildUnavailable as exc:
             click.echo(f"(no compiled build: {exc})", err=True)
     names = [c.name for c in contenders]
+    if lookups:
+        _print_split(contenders, [int(s) for s in sizes.split(",")], ops, repeat, seed)
+        return
     header = "| workload | blocks | " + " | ".join(f"{n} µs/call" for n in names)
     header += " | " + " | ".join(f"vLLM / {n}" for n in names if n != names[1]) + " |"
     click.echo(header)
@@ -232,6 +302,27 @@ def main(sizes: str, spec: str, ops: int, repeat: int, seed: int, compiled: bool
             us = " | ".join(f"{row['us_per_call'][n]:.3f}" for n in names)
             ratios = " | ".join(f"{row['vs_vllm'][n]:.2f}" for n in names if n != names[1])
             click.echo(f"| {workload} | {size:,} | {us} | {ratios} |")
+
+
+def _print_split(
+    contenders: Sequence[Contender], sizes: Sequence[int], ops: int, repeat: int, seed: int
+) -> None:
+    names = [c.name for c in contenders]
+    others = [n for n in names if n != names[1]]
+    header = "| blocks | calls | " + " | ".join(f"{n} µs/lookup, /other" for n in names)
+    header += " | " + " | ".join(f"vLLM / {n}: lookups, others" for n in others) + " |"
+    click.echo(header)
+    click.echo("|" + "---|" * (header.count("|") - 1))
+    for size in sizes:
+        row = split_lookups(contenders, size, ops, repeat, seed)
+        us = " | ".join(
+            f"{row['us_per_lookup'][n]:.3f}, {row['us_per_other_call'][n]:.3f}" for n in names
+        )
+        ratios = " | ".join(
+            f"{row['lookups_vs_vllm'][n]:.2f}, {row['others_vs_vllm'][n]:.2f}" for n in others
+        )
+        calls = f"{row['lookups']:,} + {row['other_calls']:,}"
+        click.echo(f"| {size:,} | {calls} | {us} | {ratios} |")
 
 
 if __name__ == "__main__":

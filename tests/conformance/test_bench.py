@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.bench import command, measure, programs
@@ -233,6 +234,37 @@ def test_floor_comparison_reports_every_contender_against_vllms() -> None:
     assert set(row["us_per_call"]) == set(row["vs_vllm"]) == {"ours", "stand-in", "floor"}
     assert row["vs_vllm"]["stand-in"] == 1.0
     assert all(v > 0 for v in row["us_per_call"].values())
+
+
+def test_the_lookup_split_times_the_prefix_hit_lookups_apart_from_the_rest() -> None:
+    from kvpool.conformance.bench import floor
+
+    pools = [measure.ours(), measure.ours(), floor.floor_contender()]
+    pools[1] = Contender("stand-in", pools[1].make_pool, pools[1].make_request)
+    row = floor.split_lookups(pools, 200, 300, 2, 0)
+    prog = programs.build("prefix-hit", 200, 300)
+    lookups = sum(1 for c in prog.timed if c[0] == "get_cached_block")
+    assert (row["lookups"], row["other_calls"]) == (lookups, len(prog.timed) - lookups)
+    assert 0 < lookups < len(prog.timed)
+    names = {"ours", "stand-in", "floor"}
+    assert set(row["us_per_lookup"]) == set(row["lookups_vs_vllm"]) == names
+    assert set(row["us_per_other_call"]) == set(row["others_vs_vllm"]) == names
+    assert row["lookups_vs_vllm"]["stand-in"] == row["others_vs_vllm"]["stand-in"] == 1.0
+    assert all(v > 0 for v in row["us_per_lookup"].values())
+
+
+def test_the_lookup_split_refuses_a_pool_that_misses_a_cached_block() -> None:
+    from kvpool.conformance.bench import floor
+
+    class Missing(floor.FloorPool):
+        """Answers every lookup with a miss: the lookups alone disagree with ours."""
+
+        def get_cached_block(self, block_hash: bytes, kv_cache_group_ids: Any) -> Any:
+            return None
+
+    planted = Contender("missing", Missing, floor.floor_contender().make_request)
+    with pytest.raises(click.ClickException, match="pools disagree"):
+        floor.split_lookups([measure.ours(), planted], 200, 300, 1, 0)
 
 
 def test_the_instruction_count_harness_makes_the_timed_calls() -> None:
