@@ -19,7 +19,6 @@ import gc
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from kvpool.spec import (
@@ -55,7 +54,7 @@ from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
 from .int_hashes import IntHashes
 from .requests import FakeRequest
-from .views import key_pairs, keys_named, pool_view
+from .views import key_pairs, keys_named, pool_view, with_lookups
 
 #: The pool methods the adapter can call, named as the spec's operations.
 _METHODS = (
@@ -391,9 +390,9 @@ class VllmApiTarget:
             # the index is read whole; a lookup of a key that left it must miss
             in_index = [key for key, _ in view.index or ()]
             self._probe.remember(in_index)
-            return replace(view, lookups=self._probe.probe(self._lookup, skip=in_index))
+            return with_lookups(view, self._probe.probe(self._lookup, skip=in_index))
         self._probe.remember(key for keys in view.keys or () for key in keys)
-        return replace(view, lookups=self._probe.probe(self._lookup))
+        return with_lookups(view, self._probe.probe(self._lookup))
 
     def _lookup(self, key: bytes) -> int | None:
         """The block the pool's lookup returns for ``key`` alone (``None``: a miss)."""

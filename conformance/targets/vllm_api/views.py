@@ -5,18 +5,22 @@ the index probe looks up after the step)."""
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 from kvpool.spec import Action, CacheFullBlocks, CachePartialBlock, GetCachedBlock
 from kvpool.spec.keys import make_key
 
-from ...engine.target import PoolView
+from ...engine.target import Lookups, PoolView
 from ..free_list import free_list_order
 from ..hash_index import read_index
 
 
 def pool_view(
-    pool: Any, observes: frozenset[str], index_readable: bool, peer: Any | None
+    pool: Any,
+    observes: frozenset[str],
+    index_readable: bool,
+    peer: Any | None,
 ) -> PoolView:
     """What ``pool`` shows of what ``observes`` names (``peer``: its peer pool, read too)."""
     blocks = pool.blocks
@@ -27,17 +31,25 @@ def pool_view(
         if walked is None and "structure" not in observes:
             walked = [b.block_id for b in queue.get_all_free_blocks()]
         order = tuple(walked) if walked is not None else None
-    ref_cnt = tuple(b.ref_cnt for b in blocks) if "ref_cnt" in observes else None
+    ref_cnt = tuple(map(_REF_CNT, blocks)) if "ref_cnt" in observes else None
     keys = primary = None
     if "keys" in observes:
-        extra = getattr(pool, "cached_block_hashes_by_block", {})
-        primary = tuple(bytes(b.block_hash) if b.block_hash is not None else None for b in blocks)
-        keys = tuple(
-            frozenset(
-                ([p] if p is not None else []) + [bytes(k) for k in extra.get(b.block_id, ())]
-            )
-            for b, p in zip(blocks, primary, strict=True)
+        primary = tuple(
+            [h if h is None or type(h) is bytes else bytes(h) for h in map(_HASH, blocks)]
         )
+        extra = getattr(pool, "cached_block_hashes_by_block", None)
+        if extra:
+            keys = tuple(
+                [
+                    frozenset(
+                        ([p] if p is not None else [])
+                        + [bytes(k) for k in extra.get(b.block_id, ())]
+                    )
+                    for b, p in zip(blocks, primary, strict=True)
+                ]
+            )
+        else:  # no block has extra keys: each block's keys are its primary, or none
+            keys = tuple([_NO_KEYS if p is None else frozenset((p,)) for p in primary])
     index = None
     if index_readable:
         index = read_index(pool.cached_block_hash_to_block)
@@ -53,6 +65,26 @@ def pool_view(
         index=index,
         peer=peer_view,
     )
+
+
+def with_lookups(view: PoolView, lookups: Lookups) -> PoolView:
+    """``view`` with what the pool's lookups answered (``dataclasses.replace``, without its
+    cost: it runs after every step)."""
+    return PoolView(
+        free_count=view.free_count,
+        free_queue=view.free_queue,
+        ref_cnt=view.ref_cnt,
+        keys=view.keys,
+        primary=view.primary,
+        index=view.index,
+        lookups=lookups,
+        peer=view.peer,
+    )
+
+
+_REF_CNT = attrgetter("ref_cnt")
+_HASH = attrgetter("block_hash")
+_NO_KEYS: frozenset[bytes] = frozenset()
 
 
 def key_pairs(view: PoolView) -> Counter[tuple[int, bytes]]:
