@@ -35,6 +35,7 @@ from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
 from .expectations import Expectation
+from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch, fault_of
@@ -130,6 +131,8 @@ class LockstepRun:
         self.state: PoolState = initial_state(config, profile)
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken} in a new pool: a spec bug"
+        #: The latest state found to keep every invariant (a step's are checked against it).
+        self.checked: PoolState = self.state
         self.target: Target = factory(config, profile)
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
@@ -191,7 +194,7 @@ class LockstepRun:
         still = compare_views(adopted, view, self.level.exact_order)
         if broken_invariants(adopted) or still:
             raise ExpectedEnd(f"known finding {rule}: the spec cannot take the target's state")
-        self.state = adopted
+        self.state = self.checked = adopted
 
     def judge(self, action: Action) -> Observation | None:
         """One step of :meth:`apply`, every difference raised."""
@@ -248,8 +251,9 @@ class LockstepRun:
         self.check_view(f"after {action.operation}")
         self.check_structure(action)
         if self.state is not before:  # a query leaves the spec's state as it was
-            broken = broken_invariants(self.state)
+            broken = broken_since(self.checked, self.state)
             assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+            self.checked = self.state
         return expected
 
     def judge_events(

@@ -5,15 +5,19 @@ the index probe looks up after the step)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
 from kvpool.spec import Action, CacheFullBlocks, CachePartialBlock, GetCachedBlock
 from kvpool.spec.keys import make_key
 
-from ...engine.target import Lookups, PoolView
+from ...engine.target import Index, Lookups, PoolView
 from ..free_list import free_list_order
 from ..hash_index import read_index
+
+#: Asks a pool's lookups about keys, given the index and the keys its view read.
+Probe = Callable[[Index | None, tuple[frozenset[bytes], ...] | None], Lookups]
 
 
 def pool_view(
@@ -21,8 +25,11 @@ def pool_view(
     observes: frozenset[str],
     index_readable: bool,
     peer: Any | None,
+    probe: Probe | None = None,
 ) -> PoolView:
-    """What ``pool`` shows of what ``observes`` names (``peer``: its peer pool, read too)."""
+    """What ``pool`` shows of what ``observes`` names (``peer``: its peer pool, read too).
+    ``probe`` then asks the pool's lookups about keys (given what was read: the index, the
+    keys), after everything else was read."""
     blocks = pool.blocks
     queue = getattr(pool, "free_block_queue", None)
     order: tuple[int, ...] | None = None
@@ -56,29 +63,16 @@ def pool_view(
     peer_view = None
     if peer is not None:
         peer_view = pool_view(peer, observes, index_readable, None)
+    free_count = int(pool.get_num_free_blocks())
     return PoolView(
-        free_count=int(pool.get_num_free_blocks()),
+        free_count=free_count,
         free_queue=order,
         ref_cnt=ref_cnt,
         keys=keys,
         primary=primary,
         index=index,
+        lookups=None if probe is None else probe(index, keys),
         peer=peer_view,
-    )
-
-
-def with_lookups(view: PoolView, lookups: Lookups) -> PoolView:
-    """``view`` with what the pool's lookups answered (``dataclasses.replace``, without its
-    cost: it runs after every step)."""
-    return PoolView(
-        free_count=view.free_count,
-        free_queue=view.free_queue,
-        ref_cnt=view.ref_cnt,
-        keys=view.keys,
-        primary=view.primary,
-        index=view.index,
-        lookups=lookups,
-        peer=view.peer,
     )
 
 
