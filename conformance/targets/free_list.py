@@ -47,19 +47,38 @@ def sentinels(queue: Any) -> tuple[Any, Any] | None:
     return head, tail
 
 
-def walk(start: Any, stop: Any, link: str, cap: int) -> tuple[list[int], str | None]:
-    """Block ids from ``start`` along ``link`` until ``stop``; a problem if it never gets there."""
+def walk_next(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``next_free_block`` until ``stop``; a problem if it
+    never gets there. (The link is read as an attribute, not by name: a view walks the free
+    list after every step.)"""
     ids: list[int] = []
-    node = getattr(start, link)
+    node = start.next_free_block
     while node is not stop:
-        if node is None:
-            after = f"block {ids[-1]}" if ids else "the sentinel"
-            return ids, f"the {link} link after {after} is None before reaching the end"
-        if len(ids) >= cap:
-            return ids, f"walking {link} did not end within {cap} blocks (a cycle?)"
+        if node is None or len(ids) >= cap:
+            return ids, _stuck(ids, "next_free_block", cap, node)
         ids.append(node.block_id)
-        node = getattr(node, link)
+        node = node.next_free_block
     return ids, None
+
+
+def walk_prev(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``prev_free_block`` until ``stop``, as :func:`walk_next`."""
+    ids: list[int] = []
+    node = start.prev_free_block
+    while node is not stop:
+        if node is None or len(ids) >= cap:
+            return ids, _stuck(ids, "prev_free_block", cap, node)
+        ids.append(node.block_id)
+        node = node.prev_free_block
+    return ids, None
+
+
+def _stuck(ids: list[int], link: str, cap: int, node: Any) -> str:
+    """Why a walk along ``link`` stopped before its end, ``ids`` walked so far."""
+    if node is None:
+        after = f"block {ids[-1]}" if ids else "the sentinel"
+        return f"the {link} link after {after} is None before reaching the end"
+    return f"walking {link} did not end within {cap} blocks (a cycle?)"
 
 
 def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
@@ -67,7 +86,7 @@ def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
     ends = sentinels(queue)
     if ends is None:
         return None
-    ids, problem = walk(ends[0], ends[1], "next_free_block", num_blocks + 2)
+    ids, problem = walk_next(ends[0], ends[1], num_blocks + 2)
     return None if problem else ids
 
 
@@ -78,8 +97,8 @@ def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
         return []
     head, tail = ends
     cap = len(blocks) + 2
-    forward, problem_f = walk(head, tail, "next_free_block", cap)
-    backward, problem_b = walk(tail, head, "prev_free_block", cap)
+    forward, problem_f = walk_next(head, tail, cap)
+    backward, problem_b = walk_prev(tail, head, cap)
     problems = [p for p in (problem_f, problem_b) if p]
     if problems:
         return problems
@@ -92,8 +111,8 @@ def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
         problems.append(f"num_free_blocks is {count} but the list holds {len(forward)} blocks")
     listed = set(forward)
     for block in blocks:
-        if block.block_id in listed:
-            continue
-        if block.prev_free_block is not None or block.next_free_block is not None:
+        if (
+            block.prev_free_block is not None or block.next_free_block is not None
+        ) and block.block_id not in listed:
             problems.append(f"block {block.block_id} is not in the free list but keeps links")
     return problems
