@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvpool.spec import (
     Action,
@@ -102,10 +102,11 @@ class RunRecord:
     expected_ended: int = 0
 
 
-@dataclass(frozen=True)
-class Outcomes:
+class Outcomes(NamedTuple):
     """What the latest action gave: the spec's observation (or the rule it breaks) and the
-    target's (or the exception it raised); ``None`` where that side has not answered."""
+    target's (or the exception it raised); ``None`` where that side has not answered. (A
+    named tuple: a step sets it up to three times, and a frozen dataclass costs more to
+    build.)"""
 
     expected: Observation | ContractViolation | None
     actual: Observation | Exception | None

@@ -14,9 +14,9 @@ def view_of(state: PoolState) -> PoolView:
         free_count=len(state.free_queue),
         free_queue=state.free_queue,
         ref_cnt=state.ref_cnt,
-        keys=_keys(state),
-        primary=_primary(state),
-        index=_index(state),
+        keys=keys_part(state),
+        primary=primary_part(state),
+        index=index_part(state),
         peer=view_of(state.peer) if state.peer is not None else None,
     )
 
@@ -32,7 +32,7 @@ _INDEX: dict[int, tuple[object, tuple[tuple[bytes, tuple[int, ...]], ...]]] = {}
 KEPT = 32
 
 
-def _keys(state: PoolState) -> tuple[frozenset[bytes], ...]:
+def keys_part(state: PoolState) -> tuple[frozenset[bytes], ...]:
     primary, extra = state.primary, state.extra
     kept = _KEYS.get((id(primary), id(extra)))
     if kept is not None and kept[0] is primary and kept[1] is extra:
@@ -44,7 +44,7 @@ def _keys(state: PoolState) -> tuple[frozenset[bytes], ...]:
     return part
 
 
-def _primary(state: PoolState) -> tuple[bytes | None, ...]:
+def primary_part(state: PoolState) -> tuple[bytes | None, ...]:
     primary = state.primary
     kept = _PRIMARY.get(id(primary))
     if kept is not None and kept[0] is primary:
@@ -56,7 +56,7 @@ def _primary(state: PoolState) -> tuple[bytes | None, ...]:
     return part
 
 
-def _index(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
+def index_part(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
     cache = state.cache
     kept = _INDEX.get(id(cache))
     if kept is not None and kept[0] is cache:
