@@ -72,9 +72,28 @@ class _Latest:
     states: tuple[str, ...] = ()
 
 
+#: :func:`block_state` by what it reads of a real block: its hold (0 for none, 1, 2 for two
+#: or more), whether it has a key and whether a reuse watcher waits on it. Filled as each
+#: is first met, by :func:`block_state` itself.
+_BY_SIGNS: dict[tuple[int, bool, bool], str] = {}
+
+
 def block_states(state: PoolState) -> tuple[str, ...]:
     """:func:`block_state` of every block of ``state``, by id (the null block first)."""
     if _Latest.state is not state:
-        _Latest.states = tuple(block_state(state, b) for b in range(state.num_blocks))
+        ref_cnt, primary, watchers = state.ref_cnt, state.primary, state.watchers
+        found = [NULL] if state.num_blocks else []
+        for b in range(1, state.num_blocks):
+            held = ref_cnt[b]
+            signs = (
+                2 if held >= 2 else 1 if held == 1 else 0,
+                primary[b] is not None,
+                b in watchers,
+            )
+            named = _BY_SIGNS.get(signs)
+            if named is None:
+                named = _BY_SIGNS[signs] = block_state(state, b)
+            found.append(named)
+        _Latest.states = tuple(found)
         _Latest.state = state  # kept alive here, so its id is never another state's
     return _Latest.states

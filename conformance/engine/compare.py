@@ -13,7 +13,7 @@ from kvpool.spec import NULL_BLOCK, Action, Observation, PoolState, canonical_ev
 from kvpool.spec.events import as_consumers_read
 from kvpool.spec.keys import GROUP_ID_BYTES, group_of, hash_of
 
-from ..targets.spec_target import view_of
+from ..targets.spec_target import index_part, keys_part, primary_part
 from .target import FINE_EVENT_HASHES, Index, Lookups, PoolView
 
 
@@ -69,51 +69,53 @@ def compare_views(
     """Differences between the spec's state and what the target shows of its own.
 
     Each part of the view is first compared whole (a tuple compare, in C); only a part
-    that differs is gone through block by block for the message."""
-    want = view_of(state)
+    that differs is gone through block by block for the message. The spec's side of a part
+    is built only where the target shows that part."""
     problems: list[str] = []
-    if want.free_count != actual.free_count:
-        problems.append(f"{where}free count: expected {want.free_count}, got {actual.free_count}")
-    queue = actual.free_queue
-    if queue is not None and want.free_queue is not None and queue != want.free_queue:
+    want_count = len(state.free_queue)
+    if want_count != actual.free_count:
+        problems.append(f"{where}free count: expected {want_count}, got {actual.free_count}")
+    queue, want_queue = actual.free_queue, state.free_queue
+    if queue is not None and queue != want_queue:
         if exact_order:
             problems.append(
-                f"{where}free queue order: expected {list(want.free_queue)}, got {list(queue)}"
+                f"{where}free queue order: expected {list(want_queue)}, got {list(queue)}"
             )
-        elif set(queue) != set(want.free_queue):
-            missing = sorted(set(want.free_queue) - set(queue))
-            extra = sorted(set(queue) - set(want.free_queue))
+        elif set(queue) != set(want_queue):
+            missing = sorted(set(want_queue) - set(queue))
+            extra = sorted(set(queue) - set(want_queue))
             problems.append(f"{where}free blocks differ: missing {missing}, unexpected {extra}")
         if len(set(queue)) != len(queue):
             problems.append(f"{where}the free queue lists a block twice: {list(queue)}")
-    if actual.ref_cnt is not None and want.ref_cnt is not None and actual.ref_cnt != want.ref_cnt:
+    want_ref_cnt = state.ref_cnt
+    if actual.ref_cnt is not None and actual.ref_cnt != want_ref_cnt:
         # the null block's count only where the profile keeps it still (it stays 0)
         first = 1 if state.profile.null_ref_cnt_moves else 0
         for b in range(first, state.num_blocks):
-            if actual.ref_cnt[b] != want.ref_cnt[b]:
+            if actual.ref_cnt[b] != want_ref_cnt[b]:
                 problems.append(
-                    f"{where}block {b}: ref_cnt expected {want.ref_cnt[b]}, got {actual.ref_cnt[b]}"
+                    f"{where}block {b}: ref_cnt expected {want_ref_cnt[b]}, got {actual.ref_cnt[b]}"
                 )
-    if actual.keys is not None and want.keys is not None and actual.keys != want.keys:
+    if actual.keys is not None and actual.keys != (want_keys := keys_part(state)):
         for b in range(state.num_blocks):
-            if actual.keys[b] != want.keys[b]:
+            if actual.keys[b] != want_keys[b]:
                 problems.append(
                     f"{where}{_null_keyed(b)}block {b}: keys expected "
-                    f"{sorted(k.hex() for k in want.keys[b])}, got "
+                    f"{sorted(k.hex() for k in want_keys[b])}, got "
                     f"{sorted(k.hex() for k in actual.keys[b])}"
                 )
-    if actual.primary is not None and want.primary is not None and actual.primary != want.primary:
-        keys_seen = actual.keys if actual.keys is not None else want.keys
-        assert keys_seen is not None and want.keys is not None
+    if actual.primary is not None and actual.primary != (want_primary := primary_part(state)):
+        want_keys = keys_part(state)
+        keys_seen = actual.keys if actual.keys is not None else want_keys
         for b in range(state.num_blocks):
             # A block whose key set differs was reported above; here: which key is primary.
-            if actual.primary[b] != want.primary[b] and keys_seen[b] == want.keys[b]:
+            if actual.primary[b] != want_primary[b] and keys_seen[b] == want_keys[b]:
                 problems.append(
                     f"{where}block {b}: primary key expected "
-                    f"{_hex(want.primary[b])}, got {_hex(actual.primary[b])}"
+                    f"{_hex(want_primary[b])}, got {_hex(actual.primary[b])}"
                 )
-    if actual.index is not None and want.index is not None and actual.index != want.index:
-        problems += compare_index(want.index, actual.index, exact_order, where)
+    if actual.index is not None and actual.index != (want_index := index_part(state)):
+        problems += compare_index(want_index, actual.index, exact_order, where)
     if actual.lookups is not None:
         problems += compare_lookups(state.cache, actual.lookups, exact_order, where)
     if actual.peer is not None and state.peer is not None:

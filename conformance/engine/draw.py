@@ -76,9 +76,22 @@ def request_hashes(data: Choices, hbs: int, num_hashes: int) -> tuple[bytes, ...
     """The chained hashes of a request of ``num_hashes`` full hash blocks, tokens in {1, 2}
     (mostly 1, so that requests often share a prefix)."""
     n = num_hashes * hbs
-    tokens = data.items([1, 1, 1, 2], n, n, "tokens")
+    tokens = tuple(data.items([1, 1, 1, 2], n, n, "tokens"))
     salt = data.choice(SALTS, "salt")
-    return request_block_hashes(tokens, hbs, salt)
+    hashes = _HASHED.get((tokens, hbs, salt))
+    if hashes is None:
+        if len(_HASHED) >= HASHED_REQUESTS:
+            _HASHED.clear()
+        hashes = _HASHED[(tokens, hbs, salt)] = request_block_hashes(tokens, hbs, salt)
+    return hashes
+
+
+#: Requests already hashed (the tokens, the hash block size, the salt -> the hashes): the
+#: alphabet is tiny, so the same requests come again and again, and hashing one (the
+#: spec's encoding, in Python) cost more than the rest of its drawing. At most
+#: :data:`HASHED_REQUESTS` are kept.
+_HASHED: dict[tuple[tuple[int, ...], int, tuple[str, ...] | None], tuple[bytes, ...]] = {}
+HASHED_REQUESTS = 4096
 
 
 #: The weights :func:`by_state` gives the block states when a call should seek out the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvpool.spec import (
     Action,
@@ -35,6 +35,7 @@ from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
 from .expectations import Expectation
+from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch, fault_of
@@ -101,10 +102,11 @@ class RunRecord:
     expected_ended: int = 0
 
 
-@dataclass(frozen=True)
-class Outcomes:
+class Outcomes(NamedTuple):
     """What the latest action gave: the spec's observation (or the rule it breaks) and the
-    target's (or the exception it raised); ``None`` where that side has not answered."""
+    target's (or the exception it raised); ``None`` where that side has not answered. (A
+    named tuple: a step sets it up to three times, and a frozen dataclass costs more to
+    build.)"""
 
     expected: Observation | ContractViolation | None
     actual: Observation | Exception | None
@@ -130,6 +132,8 @@ class LockstepRun:
         self.state: PoolState = initial_state(config, profile)
         broken = broken_invariants(self.state)
         assert not broken, f"the spec broke its own invariants {broken} in a new pool: a spec bug"
+        #: The latest state found to keep every invariant (a step's are checked against it).
+        self.checked: PoolState = self.state
         self.target: Target = factory(config, profile)
         self.operations = profile.operations & self.target.operations
         self.evict_first = profile.has_evict_first and EVICT_FIRST in self.target.operations
@@ -191,7 +195,7 @@ class LockstepRun:
         still = compare_views(adopted, view, self.level.exact_order)
         if broken_invariants(adopted) or still:
             raise ExpectedEnd(f"known finding {rule}: the spec cannot take the target's state")
-        self.state = adopted
+        self.state = self.checked = adopted
 
     def judge(self, action: Action) -> Observation | None:
         """One step of :meth:`apply`, every difference raised."""
@@ -229,8 +233,14 @@ class LockstepRun:
             raise Nonconformance(stream_fault)
         if taken is not None:
             self.settle_events(action, taken)
-        self.record.situations.update(situations(before_state, action, self.state, expected))
-        self.record.cells.update(cells(before_state, action, expected))
+        # counted one by one: ``Counter.update`` first asks whether it was given a mapping,
+        # an abstract-class check that cost more than the counting, after every step
+        reached = self.record.situations
+        for situation in situations(before_state, action, self.state, expected):
+            reached[situation] += 1
+        met = self.record.cells
+        for cell in cells(before_state, action, expected):
+            met[cell] += 1
         return expected
 
     def judge_step(self, action: Action, actual: Observation) -> Observation:
@@ -248,8 +258,9 @@ class LockstepRun:
         self.check_view(f"after {action.operation}")
         self.check_structure(action)
         if self.state is not before:  # a query leaves the spec's state as it was
-            broken = broken_invariants(self.state)
+            broken = broken_since(self.checked, self.state)
             assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+            self.checked = self.state
         return expected
 
     def judge_events(

@@ -96,7 +96,7 @@ def breakdown(profile: Profile) -> list[tuple[str, float]]:
         ("Hypothesis's engine around the steps", max(0.0, exploring - steps - starts)),
         ("spec: transition", p.called("engine/contracts.py", "spec_step", STEP_CALLERS)),
         ("spec: contract check (violation)", p.called("spec/step.py", "violation", [JUDGE])),
-        ("spec: invariants", p.called("spec/invariants.py", "broken_invariants", STEP_CALLERS)),
+        ("spec: invariants", p.called("engine/invariant_check.py", "broken_since", STEP_CALLERS)),
         ("spec: adopting the target's blocks", p.called(LOCKSTEP, "adopt", STEP_CALLERS)),
         ("target: its call", p.called("", "apply", [JUDGE], any_file=True)),
         ("target: its view, less the index probe", view - probe),

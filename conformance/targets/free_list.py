@@ -15,34 +15,70 @@ TAIL_NAMES = ("fake_free_list_tail", "tail", "_tail")
 ROOT_NAMES = ("_root", "root")
 
 
+#: The attribute names each queue class keeps its sentinels under, once found: a view
+#: walks the list after every step, and looking the names up was a third of the walk.
+_FOUND: dict[type, tuple[str, str]] = {}
+
+
 def sentinels(queue: Any) -> tuple[Any, Any] | None:
     """The head and tail sentinels of ``queue``, if it has them under a known name.
 
     A circular list with one root sentinel (as ours) is its own head and tail.
     """
-    root = next((getattr(queue, n) for n in ROOT_NAMES if hasattr(queue, n)), None)
-    if root is not None:
+    names = _FOUND.get(type(queue))
+    if names is not None:
+        head = getattr(queue, names[0], None)
+        tail = getattr(queue, names[1], None)
+        if head is not None and tail is not None:
+            return head, tail
+    root_name = next((n for n in ROOT_NAMES if hasattr(queue, n)), None)
+    if root_name is not None and getattr(queue, root_name) is not None:
+        _FOUND[type(queue)] = (root_name, root_name)
+        root = getattr(queue, root_name)
         return root, root
-    head = next((getattr(queue, n) for n in HEAD_NAMES if hasattr(queue, n)), None)
-    tail = next((getattr(queue, n) for n in TAIL_NAMES if hasattr(queue, n)), None)
+    head_name = next((n for n in HEAD_NAMES if hasattr(queue, n)), None)
+    tail_name = next((n for n in TAIL_NAMES if hasattr(queue, n)), None)
+    if head_name is None or tail_name is None:
+        return None
+    head, tail = getattr(queue, head_name), getattr(queue, tail_name)
     if head is None or tail is None:
         return None
+    _FOUND[type(queue)] = (head_name, tail_name)
     return head, tail
 
 
-def walk(start: Any, stop: Any, link: str, cap: int) -> tuple[list[int], str | None]:
-    """Block ids from ``start`` along ``link`` until ``stop``; a problem if it never gets there."""
+def walk_next(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``next_free_block`` until ``stop``; a problem if it
+    never gets there. (The link is read as an attribute, not by name: a view walks the free
+    list after every step.)"""
     ids: list[int] = []
-    node = getattr(start, link)
+    node = start.next_free_block
     while node is not stop:
-        if node is None:
-            after = f"block {ids[-1]}" if ids else "the sentinel"
-            return ids, f"the {link} link after {after} is None before reaching the end"
-        if len(ids) >= cap:
-            return ids, f"walking {link} did not end within {cap} blocks (a cycle?)"
+        if node is None or len(ids) >= cap:
+            return ids, _stuck(ids, "next_free_block", cap, node)
         ids.append(node.block_id)
-        node = getattr(node, link)
+        node = node.next_free_block
     return ids, None
+
+
+def walk_prev(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``prev_free_block`` until ``stop``, as :func:`walk_next`."""
+    ids: list[int] = []
+    node = start.prev_free_block
+    while node is not stop:
+        if node is None or len(ids) >= cap:
+            return ids, _stuck(ids, "prev_free_block", cap, node)
+        ids.append(node.block_id)
+        node = node.prev_free_block
+    return ids, None
+
+
+def _stuck(ids: list[int], link: str, cap: int, node: Any) -> str:
+    """Why a walk along ``link`` stopped before its end, ``ids`` walked so far."""
+    if node is None:
+        after = f"block {ids[-1]}" if ids else "the sentinel"
+        return f"the {link} link after {after} is None before reaching the end"
+    return f"walking {link} did not end within {cap} blocks (a cycle?)"
 
 
 def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
@@ -50,7 +86,7 @@ def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
     ends = sentinels(queue)
     if ends is None:
         return None
-    ids, problem = walk(ends[0], ends[1], "next_free_block", num_blocks + 2)
+    ids, problem = walk_next(ends[0], ends[1], num_blocks + 2)
     return None if problem else ids
 
 
@@ -61,8 +97,8 @@ def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
         return []
     head, tail = ends
     cap = len(blocks) + 2
-    forward, problem_f = walk(head, tail, "next_free_block", cap)
-    backward, problem_b = walk(tail, head, "prev_free_block", cap)
+    forward, problem_f = walk_next(head, tail, cap)
+    backward, problem_b = walk_prev(tail, head, cap)
     problems = [p for p in (problem_f, problem_b) if p]
     if problems:
         return problems
@@ -75,8 +111,8 @@ def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
         problems.append(f"num_free_blocks is {count} but the list holds {len(forward)} blocks")
     listed = set(forward)
     for block in blocks:
-        if block.block_id in listed:
-            continue
-        if block.prev_free_block is not None or block.next_free_block is not None:
+        if (
+            block.prev_free_block is not None or block.next_free_block is not None
+        ) and block.block_id not in listed:
             problems.append(f"block {block.block_id} is not in the free list but keeps links")
     return problems

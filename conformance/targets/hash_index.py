@@ -22,7 +22,7 @@ def _blocks_of(entry: Any) -> tuple[int, ...]:
     """The block ids of one entry, in the order a lookup sees them (the first one wins):
     one block, a dict of blocks (vLLM), or a list or tuple of blocks (a pool written from
     the docs)."""
-    if isinstance(entry, Mapping):
+    if type(entry) is dict or isinstance(entry, Mapping):  # a plain dict: no ABC check
         return tuple(int(block.block_id) for block in entry.values())
     if isinstance(entry, list | tuple):
         return tuple(int(block.block_id) for block in entry)

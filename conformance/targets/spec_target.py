@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar, cast
-
 from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig, PoolState, Profile, step
 from kvpool.spec.state import initial_state
 
@@ -17,53 +14,58 @@ def view_of(state: PoolState) -> PoolView:
         free_count=len(state.free_queue),
         free_queue=state.free_queue,
         ref_cnt=state.ref_cnt,
-        keys=_keys(state),
-        primary=_primary(state),
-        index=_index(state),
+        keys=keys_part(state),
+        primary=primary_part(state),
+        index=index_part(state),
         peer=view_of(state.peer) if state.peer is not None else None,
     )
 
 
-#: Parts of recent views, by the state fields they were read from (kept alive with them,
-#: so an id is never another field's). A transition copies the fields it does not change
-#: from the state before (``dataclasses.replace``), so a step that leaves the keys alone
-#: reuses their part of the view instead of building it again.
-_PARTS: dict[tuple[str, int, int], tuple[object, object, Any]] = {}
-T = TypeVar("T")
+#: Parts of recent views, by the ids of the state fields they were read from (kept alive
+#: with them, so an id is never another field's). A transition copies the fields it does
+#: not change from the state before (``dataclasses.replace``), so a step that leaves the
+#: keys alone reuses their part of the view instead of building it again. One table per
+#: part; each forgets everything once it holds :data:`KEPT` parts.
+_KEYS: dict[tuple[int, int], tuple[object, object, tuple[frozenset[bytes], ...]]] = {}
+_PRIMARY: dict[int, tuple[object, tuple[bytes | None, ...]]] = {}
+_INDEX: dict[int, tuple[object, tuple[tuple[bytes, tuple[int, ...]], ...]]] = {}
+KEPT = 32
 
 
-def _part(name: str, first: object, second: object, build: Callable[[], T]) -> T:
-    key = (name, id(first), id(second))
-    kept = _PARTS.get(key)
-    if kept is not None and kept[0] is first and kept[1] is second:
-        return cast(T, kept[2])
-    if len(_PARTS) >= 64:
-        _PARTS.clear()
-    part = build()
-    _PARTS[key] = (first, second, part)
+def keys_part(state: PoolState) -> tuple[frozenset[bytes], ...]:
+    primary, extra = state.primary, state.extra
+    kept = _KEYS.get((id(primary), id(extra)))
+    if kept is not None and kept[0] is primary and kept[1] is extra:
+        return kept[2]
+    if len(_KEYS) >= KEPT:
+        _KEYS.clear()
+    part = tuple([frozenset(state.keys_of(b)) for b in range(state.num_blocks)])
+    _KEYS[(id(primary), id(extra))] = (primary, extra, part)
     return part
 
 
-def _keys(state: PoolState) -> tuple[frozenset[bytes], ...]:
-    return _part(
-        "keys",
-        state.primary,
-        state.extra,
-        lambda: tuple(frozenset(state.keys_of(b)) for b in range(state.num_blocks)),
-    )
+def primary_part(state: PoolState) -> tuple[bytes | None, ...]:
+    primary = state.primary
+    kept = _PRIMARY.get(id(primary))
+    if kept is not None and kept[0] is primary:
+        return kept[1]
+    if len(_PRIMARY) >= KEPT:
+        _PRIMARY.clear()
+    part = tuple([p.key if p is not None else None for p in primary])
+    _PRIMARY[id(primary)] = (primary, part)
+    return part
 
 
-def _primary(state: PoolState) -> tuple[bytes | None, ...]:
-    return _part(
-        "primary",
-        state.primary,
-        None,
-        lambda: tuple(p.key if p is not None else None for p in state.primary),
-    )
-
-
-def _index(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
-    return _part("index", state.cache, None, lambda: tuple(sorted(state.cache.items())))
+def index_part(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
+    cache = state.cache
+    kept = _INDEX.get(id(cache))
+    if kept is not None and kept[0] is cache:
+        return kept[1]
+    if len(_INDEX) >= KEPT:
+        _INDEX.clear()
+    part = tuple(sorted(cache.items()))
+    _INDEX[id(cache)] = (cache, part)
+    return part
 
 
 class SpecTarget:

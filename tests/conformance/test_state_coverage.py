@@ -224,3 +224,32 @@ def test_the_sweep_finds_a_fault_the_drawn_cases_did_not_reach(
     assert shows in found.failure.message, found.failure.message
     monkeypatch.setattr(runner, "sweep", lambda *args: None)
     assert run().failure is None  # the drawn test cases alone did not reach it
+
+
+def test_block_states_are_each_blocks_state() -> None:
+    """The block states of a pool, read by what decides them, are :func:`block_state` of
+    each block: in every state a run of the spec reaches, through every level's draws."""
+    from kvpool.conformance.engine.block_states import block_state, block_states
+    from kvpool.conformance.engine.choices import RandomChoices
+    from kvpool.conformance.engine.machine import next_action
+    from kvpool.spec import initial_state, step, violation
+
+    profile = get_profile("seed")
+    seen: set[str] = set()
+    for level in ("safety", "robustness"):
+        choices = RandomChoices(f"block states {level}")
+        for case in range(40):
+            config = draw.pool_config(choices, 6, level == "robustness")
+            state = initial_state(config, profile)
+            ctx = draw.Context(evict_first=True, peer=True)
+            operations = frozenset(draw.BAD_DRAWERS) | frozenset(
+                ("get_cached_block", "is_block_writable", "reset_prefix_cache")
+            )
+            for _ in range(30):
+                want = tuple(block_state(state, b) for b in range(state.num_blocks))
+                assert block_states(state) == want, (case, state)
+                seen.update(want)
+                action = next_action(choices, state, ctx, operations, LEVELS[level])
+                if action is not None and violation(state, action) is None:
+                    state, _ = step(state, action)
+    assert seen == set(BLOCK_STATES)  # every state met, so every way to read one is checked

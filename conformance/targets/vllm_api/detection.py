@@ -62,8 +62,31 @@ def _takes(function: object, name: str, default: bool) -> bool:
     return name in params
 
 
+#: The methods whose signatures :func:`detect_api` reads.
+_READ = ("free_blocks", "touch", "cache_full_blocks", "cache_partial_block", "get_new_blocks")
+#: Conventions already read, by the factory, the pool's class and the functions behind the
+#: methods read (the keys hold them, so an id is never another object's).
+_DETECTED: dict[tuple[object, ...], PoolApi] = {}
+
+
 def detect_api(factory: PoolFactory, pool: Any) -> PoolApi:
-    """The calling conventions of ``pool`` (built by ``factory``)."""
+    """The calling conventions of ``pool`` (built by ``factory``): read off the signatures
+    once per factory, pool class and methods (a test case builds a pool for each case; the
+    signatures are the same every time)."""
+    methods = (getattr(pool, name, None) for name in _READ)
+    key = (factory, type(pool), *(getattr(m, "__func__", m) for m in methods))
+    try:
+        api = _DETECTED.get(key)
+    except TypeError:  # an unhashable factory or method: read every time
+        return _read_api(factory, pool)
+    if api is None:
+        if len(_DETECTED) >= 64:
+            _DETECTED.clear()
+        api = _DETECTED[key] = _read_api(factory, pool)
+    return api
+
+
+def _read_api(factory: PoolFactory, pool: Any) -> PoolApi:
     params = _parameters(factory)
     constructor: frozenset[str] | None = None
     if params is not None and not any(

@@ -5,20 +5,31 @@ the index probe looks up after the step)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from kvpool.spec import Action, CacheFullBlocks, CachePartialBlock, GetCachedBlock
 from kvpool.spec.keys import make_key
 
-from ...engine.target import PoolView
+from ...engine.target import Index, Lookups, PoolView
 from ..free_list import free_list_order
 from ..hash_index import read_index
 
+#: Asks a pool's lookups about keys, given the index and the keys its view read.
+Probe = Callable[[Index | None, tuple[frozenset[bytes], ...] | None], Lookups]
+
 
 def pool_view(
-    pool: Any, observes: frozenset[str], index_readable: bool, peer: Any | None
+    pool: Any,
+    observes: frozenset[str],
+    index_readable: bool,
+    peer: Any | None,
+    probe: Probe | None = None,
 ) -> PoolView:
-    """What ``pool`` shows of what ``observes`` names (``peer``: its peer pool, read too)."""
+    """What ``pool`` shows of what ``observes`` names (``peer``: its peer pool, read too).
+    ``probe`` then asks the pool's lookups about keys (given what was read: the index, the
+    keys), after everything else was read."""
     blocks = pool.blocks
     queue = getattr(pool, "free_block_queue", None)
     order: tuple[int, ...] | None = None
@@ -27,32 +38,47 @@ def pool_view(
         if walked is None and "structure" not in observes:
             walked = [b.block_id for b in queue.get_all_free_blocks()]
         order = tuple(walked) if walked is not None else None
-    ref_cnt = tuple(b.ref_cnt for b in blocks) if "ref_cnt" in observes else None
+    ref_cnt = tuple(map(_REF_CNT, blocks)) if "ref_cnt" in observes else None
     keys = primary = None
     if "keys" in observes:
-        extra = getattr(pool, "cached_block_hashes_by_block", {})
-        primary = tuple(bytes(b.block_hash) if b.block_hash is not None else None for b in blocks)
-        keys = tuple(
-            frozenset(
-                ([p] if p is not None else []) + [bytes(k) for k in extra.get(b.block_id, ())]
-            )
-            for b, p in zip(blocks, primary, strict=True)
+        primary = tuple(
+            [h if h is None or type(h) is bytes else bytes(h) for h in map(_HASH, blocks)]
         )
+        extra = getattr(pool, "cached_block_hashes_by_block", None)
+        if extra:
+            keys = tuple(
+                [
+                    frozenset(
+                        ([p] if p is not None else [])
+                        + [bytes(k) for k in extra.get(b.block_id, ())]
+                    )
+                    for b, p in zip(blocks, primary, strict=True)
+                ]
+            )
+        else:  # no block has extra keys: each block's keys are its primary, or none
+            keys = tuple([_NO_KEYS if p is None else frozenset((p,)) for p in primary])
     index = None
     if index_readable:
         index = read_index(pool.cached_block_hash_to_block)
     peer_view = None
     if peer is not None:
         peer_view = pool_view(peer, observes, index_readable, None)
+    free_count = int(pool.get_num_free_blocks())
     return PoolView(
-        free_count=int(pool.get_num_free_blocks()),
+        free_count=free_count,
         free_queue=order,
         ref_cnt=ref_cnt,
         keys=keys,
         primary=primary,
         index=index,
+        lookups=None if probe is None else probe(index, keys),
         peer=peer_view,
     )
+
+
+_REF_CNT = attrgetter("ref_cnt")
+_HASH = attrgetter("block_hash")
+_NO_KEYS: frozenset[bytes] = frozenset()
 
 
 def key_pairs(view: PoolView) -> Counter[tuple[int, bytes]]:
