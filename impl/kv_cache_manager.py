@@ -361,7 +361,8 @@ class KVCacheManager:
             raise KVCacheManagerError(
                 op, "request-extra-keys", request_id, "prompt embeddings not one per token"
             )
-        if any(o < 0 or n < 1 or o + n > len(token_list) for _, o, n in mm_features):
+        n_tokens = len(token_list)
+        if mm_features and any(o < 0 or n < 1 or o + n > n_tokens for _, o, n in mm_features):
             raise KVCacheManagerError(
                 op, "request-extra-keys", request_id, "a multimodal feature outside the prompt"
             )
@@ -408,18 +409,22 @@ class KVCacheManager:
         req = self._running(op, request_id)
         # checked as given (a list or a tuple is not copied), then copied into the request
         new_tokens = self._checked_tokens(op, request_id, tokens, copy=False)
-        tokens_now = req.request.all_token_ids
-        need = _cdiv(len(tokens_now) + len(new_tokens), self.block_size) - len(req.blocks[0])
+        request = req.request
+        tokens_now = request.all_token_ids
+        num_tokens = len(tokens_now) + len(new_tokens)
+        need = -(-num_tokens // self.block_size) - len(req.blocks[0])
         if need > 0:
-            if not self._has_room(need * self.num_groups):
+            if self.block_pool.get_num_free_blocks() < need * self.num_groups:
                 return None
             new = self._allocate(need)
             for table, ids, fresh in zip(req.blocks, req.block_ids, new, strict=True):
                 table.extend(fresh)
-                ids.extend([b.block_id for b in fresh])
+                ids.extend(map(_block_id, fresh))
             req.shown = None
         tokens_now.extend(new_tokens)
-        if self.enable_caching:
+        # Hashing only once a hash block is complete (not on most one-token appends).
+        hbs = self.hash_block_size
+        if self.enable_caching and num_tokens - len(request.block_hashes) * hbs >= hbs:
             self._extend_block_hashes(req)
         return Scheduled(req.num_computed_tokens, req.tables())
 
@@ -439,20 +444,19 @@ class KVCacheManager:
         req = self._running(op, request_id)
         bs = self.block_size
         computed = req.num_computed_tokens
-        tails: list[tuple[int, KVCacheBlock]] = []
         # Only a block already partly computed can carry a key; a block started afresh
         # is a new one, writable by construction.
-        if computed < len(req.request.all_token_ids) and computed % bs:
+        if computed % bs and computed < len(req.request.all_token_ids):
             first = computed // bs
             writable = self.block_pool.is_block_writable
-            for g, table in enumerate(req.blocks):
-                block = table[first]
-                if not writable(block):
-                    tails.append((g, block))
-        if tails and not self._has_room(len(tails)):
-            return None
-        req.copies = tuple(self._prepare_running_copy(req, tails)) if tails else ()
-        return Scheduled(computed, req.tables(), req.copies)
+            tails = [(g, t[first]) for g, t in enumerate(req.blocks) if not writable(t[first])]
+            if tails:
+                if self.block_pool.get_num_free_blocks() < len(tails):
+                    return None
+                req.copies = tuple(self._prepare_running_copy(req, tails))
+                return Scheduled(computed, req.tables(), req.copies)
+        req.copies = ()
+        return Scheduled(computed, req.tables())
 
     def copies_done(self, request_id: str) -> None:
         """The engine has made the copies it was given; finish the copy protocol.
@@ -466,7 +470,7 @@ class KVCacheManager:
         req = self.requests.get(request_id)
         if req is None:
             raise KVCacheManagerError("copies_done", "request-known", request_id, "unknown")
-        if req.has_pending_copies:
+        if req.pending_moves or req.pending_release:
             self._finish_copies(req)
 
     def commit(self, request_id: str, cache_partial: bool = False) -> Scheduled:
@@ -488,13 +492,14 @@ class KVCacheManager:
             )
         num_tokens = len(req.request.all_token_ids)
         num_full = num_tokens // self.block_size
-        if self.enable_caching:
+        # Every group has cached as many blocks (they are set together): nothing to
+        # register unless a block became full or the tail is asked for.
+        if self.enable_caching and (cache_partial or num_full > req.num_cached_blocks[0]):
             self._cache_blocks(req, num_full, cache_partial)
+            req.num_cached_blocks = [num_full] * self.num_groups
         if self._sliding_group_ids:
             self._slide_windows(req, num_full)
         req.num_computed_tokens = num_tokens
-        if self.enable_caching:
-            req.num_cached_blocks = [num_full] * self.num_groups
         copies, req.copies = req.copies, ()
         return Scheduled(num_tokens, req.tables(), copies)
 
@@ -903,7 +908,7 @@ class KVCacheManager:
         req = self.requests.get(request_id)
         if req is None or not req.running:
             raise KVCacheManagerError(op, "request-running", request_id, "not running")
-        if not allow_pending and req.has_pending_copies:
+        if not allow_pending and (req.pending_moves or req.pending_release):
             raise KVCacheManagerError(
                 op, "copies-pending", request_id, "copies were handed out; call copies_done first"
             )

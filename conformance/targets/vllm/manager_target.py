@@ -39,6 +39,7 @@ them) prompt embeddings reach the release's own hashing through the stand-ins of
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -53,6 +54,13 @@ from .manager_api import ManagerApi, hash_function
 from .manager_build import Modules, build_manager
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
 from .request_keys import LoraIds, request_fields, tensor_data
+
+_UNTAGGED = nullcontext()
+
+
+def _untagged() -> AbstractContextManager[None]:
+    """No tagging: the one reusable null context."""
+    return _UNTAGGED
 
 
 def fit_setup(setup: RequestSetup, calls: ManagerApi) -> RequestSetup:
@@ -112,6 +120,17 @@ class VllmManagerTarget:
         #: The attributes besides the salt a request is given (prompt embeddings only where
         #: the release hashes them).
         self.extra_keys_taken = extra_keys_taken(modules)
+        #: Whether the pool publishes events: only then are the hashes their integers stand
+        #: for remembered (with events off, as ``kvpool bench`` runs, the timed steps do
+        #: only what vLLM's scheduler does).
+        self.events_on = setup.pool.enable_kv_cache_events
+        #: The pool adapter's tagging of the events the release's calls queue, where they
+        #: need it (events on, a release whose events name no group); no wrapping otherwise.
+        self.calls_above: Callable[[], AbstractContextManager[None]] = (
+            self.pool.calls_made_above
+            if self.events_on and not self.pool.api.events_carry_group
+            else _untagged
+        )
 
     # --- keys ---------------------------------------------------------------------------
 
@@ -148,7 +167,7 @@ class VllmManagerTarget:
 
     def _schedule(self, request: ManagerRequest) -> Scheduled | None:
         """A waiting request: its cached prefix, then slots for every other token."""
-        with self.pool.calls_made_above():
+        with self.calls_above():
             return self._schedule_now(request)
 
     def _schedule_now(self, request: ManagerRequest) -> Scheduled | None:
@@ -182,7 +201,8 @@ class VllmManagerTarget:
     ) -> Scheduled | None:
         fields = request_fields(extra, self.lora_ids)
         request = ManagerRequest(request_id, tokens, salt, self.hasher, fields)
-        self.pool.int_hashes.remember(request.block_hashes)
+        if self.events_on:
+            self.pool.int_hashes.remember(request.block_hashes)
         self.extras[request_id] = extra
         result = self._schedule(request)
         if result is not None:
@@ -199,8 +219,9 @@ class VllmManagerTarget:
         request = self.requests[request_id]
         grown = len(tokens)
         request.append(tokens)
-        self.pool.int_hashes.remember(request.block_hashes)
-        with self.pool.calls_made_above():
+        if self.events_on:
+            self.pool.int_hashes.remember(request.block_hashes)
+        with self.calls_above():
             new = self.manager.allocate_slots(
                 request, request.num_tokens - request.num_computed_tokens, delay_cache_blocks=True
             )
@@ -218,7 +239,7 @@ class VllmManagerTarget:
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
     def copies_done(self, request_id: str) -> None:
-        with self.pool.calls_made_above():
+        with self.calls_above():
             self._free_retained(request_id)
 
     def _free_retained(self, request_id: str) -> None:
@@ -229,10 +250,11 @@ class VllmManagerTarget:
     def commit(self, request_id: str, cache_partial: bool) -> Scheduled:
         request = self.requests[request_id]
         request.num_computed_tokens = request.num_tokens
-        with self.pool.calls_made_above():
+        with self.calls_above():
             self.manager.cache_blocks(request, request.num_computed_tokens)
-            self._remember_keys_of(request_id)
-        with self.pool.calls_made_above():
+            if self.events_on:
+                self._remember_keys_of(request_id)
+        with self.calls_above():
             self._remove_skipped(request)
         return Scheduled(request.num_computed_tokens, self._tables(request_id))
 
@@ -262,7 +284,7 @@ class VllmManagerTarget:
 
     def preempt(self, request_id: str) -> None:
         request = self.requests[request_id]
-        with self.pool.calls_made_above():
+        with self.calls_above():
             self._free_retained(request_id)
             self.manager.free(request)
         request.status = PREEMPTED
@@ -272,12 +294,12 @@ class VllmManagerTarget:
     def finish(self, request_id: str) -> None:
         request = self.requests.pop(request_id)
         self.extras.pop(request_id, None)
-        with self.pool.calls_made_above():
+        with self.calls_above():
             self._free_retained(request_id)
             self.manager.free(request)
 
     def reset_prefix_cache(self) -> bool:
-        with self.pool.calls_made_above():
+        with self.calls_above():
             return bool(self.manager.reset_prefix_cache())
 
     def allows(self, action: RequestAction) -> bool:
@@ -285,7 +307,7 @@ class VllmManagerTarget:
         return self.calls.evicts or not isinstance(action, EvictCached)
 
     def evict_cached(self, block_ids: tuple[int, ...]) -> None:
-        with self.pool.calls_made_above():
+        with self.calls_above():
             self.manager.evict_blocks(set(block_ids))
 
     def is_block_writable(self, block: int) -> bool:
