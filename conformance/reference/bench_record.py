@@ -88,7 +88,7 @@ def parse(data: Any) -> BenchRecord:
     runs = _field(data, "runs", list, "record")
     if not runs:
         raise BenchRecordError("record: no runs")
-    per_cell: dict[tuple[str, int], list[tuple[int, float, float, float]]] = {}
+    per_cell: dict[tuple[str, int], list[tuple[int, float, float, float, float]]] = {}
     names: set[tuple[str, str]] = set()
     repeats: set[int] = set()
     for r, run in enumerate(runs):
