@@ -37,7 +37,7 @@ from typing import Any
 import click
 
 from .measure import Contender, ours, time_once, verify, vllm
-from .programs import build
+from .programs import Program, build
 
 #: The workloads the floor pool serves.
 FLOOR_WORKLOADS = ("churn", "prefix-hit", "cache-full")
@@ -177,23 +177,35 @@ def floor_contender() -> Contender:
     )
 
 
+def timed_interleaved(
+    contenders: Sequence[Contender], repeat: int, *progs: Program
+) -> list[list[list[float]]]:
+    """Verify each of ``progs`` (one set of requests: the first's) on ``contenders``, then
+    time them all ``repeat`` times, the contenders interleaved (which goes first
+    alternates): seconds per program, per contender, per repetition."""
+    for prog in progs:
+        found = verify(prog, contenders)
+        if found is not None:
+            raise click.ClickException(f"pools disagree: {found.describe()}")
+    reqs = [[c.make_request(list(h)) for h in progs[0].requests] for c in contenders]
+    seconds: list[list[list[float]]] = [[[] for _ in contenders] for _ in progs]
+    for rep in range(repeat):
+        order = list(range(len(contenders)))
+        if rep % 2:
+            order.reverse()
+        for k in order:
+            for p, prog in enumerate(progs):
+                seconds[p][k].append(time_once(prog, contenders[k], reqs[k]))
+    return seconds
+
+
 def compare(
     contenders: Sequence[Contender], workload: str, size: int, ops: int, repeat: int, seed: int
 ) -> dict[str, Any]:
     """Verify, then time ``contenders`` (vLLM's second) interleaved on one program; each
     one's median time and its ratio to vLLM's (the median of the per-repetition ratios)."""
     prog = build(workload, size, ops, seed)
-    found = verify(prog, contenders)
-    if found is not None:
-        raise click.ClickException(f"pools disagree: {found.describe()}")
-    reqs = [[c.make_request(list(h)) for h in prog.requests] for c in contenders]
-    seconds: list[list[float]] = [[] for _ in contenders]
-    for rep in range(repeat):
-        order = list(range(len(contenders)))
-        if rep % 2:
-            order.reverse()
-        for k in order:
-            seconds[k].append(time_once(prog, contenders[k], reqs[k]))
+    (seconds,) = timed_interleaved(contenders, repeat, prog)
     other = seconds[1]
     return {
         "workload": workload,
@@ -217,20 +229,7 @@ def split_lookups(
     interleaved; each one's median µs per lookup and per other call, and vLLM's over it."""
     prog = build("prefix-hit", size, ops, seed)
     lookups = dataclasses.replace(prog, timed=[c for c in prog.timed if c[0] == "get_cached_block"])
-    for checked in (prog, lookups):
-        found = verify(checked, contenders)
-        if found is not None:
-            raise click.ClickException(f"pools disagree: {found.describe()}")
-    reqs = [[c.make_request(list(h)) for h in prog.requests] for c in contenders]
-    whole: list[list[float]] = [[] for _ in contenders]
-    alone: list[list[float]] = [[] for _ in contenders]
-    for rep in range(repeat):
-        order = list(range(len(contenders)))
-        if rep % 2:
-            order.reverse()
-        for k in order:
-            whole[k].append(time_once(prog, contenders[k], reqs[k]))
-            alone[k].append(time_once(lookups, contenders[k], reqs[k]))
+    whole, alone = timed_interleaved(contenders, repeat, prog, lookups)
     num_lookups = len(lookups.timed)
     num_other = len(prog.timed) - num_lookups
     per_lookup = [[t / num_lookups * 1e6 for t in s] for s in alone]

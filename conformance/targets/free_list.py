@@ -6,6 +6,7 @@ reported at once instead of hanging the suite.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 HEAD_NAMES = ("fake_free_list_head", "head", "_head")
@@ -47,30 +48,23 @@ def sentinels(queue: Any) -> tuple[Any, Any] | None:
     return head, tail
 
 
-def walk_next(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
-    """Block ids from ``start`` along ``next_free_block`` until ``stop``; a problem if it
-    never gets there. (The link is read as an attribute, not by name: a view walks the free
-    list after every step.)"""
+def walk(start: Any, stop: Any, link: str, cap: int) -> tuple[list[int], str | None]:
+    """Block ids from ``start`` along ``link`` (``next_free_block`` or ``prev_free_block``)
+    until ``stop``; a problem if it never gets there. (The link is read by an
+    ``attrgetter``, not by ``getattr`` with its name: a view walks the free list after
+    every step.)"""
+    follow = _LINKS[link]
     ids: list[int] = []
-    node = start.next_free_block
+    node = follow(start)
     while node is not stop:
         if node is None or len(ids) >= cap:
-            return ids, _stuck(ids, "next_free_block", cap, node)
+            return ids, _stuck(ids, link, cap, node)
         ids.append(node.block_id)
-        node = node.next_free_block
+        node = follow(node)
     return ids, None
 
 
-def walk_prev(start: Any, stop: Any, cap: int) -> tuple[list[int], str | None]:
-    """Block ids from ``start`` along ``prev_free_block`` until ``stop``, as :func:`walk_next`."""
-    ids: list[int] = []
-    node = start.prev_free_block
-    while node is not stop:
-        if node is None or len(ids) >= cap:
-            return ids, _stuck(ids, "prev_free_block", cap, node)
-        ids.append(node.block_id)
-        node = node.prev_free_block
-    return ids, None
+_LINKS = {name: attrgetter(name) for name in ("next_free_block", "prev_free_block")}
 
 
 def _stuck(ids: list[int], link: str, cap: int, node: Any) -> str:
@@ -86,7 +80,7 @@ def free_list_order(queue: Any, num_blocks: int) -> list[int] | None:
     ends = sentinels(queue)
     if ends is None:
         return None
-    ids, problem = walk_next(ends[0], ends[1], num_blocks + 2)
+    ids, problem = walk(ends[0], ends[1], "next_free_block", num_blocks + 2)
     return None if problem else ids
 
 
@@ -97,8 +91,8 @@ def free_list_problems(queue: Any, blocks: list[Any]) -> list[str]:
         return []
     head, tail = ends
     cap = len(blocks) + 2
-    forward, problem_f = walk_next(head, tail, cap)
-    backward, problem_b = walk_prev(tail, head, cap)
+    forward, problem_f = walk(head, tail, "next_free_block", cap)
+    backward, problem_b = walk(tail, head, "prev_free_block", cap)
     problems = [p for p in (problem_f, problem_b) if p]
     if problems:
         return problems

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig, PoolState, Profile, step
 from kvpool.spec.state import initial_state
 
@@ -21,51 +24,56 @@ def view_of(state: PoolState) -> PoolView:
     )
 
 
-#: Parts of recent views, by the ids of the state fields they were read from (kept alive
-#: with them, so an id is never another field's). A transition copies the fields it does
-#: not change from the state before (``dataclasses.replace``), so a step that leaves the
-#: keys alone reuses their part of the view instead of building it again. One table per
-#: part; each forgets everything once it holds :data:`KEPT` parts.
-_KEYS: dict[tuple[int, int], tuple[object, object, tuple[frozenset[bytes], ...]]] = {}
-_PRIMARY: dict[int, tuple[object, tuple[bytes | None, ...]]] = {}
-_INDEX: dict[int, tuple[object, tuple[tuple[bytes, tuple[int, ...]], ...]]] = {}
-KEPT = 32
+#: Parts of recent views, by the part's name and the state fields it was read from (kept
+#: alive with it, so an id is never another field's). A transition copies the fields it
+#: does not change from the state before (``dataclasses.replace``), so a step that leaves
+#: the keys alone reuses their part of the view instead of building it again. It forgets
+#: everything once it holds :data:`KEPT` parts.
+_PARTS: dict[tuple[str, int, int], tuple[object, object, Any]] = {}
+KEPT = 64
+T = TypeVar("T")
+
+
+def _part(
+    name: str, first: object, second: object, build: Callable[[PoolState], T], state: PoolState
+) -> T:
+    """``build(state)``, or the part built before from the same ``first`` and ``second``."""
+    key = (name, id(first), id(second))
+    kept = _PARTS.get(key)
+    if kept is not None and kept[0] is first and kept[1] is second:
+        return cast(T, kept[2])
+    if len(_PARTS) >= KEPT:
+        _PARTS.clear()
+    part = build(state)
+    _PARTS[key] = (first, second, part)
+    return part
+
+
+def _build_keys(state: PoolState) -> tuple[frozenset[bytes], ...]:
+    return tuple([frozenset(state.keys_of(b)) for b in range(state.num_blocks)])
+
+
+def _build_primary(state: PoolState) -> tuple[bytes | None, ...]:
+    return tuple([p.key if p is not None else None for p in state.primary])
+
+
+def _build_index(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
+    return tuple(sorted(state.cache.items()))
 
 
 def keys_part(state: PoolState) -> tuple[frozenset[bytes], ...]:
-    primary, extra = state.primary, state.extra
-    kept = _KEYS.get((id(primary), id(extra)))
-    if kept is not None and kept[0] is primary and kept[1] is extra:
-        return kept[2]
-    if len(_KEYS) >= KEPT:
-        _KEYS.clear()
-    part = tuple([frozenset(state.keys_of(b)) for b in range(state.num_blocks)])
-    _KEYS[(id(primary), id(extra))] = (primary, extra, part)
-    return part
+    """Every block's keys in ``state``, by id."""
+    return _part("keys", state.primary, state.extra, _build_keys, state)
 
 
 def primary_part(state: PoolState) -> tuple[bytes | None, ...]:
-    primary = state.primary
-    kept = _PRIMARY.get(id(primary))
-    if kept is not None and kept[0] is primary:
-        return kept[1]
-    if len(_PRIMARY) >= KEPT:
-        _PRIMARY.clear()
-    part = tuple([p.key if p is not None else None for p in primary])
-    _PRIMARY[id(primary)] = (primary, part)
-    return part
+    """Every block's primary key in ``state`` (``None``: unkeyed), by id."""
+    return _part("primary", state.primary, None, _build_primary, state)
 
 
 def index_part(state: PoolState) -> tuple[tuple[bytes, tuple[int, ...]], ...]:
-    cache = state.cache
-    kept = _INDEX.get(id(cache))
-    if kept is not None and kept[0] is cache:
-        return kept[1]
-    if len(_INDEX) >= KEPT:
-        _INDEX.clear()
-    part = tuple(sorted(cache.items()))
-    _INDEX[id(cache)] = (cache, part)
-    return part
+    """The prefix-cache index of ``state``, key by key in order."""
+    return _part("index", state.cache, None, _build_index, state)
 
 
 class SpecTarget:
