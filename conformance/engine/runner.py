@@ -17,7 +17,7 @@ from kvpool.spec import Profile
 from .levels import Level
 from .lockstep import Nonconformance, RunRecord
 from .machine import pool_case
-from .seeded_search import seeded_search
+from .seeded_search import Start, seeded_search
 from .shrink import shrink
 from .signature import signature
 from .source_constants import without_source_constants
@@ -132,13 +132,54 @@ def run_level(
     test cases makes the run fail (:attr:`LevelResult.too_few_valid`).
     """
     record = RunRecord()
-    start_case = pool_case(factory, profile, level, max_blocks)
+
+    def shrunk(failure: Failure) -> Failure:
+        return shrink_failure(factory, profile, level, failure, shrink_seconds)
+
+    return run_seeded(
+        pool_case(factory, profile, level, max_blocks),
+        record,
+        level,
+        shrunk,
+        machine="pool",
+        max_examples=max_examples,
+        steps=steps,
+        seed=seed,
+        on_example=on_example,
+        max_findings=max_findings,
+        findings_seconds=findings_seconds,
+        min_valid=min_valid,
+        last_look=lambda: swept(factory, profile, level, record),
+    )
+
+
+def run_seeded(
+    start_case: Start,
+    record: RunRecord,
+    level: Level,
+    shrunk: Callable[[Failure], Failure],
+    *,
+    machine: str,
+    max_examples: int,
+    steps: int,
+    seed: int,
+    on_example: Callable[[RunRecord], None] | None,
+    max_findings: int,
+    findings_seconds: float,
+    min_valid: int,
+    last_look: Callable[[], Failure | None] | None = None,
+) -> LevelResult:
+    """One run of ``machine`` (``pool`` or ``requests``) at ``level``: seeded searches of
+    ``start_case``'s test cases (:mod:`.seeded_search`) collect up to ``max_findings``
+    distinct findings (:func:`find_all`), each shrunk by ``shrunk``. While there is room
+    for one more, ``last_look`` (the pool machine's sweep) may add a new one, shrunk too.
+    The run's time counts from the first search to the last look."""
 
     def search(known: frozenset[str], search_seed: int) -> Failure | None:
         found = seeded_search(
             start_case,
             record,
-            name=f"pool/{level.name}",
+            name=f"{machine}/{level.name}",
             max_examples=max_examples,
             steps=steps,
             seed=search_seed,
@@ -146,9 +187,6 @@ def run_level(
             on_example=on_example,
         )
         return None if found is None else failure_from(found, record)
-
-    def shrunk(failure: Failure) -> Failure:
-        return shrink_failure(factory, profile, level, failure, shrink_seconds)
 
     start = time.perf_counter()
     failures = find_all(
@@ -159,14 +197,14 @@ def run_level(
         max_findings=max_findings,
         budget_seconds=findings_seconds,
     )
-    if len(failures) < max_findings:
-        found = swept(factory, profile, level, record)
+    if last_look is not None and len(failures) < max_findings:
+        found = last_look()
         if found is not None and signature(found.message) not in {
             signature(f.message) for f in failures
         }:
             failures += (shrunk(found),)
     seconds = time.perf_counter() - start
-    return LevelResult(level, record, seconds, failures, min_valid=min_valid)
+    return LevelResult(level, record, seconds, failures, machine, min_valid)
 
 
 def swept(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -12,8 +11,7 @@ from kvpool.spec.manager import request_violation
 
 from ..engine.levels import Level, level_for
 from ..engine.lockstep import RunRecord, replay_actions
-from ..engine.runner import Failure, LevelResult, failure_from, find_all
-from ..engine.seeded_search import seeded_search
+from ..engine.runner import Failure, LevelResult, run_seeded
 from ..engine.shrink import Replay, shrink_sequence
 from .machine import RequestRun, RunBuilder, request_case
 from .target import RequestSetup
@@ -101,36 +99,24 @@ def run_requests(
 ) -> LevelResult:
     """Run the request machine on runs from ``build``; shrink each distinct finding. A last
     search with fewer than ``min_valid`` valid test cases fails the run."""
-    record = RunRecord()
-    start_case = request_case(build, max_blocks)
-
-    def search(known: frozenset[str], search_seed: int) -> Failure | None:
-        found = seeded_search(
-            start_case,
-            record,
-            name=f"requests/{level.name}",
-            max_examples=max_examples,
-            steps=steps,
-            seed=search_seed,
-            known=known,
-            on_example=on_example,
-        )
-        return None if found is None else failure_from(found, record)
 
     def shrunk(failure: Failure) -> Failure:
         return shrink_request_failure(build, failure, shrink_seconds)
 
-    start = time.perf_counter()
-    failures = find_all(
-        search,
-        record,
+    return run_seeded(
+        request_case(build, max_blocks),
+        RunRecord(),
+        level,
         shrunk,
+        machine="requests",
+        max_examples=max_examples,
+        steps=steps,
         seed=seed,
+        on_example=on_example,
         max_findings=max_findings,
-        budget_seconds=findings_seconds,
+        findings_seconds=findings_seconds,
+        min_valid=min_valid,
     )
-    seconds = time.perf_counter() - start
-    return LevelResult(level, record, seconds, failures, "requests", min_valid)
 
 
 def manager_builder(factory: Any, profile: Profile, consumer: str | None = None) -> RunBuilder:
