@@ -34,9 +34,9 @@ from engine_managers import first_difference, loaded  # noqa: E402  (this folder
 from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
 from kvpool.conformance.targets.sglang.generations import is_0_5  # noqa: E402
+from kvpool.conformance.targets.sglang.loader import SglangUnavailable  # noqa: E402
 from kvpool.conformance.targets.sglang.manager import SglangManagerTarget  # noqa: E402
 from kvpool.conformance.targets.sglang.manager_0_5 import SglangManagerTarget05  # noqa: E402
-from kvpool.conformance.targets.sglang.release import SglangUnavailable  # noqa: E402
 from kvpool.conformance.targets.sglang.release_0_5 import MODULES  # noqa: E402
 from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402

@@ -75,7 +75,7 @@ class SglangEntry(EngineEntry):
 
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
         from .generations import release_managers, tree_managers
-        from .release import SglangUnavailable
+        from .loader import SglangUnavailable
 
         size = page_size(described)
         pages = "" if size == 1 else f",page={size or 'drawn'}"

@@ -75,7 +75,7 @@ from kvpool.spec.manager import Scheduled
 
 from ...manager.target import RequestSetup
 from ..manager_factory import ReleaseManagerFactory
-from .release import SglangUnavailable
+from .loader import SglangUnavailable
 from .release_0_5 import SglangRelease05
 from .tree_view import SglangTreeView, event_hash, spec_events, supported_setup
 

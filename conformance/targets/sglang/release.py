@@ -18,18 +18,26 @@ Nothing else of the package is loaded.
 from __future__ import annotations
 
 import importlib.util
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from ..isolated_files import IsolatedLoadError, load_isolated
-from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
+from ..releases.files import ReleaseFiles
+from .loader import (
+    MemorySaver,
+    Placeholder,
+    cached_root,
+    env_flag_off,
+    load_files,
+    module_name,
+    next_power_of_2,
+    require_extra,
+    require_files,
+    triton_stand_ins,
+    unchanged,
+    version_from,
+)
 
-INSTALL_LINE = "pip install 'kvpool-spec[sglang]'"
 DEFAULT_VERSION = "0.4.6.post5"
 #: The files, relative to the package folder.
 RELATIVE = (
@@ -40,10 +48,6 @@ RELATIVE = (
 )
 
 
-class SglangUnavailable(Exception):
-    """The radix cache cannot be loaded; the message says what to install or fix."""
-
-
 @dataclass(frozen=True)
 class SglangRelease:
     #: ``sglang 0.4.6.post5``, ``sglang@PATH``.
@@ -52,28 +56,6 @@ class SglangRelease:
     radix_cache: ModuleType
     memory_pool: ModuleType
     paged_allocator: ModuleType
-
-
-class _Placeholder:
-    """A class a pool file names (annotations, base classes) but the pool never builds."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError("a stand-in of kvpool's SGLang loader was called")
-
-
-class MemorySaver:
-    """Stand-in for ``TorchMemorySaverAdapter`` as ``ReqToTokenPool`` uses it, disabled:
-    ``create(enable=False)`` and a ``region()`` that changes nothing."""
-
-    @classmethod
-    def create(cls, enable: bool) -> MemorySaver:
-        if enable:
-            raise RuntimeError("kvpool's SGLang loader has no torch memory saver")
-        return cls()
-
-    @contextmanager
-    def region(self) -> Iterator[None]:
-        yield
 
 
 @dataclass(frozen=True)
@@ -99,36 +81,26 @@ class ClearedEvent:
     """``AllBlocksCleared``: the tree was reset."""
 
 
-def _unchanged(fn: Callable[..., Any] | None = None, **_: object) -> Any:
-    """A decorator that leaves the function as it is (``triton.jit``, ``debug_timing``)."""
-    if fn is None:
-        return _unchanged
-    return fn
-
-
 def _stand_ins() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, object]]]:
     ours: dict[str, dict[str, object]] = {
         "sglang.srt.utils": {
-            "debug_timing": _unchanged,
+            "debug_timing": unchanged,
             "get_compiler_backend": lambda: "inductor",
-            "get_bool_env_var": lambda name, default="false": False,
+            "get_bool_env_var": env_flag_off,
             "is_cuda": lambda: False,
-            "next_power_of_2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+            "next_power_of_2": next_power_of_2,
         },
-        "sglang.srt.layers.radix_attention": {"RadixAttention": _Placeholder},
+        "sglang.srt.layers.radix_attention": {"RadixAttention": Placeholder},
         "sglang.srt.torch_memory_saver_adapter": {"TorchMemorySaverAdapter": MemorySaver},
         "sglang.srt.disaggregation.kv_events": {
             "AllBlocksCleared": ClearedEvent,
             "BlockRemoved": RemovedEvent,
             "BlockStored": StoredEvent,
-            "KVCacheEvent": _Placeholder,
+            "KVCacheEvent": Placeholder,
         },
         "sglang.srt.managers.schedule_batch": {"global_server_args_dict": {}},
     }
-    outside: dict[str, dict[str, object]] = {
-        "triton": {"jit": _unchanged, "cdiv": lambda a, b: -(-a // b)},
-        "triton.language": {"constexpr": int},
-    }
+    outside = triton_stand_ins()
     if importlib.util.find_spec("psutil") is None:
         outside["psutil"] = {}
     return ours, outside
@@ -137,22 +109,11 @@ def _stand_ins() -> tuple[dict[str, dict[str, object]], dict[str, dict[str, obje
 def load_tree(root: Path, label: str) -> SglangRelease:
     """The radix cache and allocator under ``root`` (which holds ``sglang/``)."""
     _require_extra()
-    files = {
-        f"sglang.{rel.removesuffix('.py').replace('/', '.')}": root / "sglang" / rel
-        for rel in RELATIVE
-    }
-    absent = [str(p) for p in files.values() if not p.is_file()]
-    if absent:
-        raise SglangUnavailable(
-            f"{root} lacks {', '.join(absent)}: not an SGLang checkout's python/ folder or "
-            "an unpacked sglang wheel"
-        )
+    files = {module_name(rel): root / "sglang" / rel for rel in RELATIVE}
+    require_files(root, files.values())
     ours, outside = _stand_ins()
     _prepare_torch_compile()
-    try:
-        modules = load_isolated("sglang", files, ours, outside=outside, allow=frozenset({"torch"}))
-    except IsolatedLoadError as exc:
-        raise SglangUnavailable(f"{label}: {exc}") from exc
+    modules = load_files(label, files, ours, outside)
     return SglangRelease(
         label,
         root,
@@ -189,35 +150,17 @@ def files_of() -> ReleaseFiles:
 def load_release(version: str) -> SglangRelease:
     """``sglang==version``'s files, from the cache or downloaded into it once."""
     _require_extra()
-    try:
-        root = cached_files(files_of(), version)
-    except ReleaseFilesError as exc:
-        raise SglangUnavailable(str(exc)) from exc
-    return load_tree(root, f"sglang {version}")
+    return load_tree(cached_root(files_of(), version), f"sglang {version}")
 
 
 def _require_extra() -> None:
     """:class:`SglangUnavailable` naming the install line when torch or numpy is absent."""
-    missing = [m for m in ("torch", "numpy") if not _importable(m)]
-    if missing:
-        raise SglangUnavailable(
-            f"SGLang's allocator keeps its free list in a torch tensor and its module "
-            f"imports numpy; {' and '.join(missing)} not installed: {INSTALL_LINE}"
-        )
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ValueError:  # a module set to None in sys.modules
-        return False
+    require_extra(
+        ("torch", "numpy"),
+        "SGLang's allocator keeps its free list in a torch tensor and its module imports numpy",
+    )
 
 
 def version_label(root: Path) -> str:
-    """What a tree says it is (its ``version.py`` or a dist-info beside it)."""
-    version_file = root / "sglang" / "version.py"
-    if version_file.is_file():
-        found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", version_file.read_text("utf-8"))
-        if found:
-            return f"sglang {found.group(1)} at {root}"
-    return f"sglang at {root}"
+    """What a tree says it is (its ``version.py``)."""
+    return version_from(root, ("version.py",))

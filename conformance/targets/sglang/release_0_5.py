@@ -46,19 +46,29 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, ModuleType, SimpleNamespace
-from typing import Any
 
-from ..isolated_files import IsolatedLoadError, load_isolated
-from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
+from ..releases.files import ReleaseFiles
 from .definitions import DefinitionsError, definitions_of
-from .release import SglangUnavailable
+from .loader import (
+    MemorySaver,
+    Placeholder,
+    SglangUnavailable,
+    cached_root,
+    env_flag_off,
+    load_files,
+    module_name,
+    next_power_of_2,
+    require_extra,
+    require_files,
+    triton_stand_ins,
+    version_from,
+)
 
 #: The modules that run whole, relative to the package folder.
 MODULES = (
@@ -133,20 +143,6 @@ class SglangRelease05:
             sys.modules.update(saved)
 
 
-class _Placeholder:
-    """A name a loaded file imports but nothing that runs here uses."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError("a stand-in of kvpool's SGLang loader was called")
-
-
-def _unchanged(fn: Callable[..., Any] | None = None, **_: object) -> Any:
-    """A decorator that leaves the function as it is (``triton.jit``)."""
-    if fn is None:
-        return _unchanged
-    return fn
-
-
 class _Setting:
     """An ``envs.NAME`` of SGLang's ``environ.py`` at its default."""
 
@@ -155,20 +151,6 @@ class _Setting:
 
     def get(self) -> object:
         return self.value
-
-
-class _MemorySaver:
-    """``TorchMemorySaverAdapter`` as ``ReqToTokenPool`` uses it, disabled."""
-
-    @classmethod
-    def create(cls, enable: bool) -> _MemorySaver:
-        if enable:
-            raise RuntimeError("kvpool's SGLang loader has no torch memory saver")
-        return cls()
-
-    @contextmanager
-    def region(self, *_: object) -> Iterator[None]:
-        yield
 
 
 #: ``envs`` as the loaded files read it: each setting at SGLang's default.
@@ -221,14 +203,14 @@ def _given(
             "attention_backends": lambda: ("torch_native", "torch_native"),
         },
         "sglang.srt.utils": {
-            "get_bool_env_var": lambda name, default="false": False,
+            "get_bool_env_var": env_flag_off,
             "get_num_new_pages": helpers["get_num_new_pages"],
             "is_cpu": _no,
             "is_cuda": _no,
             "is_hip": _no,
             "is_npu": _no,
             "is_xpu": _no,
-            "next_power_of_2": lambda n: 1 << max(0, int(n) - 1).bit_length(),
+            "next_power_of_2": next_power_of_2,
             "support_triton": _no,
         },
         "sglang.srt.utils.common": {
@@ -253,17 +235,12 @@ def _stand_ins(
     for module, names in wanted.items():
         if module in modules:
             continue
-        attributes: dict[str, object] = {n: _Placeholder for n in names if n != "*"}
+        attributes: dict[str, object] = {n: Placeholder for n in names if n != "*"}
         attributes.update(given.get(module, {}))
         stand_ins[module] = attributes
     for module, attributes in given.items():
         stand_ins.setdefault(module, dict(attributes))
     return stand_ins
-
-
-def _module_name(rel: str) -> str:
-    name = f"sglang.{rel.removesuffix('.py').replace('/', '.')}"
-    return name.removesuffix(".__init__")
 
 
 def is_generation(root: Path) -> bool:
@@ -276,19 +253,14 @@ def load_tree(root: Path, label: str) -> SglangRelease05:
     _require_extra()
     package = root / "sglang"
     wanted = [*MODULES, *DEFINED, *DATA]
-    absent = [str(package / rel) for rel in wanted if not (package / rel).is_file()]
-    if absent:
-        raise SglangUnavailable(
-            f"{root} lacks {', '.join(absent)}: not an SGLang checkout's python/ folder or "
-            "an unpacked sglang wheel of the 0.5 layout"
-        )
+    require_files(root, (package / rel for rel in wanted), " of the 0.5 layout")
     import torch
 
     # what the definitions' bodies name when they run (their annotations are strings)
     namespace: dict[str, object] = {
         "dataclasses": dataclasses,
         "torch": torch,
-        "TorchMemorySaverAdapter": _MemorySaver,
+        "TorchMemorySaverAdapter": MemorySaver,
         "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
     }
     defined: dict[str, dict[str, object]] = {}
@@ -298,22 +270,13 @@ def load_tree(root: Path, label: str) -> SglangRelease05:
             namespace.update(defined[rel])
     except DefinitionsError as exc:
         raise SglangUnavailable(f"{label}: {exc}") from exc
-    modules = {_module_name(rel): package / rel for rel in MODULES}
+    modules = {module_name(rel): package / rel for rel in MODULES}
     stand_ins = _stand_ins(root, modules, _given(torch, defined))
-    outside: dict[str, dict[str, object]] = {
-        "triton": {"jit": _unchanged, "cdiv": lambda a, b: -(-a // b)},
-        "triton.language": {"constexpr": int},
-        "sgl_kernel": {},
-    }
-    try:
-        loaded = load_isolated(
-            "sglang", modules, stand_ins, outside=outside, allow=frozenset({"torch"})
-        )
-    except IsolatedLoadError as exc:
-        raise SglangUnavailable(f"{label}: {exc}") from exc
+    outside = {**triton_stand_ins(), "sgl_kernel": {}}
+    loaded = load_files(label, modules, stand_ins, outside)
 
     def module(rel: str) -> ModuleType:
-        return loaded[_module_name(rel)]
+        return loaded[module_name(rel)]
 
     return SglangRelease05(
         label,
@@ -344,33 +307,17 @@ def files_of() -> ReleaseFiles:
 def load_release(version: str) -> SglangRelease05:
     """``sglang==version``'s files, from the cache or downloaded into it once."""
     _require_extra()
-    try:
-        root = cached_files(files_of(), version)
-    except ReleaseFilesError as exc:
-        raise SglangUnavailable(str(exc)) from exc
-    return load_tree(root, f"sglang {version}")
+    return load_tree(cached_root(files_of(), version), f"sglang {version}")
 
 
 def _require_extra() -> None:
-    from .release import INSTALL_LINE, _importable
-
-    wanted = ("torch", "numpy", "msgspec", "pydantic")
-    missing = [m for m in wanted if not _importable(m)]
-    if missing:
-        raise SglangUnavailable(
-            f"SGLang's allocators keep their free lists in torch tensors and its event "
-            f"records import pydantic; "
-            f"{' and '.join(missing)} not installed: {INSTALL_LINE}"
-        )
+    require_extra(
+        ("torch", "numpy", "msgspec", "pydantic"),
+        "SGLang's allocators keep their free lists in torch tensors and its event records "
+        "import pydantic",
+    )
 
 
 def version_label(root: Path) -> str:
     """What a tree of this layout says it is (``_version.py``, which ``version.py`` reads)."""
-    for name in (VERSION_FILE, "version.py"):
-        path = root / "sglang" / name
-        if path.is_file():
-            text = path.read_text("utf-8", errors="replace")
-            found = re.search(r"__version__\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)", text)
-            if found:
-                return f"sglang {found.group(1)} at {root}"
-    return f"sglang at {root}"
+    return version_from(root, (VERSION_FILE, "version.py"))
