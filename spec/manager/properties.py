@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..flat import block_writable
@@ -156,6 +156,19 @@ def hit_keys(
     return broken
 
 
+def computed_entries(
+    tables: Tables, num_computed_tokens: int, block_size: int
+) -> Iterator[tuple[int, int, int, int, int]]:
+    """Every real table entry that holds computed tokens, as ``(group, entry, block, start,
+    end)``: the entry holds the request's tokens ``start`` to ``end - 1``."""
+    for g, table in enumerate(tables):
+        for i, block in enumerate(table):
+            start = i * block_size
+            if block == NULL_BLOCK or start >= num_computed_tokens:
+                continue
+            yield g, i, block, start, min(start + block_size, num_computed_tokens)
+
+
 def own_contents(
     request_id: str,
     tables: Tables,
@@ -167,24 +180,20 @@ def own_contents(
 ) -> list[Broken]:
     """``own-contents``: the computed part of every table block is the request's own."""
     broken = []
-    for g, table in enumerate(tables):
-        for i, block in enumerate(table):
-            start = i * block_size
-            if block == NULL_BLOCK or start >= num_computed_tokens:
-                continue
-            want = tuple(tokens[start : min(start + block_size, num_computed_tokens)])
-            data = contents.get(block)
-            if data is None or data.salt != salt or data.tokens[: len(want)] != want:
-                seen = "nothing" if data is None else f"{list(data.tokens)} (salt {data.salt!r})"
-                broken.append(
-                    Broken(
-                        "own-contents",
-                        f"group {g} entry {i} should hold {list(want)} "
-                        f"(salt {salt!r}) but holds {seen}",
-                        request_id,
-                        block,
-                    )
+    for g, i, block, start, end in computed_entries(tables, num_computed_tokens, block_size):
+        want = tuple(tokens[start:end])
+        data = contents.get(block)
+        if data is None or data.salt != salt or data.tokens[: len(want)] != want:
+            seen = "nothing" if data is None else f"{list(data.tokens)} (salt {data.salt!r})"
+            broken.append(
+                Broken(
+                    "own-contents",
+                    f"group {g} entry {i} should hold {list(want)} "
+                    f"(salt {salt!r}) but holds {seen}",
+                    request_id,
+                    block,
                 )
+            )
     return broken
 
 
@@ -283,26 +292,21 @@ def keys_partitioned(
     written by a request agreeing with it, over the prefix read, in every attribute of
     ``partitions`` (``origin_of`` names the writer; ``None``: unknown, not judged)."""
     broken = []
-    for g, table in enumerate(tables):
-        for i, block in enumerate(table):
-            start = i * block_size
-            if block == NULL_BLOCK or start >= num_computed_tokens:
-                continue
-            writer = origin_of(block)
-            if writer is None:
-                continue
-            end = min(start + block_size, num_computed_tokens)
-            apart = sorted(differing(reader, writer, end, hash_block_size) & partitions)
-            if apart:
-                broken.append(
-                    Broken(
-                        "keys-partitioned",
-                        f"group {g} entry {i} was written by a request that differs in "
-                        f"{', '.join(apart)} over tokens 0..{end - 1}",
-                        request_id,
-                        block,
-                    )
+    for g, i, block, _, end in computed_entries(tables, num_computed_tokens, block_size):
+        writer = origin_of(block)
+        if writer is None:
+            continue
+        apart = sorted(differing(reader, writer, end, hash_block_size) & partitions)
+        if apart:
+            broken.append(
+                Broken(
+                    "keys-partitioned",
+                    f"group {g} entry {i} was written by a request that differs in "
+                    f"{', '.join(apart)} over tokens 0..{end - 1}",
+                    request_id,
+                    block,
                 )
+            )
     return broken
 
 
