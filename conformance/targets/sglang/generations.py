@@ -18,7 +18,8 @@ generation     what changed                               modules
 
 A release is placed by its version (0.5 and later: the 0.5 generation); a tree by its
 layout (``srt/mem_cache/allocator/token.py`` exists only from 0.5 on), so a checkout
-without a readable version is placed too.
+without a readable version is placed too. What the two loaders share (the error, the extra
+check, the isolated load, the stand-ins both need) is :mod:`.loader`.
 """
 
 from __future__ import annotations
