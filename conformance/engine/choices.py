@@ -22,6 +22,12 @@ class Choices(Protocol):
         """One of ``options`` (not empty)."""
         ...
 
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        """One of ``options``' values, each as likely as its weight says (ints >= 0, not
+        all 0): the same as :meth:`choice` on the list where each value stands as
+        many times as its weight, in order, and drawn by the same choices."""
+        ...
+
     def boolean(self, label: str) -> bool: ...
 
     def items(
@@ -42,6 +48,9 @@ class HypothesisChoices:
 
     def choice(self, options: Sequence[T], label: str) -> T:
         return self.data.draw(st.sampled_from(options), label=label)
+
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        return self.choice(expanded(options), label)
 
     def boolean(self, label: str) -> bool:
         return self.data.draw(st.booleans(), label=label)
@@ -69,6 +78,15 @@ class RandomChoices:
     def choice(self, options: Sequence[T], label: str) -> T:
         return options[self.rng.randrange(len(options))]
 
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        # The draw ``choice(expanded(options))`` makes, without building the list.
+        at = self.rng.randrange(sum([weight for _, weight in options]))
+        for value, weight in options:
+            at -= weight
+            if at < 0:
+                return value
+        raise AssertionError("no weight is positive")
+
     def boolean(self, label: str) -> bool:
         return self.rng.random() < 0.5
 
@@ -83,3 +101,8 @@ class RandomChoices:
             return self.rng.sample(pool, size)
         size = self.rng.randint(min_size, max_size)
         return [self.choice(options, label) for _ in range(size)]
+
+
+def expanded(options: Sequence[tuple[T, int]]) -> list[T]:
+    """Each value of ``options`` as many times as its weight, in order."""
+    return [value for value, weight in options for _ in range(weight)]

@@ -149,8 +149,8 @@ def by_state(
         in_state.setdefault(states[b], []).append(b)
     # heaviest first: a drawer biased towards the first option (Hypothesis is) favours them
     order = sorted(in_state, key=lambda s: (-weights.get(s, 1), BLOCK_STATES.index(s)))
-    weighted = [s for s in order for _ in range(weights.get(s, 1))]
-    return data.choice(in_state[data.choice(weighted, f"{label} state")], label)
+    chosen = data.weighted([(s, weights.get(s, 1)) for s in order], f"{label} state")
+    return data.choice(in_state[chosen], label)
 
 
 def several_by_state(

@@ -148,10 +148,7 @@ def next_action(
     # took 41% of the steps for a weight of 20%): start the list at a place the pool's
     # state decides, so that no operation always gets that surplus
     start = (sum(state.ref_cnt) + len(state.free_queue) + len(state.cache)) % len(options)
-    weighted: list[str] = []
-    for k, weight in options[start:] + options[:start]:
-        weighted += [k] * weight
-    kind = choices.choice(weighted, "operation")
+    kind = choices.weighted(options[start:] + options[:start], "operation")
     if kind != "out_of_contract":
         drawn = DRAWERS[kind](choices, state, ctx)
         if not level.out_of_contract and violation(state, drawn) is not None:
