@@ -126,10 +126,13 @@ UNPIN_ONE: dict[str, int] = {
 TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
 
 
-def rare_blocks(state: PoolState) -> list[int]:
-    """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
-    states = block_states(state)
-    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(states[b], 1) >= 3]
+def has_rare_blocks(state: PoolState) -> bool:
+    """Whether a block is in one of the rarest states (weight 3 or more in
+    :data:`SEEK_RARE`)."""
+    return not _RAREST.isdisjoint(block_states(state))
+
+
+_RAREST = frozenset(s for s, weight in SEEK_RARE.items() if weight >= 3)
 
 
 def by_state(
