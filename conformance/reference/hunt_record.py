@@ -147,8 +147,9 @@ def spread(values: list[float]) -> str:
     return f"{low:,.0f}\N{EN DASH}{high:,.0f} (median {median:,.0f})"
 
 
-def _spread_s(values: list[float]) -> str:
-    return f"{min(values):.2f}\N{EN DASH}{max(values):.2f} s"
+def _spread_s(values: list[float], digits: int = 2) -> str:
+    low, high = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
+    return low if low == high else f"{low}\N{EN DASH}{high}"
 
 
 def rates_table(record: HuntRecord) -> str:
@@ -179,9 +180,9 @@ def rates_table(record: HuntRecord) -> str:
         loads = [r.load_before for r in target.runs]
         lines.append(
             f"- {code(target.command)} for N = {', '.join(map(str, seeds))}: "
-            f"{_spread_s([r.cpu_seconds for r in target.runs])} of CPU, "
-            f"{_spread_s([r.wall_seconds for r in target.runs])} of wall-clock time per run; "
-            f"one-minute load before each run {min(loads):.1f}\N{EN DASH}{max(loads):.1f}"
+            f"{_spread_s([r.cpu_seconds for r in target.runs])} s of CPU, "
+            f"{_spread_s([r.wall_seconds for r in target.runs])} s of wall-clock time per "
+            f"run; one-minute load before each run {_spread_s(loads, 1)}"
             + (
                 f"; {', '.join(map(code, failed))} end with the target's known findings"
                 if failed
