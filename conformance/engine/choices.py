@@ -5,7 +5,10 @@ Hypothesis version). The drawers in :mod:`.draw` only ask for choices through th
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import itemgetter
 from typing import Protocol, TypeVar
 
 from hypothesis import strategies as st
@@ -79,13 +82,11 @@ class RandomChoices:
         return options[self.rng.randrange(len(options))]
 
     def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
-        # The draw ``choice(expanded(options))`` makes, without building the list.
-        at = self.rng.randrange(sum([weight for _, weight in options]))
-        for value, weight in options:
-            at -= weight
-            if at < 0:
-                return value
-        raise AssertionError("no weight is positive")
+        # The draw ``choice(expanded(options))`` makes, without building the list: the
+        # value whose stretch of it holds the position drawn (its running total is the
+        # first past the position; a weight of 0 has no stretch).
+        ends = list(accumulate(map(_WEIGHT, options)))
+        return options[bisect_right(ends, self.rng.randrange(ends[-1] if ends else 0))][0]
 
     def boolean(self, label: str) -> bool:
         return self.rng.random() < 0.5
@@ -101,6 +102,9 @@ class RandomChoices:
             return self.rng.sample(pool, size)
         size = self.rng.randint(min_size, max_size)
         return [self.choice(options, label) for _ in range(size)]
+
+
+_WEIGHT = itemgetter(1)
 
 
 def expanded(options: Sequence[tuple[T, int]]) -> list[T]:
