@@ -63,6 +63,8 @@ TRANSITIONS: dict[type[Action], tuple[Check, Transition]] = {
 
 def violation(state: PoolState, action: Action) -> ContractViolation | None:
     """Why ``action`` is outside the contract in ``state``, or ``None`` if it is allowed."""
+    if state is _Allowed.state and action is _Allowed.action:
+        return None
     if not state.profile.offers(action.operation):
         return ContractViolation(
             "unsupported-action",
@@ -71,7 +73,20 @@ def violation(state: PoolState, action: Action) -> ContractViolation | None:
             f"profile {state.profile.name!r} has no {action.operation}",
         )
     check, _ = TRANSITIONS[type(action)]
-    return check(state, action)
+    found = check(state, action)
+    if found is None:
+        _Allowed.state, _Allowed.action = state, action
+    return found
+
+
+class _Allowed:
+    """The latest action found allowed, and the state it was allowed in. A caller often
+    asks about the same pair again (whoever drew the action, then :func:`step`); both are
+    immutable values, and kept alive here, so asking again cannot find another answer.
+    (A violation is not kept: each call gets an exception of its own to raise.)"""
+
+    state: PoolState | None = None
+    action: Action | None = None
 
 
 def step(state: PoolState, action: Action) -> tuple[PoolState, Observation]:

@@ -5,7 +5,10 @@ Hypothesis version). The drawers in :mod:`.draw` only ask for choices through th
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import itemgetter
 from typing import Protocol, TypeVar
 
 from hypothesis import strategies as st
@@ -20,6 +23,12 @@ class Choices(Protocol):
 
     def choice(self, options: Sequence[T], label: str) -> T:
         """One of ``options`` (not empty)."""
+        ...
+
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        """One of ``options``' values, each as likely as its weight says (ints >= 0, not
+        all 0): the same as :meth:`choice` on the list where each value stands as
+        many times as its weight, in order, and drawn by the same choices."""
         ...
 
     def boolean(self, label: str) -> bool: ...
@@ -42,6 +51,9 @@ class HypothesisChoices:
 
     def choice(self, options: Sequence[T], label: str) -> T:
         return self.data.draw(st.sampled_from(options), label=label)
+
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        return self.choice(expanded(options), label)
 
     def boolean(self, label: str) -> bool:
         return self.data.draw(st.booleans(), label=label)
@@ -69,6 +81,13 @@ class RandomChoices:
     def choice(self, options: Sequence[T], label: str) -> T:
         return options[self.rng.randrange(len(options))]
 
+    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
+        # The draw ``choice(expanded(options))`` makes, without building the list: the
+        # value whose stretch of it holds the position drawn (its running total is the
+        # first past the position; a weight of 0 has no stretch).
+        ends = list(accumulate(map(_WEIGHT, options)))
+        return options[bisect_right(ends, self.rng.randrange(ends[-1] if ends else 0))][0]
+
     def boolean(self, label: str) -> bool:
         return self.rng.random() < 0.5
 
@@ -83,3 +102,11 @@ class RandomChoices:
             return self.rng.sample(pool, size)
         size = self.rng.randint(min_size, max_size)
         return [self.choice(options, label) for _ in range(size)]
+
+
+_WEIGHT = itemgetter(1)
+
+
+def expanded(options: Sequence[tuple[T, int]]) -> list[T]:
+    """Each value of ``options`` as many times as its weight, in order."""
+    return [value for value, weight in options for _ in range(weight)]

@@ -126,10 +126,13 @@ UNPIN_ONE: dict[str, int] = {
 TOUCH_HITS: dict[str, int] = {"free-cached": 2, "unpinned keyed": 2}
 
 
-def rare_blocks(state: PoolState) -> list[int]:
-    """The blocks in the rarest states (weight 3 or more in :data:`SEEK_RARE`)."""
-    states = block_states(state)
-    return [b for b in range(1, state.num_blocks) if SEEK_RARE.get(states[b], 1) >= 3]
+def has_rare_blocks(state: PoolState) -> bool:
+    """Whether a block is in one of the rarest states (weight 3 or more in
+    :data:`SEEK_RARE`)."""
+    return not _RAREST.isdisjoint(block_states(state))
+
+
+_RAREST = frozenset(s for s, weight in SEEK_RARE.items() if weight >= 3)
 
 
 def by_state(
@@ -149,8 +152,8 @@ def by_state(
         in_state.setdefault(states[b], []).append(b)
     # heaviest first: a drawer biased towards the first option (Hypothesis is) favours them
     order = sorted(in_state, key=lambda s: (-weights.get(s, 1), BLOCK_STATES.index(s)))
-    weighted = [s for s in order for _ in range(weights.get(s, 1))]
-    return data.choice(in_state[data.choice(weighted, f"{label} state")], label)
+    chosen = data.weighted([(s, weights.get(s, 1)) for s in order], f"{label} state")
+    return data.choice(in_state[chosen], label)
 
 
 def several_by_state(

@@ -90,46 +90,73 @@ DRAWERS: dict[str, draw.Drawer] = {
 
 def kinds(
     state: PoolState, ctx: draw.Context, operations: frozenset[str], level: Level
-) -> list[tuple[str, int]]:
+) -> tuple[tuple[str, int], ...]:
     """The operations that can be drawn now, with their weights."""
-    caching = state.config.enable_caching
     real = state.primary[1:]
     held = any(state.ref_cnt[1:])  # counts are never negative (invariant 1)
-    cannot = set()  # the operations that cannot be drawn now
+    cannot: set[str] = set()  # the operations that cannot be drawn now
     if not held:
-        cannot |= {"free_blocks", "unpin_blocks", "cache_full_blocks", "cache_partial_block"}
+        cannot |= _UNHELD
         if real.count(None) == len(real):
             cannot.add("touch")  # no block held, none keyed: nothing to hit
-    if not caching:
-        cannot |= {"cache_full_blocks", "cache_partial_block"}
+    if not state.config.enable_caching:
+        cannot |= _UNCACHED
     if None not in real:
         cannot.add("move_block_hashes")  # no block without a key to move keys to
     if not (ctx.peer and state.peer is not None):
         cannot.add("peer_get_new_blocks")
-    chosen = [(op, WEIGHTS[op]) for op in DRAWERS if op in operations and op not in cannot]
-    boost = set()
+    boost: set[str] = set()
     if any(state.extra):
         boost.add("move_block_hashes")  # a block with extra keys: where moves go wrong
     if len(state.free_queue) == state.num_blocks - 1:
         boost.add("reset_prefix_cache")  # idle: the only time a reset does anything
     if ctx.just_dropped:
         boost.add("get_cached_block")  # a key just lost a block: is it still served?
-    if any(len(blocks) > 1 for blocks in state.cache.values()):
+    cache = state.cache
+    if any(len(blocks) > 1 for blocks in cache.values()):
         boost.add("evict_blocks")  # duplicates: evict them one at a time
-    if ctx.for_events and len(state.cache) >= 2:
+    if ctx.for_events and len(cache) >= 2:
         boost.add("evict_blocks")  # a parent evicted before its child: routers' trees
     if max(state.ref_cnt) >= 2:
         boost.add("unpin_blocks")  # a shared block unpinned: held on, its watcher waiting
-    if draw.rare_blocks(state):
+    if draw.has_rare_blocks(state):
         # a block in a state few steps reach: the queries and the calls that name a block,
         # so that each of them meets it
         boost |= RARE_BOOST
         if held:
             boost.add("reset_prefix_cache")  # refused while a block is held: nothing lost
-    chosen = [(op, w * 4 if op in boost else w) for op, w in chosen]
-    if level.out_of_contract:
-        chosen.append(("out_of_contract", 4))
+    # what follows depends on these alone: worked out once for each
+    signs = (operations, frozenset(cannot), frozenset(boost), level.out_of_contract)
+    chosen = _WEIGHED.get(signs)
+    if chosen is None:
+        chosen = _WEIGHED[signs] = _weighed(*signs)
     return chosen
+
+
+#: The operations no state without a held block can draw, and none without caching.
+_UNHELD = frozenset({"free_blocks", "unpin_blocks", "cache_full_blocks", "cache_partial_block"})
+_UNCACHED = frozenset({"cache_full_blocks", "cache_partial_block"})
+
+
+def _weighed(
+    operations: frozenset[str], cannot: frozenset[str], boost: frozenset[str], broken: bool
+) -> tuple[tuple[str, int], ...]:
+    """The drawable operations (in :data:`DRAWERS`' order) with their weights, boosted
+    four times where ``boost`` says; with ``broken``, a rule broken too."""
+    chosen = [
+        (op, WEIGHTS[op] * 4 if op in boost else WEIGHTS[op])
+        for op in DRAWERS
+        if op in operations and op not in cannot
+    ]
+    if broken:
+        chosen.append(("out_of_contract", 4))
+    return tuple(chosen)
+
+
+#: :func:`_weighed` by its arguments, as each is first met (a run meets a few dozen).
+_WEIGHED: dict[
+    tuple[frozenset[str], frozenset[str], frozenset[str], bool], tuple[tuple[str, int], ...]
+] = {}
 
 
 def next_action(
@@ -148,10 +175,7 @@ def next_action(
     # took 41% of the steps for a weight of 20%): start the list at a place the pool's
     # state decides, so that no operation always gets that surplus
     start = (sum(state.ref_cnt) + len(state.free_queue) + len(state.cache)) % len(options)
-    weighted: list[str] = []
-    for k, weight in options[start:] + options[:start]:
-        weighted += [k] * weight
-    kind = choices.choice(weighted, "operation")
+    kind = choices.weighted(options[start:] + options[:start], "operation")
     if kind != "out_of_contract":
         drawn = DRAWERS[kind](choices, state, ctx)
         if not level.out_of_contract and violation(state, drawn) is not None:

@@ -35,8 +35,8 @@ def next_request_action(
     """The next request action: its kind (weighted by the state), then the action."""
     state = run.state
     ctx.remember(state)
-    kinds = [op for op, (weight, _) in draw.DRAWERS.items() for _ in range(weight(state))]
-    kind = choices.choice(kinds, "request operation")
+    kinds = [(op, weight(state)) for op, (weight, _) in draw.DRAWERS.items()]
+    kind = choices.weighted(kinds, "request operation")
     _, drawer = draw.DRAWERS[kind]
     return drawer(choices, state, ctx)
 

@@ -14,6 +14,8 @@ from kvpool.conformance.engine.levels import LEVELS
 from .bench_record import load as load_bench_record
 from .bench_record import managers_table
 from .events_matrix import events_matrix
+from .hunt_record import load as load_hunt_record
+from .hunt_record import rates_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
@@ -140,6 +142,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool bench --manager vllm's figures: ours against vLLM's KVCacheManager, computed "
         "from the runs kept in docs/data/bench-managers.json",
         lambda link, docs_dir: managers_table(load_bench_record(docs_dir)),
+    ),
+    "hunt-rates": (
+        "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
+        "computed from the result tables kept in docs/data/hunt.json",
+        lambda link, docs_dir: rates_table(load_hunt_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "
