@@ -63,7 +63,7 @@ class BenchRecord:
     figures: tuple[Figure, ...]
 
 
-def _field(data: dict[str, Any], name: str, kind: type, where: str) -> Any:
+def record_field(data: dict[str, Any], name: str, kind: type, where: str) -> Any:
     value = data.get(name)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise BenchRecordError(f"{where}: {name!r} must be a {kind.__name__}, not {value!r}")
@@ -85,7 +85,7 @@ def parse(data: Any) -> BenchRecord:
     """The record in ``data`` (a parsed JSON value); :class:`BenchRecordError` otherwise."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise BenchRecordError(f"not a {SCHEMA} record")
-    runs = _field(data, "runs", list, "record")
+    runs = record_field(data, "runs", list, "record")
     if not runs:
         raise BenchRecordError("record: no runs")
     per_cell: dict[tuple[str, int], list[tuple[int, float, float, float, float]]] = {}
@@ -97,10 +97,10 @@ def parse(data: Any) -> BenchRecord:
             raise BenchRecordError(f"{where}: not a {REPORT_SCHEMA} report")
         if run.get("level") != "manager" or run.get("verified") is not True:
             raise BenchRecordError(f"{where}: not a verified --manager vllm report")
-        pools = _field(run, "pools", dict, where)
+        pools = record_field(run, "pools", dict, where)
         names.add((str(pools.get("ours")), str(pools.get("vllm"))))
-        repeats.add(_field(run, "repeat", int, where))
-        for i, row in enumerate(_field(run, "results", list, where)):
+        repeats.add(record_field(run, "repeat", int, where))
+        for i, row in enumerate(record_field(run, "results", list, where)):
             at = f"{where}, result {i}"
             if not isinstance(row, dict):
                 raise BenchRecordError(f"{at}: not an object")
@@ -108,8 +108,11 @@ def parse(data: Any) -> BenchRecord:
             vllm = _seconds(row, "vllm_seconds", at)
             if len(ours) != len(vllm):
                 raise BenchRecordError(f"{at}: as many seconds for each manager, please")
-            steps = _field(row, "calls", int, at)
-            key = (_field(row, "workload", str, at), _field(row, "num_gpu_blocks", int, at))
+            steps = record_field(row, "calls", int, at)
+            key = (
+                record_field(row, "workload", str, at),
+                record_field(row, "num_gpu_blocks", int, at),
+            )
             per_cell.setdefault(key, []).append(
                 (
                     steps,
@@ -142,10 +145,10 @@ def parse(data: Any) -> BenchRecord:
         )
     (ours_name, vllm_name), (repeat,) = names.pop(), repeats
     return BenchRecord(
-        _field(data, "command", str, "record"),
-        _field(data, "commit", str, "record"),
-        _field(data, "date", str, "record"),
-        _field(data, "machine", str, "record"),
+        record_field(data, "command", str, "record"),
+        record_field(data, "commit", str, "record"),
+        record_field(data, "date", str, "record"),
+        record_field(data, "machine", str, "record"),
         ours_name,
         vllm_name,
         repeat,
@@ -157,7 +160,7 @@ def load(docs_dir: Path) -> BenchRecord:
     return parse(json.loads((docs_dir / DATA).read_text()))
 
 
-def _span(values: tuple[float, ...], digits: int) -> str:
+def span(values: tuple[float, ...], digits: int) -> str:
     low, high = min(values), max(values)
     if f"{low:,.{digits}f}" == f"{high:,.{digits}f}":
         return f"{low:,.{digits}f}"
@@ -171,10 +174,10 @@ def managers_table(record: BenchRecord) -> str:
             code(f.workload),
             f"{f.num_gpu_blocks:,}",
             f"{f.steps:,}",
-            _span(f.ours, 0),
-            _span(f.vllm, 0),
-            f"**{_span(f.ratio, 2)}**",
-            _span(f.fastest, 2),
+            span(f.ours, 0),
+            span(f.vllm, 0),
+            f"**{span(f.ratio, 2)}**",
+            span(f.fastest, 2),
         )
         for f in record.figures
     ]

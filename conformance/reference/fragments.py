@@ -21,6 +21,8 @@ from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
 from .mutmut_score import load, score_table, survivors_table
 from .pool_events import event_fields_section
+from .pool_record import load as load_pool_record
+from .pool_record import pools_table
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
@@ -142,6 +144,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool bench --manager vllm's figures: ours against vLLM's KVCacheManager, computed "
         "from the runs kept in docs/data/bench-managers.json",
         lambda link, docs_dir: managers_table(load_bench_record(docs_dir)),
+    ),
+    "pool-bench": (
+        "kvpool bench --compiled's figures: ours and the compiled build against vLLM's "
+        "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
+        lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
     ),
     "hunt-rates": (
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
