@@ -97,17 +97,17 @@ def test_the_committed_record_is_verified_runs_of_both_timings_saying_what_the_p
     runs = json.loads((DOCS / DATA).read_text())["runs"]
     assert len(runs) >= 2 and all(run["verified"] and not run["disagreements"] for run in runs)
     # the page's reading of the table (in every run): handed the digests ours is faster
-    # everywhere; hashing as the release does, its fastest repetitions meet 1.5 at every
-    # size and on the long prompts, and so does the bench's ratio but at 100k blocks (two
-    # runs of three there); on the spec's hashing it is no faster on long prompts
+    # everywhere; hashing as the release does, the bench's ratio meets 1.5 at every size
+    # and on the long prompts, and so do the fastest repetitions but at 100k blocks (1.48
+    # in one run there); on the spec's hashing it is no faster on long prompts
     for figure in record.figures:
         if figure.workload.endswith("prehashed"):
             assert min(figure.ratio) > 1, figure
         elif figure.workload in ("requests", "long prompts"):
-            assert min(figure.fastest) >= 1.5, figure
+            assert min(figure.ratio) >= 1.5, figure
             if figure.num_gpu_blocks == 100_000 and figure.workload == "requests":
-                assert sorted(figure.ratio)[1] >= 1.5 > min(figure.ratio), figure
+                assert max(figure.fastest) >= 1.5 > min(figure.fastest), figure
             else:
-                assert min(figure.ratio) >= 1.5, figure
+                assert min(figure.fastest) >= 1.5, figure
         elif figure.workload.startswith("long prompts"):
             assert max(figure.ratio) <= 1.0, figure
