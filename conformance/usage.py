@@ -1,18 +1,6 @@
-"""What every command shares: the exit statuses, the way a usage error and a bug of
-kvpool itself are printed, and how a comma-separated list of names is read.
-
-Every ``kvpool`` command ends with one of these statuses, and each status means one
-thing only:
-
-====  ======================  ===========================================================
-0     :data:`EXIT_PASS`       conformant: every check ran and passed
-1     :data:`EXIT_FINDING`    a finding: the target (or the checked thing) broke a rule
-2     :data:`EXIT_USAGE`      a usage error, or the target could not be loaded or does
-                              not offer what the chosen checks call
-3     :data:`EXIT_TOO_FEW`    too few valid test cases for the verdict to stand
-4     :data:`EXIT_BUG`        a bug in kvpool itself (the traceback is printed)
-====  ======================  ===========================================================
-"""
+"""What every command shares: the way a usage error and a bug of kvpool itself are
+printed, and how a comma-separated list of names is read. The exit statuses themselves are
+:mod:`.exits`' policy (re-exported here for the commands that print and exit)."""
 
 from __future__ import annotations
 
@@ -25,21 +13,29 @@ from typing import NoReturn
 import click
 from rich.console import Console
 
-EXIT_PASS = 0
-EXIT_FINDING = 1
-EXIT_USAGE = 2
-EXIT_TOO_FEW = 3
-EXIT_BUG = 4
+from .exits import (
+    EXIT_BUG,
+    EXIT_FINDING,
+    EXIT_INTERRUPTED,
+    EXIT_PASS,
+    EXIT_TOO_FEW,
+    EXIT_UNDECIDED,
+    EXIT_USAGE,
+)
 
-#: Each status with what it means, for ``--help`` texts and the docs' exit-status page.
-EXIT_MEANINGS: dict[int, str] = {
-    EXIT_PASS: "conformant: every check ran and passed",
-    EXIT_FINDING: "a finding: a rule was broken",
-    EXIT_USAGE: "a usage error, a target that cannot be loaded, or a target that does not "
-    "offer what the chosen checks call",
-    EXIT_TOO_FEW: "too few valid test cases for the verdict to stand",
-    EXIT_BUG: "a bug in kvpool itself",
-}
+__all__ = [
+    "EXIT_BUG",
+    "EXIT_FINDING",
+    "EXIT_INTERRUPTED",
+    "EXIT_PASS",
+    "EXIT_TOO_FEW",
+    "EXIT_UNDECIDED",
+    "EXIT_USAGE",
+    "comma_names",
+    "fail_bug",
+    "fail_usage",
+    "invoked_command",
+]
 
 
 def fail_usage(console: Console, message: str) -> NoReturn:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvpool.conformance.engine.levels import LEVELS
+from kvpool.conformance.exits import markdown_table
 
 from .bench_record import load as load_bench_record
 from .bench_record import managers_table
@@ -75,6 +76,11 @@ def _diagram(link: Linker, docs_dir: Path) -> str:
 
 #: marker name -> (what it inserts, the generator: given a linker and the docs folder).
 FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
+    "exit-statuses": (
+        "every exit status of every command, what it means and what to do "
+        "(kvpool.conformance.exits, the one definition)",
+        lambda link, docs_dir: markdown_table(),
+    ),
     "lifecycle-diagram": (
         "the state diagram of the six lifecycle states (inline SVG), from exploring the spec",
         _diagram,
