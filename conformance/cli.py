@@ -47,9 +47,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "publish": CommandEntry(
         ".stream.publish_command:publish", "Publish a pool's KV events through vLLM's publisher."
     ),
-    "replay": CommandEntry(
-        ".trace.replay_command:replay", "Replay TRACE_FILE against its target."
-    ),
+    "replay": CommandEntry(".trace.replay_command:replay", "Replay TRACE_FILE against its target."),
     "route-check": CommandEntry(
         ".routes.command:route_check", "Measure how well routers know a live worker's cache."
     ),
@@ -131,7 +129,6 @@ def _target_ended(exc: BaseException) -> NoReturn:
     )
     click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
     sys.exit(EXIT_FINDING)
-
 
 
 @click.group(

@@ -29,6 +29,7 @@ from kvpool.spec import (
 )
 
 from ..consumers.judge import StreamJudge
+from ..ending import interrupted_by_user
 from ..events.caller import manager_could_call
 from ..events.check import taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
@@ -57,6 +58,18 @@ class Nonconformance(AssertionError):
 def differences(where: str, problems: Sequence[str]) -> Nonconformance:
     """The nonconformance of a step that showed ``problems`` (``where``: its prefix)."""
     return Nonconformance(where + "; ".join(problems), where=where, problems=problems)
+
+
+class SpecSelfCheckFailed(Exception):
+    """The spec broke its own invariants: a bug of the spec (kvpool's), never a finding.
+    Raised, not asserted, so that it holds under ``python -O`` too."""
+
+
+def check_spec_invariants(broken: Sequence[str], where: str) -> None:
+    """The spec's self-check: raise :class:`SpecSelfCheckFailed` if ``broken`` names any
+    invariant of a state the spec reached (``where``: in a new pool, or after a step)."""
+    if broken:
+        raise SpecSelfCheckFailed(f"the spec broke its own invariants {list(broken)} {where}")
 
 
 class ExpectedEnd(Exception):
@@ -130,8 +143,7 @@ class LockstepRun:
         self.record.trace = []
         self.record.config = config
         self.state: PoolState = initial_state(config, profile)
-        broken = broken_invariants(self.state)
-        assert not broken, f"the spec broke its own invariants {broken} in a new pool: a spec bug"
+        check_spec_invariants(broken_invariants(self.state), "in a new pool")
         #: The latest state found to keep every invariant (a step's are checked against it).
         self.checked: PoolState = self.state
         self.target: Target = factory(config, profile)
@@ -211,6 +223,13 @@ class LockstepRun:
             self.last = Outcomes(expected_violation, exc)
             self.refused(action, expected_violation, before, exc)
             return None
+        except (SystemExit, KeyboardInterrupt) as exc:  # the target tried to end the process
+            if isinstance(exc, KeyboardInterrupt) and interrupted_by_user():
+                raise
+            raise Nonconformance(
+                f"{action.operation} ended the process: {type(exc).__name__}"
+                f"({exc}) raised by the target (never a refusal)"
+            ) from exc
         self.last = Outcomes(expected_violation, actual)
         if expected_violation is not None:
             raise Nonconformance(
@@ -258,8 +277,7 @@ class LockstepRun:
         self.check_view(f"after {action.operation}")
         self.check_structure(action)
         if self.state is not before:  # a query leaves the spec's state as it was
-            broken = broken_since(self.checked, self.state)
-            assert not broken, f"the spec broke its own invariants {broken}: a spec bug"
+            check_spec_invariants(broken_since(self.checked, self.state), "after a step")
             self.checked = self.state
         return expected
 
@@ -308,8 +326,13 @@ class LockstepRun:
     def refused(
         self, action: Action, expected: ContractViolation | None, before: Any, exc: Exception
     ) -> None:
+        """The target raised ``exc`` on ``action``: a refusal the spec expects (``expected``)
+        counts only if the target raised it (its own code, its declared refusal value, or
+        its surface refusing the call), never when kvpool's own code failed."""
+        fault = fault_of(exc)
+        if fault == "suite" and not isinstance(exc, ContractViolation):
+            raise exc  # kvpool's own exception: a bug of the suite, not the target's refusal
         if expected is None:
-            fault = fault_of(exc)
             if fault == "mismatch":  # the suite called the pool the way it does not take
                 raise SurfaceMismatch(
                     f"{action.operation}: the suite's call into the target failed: "

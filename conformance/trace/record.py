@@ -3,7 +3,8 @@ spec's state after each action, as ITF JSON values ready for a trace file."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kvpool.spec import (
     Action,
@@ -14,6 +15,7 @@ from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
 from ..engine.levels import level_for
 from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.surface import fault_of
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
 from ..manager.property_run import PropertyRun
@@ -22,6 +24,8 @@ from ..manager.target import RequestSetup
 from ..targets.loading import load_manager, load_target
 from .model import Trace, TraceMeta, TraceStep
 from .outcomes import outcome_json, state_json
+
+T = TypeVar("T")
 
 
 def record(
@@ -43,6 +47,22 @@ def record(
     return _record_requests(trace, target or meta.target, manager or meta.manager)
 
 
+class BuildDiverged(Exception):
+    """The target diverged (or its own code crashed) before the first action, as it was
+    built: a finding about the target, with no step to record it on."""
+
+
+def _built(build: Callable[[], T]) -> T:
+    """``build()``: the run on a fresh target; a difference or a crash of the target's own
+    code while it is built is :class:`BuildDiverged` (kvpool's own errors pass through)."""
+    try:
+        return build()
+    except Exception as exc:
+        if isinstance(exc, Nonconformance) or fault_of(exc) == "target":
+            raise BuildDiverged(f"as the target was built: {_verdict(exc)}") from exc
+        raise
+
+
 def _verdict(exc: Exception) -> str:
     if isinstance(exc, Nonconformance):
         return str(exc)
@@ -55,7 +75,8 @@ def _record_pool(trace: Trace, target: str) -> Trace:
     config = meta.config
     assert not isinstance(config, RequestSetup)
     level = level_for(meta.level, meta.consumer)
-    run = LockstepRun(factory, get_profile(meta.profile), level, config, RunRecord())
+    profile = get_profile(meta.profile)
+    run = _built(lambda: LockstepRun(factory, profile, level, config, RunRecord()))
     initial = state_json(run.state)
     steps = []
     for action in trace.actions:
@@ -83,10 +104,10 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
         if factory is None:
             raise ValueError(f"the trace needs a manager, and target {target!r} ships none")
         built = manager_builder(factory, profile, meta.consumer)
-        run: ManagerRun | PoolRequestRun = built(setup, RunRecord())
     else:
         pool_factory, _ = load_target(target)
-        run = pool_builder(pool_factory, profile, meta.consumer)(setup, RunRecord())
+        built = pool_builder(pool_factory, profile, meta.consumer)
+    run: ManagerRun | PoolRequestRun = _built(lambda: built(setup, RunRecord()))
     initial = state_json(_pool_of(run), run.state)
     steps = []
     for action in trace.actions:
@@ -128,4 +149,4 @@ def _actual_of(run: ManagerRun | PoolRequestRun, exc: Exception) -> Any:
     return exc
 
 
-__all__ = ["TraceMeta", "record", "state_json"]
+__all__ = ["BuildDiverged", "TraceMeta", "record", "state_json"]

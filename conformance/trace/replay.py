@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .files import read_trace
 from .model import Trace
-from .record import record
+from .record import BuildDiverged, record
 from .trust import choose
 
 
@@ -19,7 +19,8 @@ class Verdict:
     """What a replay found: the recorded trace, and the first divergence (if any)."""
 
     trace: Trace
-    #: The 1-based step that diverged and why; ``None`` when the target conforms.
+    #: The 1-based step that diverged and why (0: as the target was built); ``None`` when
+    #: the target conforms.
     step: int | None
     message: str | None
     #: Two replays of the same trace disagreed.
@@ -36,6 +37,8 @@ class Verdict:
             return f"pools A and B agree on all {len(self.trace.actions)} actions"
         if self.message is None:
             return f"the target conforms on all {len(self.trace.actions)} actions"
+        if self.step == 0:
+            return f"the target diverges before the first action, {self.message}"
         return f"step {self.step} of {len(self.trace.actions)} diverges: {self.message}"
 
 
@@ -55,16 +58,23 @@ def replay_trace(
     :class:`.trust.NamedInFile` when the trace names a pool, manager or pool B that is not
     built in and the caller did not name one."""
     chosen = choose(trace.meta, target, manager, versus)
-    recorded = record(trace, chosen.target, chosen.manager, chosen.versus)
-    step, message = _first_divergence(recorded)
+
+    def recorded_divergence() -> tuple[Trace, int | None, str | None]:
+        try:
+            recorded = record(trace, chosen.target, chosen.manager, chosen.versus)
+        except BuildDiverged as exc:  # step 0: the target as it was built
+            return trace, 0, str(exc)
+        return (recorded, *_first_divergence(recorded))
+
+    recorded, step, message = recorded_divergence()
     for _ in range(runs - 1):
-        again = record(trace, chosen.target, chosen.manager, chosen.versus)
-        if _first_divergence(again) != (step, message):
-            other = _first_divergence(again)
+        _, again_step, again_message = recorded_divergence()
+        if (again_step, again_message) != (step, message):
             return Verdict(
                 recorded,
                 step,
-                f"one replay gave {_said(step, message)}, another {_said(*other)}",
+                f"one replay gave {_said(step, message)}, "
+                f"another {_said(again_step, again_message)}",
                 nondeterministic=True,
             )
     return Verdict(recorded, step, message)

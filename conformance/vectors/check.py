@@ -15,7 +15,7 @@ from ..targets.description import TargetDescription
 from ..targets.loading import described, load_target
 from ..trace.files import TraceFileError, read_trace
 from ..trace.model import Trace
-from ..trace.record import record
+from ..trace.record import BuildDiverged, record
 
 
 @dataclass
@@ -72,7 +72,11 @@ def check_vectors(
         if unsupported(trace, probe.operations) is not None:
             result.skipped += 1
             continue
-        recorded = record(trace, text)
+        try:
+            recorded = record(trace, text)
+        except BuildDiverged as exc:  # a finding before the first action
+            result.failed.append((path.name, str(exc)))
+            continue
         step = recorded.diverging_step
         if step is None:
             result.passed += 1

@@ -18,9 +18,68 @@ import argparse
 import importlib
 import json
 import math
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
+
+#: The exit statuses of kvpool's one policy (``kvpool.conformance.exits``, written out
+#: since this runner imports nothing from kvpool; a test keeps them equal): 0 every vector
+#: passed, 1 a pool failed one (its crash, ``sys.exit`` or ``KeyboardInterrupt``
+#: included), 2 a usage error or a vector it cannot read, 130 interrupted by the user.
+EXIT_PASS, EXIT_FINDING, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: Whether the user pressed Ctrl-C: a ``KeyboardInterrupt`` is then theirs, not the pool's.
+_interrupted = False
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+class PoolRaised(Exception):
+    """The pool's own code raised ``raised`` (or refused the call by its surface: a method
+    it lacks, arguments it does not take): a refusal where the vector expects one, a
+    failure elsewhere. Anything else raised while replaying is the runner's own (a vector
+    of another shape)."""
+
+    def __init__(self, raised: BaseException) -> None:
+        super().__init__(f"{type(raised).__name__}: {raised}")
+        self.raised = raised
+
+    @property
+    def ends_process(self) -> bool:
+        return isinstance(self.raised, SystemExit | KeyboardInterrupt)
+
+
+class Guarded:
+    """The pool as the runner sees it: every method call goes through :func:`call`."""
+
+    def __init__(self, pool: Any) -> None:
+        self.unguarded = pool
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = getattr(self.unguarded, name)
+        except Exception as exc:  # the pool has no such method (or its property raised)
+            raise PoolRaised(exc) from exc
+        if not callable(value):
+            return value
+        return lambda *args, **kwargs: call(value, *args, **kwargs)
+
+
+def call(method: Any, *args: Any, **kwargs: Any) -> Any:
+    """``method(*args, **kwargs)``, a call into the pool: whatever it raises (``SystemExit``
+    and a ``KeyboardInterrupt`` that is not the user's Ctrl-C included) is :class:`PoolRaised`."""
+    try:
+        return method(*args, **kwargs)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt) and _interrupted:
+            raise
+        raise PoolRaised(exc) from exc
 
 
 class Request:
@@ -54,8 +113,10 @@ class Replayer:
                 enable_kv_cache_events=config["enable_kv_cache_events"],
             )
 
-        self.pool = build(config["num_gpu_blocks"])
-        self.peer: Any = build(config["peer_blocks"]) if config["peer_blocks"] else None
+        self.pool = Guarded(call(build, config["num_gpu_blocks"]))
+        self.peer: Any = (
+            Guarded(call(build, config["peer_blocks"])) if config["peer_blocks"] else None
+        )
         self.fired: list[list[Any]] = []
 
     def blocks(self, ids: list[int], pool: Any = None) -> list[Any]:
@@ -170,16 +231,29 @@ def run_vector(path: Path, factory: Any) -> str | None:
     """Replay one vector; ``None`` if the pool agrees, else the first difference."""
     document = read_vector(path)
     meta = document["#meta"]["kvpool"]
-    replayer = Replayer(factory, meta["config"])
-    for state in document["states"][1:]:
+    try:
+        replayer = Replayer(factory, meta["config"])
+    except PoolRaised as exc:
+        return f"building the pool: raised {exc}"
+    try:
+        return _replay_states(replayer, document["states"][1:], meta["level"])
+    except PoolRaised as exc:  # outside an action: reading the free count or queue
+        return f"reading the pool's state: raised {exc}"
+
+
+def _replay_states(replayer: Replayer, states: list[Any], level: str) -> str | None:
+    """The first difference of the pool's answers to ``states``' actions (``None``: none)."""
+    for state in states:
         action, expected = state["action"], state["expected"]
         where = f"step {state['#meta']['index']} {action['operation']}"
         replayer.fired = []
         try:
             got = replayer.apply(action)
-        except Exception as exc:  # a refusal: right only if the vector expects one
+        except PoolRaised as exc:  # a refusal: right only if the vector expects one
+            if exc.ends_process:
+                return f"{where}: the pool ended the process: {exc} (never a refusal)"
             if expected["tag"] != "Refused":
-                return f"{where}: raised {type(exc).__name__}: {exc}"
+                return f"{where}: raised {exc}"
         else:
             if expected["tag"] == "Refused":
                 return f"{where}: accepted, but the vector expects a refusal ({expected['value']})"
@@ -193,9 +267,9 @@ def run_vector(path: Path, factory: Any) -> str | None:
         free = replayer.pool.get_num_free_blocks()
         if free != len(want_queue):
             return f"{where}: {free} free blocks, expected {len(want_queue)}"
-        queue: Any = getattr(replayer.pool, "free_block_queue", None)
-        if meta["level"] == "order" and hasattr(queue, "get_all_free_blocks"):
-            order = [b.block_id for b in queue.get_all_free_blocks()]
+        queue: Any = getattr(replayer.pool.unguarded, "free_block_queue", None)
+        if level == "order" and hasattr(queue, "get_all_free_blocks"):
+            order = [b.block_id for b in call(queue.get_all_free_blocks)]
             if order != want_queue:
                 return f"{where}: free queue {order}, expected {want_queue}"
     return None
@@ -211,39 +285,60 @@ def load_factory(spec: str) -> Any:
     return found
 
 
-#: What reading a vector of another shape than this runner's raises (a file is data: a bad
-#: one is reported in one line, exit 2, never a traceback); RecursionError: nested too deep.
+#: What the runner's own code raises on a vector of another shape than it reads (a file is
+#: data: a bad one is reported in one line, exit 2, never a traceback); RecursionError:
+#: nested too deep. What the pool raises is never among them: it comes as PoolRaised.
 MALFORMED = (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Replay the vectors the command line names; the exit status of kvpool's policy."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("directory", type=Path)
     parser.add_argument("--pool", required=True, help="module:factory of a vLLM-API pool")
     parser.add_argument("--profile", help="only the vectors of this profile")
     args = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGINT, _on_sigint)
     try:
-        factory = load_factory(args.pool)
+        return _check(args.directory, args.pool, args.profile)
+    except KeyboardInterrupt:  # the user's Ctrl-C: the pool's own is a PoolRaised
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _check(directory: Path, pool: str, profile: str | None) -> int:
+    try:
+        factory = load_factory(pool)
     except (ImportError, AttributeError, ValueError) as exc:
-        print(f"error: cannot load --pool {args.pool}: {type(exc).__name__}: {exc}")
-        return 2
+        print(f"error: cannot load --pool {pool}: {type(exc).__name__}: {exc}")
+        return EXIT_USAGE
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:  # the pool's module raised
+        if isinstance(exc, KeyboardInterrupt) and _interrupted:
+            raise
+        print(f"FAIL importing --pool {pool}: raised {type(exc).__name__}: {exc}")
+        return EXIT_FINDING
     passed = failed = 0
-    for path in sorted(args.directory.rglob("*.itf.json")):
+    for path in sorted(directory.rglob("*.itf.json")):
         try:
             meta = read_vector(path)["#meta"]["kvpool"]
-            if args.profile and meta["profile"] != args.profile:
+            if profile and meta["profile"] != profile:
                 continue
             problem = run_vector(path, factory)
         except MALFORMED as exc:
-            print(f"error: cannot replay {path} (malformed?): {type(exc).__name__}: {exc}")
-            return 2
+            print(
+                f"error: cannot replay {path} (a malformed vector, or a pool of another "
+                f"shape than vLLM's BlockPool API): {type(exc).__name__}: {exc}"
+            )
+            return EXIT_USAGE
         if problem is None:
             passed += 1
         else:
             failed += 1
-            print(f"FAIL {path.relative_to(args.directory)}: {problem}")
+            print(f"FAIL {path.relative_to(directory)}: {problem}")
     print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return EXIT_FINDING if failed else EXIT_PASS
 
 
 if __name__ == "__main__":
