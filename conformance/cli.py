@@ -79,7 +79,13 @@ class LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return load_command(cmd_name) if cmd_name in COMMANDS else None
+        """The command, its ``--help`` ending with the exit-status policy."""
+        if cmd_name not in COMMANDS:
+            return None
+        command = load_command(cmd_name)
+        if command.epilog is None:
+            command.epilog = help_block()
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands and their lines, from :data:`COMMANDS` (no module imported)."""

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..usage import EXIT_BUG, EXIT_FINDING, EXIT_USAGE
+from ..usage import EXIT_BUG, EXIT_FINDING, EXIT_UNDECIDED, EXIT_USAGE
 from .corpus import MUTANTS, MUTANTS_BY_NAME
 from .run import MutantResult, clean_run, kill
 
@@ -49,9 +49,9 @@ def mutants(
 
     The unmutated pool runs first under the same settings and must pass. A kill is a
     nonconformance of the mutant that shows what its corpus entry says (an observable or
-    a rule). Exit 1 if a mutant survived or was killed by something else (a wrong kill);
-    exit 2 if the clean pool fails at these settings; exit 4 if a run broke (the harness or
-    the spec failed, not the mutant: a bug in kvpool)."""
+    a rule). A finding (1) is a mutant that survived or was killed by something else (a
+    wrong kill, a crash alone); undecided (5): the clean pool fails at these settings; a bug
+    in kvpool (4): a run broke (the harness or the spec failed, not the mutant)."""
     console = Console()
     if list_only:
         table = Table(title=f"{len(MUTANTS)} mutants of kvpool.impl")
@@ -76,7 +76,7 @@ def mutants(
             f"seed {seed}): {clean.problem}; a kill would mean nothing, no mutant was run",
             highlight=False,
         )
-        sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_UNDECIDED)
     console.print(f"the unmutated pool passes every level ({clean.seconds:.1f}s)", highlight=False)
     results: list[MutantResult] = []
     with (

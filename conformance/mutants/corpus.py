@@ -21,7 +21,8 @@ class Mutant:
     old: str
     new: str
     #: What its kill must show: the observable, rule or property the nonconformance names
-    #: (a phrase of the message, e.g. ``free queue order``, ``rule 'free-held'``).
+    #: (a phrase of the message, e.g. ``free queue order``, ``rule 'free-held'``); never
+    #: what any crash would show (an operation's name alone, "was refused").
     shows: str
 
 
@@ -118,7 +119,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "block_pool.py",
         "                rc = blk.ref_cnt - 1\n",
         "                rc = max(blk.ref_cnt - 2, 0)\n",
-        "ref_cnt | free_blocks was refused although it is allowed",
+        "ref_cnt expected | rule 'queue-membership'",
     ),
     m(
         "touch-leaves-queue",

@@ -25,12 +25,16 @@ runner keeps only a message): the kill stands only if the replay raises a
 ``Nonconformance`` of the same kind.
 
 A kill must also show what the mutant's entry in the corpus says it shows (its
-``shows``: an observable, a rule or a property); a kill by something else is a wrong kill.
+``shows``: an observable, a rule or a property); a kill by something else is a wrong kill,
+and so is a kill that shows only a crash with one of Python's own exceptions (a mutant that
+raises ``NameError`` breaks no rule the suite names).
 Before any mutant, the unmutated pool runs under the very same settings and must pass.
 """
 
 from __future__ import annotations
 
+import builtins
+import re
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -204,9 +208,25 @@ def kill(mutant: Mutant, seed: int, max_examples: int, budget_seconds: float) ->
     return result("survived")
 
 
+#: A refusal of an allowed action with the exception it was: a crash when it is one of
+#: Python's own (``NameError``, ``TypeError``, ...), not a rule the mutant breaks.
+REFUSED_WITH = re.compile(r"was refused although it is allowed: (\w+):")
+
+
+def crash_only(message: str) -> bool:
+    """Whether ``message`` reports only that the pool crashed with one of Python's own
+    exceptions (a refusal the pool never declares): a crash shows no rule."""
+    refused = REFUSED_WITH.search(message)
+    if refused is None:
+        return False
+    kind = getattr(builtins, refused.group(1), None)
+    return isinstance(kind, type) and issubclass(kind, BaseException)
+
+
 def shows_in(shows: str, message: str) -> bool:
     """Whether a kill's ``message`` shows what the corpus says: ``shows`` is one observable,
     rule or property, or several that are each the same bug seen at another step, joined
     by `` | `` (a release of two references is seen as a wrong ref_cnt, or, when the block
-    was listed twice, as the second release refused)."""
-    return any(part in message for part in shows.split(" | "))
+    was listed twice, as the pool's own refusal of the second release by the free queue's
+    membership rule). A crash with one of Python's own exceptions shows nothing."""
+    return not crash_only(message) and any(part in message for part in shows.split(" | "))

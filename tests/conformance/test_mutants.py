@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.engine import lockstep
+from kvpool.conformance.exits import EXIT_UNDECIDED
 from kvpool.conformance.mutants.corpus import MUTANTS, MUTANTS_BY_NAME, Mutant
 from kvpool.conformance.mutants.load import MutantError, mutant_pool_class, mutated_source
 from kvpool.conformance.mutants.run import clean_run, kill, shows_in
@@ -121,6 +122,40 @@ def test_the_command_stops_when_the_unmutated_pool_fails(
     faulty = mutant_pool_class(MUTANTS_BY_NAME["touch-adds-two"])
     monkeypatch.setattr(kvpool.impl, "BlockPool", faulty)
     out = CliRunner().invoke(main, ["mutants", "--only", "free-ends-swapped", "-j", "1"])
-    assert out.exit_code == 2, out.output
+    assert out.exit_code == EXIT_UNDECIDED, out.output
     assert "the unmutated pool fails" in out.output and "ref_cnt" in out.output
     assert "Traceback" not in out.output
+
+
+#: A crash-only version of each mutant the issue named (it raises ``NameError`` where the
+#: real mutant breaks a rule): scored with the real mutant's ``shows``.
+CRASH_ONLY = {
+    "free-releases-two": (
+        "                rc = blk.ref_cnt - 1\n",
+        "                rc = blk.ref_cnt - undefined_name  # type: ignore[name-defined]\n",
+    ),
+    "lookup-served-from-dropped-entry": (
+        "                blk = self._group0.get(block_hash)\n",
+        "                blk = undefined_name.get(block_hash)  # type: ignore[name-defined]\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRASH_ONLY))
+def test_a_crash_only_mutant_is_not_killed(name: str) -> None:
+    old, new = CRASH_ONLY[name]
+    real = MUTANTS_BY_NAME[name]
+    crash = replace(real, name=f"crash-only-{name}", old=old, new=new)
+    result = kill(crash, SEED, MAX_EXAMPLES, BUDGET)
+    assert "NameError" in result.message, result
+    assert not result.killed and result.outcome == "wrong kill", result
+
+
+def test_a_crash_with_pythons_own_exception_shows_no_rule() -> None:
+    crash = "free_blocks was refused although it is allowed: NameError: name 'ref_cnt' is"
+    assert not shows_in("ref_cnt", crash)
+    declared = (
+        "free_blocks was refused although it is allowed: BlockPoolError: prepend_n: block 1: "
+        "rule 'queue-membership': the block is already linked"
+    )
+    assert shows_in(MUTANTS_BY_NAME["free-releases-two"].shows, declared)
