@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..extras import require
-from ..usage import EXIT_FINDING, EXIT_USAGE
+from ..usage import EXIT_FINDING, EXIT_UNDECIDED
 
 #: The bounded CI selection: the flat rule functions, which CrossHair searches well.
 CURATED: tuple[str, ...] = (
@@ -421,8 +421,8 @@ def crosshair(
     bounds and reports inputs that break a postcondition. Finding none is evidence, not
     proof ("not confirmed" means the time ran out); `kvpool prove` (Z3) proves.
 
-    Exit status: 1 if any counterexample was found, 2 on a usage error or a target
-    CrossHair could not check, 0 otherwise.
+    A counterexample is a finding (exit 1); a target CrossHair itself failed on leaves the
+    search undecided (exit 5).
     """
     require("crosshair", "crosshair-tool", "kvpool crosshair")
     console = Console()
@@ -467,8 +467,8 @@ def crosshair(
             console.print(f"ERROR in {r.target}: {r.error}", highlight=False, markup=False)
     if found:
         sys.exit(EXIT_FINDING)
-    if any(r.error for r in results):
-        sys.exit(EXIT_USAGE)
+    if any(r.error for r in results):  # the tool failed: no verdict on that target
+        sys.exit(EXIT_UNDECIDED)
     console.print("No counterexample found (a bounded search, not a proof).", highlight=False)
 
 

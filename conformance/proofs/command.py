@@ -15,7 +15,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..extras import require
-from ..usage import EXIT_FINDING, EXIT_PASS
+from ..usage import EXIT_FINDING, EXIT_PASS, EXIT_UNDECIDED
 
 COUNTING_NOTE = (
     "counting invariants: 'free count = number of free blocks' is proved as the "
@@ -53,7 +53,9 @@ with depth: keep it small (4 blocks, depth 8 finds every listed fault in seconds
 
 \b
 Exit status: 0 all proved (with --bmc: the counterexample found and written, or no
-violation found), 1 refuted / unknown / not found, 2 usage error.
+violation found); 1 an obligation refuted on the correct encoding (with --bmc: an
+invariant broken); 5 undecided: a solver's unknown, a faulty variant not refuted, vacuous
+premises, a planted fault --bmc did not find.
 
 \b
 Examples:
@@ -168,6 +170,14 @@ def _list_faults(console: Console) -> None:
     console.print(table)
 
 
+def _status(solver_status: str) -> int:
+    """The exit status of a solver's answer that is not "proved": refuted is a finding,
+    anything else (unknown) undecided."""
+    from .prover import REFUTED
+
+    return EXIT_FINDING if solver_status == REFUTED else EXIT_UNDECIDED
+
+
 def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
     from .obligations import all_obligations
     from .prover import PROVED, REFUTED, premises_satisfiable
@@ -176,7 +186,10 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
     table = Table(title="kvpool prove: obligations over an unbounded number of blocks")
     for column in ("obligation", "kind", "status", "time", "faulty variant", "refuted", "premises"):
         table.add_column(column)
-    failed: list[tuple[str, tuple[str, ...], str]] = []
+    #: What did not prove, with the status it gives: a refutation of the correct encoding
+    #: is a finding; an unknown, a faulty variant not refuted or vacuous premises leave
+    #: the obligation undecided.
+    failed: list[tuple[str, tuple[str, ...], str, int]] = []
     total = 0.0
     for ob in all_obligations():
         result = run(ob, timeout)
@@ -193,17 +206,22 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
             _style(premises),
         )
         if result.status != PROVED:
-            failed.append((ob.name, result.model, result.reason or result.status))
+            failed.append(
+                (ob.name, result.model, result.reason or result.status, _status(result.status))
+            )
         if bad.status != REFUTED:
             failed.append(
                 (
                     f"{ob.name} (faulty variant {ob.fault})",
                     (),
                     f"expected refuted, got {bad.status}",
+                    EXIT_UNDECIDED,
                 )
             )
         if premises != "sat":
-            failed.append((f"{ob.name} (premises)", (), f"premises are {premises}: vacuous"))
+            failed.append(
+                (f"{ob.name} (premises)", (), f"premises are {premises}: vacuous", EXIT_UNDECIDED)
+            )
         if quantified and ob.quantifiable:
             cross = run(ob, timeout, quantified=True)
             total += cross.seconds
@@ -218,16 +236,21 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
             )
             if cross.status != PROVED:
                 failed.append(
-                    (f"{ob.name} (quantified)", cross.model, cross.reason or cross.status)
+                    (
+                        f"{ob.name} (quantified)",
+                        cross.model,
+                        cross.reason or cross.status,
+                        _status(cross.status),
+                    )
                 )
     console.print(table)
     console.print(COUNTING_NOTE)
-    for name, model, reason in failed:
+    for name, model, reason, _ in failed:
         console.print(f"[red]FAILED[/red] {name}: {reason}")
         for line in model:
             console.print(f"    {line}")
     if failed:
-        return EXIT_FINDING
+        return min(status for *_, status in failed)  # a finding before an undecided one
     console.print(f"[green]every obligation proved[/green] (solver time {total:.2f} s)")
     return EXIT_PASS
 
@@ -270,8 +293,8 @@ def _run_bmc(
     )
     console.print(table)
     if result.unknown:
-        console.print(f"[yellow]unknown[/yellow] at depth {result.depth_reached}: a failure")
-        return EXIT_FINDING
+        console.print(f"[yellow]unknown[/yellow] at depth {result.depth_reached}: undecided")
+        return EXIT_UNDECIDED
     if fault is None:
         if result.found:
             console.print("[red]an invariant breaks[/red] on the correct encoding:")
@@ -282,9 +305,9 @@ def _run_bmc(
             f"no violation on any run of up to {depth} steps (bounded check, not a proof)"
         )
         return EXIT_PASS
-    if not result.found:
-        console.print(f"[red]no run of up to {depth} steps shows {fault}[/red]")
-        return EXIT_FINDING
+    if not result.found:  # the planted fault was not found: the check shows nothing
+        console.print(f"[red]no run of up to {depth} steps shows {fault}[/red]: undecided")
+        return EXIT_UNDECIDED
     console.print(f"shortest run showing {fault} ({result.depth_reached} step(s)):")
     for i, action in enumerate(result.actions, 1):
         console.print(f"  {i}. {action}")

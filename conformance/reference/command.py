@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..extras import require
-from ..usage import EXIT_FINDING
+from ..usage import EXIT_UNDECIDED
 
 #: The repository root when kvpool runs from a checkout (an editable install).
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,8 @@ def build_site(config: Path, out: Path | None) -> None:
 )
 def docs_build(config: Path | None, out: Path | None) -> None:
     """Build the site with `mkdocs build --strict`: a broken link, a page missing from the
-    nav, an unknown marker or any other warning fails the build (exit 1)."""
+    nav, an unknown marker or any other warning fails the build (exit 5: undecided, the
+    site's checks did not all run)."""
     require("mkdocs", "mkdocs-material", "kvpool docs build")
     from mkdocs.exceptions import MkDocsException
 
@@ -106,7 +107,7 @@ def docs_build(config: Path | None, out: Path | None) -> None:
         build_site(path, out)
     except MkDocsException as exc:
         click.echo(f"error: the site did not build: {exc}", err=True)
-        sys.exit(EXIT_FINDING)
+        sys.exit(EXIT_UNDECIDED)
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
     where = out if out is not None else path.parent / "site"
@@ -131,7 +132,7 @@ def docs_serve(config: Path | None, port: int, host: str) -> None:
         serve(str(path), dev_addr=f"{host}:{port}")
     except MkDocsException as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_FINDING)
+        sys.exit(EXIT_UNDECIDED)
     finally:
         logging.getLogger("mkdocs").removeHandler(handler)
 

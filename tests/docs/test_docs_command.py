@@ -59,14 +59,14 @@ def small_site(root: Path, page: str) -> Path:
 def test_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     config = small_site(tmp_path, "# Home\n\nSee [the missing page](missing.md).\n")
     result = CliRunner().invoke(docs, ["build", "--config", str(config)])
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # a build that failed: undecided
     assert "missing.md" in result.output and "the site did not build" in result.output
 
 
 def test_build_fails_on_an_unknown_marker(tmp_path: Path) -> None:
     config = small_site(tmp_path, "# Home\n\n<!-- kvpool:lifecycle-diagramm -->\n")
     result = CliRunner().invoke(docs, ["build", "--config", str(config)])
-    assert result.exit_code == 1
+    assert result.exit_code == 5  # a build that failed: undecided
     assert "unknown marker <!-- kvpool:lifecycle-diagramm -->" in result.output
 
 
