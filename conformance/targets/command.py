@@ -14,7 +14,7 @@ from .errors import TargetLoadError
 from .factory_entry import FACTORY
 from .loading import MANAGER_WORDS, choose_profile, load_manager, load_target
 from .options import TARGET
-from .registry import EngineEntry, engine, registered
+from .registry import EngineEntry, MalformedEngineEntry, engine, registered
 
 
 @click.command()
@@ -62,7 +62,7 @@ def targets(
         _latest(as_json)
         return
     console = Console()
-    entries, broken = _entries()
+    entries, broken, malformed = _entries()
     forms = Table(title="targets (--target)", show_header=False)
     forms.add_column("target", no_wrap=True)
     forms.add_column("what it is")
@@ -113,6 +113,10 @@ def targets(
     for known in PROFILES.values():
         profiles.add_row(known.name, known.description)
     console.print(profiles)
+    if malformed:  # listed above as unavailable; the others are not held back by it
+        from ..usage import fail_usage
+
+        fail_usage(Console(stderr=True), "; ".join(malformed))
 
 
 def _explain(target: str) -> None:
@@ -157,15 +161,18 @@ def _latest(as_json: bool) -> None:
         )
 
 
-def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]]]:
-    """Every registered engine that loads, and those that do not with the reason."""
-    entries, broken = [], []
+def _entries() -> tuple[list[EngineEntry], list[tuple[str, str]], list[str]]:
+    """Every registered engine that loads, those that do not with the reason, and the
+    messages of the malformed ones (a usage error once the others are listed)."""
+    entries, broken, malformed = [], [], []
     for name in sorted(registered(), key=lambda n: (n not in ("impl", "spec"), n)):
         try:
             entries.append(engine(name))
         except TargetLoadError as exc:
             broken.append((name, f"unavailable: {str(exc).splitlines()[0]}"))
-    return entries, broken
+            if isinstance(exc, MalformedEngineEntry):
+                malformed.append(str(exc))
+    return entries, broken, malformed
 
 
 def _listed(entry: EngineEntry) -> tuple[str, ...]:

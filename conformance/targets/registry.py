@@ -176,12 +176,39 @@ def engine(name: str) -> EngineEntry:
         )
     try:
         loaded: Any = point.load()
+        entry: Any = loaded() if isinstance(loaded, type) else loaded
     except Exception as exc:  # a third party's adapter fails to import: say whose
         raise TargetLoadError(
             f"the engine {name!r} ({point.value}) could not be loaded: {type(exc).__name__}: {exc}"
         ) from exc
-    entry: EngineEntry = loaded() if isinstance(loaded, type) else loaded
-    return entry
+    missing = entry_problems(entry)
+    if missing:
+        raise MalformedEngineEntry(
+            f"the engine entry {name!r} ({point.value}) is malformed: it lacks "
+            f"{', '.join(missing)} of EngineEntry (subclass kvpool's EngineEntry, where "
+            "every method has a default)"
+        )
+    checked: EngineEntry = entry
+    return checked
+
+
+class MalformedEngineEntry(TargetLoadError):
+    """A registered engine entry that does not offer what :class:`EngineEntry` declares:
+    that engine is refused (a usage error naming it); the others still load."""
+
+
+def entry_problems(entry: object) -> list[str]:
+    """What ``entry`` lacks of :class:`EngineEntry`'s declared methods and fields (a method
+    that is not callable counts as missing)."""
+    missing = []
+    for attribute, declared in vars(EngineEntry).items():
+        if attribute.startswith("_"):
+            continue
+        if not hasattr(entry, attribute):
+            missing.append(f"{attribute}()" if callable(declared) else attribute)
+        elif callable(declared) and not callable(getattr(entry, attribute)):
+            missing.append(f"{attribute}()")
+    return missing
 
 
 def describe_target(text: str, package: str | None = None) -> TargetDescription:
