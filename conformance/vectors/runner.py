@@ -20,6 +20,7 @@ import json
 import math
 import signal
 import sys
+import traceback
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,8 +28,9 @@ from typing import Any
 #: The exit statuses of kvpool's one policy (``kvpool.conformance.exits``, written out
 #: since this runner imports nothing from kvpool; a test keeps them equal): 0 every vector
 #: passed, 1 a pool failed one (its crash, ``sys.exit`` or ``KeyboardInterrupt``
-#: included), 2 a usage error or a vector it cannot read, 130 interrupted by the user.
-EXIT_PASS, EXIT_FINDING, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: included), 2 a usage error or a vector it cannot read, 4 a bug of this runner (its
+#: traceback printed), 130 interrupted by the user.
+EXIT_PASS, EXIT_FINDING, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
 
 #: Whether the user pressed Ctrl-C: a ``KeyboardInterrupt`` is then theirs, not the pool's.
 _interrupted = False
@@ -304,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # the user's Ctrl-C: the pool's own is a PoolRaised
         print("interrupted (Ctrl-C)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:  # neither the pool's nor a vector's: this runner's own bug
+        print("error: this is a bug in the vectors runner, not a finding", file=sys.stderr)
+        traceback.print_exc()
+        return EXIT_BUG
     finally:
         signal.signal(signal.SIGINT, previous)
 

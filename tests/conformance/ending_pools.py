@@ -33,3 +33,13 @@ class InterruptsOnAllocation(BlockPool):
         if num_blocks >= 2:
             raise KeyboardInterrupt
         return super().get_new_blocks(num_blocks)
+
+
+class HalfAnEntry:
+    """An engine entry with a name and a summary, and none of EngineEntry's methods."""
+
+    name = "broken"
+    summary = "an entry point registered without subclassing EngineEntry"
+
+
+NOT_AN_ENTRY = HalfAnEntry()
