@@ -1,0 +1,86 @@
+"""The options every command that draws test cases shares (``conform``, ``fuzz``,
+``diff``, ``bench``, ``workload``), each declared once here: a command takes the decorator,
+and says in a word what its test cases are where the wording differs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The defaults the lockstep machines draw with.
+STEPS, BLOCKS, MAX_EXAMPLES, MAX_FINDINGS = 40, 8, 150, 10
+TRACE_DIR = "kvpool-traces"
+
+
+def steps_option(function: F) -> F:
+    """``--steps``: the most actions of one test case."""
+    return click.option(
+        "--steps",
+        default=STEPS,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Most actions per test case.",
+    )(function)
+
+
+def blocks_option(
+    default: int = BLOCKS,
+    most: int | None = 4096,
+    help: str = "Largest pool drawn (num_gpu_blocks, the null block included).",
+) -> Callable[[F], F]:
+    """``--blocks``: the pool size (the largest drawn, for the machines)."""
+    return click.option(
+        "--blocks", default=default, show_default=True, type=click.IntRange(2, most), help=help
+    )
+
+
+def seed_option(
+    default: int | None = None, help: str = "Seed for drawing; the run prints it."
+) -> Callable[[F], F]:
+    """``--seed``: the seed of the draws (``None``: one drawn at random and printed)."""
+    if default is None:
+        return click.option("--seed", type=int, default=None, help=help)
+    return click.option("--seed", default=default, show_default=True, type=int)
+
+
+def max_examples_option(cases: str = "fresh pools", per: str = "") -> Callable[[F], F]:
+    """``--max-examples``/``-n``: test cases per run (``cases``: what one is)."""
+    return click.option(
+        "--max-examples",
+        "-n",
+        default=MAX_EXAMPLES,
+        show_default=True,
+        type=click.IntRange(1),
+        help=f"Test cases ({cases}){per}.",
+    )
+
+
+def max_findings_option(findings: str, then: str = "") -> Callable[[F], F]:
+    """``--max-findings``: distinct findings collected before a run stops."""
+    return click.option(
+        "--max-findings",
+        default=MAX_FINDINGS,
+        show_default=True,
+        type=click.IntRange(1, 50),
+        help=f"Distinct {findings} to collect (each shrunk, each with its trace){then}.",
+    )
+
+
+def trace_dir_option(whose: str) -> Callable[[F], F]:
+    """``--trace-dir``: where ``whose`` trace (ITF JSON) and pytest file are written."""
+    return click.option(
+        "--trace-dir",
+        default=TRACE_DIR,
+        show_default=True,
+        type=click.Path(file_okay=False),
+        help=f"Where {whose} trace (ITF JSON) and pytest file are written.",
+    )
+
+
+def profile_option(help: str) -> Callable[[F], F]:
+    """``--profile``/``-p``: the pool behaviour expected (default: the target's own)."""
+    return click.option("--profile", "-p", default=None, help=help)
