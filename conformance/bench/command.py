@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..run_options import seed_option
 from ..targets.description import TargetDescription
 from ..targets.options import TARGET
 from ..usage import EXIT_FINDING
@@ -659,7 +660,7 @@ Examples:
     help="Also time our pool's compiled build (mypyc; built once into ~/.cache/kvpool, "
     "needs mypy and a C compiler) in the same repetitions: pools only.",
 )
-@click.option("--seed", default=0, show_default=True, type=int)
+@seed_option(0)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
     "--chart",

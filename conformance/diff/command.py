@@ -13,6 +13,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..engine.levels import ORDER, SAFETY
 from ..engine.lockstep import RunRecord
+from ..run_options import (
+    blocks_option,
+    max_examples_option,
+    max_findings_option,
+    seed_option,
+    steps_option,
+    trace_dir_option,
+)
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
 from ..targets.options import TARGET
@@ -47,43 +55,12 @@ LEVELS = {SAFETY.name: SAFETY, ORDER.name: ORDER}
     "e.g. vllm-0.24 for vllm==0.24.0, else seed).",
 )
 @click.option("--profile-b", default=None, help="The same for B.")
-@click.option(
-    "--max-examples",
-    "-n",
-    default=150,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Test cases (fresh pairs of pools).",
-)
-@click.option(
-    "--steps",
-    default=40,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Most actions per test case.",
-)
-@click.option("--seed", type=int, default=None, help="Seed for drawing; the run prints it.")
-@click.option(
-    "--blocks",
-    default=8,
-    show_default=True,
-    type=click.IntRange(2, 4096),
-    help="Largest pool drawn (num_gpu_blocks, the null block included).",
-)
-@click.option(
-    "--max-findings",
-    default=10,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="Distinct differences to collect (each shrunk, each with its trace).",
-)
-@click.option(
-    "--trace-dir",
-    default="kvpool-traces",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Where each difference's trace (ITF JSON) and pytest file are written.",
-)
+@max_examples_option("fresh pairs of pools")
+@steps_option
+@seed_option()
+@blocks_option()
+@max_findings_option("differences")
+@trace_dir_option("each difference's")
 def diff(
     pool_a: TargetDescription,
     pool_b: TargetDescription,

@@ -13,6 +13,13 @@ from rich.console import Console
 
 from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
+from ..run_options import (
+    blocks_option,
+    profile_option,
+    seed_option,
+    steps_option,
+    trace_dir_option,
+)
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from ..targets.options import MANAGER, TARGET
@@ -40,13 +47,10 @@ def _until(duration: float, max_actions: int | None) -> str:
     type=TARGET,
     help="The pool to fuzz, as for kvpool conform: impl, spec, vllm==X.Y.Z, module:factory.",
 )
-@click.option(
-    "--profile",
-    "-p",
-    default=None,
-    help="Expected behaviour (default: the target's own profile, else seed). Known: "
+@profile_option(
+    "Expected behaviour (default: the target's own profile, else seed). Known: "
     + ", ".join(PROFILES)
-    + ".",
+    + "."
 )
 @click.option(
     "--level",
@@ -104,27 +108,9 @@ def _until(duration: float, max_actions: int | None) -> str:
     type=click.Path(file_okay=False),
     help="The example database on this machine (Hypothesis's directory format).",
 )
-@click.option(
-    "--trace-dir",
-    default="kvpool-traces",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Where each kind of failure's trace (ITF JSON) and pytest file are written.",
-)
-@click.option(
-    "--steps",
-    default=40,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Most actions per test case.",
-)
-@click.option(
-    "--blocks",
-    default=8,
-    show_default=True,
-    type=click.IntRange(2, 4096),
-    help="Largest pool drawn (num_gpu_blocks, the null block included).",
-)
+@trace_dir_option("each kind of failure's")
+@steps_option
+@blocks_option()
 @click.option(
     "--examples-per-round",
     default=100,
@@ -132,7 +118,7 @@ def _until(duration: float, max_actions: int | None) -> str:
     type=click.IntRange(1),
     help="Test cases a worker draws for one job before it turns to the next.",
 )
-@click.option("--seed", type=int, default=None, help="The campaign's seed (default: random).")
+@seed_option(help="The campaign's seed (default: random).")
 @click.option(
     "--max-actions",
     type=click.IntRange(1),

@@ -15,6 +15,7 @@ from ..engine.levels import Level
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.runner import LevelResult
 from ..report import action_line, properties_table
+from ..run_options import blocks_option, profile_option, seed_option
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from ..targets.options import MANAGER, TARGET
@@ -36,12 +37,7 @@ from .workload import Workload, WorkloadParams, WorkloadStats
     type=MANAGER,
     help="Also run the workload on this manager target ('auto': the target's own, 'none').",
 )
-@click.option(
-    "--profile",
-    "-p",
-    default=None,
-    help="Expected behaviour (default: the target's own profile, else seed).",
-)
+@profile_option("Expected behaviour (default: the target's own profile, else seed).")
 @click.option("--requests", "-r", default=200, show_default=True, type=click.IntRange(1))
 @click.option(
     "--prefixes", default=6, show_default=True, type=click.IntRange(1), help="System prompts."
@@ -72,7 +68,7 @@ from .workload import Workload, WorkloadParams, WorkloadStats
     type=click.FloatRange(0.0, 1.0),
     help="Fraction of sessions with a cache_salt.",
 )
-@click.option("--blocks", default=64, show_default=True, type=click.IntRange(2))
+@blocks_option(64, None, "Blocks in the pool (num_gpu_blocks, the null block included).")
 @click.option("--block-size", default=16, show_default=True, type=click.IntRange(1))
 @click.option(
     "--groups",
@@ -81,7 +77,7 @@ from .workload import Workload, WorkloadParams, WorkloadStats
     help="KV-cache groups, a comma list of 'full' and 'sliding:N' (a window of N blocks).",
 )
 @click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--seed", default=0, show_default=True, type=int)
+@seed_option(0)
 def workload(
     target: TargetDescription,
     manager: TargetDescription | str,

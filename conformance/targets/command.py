@@ -139,7 +139,7 @@ def _latest(as_json: bool) -> None:
     from .releases.latest import all_unknown, latest_rows
 
     console = Console()
-    entries, broken = _entries()
+    entries, broken, _ = _entries()
     rows = latest_rows(entries)
     if as_json:
         click.echo(json.dumps([row.as_dict() for row in rows], indent=2))
