@@ -38,20 +38,24 @@ def blocks_option(
     )
 
 
-def seed_option(
-    default: int | None = None, help: str = "Seed for drawing; the run prints it."
-) -> Callable[[F], F]:
-    """``--seed``: the seed of the draws (``None``: one drawn at random and printed)."""
+def seed_option(default: int | None = None, help: str | None = None) -> Callable[[F], F]:
+    """``--seed``: the seed of the draws (default ``None``: one drawn at random and
+    printed)."""
     if default is None:
-        return click.option("--seed", type=int, default=None, help=help)
-    return click.option("--seed", default=default, show_default=True, type=int)
+        return click.option(
+            "--seed", type=int, default=None, help=help or "Seed for drawing; the run prints it."
+        )
+    return click.option("--seed", default=default, show_default=True, type=int, help=help)
 
 
-def max_examples_option(cases: str = "fresh pools", per: str = "") -> Callable[[F], F]:
-    """``--max-examples``/``-n``: test cases per run (``cases``: what one is)."""
+def max_examples_option(
+    cases: str = "fresh pools", per: str = "", short: bool = True
+) -> Callable[[F], F]:
+    """``--max-examples`` (and ``-n`` where ``short``): test cases per run (``cases``:
+    what one is)."""
+    names = ("--max-examples", "-n") if short else ("--max-examples",)
     return click.option(
-        "--max-examples",
-        "-n",
+        *names,
         default=MAX_EXAMPLES,
         show_default=True,
         type=click.IntRange(1),

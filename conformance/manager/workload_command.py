@@ -77,7 +77,7 @@ from .workload import Workload, WorkloadParams, WorkloadStats
     help="KV-cache groups, a comma list of 'full' and 'sliding:N' (a window of N blocks).",
 )
 @click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
-@seed_option(0)
+@seed_option(0, "The workload's seed.")
 def workload(
     target: TargetDescription,
     manager: TargetDescription | str,

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..run_options import max_examples_option, seed_option
 from ..usage import EXIT_BUG, EXIT_FINDING, EXIT_UNDECIDED, EXIT_USAGE
 from .corpus import MUTANTS, MUTANTS_BY_NAME
 from .run import MutantResult, clean_run, kill
@@ -36,10 +37,8 @@ from .run import MutantResult, clean_run, kill
 )
 @click.option("--only", multiple=True, help="Only this mutant (repeatable); see --list.")
 @click.option("--list", "list_only", is_flag=True, help="List the mutants and their bugs.")
-@click.option("--seed", default=1, show_default=True, type=int)
-@click.option(
-    "--max-examples", default=150, show_default=True, type=click.IntRange(1), help="Per level."
-)
+@seed_option(1)
+@max_examples_option(per=" per level", short=False)
 def mutants(
     budget: float, jobs: int, only: tuple[str, ...], list_only: bool, seed: int, max_examples: int
 ) -> None:

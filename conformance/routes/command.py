@@ -16,6 +16,7 @@ from rich.table import Table
 
 from ..consumers.naming import BUILT_IN, parse_consumer
 from ..consumers.protocol import ConsumerError
+from ..run_options import seed_option
 from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher, publisher_source
 from ..targets.loading import TargetLoadError, load_target
 from ..targets.vllm.isolation import IsolationError as ReleaseIsolationError
@@ -65,7 +66,7 @@ CONSUMERS = (*BUILT_IN, INDEXER)
               f"the target's own release (vllm==X.Y.Z), else {DEFAULT_RELEASE}.")  # fmt: skip
 @click.option("--every", default=4, show_default=True, type=click.IntRange(1),
               help="Ask the consumers every N batches (and at each end).")  # fmt: skip
-@click.option("--seed", default=0, show_default=True, type=int, help="The workload's seed.")
+@seed_option(0, "The workload's seed.")
 @click.option(
     "--record",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -19,6 +19,7 @@ from ..engine.lockstep import Nonconformance, RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..manager.workload import Workload, WorkloadParams
+from ..run_options import blocks_option, seed_option
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_target
 from ..targets.options import TARGET
@@ -78,7 +79,7 @@ from .twins import Twins
     help="Batches per second at most (0: as fast as the target runs).",
 )
 @click.option("--requests", "-r", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--seed", default=0, show_default=True, type=int, help="The workload's seed.")
+@seed_option(0, "The workload's seed.")
 @click.option("--prefixes", default=6, show_default=True, type=click.IntRange(1))
 @click.option(
     "--twins",
@@ -89,7 +90,7 @@ from .twins import Twins
     "the pool caches each of those prefixes in two blocks.",
 )
 @click.option("--concurrency", default=6, show_default=True, type=click.IntRange(1))
-@click.option("--blocks", default=64, show_default=True, type=click.IntRange(2))
+@blocks_option(64, None, "Blocks in the pool (num_gpu_blocks, the null block included).")
 @click.option("--block-size", default=16, show_default=True, type=click.IntRange(1))
 @click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
 @click.option(

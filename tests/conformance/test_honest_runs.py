@@ -261,13 +261,13 @@ def test_the_seeded_search_on_a_conforming_pool_counts_its_test_cases() -> None:
 def test_a_passing_run_under_its_floor_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rejections are not the only way to fall short: Hypothesis also drops test cases that
     run out of choices, and a case that ran no action checked nothing."""
-    from kvpool.conformance import conform_command
+    from kvpool.conformance import conform_run
 
     def starved(*args: object, **kwargs: object) -> LevelResult:
         record = RunRecord(examples=40, valid=3, searched=3, steps=3)
         return LevelResult(SAFETY, record, 0.1, (), min_valid=int(kwargs["min_valid"]))  # type: ignore[call-overload]
 
-    monkeypatch.setattr(conform_command, "run_level", starved)
+    monkeypatch.setattr(conform_run, "run_level", starved)
     result = conform("--machine", "pool", "--level", "safety", "-n", "40")
     assert result.exit_code == 3, result.output
     assert "TOO FEW VALID" in result.output
