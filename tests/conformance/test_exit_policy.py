@@ -577,3 +577,54 @@ def test_a_malformed_engine_entry_is_named_and_does_not_break_the_others(
     finally:
         registry.engine.cache_clear()
     assert fine.exit_code == exits.EXIT_PASS, fine.output
+
+
+# --- a refusal counts only if the target raised it ---------------------------------------
+
+
+def _refusing_run() -> object:
+    from kvpool.conformance.engine.levels import ROBUSTNESS
+    from kvpool.conformance.engine.lockstep import LockstepRun
+    from kvpool.conformance.targets.loading import load_target
+    from kvpool.spec import SEED, PoolConfig
+
+    return LockstepRun(load_target("impl")[0], SEED, ROBUSTNESS, PoolConfig(4))
+
+
+def test_the_targets_own_refusal_counts() -> None:
+    from kvpool.spec import FreeBlocks
+
+    run = _refusing_run()
+    run.apply(FreeBlocks((1,)))  # type: ignore[attr-defined]  # block 1 is free: refused
+    assert run.record.refusals["free-held"] == 1  # type: ignore[attr-defined]
+
+
+def test_kvpools_own_exception_is_never_counted_as_a_refusal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+    from kvpool.spec import FreeBlocks, get_profile
+
+    run = _refusing_run()
+    # the adapter fails before it calls the pool: a KeyError raised in kvpool's own spec
+    monkeypatch.setattr(
+        VllmApiTarget, "_blocks", lambda self, ids: get_profile("planted-no-such-profile")
+    )
+    with pytest.raises(KeyError, match="planted-no-such-profile"):
+        run.apply(FreeBlocks((1,)))  # type: ignore[attr-defined]
+    assert run.record.refusals["free-held"] == 0  # type: ignore[attr-defined]
+
+
+def test_the_runners_own_exception_is_never_counted_as_a_refusal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vectors = str(ROOT / "vectors" / "seed" / "free_blocks")
+    assert runner.main([vectors, "--pool", "kvpool.impl:BlockPool"]) == exits.EXIT_PASS
+    capsys.readouterr()
+
+    def no_blocks(self: object, ids: list[int], pool: object = None) -> list[object]:
+        raise IndexError("planted: the runner cannot find the blocks")
+
+    monkeypatch.setattr(runner.Replayer, "blocks", no_blocks)
+    assert runner.main([vectors, "--pool", "kvpool.impl:BlockPool"]) == exits.EXIT_USAGE
+    assert "cannot replay" in capsys.readouterr().out
