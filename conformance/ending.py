@@ -61,8 +61,10 @@ def raised_by_target(exc: BaseException) -> bool:
     docstring); ``False`` when its traceback shows no code but libraries'."""
     roots = _library_roots()
     for file in reversed(_frames(exc.__traceback__)):
-        if file.name.startswith("<"):  # code compiled from a string: whoever compiled it
-            continue
+        if str(file) == "<string>" or str(file).startswith("<frozen "):
+            continue  # generated (a dataclass's __init__) or the import system: pass over
+        if str(file).startswith("<"):
+            return True  # compiled from a text a target brought (a mutant of impl/)
         path = file.resolve()
         if _is_library(path, roots):
             continue

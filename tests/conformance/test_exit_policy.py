@@ -628,3 +628,29 @@ def test_the_runners_own_exception_is_never_counted_as_a_refusal(
     monkeypatch.setattr(runner.Replayer, "blocks", no_blocks)
     assert runner.main([vectors, "--pool", "kvpool.impl:BlockPool"]) == exits.EXIT_USAGE
     assert "cannot replay" in capsys.readouterr().out
+
+
+# --- whose code raised --------------------------------------------------------------------
+
+
+def test_whose_code_raised_is_read_from_the_traceback() -> None:
+    from kvpool.conformance.ending import raised_by_target
+    from kvpool.conformance.vectors.runner import read_vector
+    from kvpool.spec import get_profile
+
+    def caught(call: Callable[[], object]) -> BaseException:
+        try:
+            call()
+        except BaseException as exc:  # SystemExit too
+            return exc
+        raise AssertionError("nothing raised")
+
+    # kvpool's own code, also where the standard library raised on its behalf
+    assert not raised_by_target(caught(lambda: get_profile("no-such-profile")))
+    assert not raised_by_target(caught(lambda: read_vector(Path("/nonexistent/v.itf.json"))))
+    # code outside kvpool (this test stands for a user's pool), and a pool compiled from text
+    assert raised_by_target(caught(lambda: sys.exit(0)))
+    namespace: dict[str, object] = {}
+    source = "def crash():\n    raise KeyError(1)\n"
+    exec(compile(source, "<mutant m: impl/x.py>", "exec"), namespace)
+    assert raised_by_target(caught(namespace["crash"]))  # type: ignore[arg-type]
