@@ -16,6 +16,7 @@ import sys
 import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from types import FrameType, TracebackType
 
@@ -70,6 +71,23 @@ def raised_by_target(exc: BaseException) -> bool:
             continue
         return not (_inside(path, _CONFORMANCE) or _inside(path, _SPEC))
     return False
+
+
+@cache
+def _kvpool_file(filename: str) -> bool:
+    path = Path(filename).resolve()
+    return _inside(path, _CONFORMANCE) or _inside(path, _SPEC)
+
+
+def innermost_in_kvpool(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc``'s traceback is kvpool's own code (cheap: a
+    refusal is judged on every out-of-contract step, and most are the target's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return _kvpool_file(tb.tb_frame.f_code.co_filename)
 
 
 _interrupted = False

@@ -29,7 +29,7 @@ from kvpool.spec import (
 )
 
 from ..consumers.judge import StreamJudge
-from ..ending import interrupted_by_user
+from ..ending import innermost_in_kvpool, interrupted_by_user
 from ..events.caller import manager_could_call
 from ..events.check import taken_events, target_residency
 from .compare import compare_observation, compare_views, view_changes
@@ -329,10 +329,8 @@ class LockstepRun:
         """The target raised ``exc`` on ``action``: a refusal the spec expects (``expected``)
         counts only if the target raised it (its own code, its declared refusal value, or
         its surface refusing the call), never when kvpool's own code failed."""
-        fault = fault_of(exc)
-        if fault == "suite" and not isinstance(exc, ContractViolation):
-            raise exc  # kvpool's own exception: a bug of the suite, not the target's refusal
         if expected is None:
+            fault = fault_of(exc)
             if fault == "mismatch":  # the suite called the pool the way it does not take
                 raise SurfaceMismatch(
                     f"{action.operation}: the suite's call into the target failed: "
@@ -344,6 +342,12 @@ class LockstepRun:
                 f"{action.operation} was refused although it is allowed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+        if (
+            not isinstance(exc, ContractViolation)  # the spec target's own refusal
+            and innermost_in_kvpool(exc)
+            and fault_of(exc) == "suite"
+        ):
+            raise exc  # kvpool's own exception: a bug of the suite, not the target's refusal
         changes = view_changes(before, self.target.view())
         if changes:
             raise Nonconformance(
