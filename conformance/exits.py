@@ -72,7 +72,8 @@ STATUSES: tuple[ExitStatus, ...] = (
     ExitStatus(
         EXIT_INTERRUPTED,
         "interrupted",
-        "the user interrupted the command (Ctrl-C) outside the target's code",
+        "the user interrupted the command (Ctrl-C) outside the target's code (kvpool fuzz, "
+        "which runs until Ctrl-C when given no duration, ends with its verdict instead)",
         "run it again",
     ),
 )
