@@ -107,18 +107,17 @@ def hashes(values: list[str]) -> list[bytes]:
 
 class Replayer:
     def __init__(self, factory: Any, config: dict[str, Any]) -> None:
-        def build(n: int) -> Any:
-            return factory(
-                num_gpu_blocks=n,
-                enable_caching=config["enable_caching"],
-                hash_block_size=config["hash_block_size"],
-                enable_kv_cache_events=config["enable_kv_cache_events"],
-            )
+        options = {
+            "enable_caching": config["enable_caching"],
+            "hash_block_size": config["hash_block_size"],
+            "enable_kv_cache_events": config["enable_kv_cache_events"],
+        }  # read here: a vector lacking one is malformed, not a pool that failed to build
 
-        self.pool = Guarded(call(build, config["num_gpu_blocks"]))
-        self.peer: Any = (
-            Guarded(call(build, config["peer_blocks"])) if config["peer_blocks"] else None
-        )
+        def build(n: int) -> Any:
+            return Guarded(call(factory, num_gpu_blocks=n, **options))
+
+        self.pool = build(config["num_gpu_blocks"])
+        self.peer: Any = build(config["peer_blocks"]) if config["peer_blocks"] else None
         self.fired: list[list[Any]] = []
 
     def blocks(self, ids: list[int], pool: Any = None) -> list[Any]:
