@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -57,7 +58,7 @@ class Options:
     min_valid: float
     trace_dir: str
     coverage: bool
-    expect_file: Any
+    expect_file: Path | None
     check_contracts: bool
 
 
