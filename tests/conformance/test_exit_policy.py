@@ -654,3 +654,24 @@ def test_whose_code_raised_is_read_from_the_traceback() -> None:
     source = "def crash():\n    raise KeyError(1)\n"
     exec(compile(source, "<mutant m: impl/x.py>", "exec"), namespace)
     assert raised_by_target(caught(namespace["crash"]))  # type: ignore[arg-type]
+
+
+def test_kvpool_targets_lists_the_others_then_names_the_malformed_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.conformance.targets import registry
+
+    points = {name: point for name, point in registry.registered().items() if name == "impl"}
+    points["broken"] = importlib.metadata.EntryPoint(
+        "broken", "ending_pools:NOT_AN_ENTRY", registry.GROUP
+    )
+    monkeypatch.setattr(registry, "registered", lambda: points)
+    registry.engine.cache_clear()
+    try:
+        result = CliRunner().invoke(main, ["targets"])
+    finally:
+        registry.engine.cache_clear()
+    assert result.exit_code == exits.EXIT_USAGE, result.output
+    assert "kvpool's own linked-list BlockPool" in result.output  # impl is listed
+    assert "profiles (--profile)" in result.output  # and every table after it
+    assert "the engine entry 'broken' (ending_pools:NOT_AN_ENTRY) is malformed" in result.output
