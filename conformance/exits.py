@@ -96,7 +96,7 @@ def help_block() -> str:
 
 
 def markdown_table() -> str:
-    """The policy as the docs' table: status, meaning, what to do."""
-    rows = ["| status | meaning | what to do |", "|---|---|---|"]
-    rows += [f"| {s.code} | {s.name}: {s.meaning} | {s.what_to_do} |" for s in STATUSES]
+    """The policy as the docs' table: status, name, meaning, what to do."""
+    rows = ["| status | name | meaning | what to do |", "|---|---|---|---|"]
+    rows += [f"| {s.code} | {s.name} | {s.meaning} | {s.what_to_do} |" for s in STATUSES]
     return "\n".join(rows)

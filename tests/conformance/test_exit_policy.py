@@ -398,7 +398,7 @@ def test_the_docs_page_is_generated_from_the_definition() -> None:
     built = expand(page, "guide/exit-status.md")
     assert exits.markdown_table() in built
     for status in exits.STATUSES:
-        assert f"| {status.code} | {status.name}: {status.meaning} |" in built
+        assert f"| {status.code} | {status.name} | {status.meaning} |" in built
 
 
 def test_every_help_ends_with_the_policy() -> None:
