@@ -330,7 +330,7 @@ def print_plan(console: Console, chosen: Plan) -> None:
         "manager": chosen.manager_name,
         "expectations": "none"
         if expected is None
-        else f"{expected.source} ({len(expected.entries)} known findings)",
+        else f"{expected.source} ({len(expected.entries)} known finding(s))",
         "machines": ", ".join(chosen.machine_names),
         "runs": ", ".join(runs) or "none",
         "events judged by": chosen.consumer_model

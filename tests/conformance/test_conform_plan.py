@@ -35,7 +35,7 @@ def test_plan_prints_what_would_run_and_runs_nothing(tmp_path: Path) -> None:
     assert fields["target"] == "impl (impl)"
     assert fields["profile"].startswith("seed (")
     assert fields["manager"] == "impl"
-    assert fields["expectations"].endswith("two_faults.toml (1 known findings)")
+    assert fields["expectations"].endswith("two_faults.toml (1 known finding(s))")
     assert fields["machines"] == "pool, requests"
     assert fields["runs"] == "pool/safety, pool/robustness, requests/pool, requests/manager"
     assert fields["sizes"].startswith("20 test cases per run of at most 40 actions")
