@@ -19,30 +19,28 @@ from .engine.surface import SurfaceMismatch
 from .exits import EXIT_PASS
 from .run_options import (
     blocks_option,
+    machines_option,
+    manager_option,
     max_examples_option,
     max_findings_option,
     profile_option,
     seed_option,
     steps_option,
+    target_option,
     trace_dir_option,
 )
-from .targets.options import MANAGER, TARGET, package_option
+from .targets.options import package_option
 from .usage import fail_usage
 
 
 @click.command()
 @package_option
-@click.option(
-    "--target",
-    "-t",
-    default="impl",
-    show_default=True,
-    type=TARGET,
-    help="The pool to check: 'impl' (ours), 'spec' (self-check), an engine's NAME, "
+@target_option(
+    "The pool to check: 'impl' (ours), 'spec' (self-check), an engine's NAME, "
     "NAME==VERSION or NAME@PATH (kvpool targets lists them: vllm==0.33.0, lmdeploy, ...), "
     "or 'module:factory' — a factory building a pool with vLLM's BlockPool API "
     "(called with num_gpu_blocks=, enable_caching=, hash_block_size=, "
-    "enable_kv_cache_events=) or a Target from (config, profile).",
+    "enable_kv_cache_events=) or a Target from (config, profile)."
 )
 @profile_option(
     "Which pool behaviour is expected (default: the target's own profile, e.g. "
@@ -72,26 +70,17 @@ from .usage import fail_usage
     "page). Built in: " + ", ".join(CONSUMERS) + ". [default: the one the profile's release "
     "promises; count where it promises none]",
 )
-@click.option(
-    "--machine",
-    "-m",
-    "machines",
-    default="pool,requests",
-    show_default=True,
-    help="Comma-separated machines: pool (pool actions at each --level), requests "
+@machines_option(
+    "Comma-separated machines: pool (pool actions at each --level), requests "
     "(request actions: the spec's manager driving the target pool, and the target's own "
-    "manager, if any, against the spec's manager; request-level properties checked).",
+    "manager, if any, against the spec's manager; request-level properties checked)."
 )
-@click.option(
-    "--manager",
-    default="auto",
-    show_default=True,
-    type=MANAGER,
-    help="The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
+@manager_option(
+    "The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
     "impl's KVCacheManager, or an LMDeploy release's block manager with its prefix trie), "
     "'none', 'vllm' (the KVCacheManager of the vLLM release --target names), 'lmdeploy' "
     "(the same for an LMDeploy release), or 'module:factory' building a manager target from "
-    "(setup, profile).",
+    "(setup, profile)."
 )
 @max_examples_option(per=" per level")
 @steps_option

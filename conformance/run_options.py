@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 import click
 
+from .targets.options import MANAGER, TARGET
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The defaults the lockstep machines draw with.
@@ -88,3 +90,20 @@ def trace_dir_option(whose: str) -> Callable[[F], F]:
 def profile_option(help: str) -> Callable[[F], F]:
     """``--profile``/``-p``: the pool behaviour expected (default: the target's own)."""
     return click.option("--profile", "-p", default=None, help=help)
+
+
+def target_option(help: str) -> Callable[[F], F]:
+    """``--target``/``-t``: the pool checked (default: kvpool's own, ``impl``)."""
+    return click.option("--target", "-t", default="impl", show_default=True, type=TARGET, help=help)
+
+
+def manager_option(help: str) -> Callable[[F], F]:
+    """``--manager``: the KV cache manager the requests machine runs (default: ``auto``)."""
+    return click.option("--manager", default="auto", show_default=True, type=MANAGER, help=help)
+
+
+def machines_option(help: str) -> Callable[[F], F]:
+    """``--machine``/``-m``: the machines run, comma-separated (default: both)."""
+    return click.option(
+        "--machine", "-m", "machines", default="pool,requests", show_default=True, help=help
+    )

@@ -15,14 +15,16 @@ from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..manager.target import RequestSetup
 from ..run_options import (
     blocks_option,
+    machines_option,
+    manager_option,
     profile_option,
     seed_option,
     steps_option,
+    target_option,
     trace_dir_option,
 )
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
-from ..targets.options import MANAGER, TARGET
 from ..usage import EXIT_BUG, EXIT_FINDING, comma_names, fail_usage
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
@@ -39,14 +41,7 @@ def _until(duration: float, max_actions: int | None) -> str:
 
 
 @click.command()
-@click.option(
-    "--target",
-    "-t",
-    default="impl",
-    show_default=True,
-    type=TARGET,
-    help="The pool to fuzz, as for kvpool conform: impl, spec, vllm==X.Y.Z, module:factory.",
-)
+@target_option("The pool to fuzz, as for kvpool conform: impl, spec, vllm==X.Y.Z, module:factory.")
 @profile_option(
     "Expected behaviour (default: the target's own profile, else seed). Known: "
     + ", ".join(PROFILES)
@@ -60,22 +55,11 @@ def _until(duration: float, max_actions: int | None) -> str:
     show_default=True,
     help="Comma-separated levels of the pool machine.",
 )
-@click.option(
-    "--machine",
-    "-m",
-    "machines",
-    default="pool,requests",
-    show_default=True,
-    help="Comma-separated machines: pool (at each --level) and requests (on the pool, and "
-    "on the target's manager if any).",
+@machines_option(
+    "Comma-separated machines: pool (at each --level) and requests (on the pool, and "
+    "on the target's manager if any)."
 )
-@click.option(
-    "--manager",
-    default="auto",
-    show_default=True,
-    type=MANAGER,
-    help="The manager the requests machine checks: auto, none, or module:factory.",
-)
+@manager_option("The manager the requests machine checks: auto, none, or module:factory.")
 @click.option(
     "--workers",
     "-w",

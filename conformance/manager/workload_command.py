@@ -15,10 +15,15 @@ from ..engine.levels import Level
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.runner import LevelResult
 from ..report import action_line, properties_table
-from ..run_options import blocks_option, profile_option, seed_option
+from ..run_options import (
+    blocks_option,
+    manager_option,
+    profile_option,
+    seed_option,
+    target_option,
+)
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
-from ..targets.options import MANAGER, TARGET
 from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .machine import RequestRun, RunBuilder
 from .runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder
@@ -27,16 +32,8 @@ from .workload import Workload, WorkloadParams, WorkloadStats
 
 
 @click.command()
-@click.option(
-    "--target", "-t", default="impl", show_default=True, type=TARGET, help="The pool to drive."
-)
-@click.option(
-    "--manager",
-    default="auto",
-    show_default=True,
-    type=MANAGER,
-    help="Also run the workload on this manager target ('auto': the target's own, 'none').",
-)
+@target_option("The pool to drive.")
+@manager_option("Also run the workload on this manager target ('auto': the target's own, 'none').")
 @profile_option("Expected behaviour (default: the target's own profile, else seed).")
 @click.option("--requests", "-r", default=200, show_default=True, type=click.IntRange(1))
 @click.option(

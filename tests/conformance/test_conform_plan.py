@@ -97,3 +97,13 @@ def test_the_shared_options_are_declared_once(module: str) -> None:
         assert f'click.option(\n    "{option}"' not in text, (module, option)
         assert f'click.option("{option}"' not in text, (module, option)
     assert "from .run_options import" in text or "from ..run_options import" in text
+
+
+@pytest.mark.parametrize(
+    "module", ["conform_command.py", "fuzz/command.py", "manager/workload_command.py"]
+)
+def test_the_target_and_manager_options_are_declared_once(module: str) -> None:
+    text = (CONFORMANCE / module).read_text(encoding="utf-8")
+    for option in ("--target", "--manager", "--machine", "--profile"):
+        assert f'click.option(\n    "{option}"' not in text, (module, option)
+        assert f'click.option("{option}"' not in text, (module, option)
