@@ -663,13 +663,14 @@ def test_whose_code_raised_is_read_from_the_traceback() -> None:
 def test_kvpool_targets_lists_the_others_then_names_the_malformed_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kvpool.conformance.targets import registry
+    from kvpool.conformance.targets import command, registry
 
     points = {name: point for name, point in registry.registered().items() if name == "impl"}
     points["broken"] = importlib.metadata.EntryPoint(
         "broken", "ending_pools:NOT_AN_ENTRY", registry.GROUP
     )
     monkeypatch.setattr(registry, "registered", lambda: points)
+    monkeypatch.setattr(command, "registered", lambda: points)  # its own name for it
     registry.engine.cache_clear()
     try:
         result = CliRunner().invoke(main, ["targets"])
