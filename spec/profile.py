@@ -339,6 +339,20 @@ def get_profile(name: str) -> Profile:
     raise KeyError(f"unknown profile {name!r}; known profiles: {known}, or a file NAME.toml")
 
 
+def built_in_profile(name: str) -> Profile:
+    """The built-in profile called ``name``: all a field of a trace or a vector may name (a
+    field of a file is never read as a path; a profile file of the user's own comes from
+    the command line). ``KeyError`` otherwise, naming the known profiles: the error does
+    not repeat what the file holds."""
+    if name in PROFILES:
+        return PROFILES[name]
+    raise KeyError(
+        "the file names a profile that is not built in (a trace or vector names one of "
+        f"{', '.join(sorted(PROFILES))}; a profile file of your own is named on the command "
+        "line)"
+    )
+
+
 def profile_for_version(version: str) -> Profile:
     """The profile of vLLM release ``version`` (``"0.27.1"``, ``"0.34.0.dev118+g4ba787ec9"``).
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-
 from kvpool.spec.files import UnreadableFile, read_regular_file
 
 from ..bounds import MAX_TRACE_BYTES, BoundsError, load_json

@@ -50,15 +50,16 @@ def replay_trace(
     manager: str | None = None,
     runs: int = 2,
     versus: str | None = None,
+    profile: str | None = None,
 ) -> Verdict:
     """Replay ``trace`` ``runs`` times on fresh targets; the verdicts must agree. Raises
-    :class:`.trust.NamedInFile` when the trace names a pool, manager or pool B that is not
-    built in and the caller did not name one."""
-    chosen = choose(trace.meta, target, manager, versus)
-    recorded = record(trace, chosen.target, chosen.manager, chosen.versus)
+    :class:`.trust.NamedInFile` when the trace names a pool, manager, pool B or profile
+    that is not built in and the caller did not name one."""
+    chosen = choose(trace.meta, target, manager, versus, profile)
+    recorded = record(trace, chosen.target, chosen.manager, chosen.versus, chosen.profile)
     step, message = _first_divergence(recorded)
     for _ in range(runs - 1):
-        again = record(trace, chosen.target, chosen.manager, chosen.versus)
+        again = record(trace, chosen.target, chosen.manager, chosen.versus, chosen.profile)
         if _first_divergence(again) != (step, message):
             other = _first_divergence(again)
             return Verdict(
