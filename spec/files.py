@@ -23,9 +23,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-
-#: How much one ``read`` asks for (the bound, not this, limits the total).
-_CHUNK = 1 << 20
+from typing import BinaryIO
 
 _OPEN_FLAGS = (
     os.O_RDONLY
@@ -53,12 +51,11 @@ def file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
-    """The bytes of the regular file at ``path``, at most ``limit`` of them.
-
-    :class:`UnreadableFile` (naming ``what`` and the path) for a file that cannot be
-    opened, is not a regular file, or holds more than ``limit`` bytes.
-    """
+def open_regular_file(path: str | os.PathLike[str], what: str = "file") -> BinaryIO:
+    """The regular file at ``path``, opened for reading in binary (its reads then block as
+    a regular file's do, never on a writer); :class:`UnreadableFile` naming ``what`` and
+    the path for a file that cannot be opened or is not a regular file. The caller bounds
+    what it reads (:func:`read_regular_file` reads a whole file to a bound)."""
     name = f"{what} {Path(path)}"
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -68,21 +65,29 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "fil
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise UnreadableFile(f"{name}: is {file_kind(mode)}; only regular files are read")
-        chunks: list[bytes] = []
-        total = 0
-        while total <= limit:
-            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-    except OSError as exc:
-        raise UnreadableFile(f"{name}: cannot be read: {exc.strerror or exc}") from None
-    finally:
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
         os.close(fd)
-    if total > limit:
+        raise
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, what: str = "file") -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them.
+
+    :class:`UnreadableFile` (naming ``what`` and the path) for a file that cannot be
+    opened, is not a regular file, or holds more than ``limit`` bytes.
+    """
+    name = f"{what} {Path(path)}"
+    with open_regular_file(path, what) as file:
+        try:
+            data = file.read(limit + 1)
+        except OSError as exc:
+            raise UnreadableFile(f"{name}: cannot be read: {exc.strerror or exc}") from None
+    if len(data) > limit:
         raise UnreadableFile(f"{name}: more than {limit} bytes; at most {limit} are read")
-    return b"".join(chunks)
+    return data
 
 
 def read_regular_text(path: str | os.PathLike[str], limit: int, what: str = "file") -> str:
