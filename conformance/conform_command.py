@@ -57,6 +57,7 @@ from .targets.loading import (
 )
 from .targets.options import MANAGER, TARGET, package_option
 from .targets.registry import describe_target
+from .targets.vllm_api.features import inferred_lines
 from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
 
 
@@ -322,6 +323,8 @@ def conform(
         highlight=False,
         soft_wrap=True,  # the profile's reason is one line a reader (or grep) can find
     )
+    for line in inferred_lines(probe):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if alone:
         console.print(
             f"no --target: the requests machine checks manager {manager_name}; its "
