@@ -182,10 +182,10 @@ def _patterns(where: str, value: object) -> tuple[str, ...] | None:
         raise ExpectationsError(f"{where}: 'text' is a pattern or a list of 1 to {MAX_PATTERNS}")
     patterns = tuple(_string(where, "text", p) or "" for p in listed)
     for pattern in patterns:
-        if "\\" in pattern:
+        if "\\" in pattern or pattern.startswith("^") or pattern.endswith("$"):
             raise ExpectationsError(
                 f"{where}: 'text' is literal text in which * stands for any run of "
-                "characters, not a regular expression (it holds a backslash)"
+                "characters, not a regular expression (it holds a backslash or an anchor)"
             )
         if pattern.count("*") > MAX_STARS:
             raise ExpectationsError(f"{where}: 'text' has more than {MAX_STARS} *")
