@@ -134,7 +134,7 @@ def foreign_pool_routing(
     the first, and the second's free count does not move."""
     blocks = getattr(pool, "blocks", None)
     try:
-        link = getattr(blocks[0], "pool", None) if blocks else None  # type: ignore[index]
+        link = getattr(blocks[0], "pool", None) if blocks else None
     except Exception:  # blocks that cannot be indexed: no link to read
         return None, None
     if link is None:
