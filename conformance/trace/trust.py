@@ -143,8 +143,9 @@ def choose(
     missing = tuple((o, v) for o, v in needed_options(meta) if given[o] is None)
     if missing:
         raise NamedInFile(meta, missing)
-    if meta.versus_profile is not None:
-        built_in_profile(meta.versus_profile)  # pool B's: built in, or a KeyError
+    if meta.versus is not None:  # a diff trace loads both sides by their profiles' names
+        built_in_profile(meta.profile)
+        built_in_profile(meta.versus_profile or meta.profile)
     return Chosen(
         target or meta.target,
         (manager or meta.manager or "auto") if _uses_manager(meta) else None,
