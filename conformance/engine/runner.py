@@ -238,7 +238,9 @@ def machine_search(
     """A search by a Hypothesis machine (``machine(known)``), for :func:`find_all`."""
 
     def search(known: frozenset[str], seed: int) -> Failure | None:
-        return explore(machine(known), record, max_examples=max_examples, steps=steps, seed=seed)
+        return explore(
+            machine(known), record, max_examples=max_examples, steps=steps, seed=seed
+        )
 
     return search
 

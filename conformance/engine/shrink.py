@@ -183,7 +183,8 @@ def _simpler(action: Any) -> list[Any]:
                 for j, block in enumerate(value):
                     lower = [b for b in range(1, block) if b not in value]
                     variants += [
-                        replace(action, **{f.name: (*value[:j], b, *value[j + 1 :])}) for b in lower
+                        replace(action, **{f.name: (*value[:j], b, *value[j + 1 :])})
+                        for b in lower
                     ]
         if f.name == "block_hashes" and value:
             variants.append(replace(action, block_hashes=value[:-1]))

@@ -82,6 +82,7 @@ def _build(plan: CampaignPlan, loaded: Loaded, spec: JobSpec) -> Job:
     key = database_key(plan, spec)
     level = job_level(spec)
     if spec.machine == "pool":
+
         start = pool_case(loaded.factory, loaded.profile, level, blocks)
 
         def pool_cases(known: frozenset[str], tick: Callable[[RunRecord], None]) -> Cases:
