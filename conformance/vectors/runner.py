@@ -171,12 +171,12 @@ def read_vector(path: Path) -> Any:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError("not a regular file; only regular files are read")
-        data = b""
+        data = bytearray()
         while len(data) <= MAX_VECTOR_BYTES:
             chunk = os.read(fd, MAX_VECTOR_BYTES + 1 - len(data))
             if not chunk:
                 break
-            data += chunk
+            data.extend(chunk)
     finally:
         os.close(fd)
     if len(data) > MAX_VECTOR_BYTES:
