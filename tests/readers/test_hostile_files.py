@@ -161,6 +161,7 @@ READERS: dict[str, tuple[str, Command, Callable[[Path], None]]] = {
     "vector runner": ("v.itf.json", in_folder(run_standalone), huge_json),
     "conform --expect": ("e.toml", lambda p: kvpool([*CONFORM, "--expect", str(p)]), huge_toml),
     "conform --profile": ("p.toml", lambda p: kvpool([*CONFORM, "--profile", str(p)]), huge_toml),
+    "profile show": ("p.toml", lambda p: kvpool(["profile", "show", str(p)]), huge_toml),
     "monitor": (
         "s.jsonl",
         lambda p: kvpool(["monitor", "--seconds", "5", str(p)]),
