@@ -53,6 +53,20 @@ POOL_HOOKS = MappingProxyType(
         "arguments (block_mask, replace_existing_hashes, ...); actions it does not take are "
         "never drawn for it",
         "version": "version: str: the release under test, written into traces and tables",
+        "header_lines": "header_lines() -> list[str]: what the target inferred from the "
+        "pool's names and where, printed in the run's header (the vLLM-API adapter's; a "
+        "target that declares its operations and observables needs none)",
+    }
+)
+
+#: What the factory of a pool with vLLM's ``BlockPool`` API may declare (``--target
+#: module:factory``; the class, when the factory is the pool class).
+POOL_FACTORY_HOOKS = MappingProxyType(
+    {
+        "kvpool_features_off": "kvpool_features_off: set[str]: features the suite would "
+        "infer from the pool's names (foreign_pool, evict_first, ref_cnt, ...: "
+        "kvpool.conformance.targets.vllm_api.features.FEATURES) declared off: never drawn "
+        "or compared",
     }
 )
 
@@ -97,6 +111,7 @@ __all__ = [
     "MANAGER_FACTORY_HOOKS",
     "MANAGER_HOOKS",
     "OBSERVABLES",
+    "POOL_FACTORY_HOOKS",
     "POOL_HOOKS",
     "Action",
     "Admit",

@@ -59,6 +59,8 @@ SILENT_ENDPOINT_SECONDS = 30.0
 MAX_RECORDING_LINE_BYTES = 2 * MAX_FRAME_BYTES
 #: A trace or a test-vector file.
 MAX_TRACE_BYTES = 20_000_000
+#: A ``kvpool route-check`` recording (its curves: a few hundred kilobytes).
+MAX_ROUTE_RECORDING_BYTES = MAX_TRACE_BYTES
 #: How deep a JSON document may nest (a trace nests about 8 deep).
 MAX_JSON_NESTING = 64
 
@@ -100,6 +102,7 @@ def load_json(data: bytes | str, what: str, max_bytes: int = MAX_TRACE_BYTES) ->
     except RecursionError:
         raise BoundsError(f"{what} nests deeper than {MAX_JSON_NESTING} levels") from None
     except ValueError as exc:
+        # also a number past Python's int-string limit (4,300 digits): a ValueError
         raise BoundsError(f"{what} is not JSON: {str(exc)[:200]}") from None
     if nesting_exceeds(value, MAX_JSON_NESTING):
         raise BoundsError(f"{what} nests deeper than {MAX_JSON_NESTING} levels")

@@ -24,6 +24,7 @@ from .report import (
     properties_table,
     results_table,
 )
+from .targets.vllm_api.features import inferred_lines
 
 
 def print_header(console: Console, plan: Plan) -> None:
@@ -36,6 +37,8 @@ def print_header(console: Console, plan: Plan) -> None:
         highlight=False,
         soft_wrap=True,  # the profile's reason is one line a reader (or grep) can find
     )
+    for line in inferred_lines(plan.probe):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if plan.alone:
         console.print(
             f"no --target: the requests machine checks manager {plan.manager_name}; its "

@@ -44,7 +44,7 @@ from .errors import ContractViolation
 from .events import AllBlocksCleared, BlockRemoved, BlockStored, Event, canonical_events
 from .invariants import INVARIANTS, broken_invariants, invariants_hold
 from .observation import Observation, Result
-from .profile import PROFILES, SEED, Profile, get_profile
+from .profile import PROFILES, SEED, Profile, built_in_profile, get_profile
 from .rules import RULES
 from .state import NULL_BLOCK, PoolState, PrimaryKey, initial_state
 from .step import adopt_allocation, run, step, violation
@@ -92,6 +92,7 @@ __all__ = [
     "apply_event",
     "apply_events",
     "broken_invariants",
+    "built_in_profile",
     "canonical_events",
     "consumer_violations",
     "get_profile",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .actions import ALL_ACTIONS
+from .files import UnreadableFile, read_regular_text
 from .versions import Version, VersionError, parse_version
 
 
@@ -255,15 +256,15 @@ MAX_PROFILE_BYTES = 1 << 20
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        if path.stat().st_size > MAX_PROFILE_BYTES:
-            raise ProfileFileError(f"{path}: larger than {MAX_PROFILE_BYTES} bytes")
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileFileError(f"{path}: cannot be read: {exc}") from None
+        return tomllib.loads(read_regular_text(path, MAX_PROFILE_BYTES, "profile file"))
+    except UnreadableFile as exc:
+        raise ProfileFileError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileFileError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise ProfileFileError(f"{path}: nests arrays or tables too deeply") from None
+    except ValueError as exc:  # an integer past Python's int-string limit (4,300 digits)
+        raise ProfileFileError(f"{path}: a value out of bounds: {str(exc)[:120]}") from None
 
 
 def _releases(where: str, document: dict[str, Any]) -> list[tuple[int, int, int]]:
@@ -336,6 +337,20 @@ def get_profile(name: str) -> Profile:
         return load_profile_file(Path(name).expanduser())
     known = ", ".join(sorted(PROFILES))
     raise KeyError(f"unknown profile {name!r}; known profiles: {known}, or a file NAME.toml")
+
+
+def built_in_profile(name: str) -> Profile:
+    """The built-in profile called ``name``: all a field of a trace or a vector may name (a
+    field of a file is never read as a path; a profile file of the user's own comes from
+    the command line). ``KeyError`` otherwise, naming the known profiles: the error does
+    not repeat what the file holds."""
+    if name in PROFILES:
+        return PROFILES[name]
+    raise KeyError(
+        "the file names a profile that is not built in (a trace or vector names one of "
+        f"{', '.join(sorted(PROFILES))}; a profile file of your own is named on the command "
+        "line)"
+    )
 
 
 def profile_for_version(version: str) -> Profile:

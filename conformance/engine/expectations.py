@@ -22,7 +22,7 @@ gives either expectations or one :class:`ExpectationsError` naming the entry and
     rule = "free-held"                   # the rule id (or the finding's kind)
     operation = "free_blocks"            # optional: only on this operation
     level = "robustness"                 # optional: only at this level
-    text = "but held 1"                  # optional: a regular expression the message matches
+    text = "but held 1"                  # optional: a pattern the message holds (* any run)
     rare = false                         # optional: true if a run may not meet it
     situation = "free_blocks([b, b]) on a block held once queues it twice"
     upstream = "https://github.com/vllm-project/vllm/issues/42571"
@@ -38,12 +38,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvpool.spec.files import UnreadableFile, read_regular_text
+
 from .signature import signature
 
 #: Bounds of what the reader accepts: a file of known findings is small.
 MAX_BYTES = 1_000_000
 MAX_ENTRIES = 1_000
 MAX_TEXT = 2_000
+#: Patterns in one entry's ``text``, and ``*`` in one pattern.
+MAX_PATTERNS = 16
+MAX_STARS = 16
 
 FIELDS = ("rule", "situation", "upstream", "operation", "level", "text")
 #: A flag: the finding is rare at the usual settings, so a run that does not meet it passes.
@@ -66,10 +71,11 @@ class Expectation:
     upstream: str
     operation: str | None = None
     level: str | None = None
-    #: A regular expression the finding's message must match, to tell one situation from
-    #: another under the same rule (``maps to blocks \[(.*, )?0(, .*)?\]``: the null block
-    #: in the index).
-    text: str | None = None
+    #: Patterns, one of which the finding's message must hold, to tell one situation from
+    #: another under the same rule (``maps to blocks [*, 0]*, expected``: the null block in
+    #: the index): each is literal text in which ``*`` stands for any run of characters
+    #: (:func:`holds`); never a regular expression, so no pattern can make a match slow.
+    text: tuple[str, ...] | None = None
     #: Rare at the usual settings: a run that does not meet it still passes (like a
     #: web-platform-tests expectation of several statuses).
     rare: bool = False
@@ -79,7 +85,7 @@ class Expectation:
         (the root, reported first) or its kind is :attr:`rule`, on :attr:`operation`."""
         if self.level is not None and self.level != level:
             return False
-        if self.text is not None and re.search(self.text, message) is None:
+        if self.text is not None and not any(holds(message, p) for p in self.text):
             return False
         kind = signature(message)
         if self.operation is not None and not re.match(
@@ -120,15 +126,9 @@ def read_expectations(path: Path) -> Expectations:
     """The expectations in ``path`` (``.toml`` or ``.json``); :class:`ExpectationsError`
     for anything else, naming what is wrong and where."""
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ExpectationsError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    if size > MAX_BYTES:
-        raise ExpectationsError(f"{path}: {size} bytes, more than the {MAX_BYTES} accepted")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ExpectationsError(f"{path}: not readable UTF-8 text: {exc}") from None
+        text = read_regular_text(path, MAX_BYTES, "expectations file")
+    except UnreadableFile as exc:
+        raise ExpectationsError(str(exc)) from None
     data = _parse(path, text)
     return Expectations(_entries(path, data), source=str(path))
 
@@ -141,6 +141,8 @@ def _parse(path: Path, text: str) -> object:
             raise ExpectationsError(f"{path}: not valid TOML: {exc}") from None
         except RecursionError:  # tomllib parses nested arrays and tables recursively
             raise ExpectationsError(f"{path}: nests arrays or tables too deeply") from None
+        except ValueError as exc:  # an integer past Python's int-string limit
+            raise ExpectationsError(f"{path}: a value out of bounds: {str(exc)[:120]}") from None
     if path.suffix == ".json":
         try:
             return json.loads(text)
@@ -163,6 +165,47 @@ def _entries(path: Path, data: object) -> tuple[Expectation, ...]:
     return tuple(_entry(path, n, e) for n, e in enumerate(listed, 1))
 
 
+def _string(where: str, name: str, value: object) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ExpectationsError(f"{where}: '{name}' must be a non-empty string")
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise ExpectationsError(f"{where}: '{name}' is longer than {MAX_TEXT} characters")
+    return value
+
+
+def _patterns(where: str, value: object) -> tuple[str, ...] | None:
+    """The ``text`` field: one pattern or a list of at most :data:`MAX_PATTERNS`."""
+    if value is None:
+        return None
+    listed = value if isinstance(value, list) else [value]
+    if not listed or len(listed) > MAX_PATTERNS:
+        raise ExpectationsError(f"{where}: 'text' is a pattern or a list of 1 to {MAX_PATTERNS}")
+    patterns = tuple(_string(where, "text", p) or "" for p in listed)
+    for pattern in patterns:
+        if "\\" in pattern or pattern.startswith("^") or pattern.endswith("$"):
+            raise ExpectationsError(
+                f"{where}: 'text' is literal text in which * stands for any run of "
+                "characters, not a regular expression (it holds a backslash or an anchor)"
+            )
+        if pattern.count("*") > MAX_STARS:
+            raise ExpectationsError(f"{where}: 'text' has more than {MAX_STARS} *")
+    return patterns
+
+
+def holds(message: str, pattern: str) -> bool:
+    """Whether ``message`` holds ``pattern`` somewhere, ``*`` in it standing for any run of
+    characters: its literal parts found in order, each at its first place after the
+    previous one (the first place is always a right one, so a match costs a few
+    ``str.find``s, never a search that backtracks)."""
+    at = 0
+    for part in pattern.split("*"):
+        found = message.find(part, at)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
+
+
 def _entry(path: Path, number: int, entry: Any) -> Expectation:
     where = f"{path}: entry {number}"
     if not isinstance(entry, dict):
@@ -178,16 +221,10 @@ def _entry(path: Path, number: int, entry: Any) -> Expectation:
         value = entry.get(name)
         if value is None and name in REQUIRED:
             raise ExpectationsError(f"{where}: '{name}' is missing")
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ExpectationsError(f"{where}: '{name}' must be a non-empty string")
-        if isinstance(value, str) and len(value) > MAX_TEXT:
-            raise ExpectationsError(f"{where}: '{name}' is longer than {MAX_TEXT} characters")
-        values[name] = value
-    if values["text"] is not None:
-        try:
-            re.compile(values["text"])
-        except re.error as exc:
-            raise ExpectationsError(f"{where}: 'text' is not a regular expression: {exc}") from None
+        if name == "text":
+            continue
+        values[name] = _string(where, name, value)
+    text = _patterns(where, entry.get("text"))
     upstream = values["upstream"] or ""
     if not upstream.startswith(("https://", "http://")):
         raise ExpectationsError(f"{where}: 'upstream' must be a link (https://...)")
@@ -197,6 +234,6 @@ def _entry(path: Path, number: int, entry: Any) -> Expectation:
         upstream=upstream,
         operation=values["operation"],
         level=values["level"],
-        text=values["text"],
+        text=text,
         rare=rare,
     )

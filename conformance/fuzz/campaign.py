@@ -26,6 +26,7 @@ from .jobs import Job, build_jobs, load
 from .messages import Crashed, Finished, Found, JobCounts, Message, Progress
 from .plan import CampaignPlan, JobSpec
 from .sharing import DatabaseErrors, SharedExamples
+from .tether import tether
 from .traces import save_finding
 
 #: Seconds between two progress messages of a worker.
@@ -35,9 +36,13 @@ PROGRESS_EVERY = 0.5
 REPLAY_EXAMPLES = 20
 
 
-def work(plan: CampaignPlan, worker: int, outbox: Queue[Message], stop: Event) -> None:
-    """A worker process's entry point (workers count from 1). Its last message is
+def work(
+    plan: CampaignPlan, worker: int, outbox: Queue[Message], stop: Event, supervisor: int
+) -> None:
+    """A worker process's entry point (workers count from 1), started by process
+    ``supervisor``, with which it dies (:mod:`.tether`). Its last message is
     :class:`Finished`, or :class:`Crashed` when kvpool itself failed."""
+    tether(supervisor)
     interrupts = Interrupts()
     interrupts.install()
     running: Worker | None = None

@@ -25,6 +25,7 @@ from ..run_options import (
 )
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
+from ..targets.vllm_api.features import inferred_lines
 from ..usage import EXIT_BUG, EXIT_FINDING, comma_names, fail_usage
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
@@ -166,7 +167,7 @@ def fuzz(
     except (click.BadParameter, KeyError, TargetLoadError) as exc:
         fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
     try:
-        factory(PoolConfig(2), chosen_profile)
+        probe = factory(PoolConfig(2), chosen_profile)
         if manager_factory is not None:
             manager_factory(RequestSetup(ManagerConfig(1), PoolConfig(2)), chosen_profile)
     except Exception as exc:  # the user's factory failed to build a pool or a manager
@@ -202,6 +203,8 @@ def fuzz(
         highlight=False,
         soft_wrap=True,
     )
+    for line in inferred_lines(probe):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     outcome = supervise(
         plan,
         workers,

@@ -14,6 +14,8 @@ key is set explicitly instead (:func:`database_key`).
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from typing import Any
 
 from hypothesis.database import (
@@ -21,7 +23,9 @@ from hypothesis.database import (
     ExampleDatabase,
     MultiplexedDatabase,
 )
+from kvpool.spec.files import UnreadableFile, read_regular_file
 
+from ..bounds import MAX_EXAMPLE_BYTES
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors, Tolerant
 
@@ -59,11 +63,36 @@ def database_key(plan: CampaignPlan, job: JobSpec) -> bytes:
 def open_database(spec: DatabaseSpec, errors: DatabaseErrors) -> ExampleDatabase:
     """The directory database, multiplexed with Redis when ``spec`` names a server; each
     backend's errors are counted in ``errors`` rather than raised (see :mod:`.sharing`)."""
-    local = Tolerant(DirectoryBasedExampleDatabase(spec.directory), spec.directory, errors)
+    local = Tolerant(RegularFilesDatabase(spec.directory, errors), spec.directory, errors)
     if spec.redis_url is None:
         return local
     shared = Tolerant(redis_database(spec.redis_url), spec.redis_url, errors)
     return MultiplexedDatabase(local, shared)
+
+
+class RegularFilesDatabase(DirectoryBasedExampleDatabase):
+    """Hypothesis's directory database, whose examples are read as every kvpool reader
+    reads a file (:mod:`kvpool.spec.files`): regular files only, at most
+    ``MAX_EXAMPLE_BYTES`` each. A FIFO, a device or an oversized file stored under a key is
+    skipped and counted in ``errors``, never waited on (a FIFO would hang the worker until
+    the campaign killed it, and the campaign would then have judged nothing)."""
+
+    def __init__(self, path: str, errors: DatabaseErrors) -> None:
+        super().__init__(path)
+        self.errors = errors
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        folder = self._key_path(key)
+        try:
+            names = sorted(os.listdir(folder)) if folder.is_dir() else []
+        except OSError:  # the folder went away meanwhile: nothing stored
+            return
+        for name in names:
+            try:
+                yield read_regular_file(folder / name, MAX_EXAMPLE_BYTES, "stored example")
+            except UnreadableFile as exc:
+                self.errors.count += 1
+                self.errors.last = str(exc)
 
 
 def redis_database(url: str) -> ExampleDatabase:

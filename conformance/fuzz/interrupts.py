@@ -1,12 +1,12 @@
 """How a worker takes Ctrl-C (SIGINT).
 
-A Ctrl-C in a terminal reaches every process of the campaign at once; the parent also
-sends SIGINT to each worker when the campaign stops. The handler only notes it: a
-``KeyboardInterrupt`` raised at an arbitrary point could land in a garbage-collector
-callback (and be lost) or in the middle of writing a trace. The worker raises it itself as
-the next test case starts (:meth:`Interrupts.check`), where Hypothesis lets it through
-without storing the interrupted test case, and checks between rounds; a finding being
-shrunk and written is finished first.
+A Ctrl-C in a terminal reaches the parent (each worker leads a process group of its own,
+see :mod:`.tether`), which sends SIGINT to each worker when the campaign stops. The
+handler only notes it: a ``KeyboardInterrupt`` raised at an arbitrary point could land in
+a garbage-collector callback (and be lost) or in the middle of writing a trace. The worker
+raises it itself as the next test case starts (:meth:`Interrupts.check`), where
+Hypothesis lets it through without storing the interrupted test case, and checks between
+rounds; a finding being shrunk and written is finished first.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from .campaign import work
 from .messages import Crashed, Found, Message, Progress
 from .plan import CampaignPlan
 from .status import LiveLine, Tally, print_finding
+from .tether import end_group
 
 #: Seconds workers get to end their round after the deadline, before SIGINT.
 ROUND_GRACE = 5.0
@@ -146,7 +147,7 @@ def _sigint(
         for worker in range(1, workers + 1):
             process = context.Process(
                 target=work,
-                args=(plan, worker, outbox, stop),
+                args=(plan, worker, outbox, stop, os.getpid()),
                 name=f"kvpool-fuzz-worker-{worker}",
                 daemon=True,
             )
@@ -280,14 +281,16 @@ def _interrupt(processes: list[SpawnProcess]) -> None:
 
 
 def _end(processes: list[SpawnProcess], outbox: Queue[Message]) -> None:
-    """Make sure every worker is gone: SIGTERM, then SIGKILL, reading the queue meanwhile
+    """Make sure every worker is gone: SIGTERM, then SIGKILL, each to the worker's own
+    process group (what the pool under test started goes too), reading the queue meanwhile
     (a worker cannot exit while its last messages are unread)."""
-    for ending in (SpawnProcess.terminate, SpawnProcess.kill):
+    for ending in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in processes if p.is_alive()]
         if not alive:
             break
         for process in alive:
-            ending(process)
+            if process.pid is not None:
+                end_group(process.pid, ending)
         until = time.monotonic() + TERMINATE_GRACE
         while time.monotonic() < until and any(p.is_alive() for p in alive):
             for _ in _drain(outbox, wait=0.1):

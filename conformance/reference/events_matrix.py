@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvpool.spec import CONSUMER_MODELS, get_profile
+from kvpool.spec import CONSUMER_MODELS, built_in_profile
 
 from ..events.upstream import broken_property, report_link, upstream_report
 from ..trace.files import read_trace
@@ -24,7 +24,7 @@ def events_matrix(findings: Path) -> str:
         traces = [read_trace(p) for p in sorted(folder.glob("*.itf.json"))]
         if not traces:
             continue
-        profile = get_profile(traces[0].meta.profile)
+        profile = built_in_profile(traces[0].meta.profile)  # a field is never a path
         emits = publishes_events(traces[0].meta.target)
         cells = []
         for model in CONSUMER_MODELS:

@@ -12,12 +12,14 @@ a run's curve at a few points and :func:`ranks_table` the recall of each rank.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvpool.spec.files import UnreadableFile, read_regular_file
+
+from ..bounds import MAX_ROUTE_RECORDING_BYTES, BoundsError, load_json
 from .scenarios import SCENARIOS, ScenarioResult, Setting
 from .tally import Point, Tally
 
@@ -200,8 +202,9 @@ def _curve(raw: Any, where: str, ranks: bool) -> Curve:
 def read_recording(path: Path) -> Recording:
     """A recording read and checked; :class:`RecordingError` says what is wrong."""
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = read_regular_file(path, MAX_ROUTE_RECORDING_BYTES, "route-check recording")
+        document = load_json(data, f"{path}", MAX_ROUTE_RECORDING_BYTES)
+    except (UnreadableFile, BoundsError) as exc:
         raise RecordingError(f"{path}: not a readable JSON recording: {exc}") from None
     name = str(path)
     if _field(document, "kvpool_route_check", int, name) != VERSION:

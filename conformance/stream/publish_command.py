@@ -27,12 +27,14 @@ from ..targets.vllm.isolation import IsolationError
 from ..targets.vllm.releases import ReleaseError
 from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .publisher import (
+    ALL_INTERFACES,
     DEFAULT_RELEASE,
     LOOPBACK,
     EventTranslator,
     PublisherError,
     bind_host,
     load_publisher,
+    on_interface,
     publisher_source,
 )
 from .publisher import start_publisher as start_vllm_publisher
@@ -52,8 +54,9 @@ from .twins import Twins
     "--endpoint",
     default="tcp://*:5557",
     show_default=True,
-    help="vLLM's PUB address: tcp://*:PORT binds (on the --bind interface; subscribers "
-    "connect to tcp://HOST:PORT); tcp://HOST:PORT connects to a subscriber that binds.",
+    help="vLLM's PUB address: tcp://*:PORT binds (on the --bind interface, loopback by "
+    "default; subscribers connect to tcp://HOST:PORT); tcp://HOST:PORT connects to a "
+    "subscriber that binds there (nothing listens).",
 )
 @click.option(
     "--bind",
@@ -62,13 +65,16 @@ from .twins import Twins
     metavar="HOST|tcp://HOST:PORT",
     help="The interface the wildcard endpoints (tcp://*:PORT) are bound on: loopback by "
     "default, '*' for every interface (as vLLM binds them). tcp://HOST:PORT binds the PUB "
-    "endpoint there (the replay endpoint's port on the same interface).",
+    "endpoint there (the replay endpoint's port on the same interface). Binding anything "
+    "but loopback takes this flag, naming that interface or '*'.",
 )
 @click.option(
     "--replay-endpoint",
     default="tcp://*:5558",
     show_default=True,
-    help="vLLM's replay ROUTER address (always bound); 'none' for no replay socket.",
+    help="vLLM's replay ROUTER address (always bound: tcp://*:PORT on the --bind "
+    "interface; an address off loopback only with --bind naming it); 'none' for no "
+    "replay socket.",
 )
 @click.option("--topic", default="", show_default=True, help="The topic frame of every message.")
 @click.option(
@@ -187,8 +193,8 @@ def publish(
     translator = EventTranslator(loaded, run.setup.pool.hash_block_size)
     try:
         replay = None if replay_endpoint == "none" else replay_endpoint
-        host, bound = bind_host(bind)
-        publisher = start_vllm_publisher(loaded, bound or endpoint, replay, topic, bind=host)
+        pub, replay, host = endpoints(endpoint, bind, replay)
+        publisher = start_vllm_publisher(loaded, pub, replay, topic, bind=host)
     except PublisherError as exc:
         usage(str(exc))
     params = WorkloadParams(
@@ -251,6 +257,44 @@ def _drain(publisher: Any, seconds: float = 5.0) -> None:
     while queue is not None and not queue.empty() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)  # the last one: taken off the queue, being sent
+
+
+def endpoints(endpoint: str, bind: str, replay: str | None) -> tuple[str, str | None, str | None]:
+    """The PUB endpoint, the replay endpoint and the interface to bind them on, as the
+    options say: a wildcard ``--endpoint`` (or ``--bind tcp://HOST:PORT``) binds on the
+    ``--bind`` interface; ``--endpoint tcp://HOST:PORT`` connects (the release's own
+    publisher decides, given no interface), its replay socket still bound on the ``--bind``
+    interface. An address off loopback is bound only when ``--bind`` names its host or
+    ``*``; :class:`PublisherError` otherwise."""
+    host, bound = bind_host(bind)
+    for address, what in ((bound, "--bind"), (replay, "--replay-endpoint")):
+        named = _host_of(address)
+        if named not in (None, host) and host != ALL_INTERFACES and not _loopback(named):
+            raise PublisherError(
+                f"{what} {address} binds on {named}, off loopback: give --bind {named} (or "
+                "--bind '*') to bind beyond loopback"
+            )
+    if bound is not None:
+        return bound, replay, host
+    if endpoint.startswith("tcp://*:"):
+        return endpoint, replay, host
+    if "::" in endpoint or "*" in endpoint:  # vLLM's publisher binds these: never implied
+        raise PublisherError(
+            f"--endpoint {endpoint}: vLLM's publisher would bind it, not connect; to bind, "
+            "give --bind tcp://HOST:PORT (an IPv4 address connects)"
+        )
+    return endpoint, None if replay is None else on_interface(replay, host), None
+
+
+def _host_of(address: str | None) -> str | None:
+    """The host of ``tcp://HOST:PORT`` (``None`` for a wildcard or no address)."""
+    if address is None or not address.startswith("tcp://") or address.startswith("tcp://*:"):
+        return None
+    return address.removeprefix("tcp://").rpartition(":")[0] or None
+
+
+def _loopback(host: str) -> bool:
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
 
 
 class _Status:

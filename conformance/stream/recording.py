@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from kvpool.spec.files import UnreadableFile, open_regular_file
+
 from ..bounds import MAX_RECORDING_LINE_BYTES, BoundsError, load_json
 
 FORMAT = "kvpool-kv-events"
@@ -72,9 +74,9 @@ class Recorder:
 def read_recording(path: Path) -> Iterator[Recorded]:
     """The messages of a saved stream, in order; :class:`RecordingError` on a bad line."""
     try:
-        lines = path.open("rb")
-    except OSError as exc:
-        raise RecordingError(f"cannot read {path}: {exc.strerror}") from None
+        lines = open_regular_file(path, "recording")
+    except UnreadableFile as exc:
+        raise RecordingError(str(exc)) from None
     with lines:
         header = _line(_read_line(lines, path, 1), path, 1)
         if header.get("format") != FORMAT or header.get("version") != VERSION:

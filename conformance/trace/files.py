@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from kvpool.spec.files import UnreadableFile, read_regular_file
 
 from ..bounds import MAX_TRACE_BYTES, BoundsError, load_json
 from .itf import ItfError, Json, decode, encode
@@ -102,15 +103,9 @@ def write_trace(trace: Trace, path: Path) -> Path:
 def read_trace(path: Path) -> Trace:
     """The trace in ``path``; :class:`TraceFileError` for anything that is not a valid trace."""
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise TraceFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if size > MAX_TRACE_BYTES:
-        raise TraceFileError(f"{path} is {size} bytes; traces are at most {MAX_TRACE_BYTES}")
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise TraceFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_regular_file(path, MAX_TRACE_BYTES, "trace")
+    except UnreadableFile as exc:
+        raise TraceFileError(str(exc)) from None
     try:
         data = load_json(text, str(path), MAX_TRACE_BYTES)
     except BoundsError as exc:

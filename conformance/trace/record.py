@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from kvpool.spec import (
     Action,
     PoolState,
+    Profile,
     get_profile,
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
@@ -29,13 +30,18 @@ T = TypeVar("T")
 
 
 def record(
-    trace: Trace, target: str | None = None, manager: str | None = None, versus: str | None = None
+    trace: Trace,
+    target: str | None = None,
+    manager: str | None = None,
+    versus: str | None = None,
+    profile: Profile | None = None,
 ) -> Trace:
     """Replay ``trace``'s actions on a fresh target (its own, or ``target`` / ``manager``)
     and return it with every step recorded, up to and including the first divergence. A
     diff trace replays pool A (``target`` overrides it) against its pool B (``versus``).
 
-    This loads whatever the trace names: for a trace read from a file, pass the names that
+    This loads whatever the trace names, its profile included (``profile``: the one to
+    use instead): for a trace read from a file, pass the names and the profile that
     :func:`.trust.choose` picked (``replay_trace`` does)."""
     meta = trace.meta
     if meta.versus is not None:  # a diff trace: pool A against pool B
@@ -43,8 +49,10 @@ def record(
 
         return record_pair(trace, target, versus)
     if meta.machine == "pool":
-        return _record_pool(trace, target or meta.target)
-    return _record_requests(trace, target or meta.target, manager or meta.manager)
+        return _record_pool(trace, target or meta.target, profile or get_profile(meta.profile))
+    return _record_requests(
+        trace, target or meta.target, manager or meta.manager, profile or get_profile(meta.profile)
+    )
 
 
 class BuildDiverged(Exception):
@@ -69,13 +77,12 @@ def _verdict(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _record_pool(trace: Trace, target: str) -> Trace:
+def _record_pool(trace: Trace, target: str, profile: Profile) -> Trace:
     meta = trace.meta
     factory, _ = load_target(target)
     config = meta.config
     assert not isinstance(config, RequestSetup)
     level = level_for(meta.level, meta.consumer)
-    profile = get_profile(meta.profile)
     run = _built(lambda: LockstepRun(factory, profile, level, config, RunRecord()))
     initial = state_json(run.state)
     steps = []
@@ -94,11 +101,10 @@ def _record_pool(trace: Trace, target: str) -> Trace:
     return Trace(meta, trace.actions, tuple(steps), initial)
 
 
-def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
+def _record_requests(trace: Trace, target: str, manager: str | None, profile: Profile) -> Trace:
     meta = trace.meta
     setup = meta.config
     assert isinstance(setup, RequestSetup)
-    profile = get_profile(meta.profile)
     if meta.level == "manager":
         factory, _ = load_manager(manager or "auto", target)
         if factory is None:

@@ -53,15 +53,18 @@ def replay_trace(
     manager: str | None = None,
     runs: int = 2,
     versus: str | None = None,
+    profile: str | None = None,
 ) -> Verdict:
     """Replay ``trace`` ``runs`` times on fresh targets; the verdicts must agree. Raises
-    :class:`.trust.NamedInFile` when the trace names a pool, manager or pool B that is not
-    built in and the caller did not name one."""
-    chosen = choose(trace.meta, target, manager, versus)
+    :class:`.trust.NamedInFile` when the trace names a pool, manager, pool B or profile
+    that is not built in and the caller did not name one."""
+    chosen = choose(trace.meta, target, manager, versus, profile)
 
     def recorded_divergence() -> tuple[Trace, int | None, str | None]:
         try:
-            recorded = record(trace, chosen.target, chosen.manager, chosen.versus)
+            recorded = record(
+                trace, chosen.target, chosen.manager, chosen.versus, chosen.profile
+            )
         except BuildDiverged as exc:  # step 0: the target as it was built
             return trace, 0, str(exc)
         return (recorded, *_first_divergence(recorded))

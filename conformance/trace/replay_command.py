@@ -24,6 +24,12 @@ from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
     "--versus", default=None, type=TARGET, help="A diff trace: replay against this pool B instead."
 )
 @click.option(
+    "--profile",
+    default=None,
+    help="Judge by this profile (a built-in name, or your own profile file NAME.toml): "
+    "needed for a trace recorded with a profile file, which a trace names but never reads.",
+)
+@click.option(
     "--consumer",
     default=None,
     help="An events trace judged by a consumer plugin (module:factory): load it (a trace "
@@ -35,6 +41,7 @@ def replay(
     manager: TargetDescription | str | None,
     versus: TargetDescription | None,
     consumer: str | None,
+    profile: str | None,
 ) -> None:
     """Replay TRACE_FILE against its target (or --target): exit 0 if the target now
     conforms, 1 with the first diverging step if it still fails (or gives two verdicts for
@@ -55,7 +62,9 @@ def replay(
 
             parse_consumer(consumer)
         trace = read_trace(Path(trace_file))
-        verdict = replay_trace(trace, text_of(target), text_of(manager), versus=text_of(versus))
+        verdict = replay_trace(
+            trace, text_of(target), text_of(manager), versus=text_of(versus), profile=profile
+        )
     except NamedInFile as exc:
         fail_usage(console, f"{exc}; run: {exc.command(trace_file)}")
     except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvpool.spec import PoolConfig, get_profile
+from kvpool.spec import PoolConfig, built_in_profile
 
 from ..engine.target import EVICT_FIRST
 from ..targets.description import TargetDescription
@@ -68,12 +68,13 @@ def check_vectors(
         if on_vector is not None:
             on_vector(path)
         result = results.setdefault(group, GroupResult())
-        probe = factory(PoolConfig(2), get_profile(trace.meta.profile))
+        chosen = built_in_profile(trace.meta.profile)  # a vector's field is never a path
+        probe = factory(PoolConfig(2), chosen)
         if unsupported(trace, probe.operations) is not None:
             result.skipped += 1
             continue
         try:
-            recorded = record(trace, text)
+            recorded = record(trace, text, profile=chosen)
         except BuildDiverged as exc:  # a finding before the first action
             result.failed.append((path.name, str(exc)))
             continue

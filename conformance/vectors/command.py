@@ -33,15 +33,28 @@ def vectors() -> None:
     show_default=True,
     type=click.Path(file_okay=False),
     help="Directory for the corpus: PROFILE/OPERATION/LEVEL-N.itf.json and "
-    "PROFILE/invariants/NAME.itf.json. Files no longer in the corpus are removed.",
+    "PROFILE/invariants/NAME.itf.json. A file an earlier generation wrote there (listed in "
+    "its .kvpool-vectors manifest) and no longer in the corpus is removed; nothing else is.",
 )
 def vectors_generate(out: str) -> None:
     """Generate the corpus from the spec: every profile, level and operation, and the
-    edge of every invariant."""
+    edge of every invariant. Only files kvpool wrote are ever removed or replaced: a file
+    of yours where a vector goes is an error (exit 2), before anything is written."""
     from .generate import write_corpus
+    from .owned import FolderNotOwned
 
-    written = write_corpus(Path(out))
-    click.echo(f"{len(written)} vectors in {out}")
+    try:
+        written = write_corpus(Path(out))
+    except (FolderNotOwned, OSError) as exc:
+        fail_usage(Console(), str(exc))
+    click.echo(f"{len(written.files)} vectors in {out}")
+    if written.removed:
+        click.echo(f"removed {len(written.removed)} vector(s) no longer in the corpus")
+    if written.left:
+        click.echo(
+            f"left {len(written.left)} other *.itf.json file(s) in place (not written by "
+            f"kvpool), e.g. {written.left[0]}"
+        )
 
 
 @vectors.command(name="check")

@@ -26,6 +26,7 @@ from ..engine.machine import DRAWERS, kinds, next_action
 from ..trace.files import dumps
 from ..trace.model import Trace, TraceMeta
 from ..trace.record import record
+from .owned import Written, write_owned
 from .scenarios import SCENARIOS
 
 #: Walks per (profile, level, operation): more for the seed profile, the contract itself.
@@ -146,20 +147,8 @@ def vector(trace: Trace) -> Trace:
     return replace(trace, steps=steps)
 
 
-def write_corpus(out: Path) -> list[Path]:
-    """Write every vector under ``out`` (files not in the corpus are removed); the paths."""
-    written = []
-    wanted = {}
-    for relative, trace in corpus():
-        wanted[relative] = dumps(vector(trace), compact=True)
-    if out.exists():
-        for old in out.rglob("*.itf.json"):
-            if str(old.relative_to(out)) not in wanted:
-                old.unlink()
-    for relative, text in wanted.items():
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+def write_corpus(out: Path) -> Written:
+    """Write every vector under ``out``, removing or replacing only files an earlier
+    generation wrote there (:mod:`.owned`); what it did."""
+    wanted = {relative: dumps(vector(trace), compact=True) for relative, trace in corpus()}
+    return write_owned(out, wanted)

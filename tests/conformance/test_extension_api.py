@@ -15,7 +15,7 @@ READ = re.compile(
     r"\s*,\s*(?:\"([a-z_]+)\"|([A-Z_]+))"
 )
 #: Hooks read through a named constant.
-CONSTANTS = {"TAKES": "takes"}
+CONSTANTS = {"TAKES": "takes", "OFF_ATTRIBUTE": "kvpool_features_off"}
 
 
 def hooks_read(root: Path) -> set[str]:
@@ -26,7 +26,12 @@ def hooks_read(root: Path) -> set[str]:
     return found
 
 
-DOCUMENTED = {*api.POOL_HOOKS, *api.MANAGER_HOOKS, *api.MANAGER_FACTORY_HOOKS}
+DOCUMENTED = {
+    *api.POOL_HOOKS,
+    *api.POOL_FACTORY_HOOKS,
+    *api.MANAGER_HOOKS,
+    *api.MANAGER_FACTORY_HOOKS,
+}
 
 
 def test_every_hook_the_suite_reads_is_in_the_api() -> None:

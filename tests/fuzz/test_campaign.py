@@ -36,6 +36,7 @@ def test_a_planted_fault_is_found_shrunk_and_its_trace_written_once(tmp_path: Pa
     assert len(verdict.trace.actions) <= 6, "the trace is shrunk"
     assert "1 kind of failure found" in result.output
     assert "deadline reached" in result.output
+    assert "inferred from the pool's names" in result.output  # what it infers, said
 
 
 def test_our_pool_runs_clean_on_every_machine_until_the_action_budget(tmp_path: Path) -> None:

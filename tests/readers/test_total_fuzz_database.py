@@ -112,3 +112,41 @@ def test_a_planted_finding_still_replays_through_the_bounds() -> None:
         assert run(replay=True) is not None, "and replays from the database"
     finally:
         sys.path.pop(0)
+
+
+def test_a_fifo_stored_under_a_key_replays_as_nothing_and_is_counted() -> None:
+    """A FIFO (or a device) in the directory database: the replay round neither waits on
+    it nor finds anything in it; the error is counted for the campaign's summary."""
+    import os
+    import signal
+
+    from kvpool.conformance.fuzz.database import RegularFilesDatabase
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError("the replay waits on the FIFO")
+
+    errors = DatabaseErrors()
+    with tempfile.TemporaryDirectory() as directory:
+        backend = RegularFilesDatabase(directory, errors)
+        folder = backend._key_path(JOB.key)
+        folder.mkdir(parents=True)
+        os.mkfifo(folder / "fifo")
+        (folder / "zeros").symlink_to("/dev/zero")
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.alarm(30)
+        try:
+            found = hunt(
+                JOB.cases(frozenset(), lambda record: None),
+                JOB.record,
+                database=Tolerant(backend, directory, errors),
+                key=JOB.key,
+                replay=True,
+                max_examples=20,
+                steps=20,
+                seed=1,
+            )
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+    assert found is None, found
+    assert errors.count >= 2 and "only regular files are read" in (errors.last or "")

@@ -15,6 +15,7 @@ from the pool's own keys (:mod:`.events`).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import weakref
 from collections import Counter
@@ -53,6 +54,7 @@ from ..hash_index import read_index
 from ..index_probe import IndexProbe
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
+from .features import Feature, declared_off, header_lines
 from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
@@ -95,8 +97,12 @@ class VllmApiTarget:
         self.factory = factory
         self.config = config
         self.profile = profile
+        #: The features the pool declares off (:mod:`.features`).
+        self.features_off = declared_off(factory)
         self.pool = build_pool(factory, config, config.num_gpu_blocks, api)
-        self.api = api if api is not None else detect_api(factory, self.pool)
+        self.api = _without(
+            api if api is not None else detect_api(factory, self.pool), self.features_off
+        )
         self.peer = (
             build_pool(factory, config, config.peer_blocks, self.api)
             if config.peer_blocks
@@ -111,6 +117,8 @@ class VllmApiTarget:
             read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None
         )
         self.operations = self._detect_operations()
+        #: What was inferred from the pool's names, and where (the run's header prints it).
+        self.features = self._features()
         self.observes = self._detect_observables()
 
     # --- what this pool offers ----------------------------------------------------------
@@ -129,24 +137,64 @@ class VllmApiTarget:
         ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
         if "free_blocks" in ops and self.api.evict_first_arg is not None:
             ops.add(EVICT_FIRST)
-        if hasattr(self.pool.blocks[0], "pool"):
+        if self.api.foreign_pool is not None:
             ops.add("peer_get_new_blocks")
         return frozenset(ops)
 
+    def _features(self) -> tuple[Feature, ...]:
+        """Every feature inferred from the pool's names, with where, less those it
+        declares off."""
+        found: list[Feature] = []
+        api, block = self.api, self.pool.blocks[0]
+        if api.evict_first_arg is not None and "free_blocks" in self.operations:
+            found.append(Feature("evict_first", f"free_blocks({api.evict_first_arg}=...)"))
+        if api.block_mask and "cache_full_blocks" in self.operations:
+            found.append(Feature("block_mask", "cache_full_blocks(block_mask=...)"))
+        if api.replace_existing_hashes and "cache_partial_block" in self.operations:
+            found.append(
+                Feature(
+                    "replace_existing_hashes",
+                    "cache_partial_block(replace_existing_hashes=...)",
+                )
+            )
+        if api.foreign_pool is not None:
+            found.append(Feature("foreign_pool", api.foreign_pool))
+        queue = getattr(self.pool, "free_block_queue", None)
+        if queue is not None and free_list_order(queue, len(self.pool.blocks)) is not None:
+            found.append(Feature("free_queue", "free_block_queue, walked by its links"))
+        elif queue is not None and hasattr(queue, "get_all_free_blocks"):
+            found.append(Feature("free_queue", "free_block_queue.get_all_free_blocks()"))
+        if hasattr(block, "ref_cnt"):
+            found.append(Feature("ref_cnt", "blocks[i].ref_cnt"))
+        if hasattr(block, "block_hash"):
+            found.append(Feature("block_hash", "blocks[i].block_hash"))
+        if self._index_readable:
+            found.append(Feature("index", "cached_block_hash_to_block, read whole"))
+        elif "get_cached_block" in self.operations:
+            found.append(Feature("index", "probed through get_cached_block"))
+        if self._check_structure and queue is not None and sentinels(queue) is not None:
+            found.append(Feature("linked_free_list", "free_block_queue's sentinels and links"))
+        return tuple(f for f in found if f.name not in self.features_off)
+
+    def header_lines(self) -> list[str]:
+        """What was inferred from the pool's names, for the run's header."""
+        notes = (
+            []
+            if self.api.foreign_pool_note is None
+            else [f"foreign_pool: {self.api.foreign_pool_note}"]
+        )
+        return header_lines(self.features, self.features_off, notes)
+
     def _detect_observables(self) -> frozenset[str]:
         seen = set()
-        block = self.pool.blocks[0]
-        queue = getattr(self.pool, "free_block_queue", None)
-        if queue is not None and (
-            free_list_order(queue, len(self.pool.blocks)) is not None
-            or hasattr(queue, "get_all_free_blocks")
-        ):
+        inferred = {f.name for f in self.features}
+        if "free_queue" in inferred:
             seen.add("free_queue")
-        if hasattr(block, "ref_cnt"):
+        if "ref_cnt" in inferred:
             seen.add("ref_cnt")
-        if hasattr(block, "block_hash"):
+        if "block_hash" in inferred:
             seen.add("keys")
-        if self._index_readable or "get_cached_block" in self.operations:
+        if "index" in inferred:
             seen.add("index")  # read whole, or probed through the pool's lookups
         if "take_events" in self.operations and (self.api.events_carry_group or "keys" in seen):
             seen.add("events")
@@ -156,7 +204,7 @@ class VllmApiTarget:
             seen.add("watchers")
         if "peer_get_new_blocks" in self.operations:
             seen.add("peer")
-        if self._check_structure and queue is not None and sentinels(queue) is not None:
+        if "linked_free_list" in inferred:
             seen.add("structure")
         return frozenset(seen)
 
@@ -431,3 +479,17 @@ class VllmApiTarget:
             peer_problems = free_list_problems(self.peer.free_block_queue, self.peer.blocks)
             problems += [f"peer pool: {p}" for p in peer_problems]
         return problems
+
+
+def _without(api: PoolApi, off: frozenset[str]) -> PoolApi:
+    """``api`` with the optional arguments and the routing a pool declares off."""
+    changes: dict[str, Any] = {}
+    if "evict_first" in off:
+        changes["evict_first_arg"] = None
+    if "block_mask" in off:
+        changes["block_mask"] = False
+    if "replace_existing_hashes" in off:
+        changes["replace_existing_hashes"] = False
+    if "foreign_pool" in off:
+        changes["foreign_pool"] = None
+    return dataclasses.replace(api, **changes) if changes else api

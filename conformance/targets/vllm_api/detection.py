@@ -3,6 +3,7 @@ pool built with the constructor arguments it takes."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 from collections.abc import Callable
@@ -38,6 +39,13 @@ class PoolApi:
     events_carry_group: bool = True
     #: Builds the request object the pool reads (``None``: :class:`FakeRequest`).
     request: Callable[[list[bytes], list[int]], Any] | None = None
+    #: Where foreign-pool routing (vLLM 0.30's ``KVCacheBlock.pool``) was found, or
+    #: ``None``: its blocks link to their pool, and a block of another pool freed through
+    #: it went back to that pool (:func:`foreign_pool_routing`).
+    foreign_pool: str | None = None
+    #: Why a block attribute named ``pool`` was not taken as routing (``None``: no such
+    #: attribute, or it was).
+    foreign_pool_note: str | None = None
 
 
 CONSTRUCTOR_ARGS = ("num_gpu_blocks", "enable_caching", "hash_block_size", "enable_kv_cache_events")
@@ -95,7 +103,7 @@ def _read_api(factory: PoolFactory, pool: Any) -> PoolApi:
         constructor = frozenset(a for a in CONSTRUCTOR_ARGS if a in params)
     free = getattr(pool, "free_blocks", None)
     evict_first_arg = next((a for a in ("evict_first", "prepend") if _takes(free, a, False)), None)
-    return PoolApi(
+    api = PoolApi(
         constructor_args=constructor,
         touch_per_group=_touch_per_group(getattr(pool, "touch", None)),
         evict_first_arg=evict_first_arg,
@@ -105,6 +113,56 @@ def _read_api(factory: PoolFactory, pool: Any) -> PoolApi:
         ),
         events_carry_group=_events_carry_group(pool),
     )
+    found, note = foreign_pool_routing(factory, pool, api)
+    return dataclasses.replace(api, foreign_pool=found, foreign_pool_note=note)
+
+
+#: Where :func:`foreign_pool_routing` says routing was found.
+ROUTING_FOUND = "blocks[0].pool names its pool; another pool's block freed here went back"
+
+
+def foreign_pool_routing(
+    factory: PoolFactory, pool: Any, api: PoolApi
+) -> tuple[str | None, str | None]:
+    """Whether the pool hands a block of another pool back to it (vLLM 0.30's
+    ``KVCacheBlock.pool``): (where found, ``None``) if so, else (``None``, why not) when its
+    blocks have a ``pool`` attribute, (``None``, ``None``) when they have none.
+
+    An attribute named ``pool`` alone says nothing: it must link the block to the pool
+    that holds it (the pool itself, or a callable giving it), and two pools built by the
+    factory must show it: a block taken from one and freed through the other goes back to
+    the first, and the second's free count does not move."""
+    blocks = getattr(pool, "blocks", None)
+    try:
+        link = getattr(blocks[0], "pool", None) if blocks else None
+    except Exception:  # blocks that cannot be indexed: no link to read
+        return None, None
+    if link is None:
+        return None, None
+    try:
+        links = link is pool or (callable(link) and link() is pool)
+    except Exception:  # calling the link failed: it is no link to the pool
+        links = False
+    if not links:
+        return None, "blocks[0].pool is there, but does not name the pool holding it"
+    try:
+        mine = build_pool(factory, PoolConfig(4), 4, api)
+        other = build_pool(factory, PoolConfig(4), 4, api)
+        if mine is other:
+            return None, "blocks[0].pool is there, but the factory builds one pool only"
+        free_mine, free_other = mine.get_num_free_blocks(), other.get_num_free_blocks()
+        (block,) = other.get_new_blocks(1)
+        mine.free_blocks([block])
+        routed = (mine.get_num_free_blocks(), other.get_num_free_blocks()) == (
+            free_mine,
+            free_other,
+        )
+    except Exception as exc:  # the pool refused the other pool's block: it routes nothing
+        name = type(exc).__name__
+        return None, f"blocks[0].pool is there; another pool's block freed here raised {name}"
+    if not routed:
+        return None, "blocks[0].pool is there; another pool's block freed here did not go back"
+    return ROUTING_FOUND, None
 
 
 def _touch_per_group(touch: object) -> bool:
