@@ -19,10 +19,12 @@ from .hunt_record import rates_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
+from .mutants_record import load as load_mutants_record
+from .mutants_record import record_table as mutants_record_table
 from .mutmut_score import load, score_table, survivors_table
 from .pool_events import event_fields_section
 from .pool_record import load as load_pool_record
-from .pool_record import pools_table
+from .pool_record import growth_table, pools_table
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
@@ -150,10 +152,20 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
     ),
+    "pool-growth": (
+        "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
+        "computed from the runs kept in docs/data/bench-pools.json",
+        lambda link, docs_dir: growth_table(load_pool_record(docs_dir)),
+    ),
     "hunt-rates": (
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
         "computed from the result tables kept in docs/data/hunt.json",
         lambda link, docs_dir: rates_table(load_hunt_record(docs_dir)),
+    ),
+    "mutants-record": (
+        "kvpool mutants --seed N -j 1's figures, seed by seed: killed, time to kill, shrunk "
+        "trace, computed from the runs kept in docs/data/mutants.json",
+        lambda link, docs_dir: mutants_record_table(load_mutants_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "
