@@ -23,8 +23,8 @@ from .mutants_record import load as load_mutants_record
 from .mutants_record import record_table as mutants_record_table
 from .mutmut_score import load, score_table, survivors_table
 from .pool_events import event_fields_section
-from .pool_record import load as load_pool_record
 from .pool_record import growth_table, pools_table
+from .pool_record import load as load_pool_record
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
