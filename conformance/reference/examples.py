@@ -155,6 +155,9 @@ class ConsoleCommand:
     offset: int
     command: str
     output: str
+    #: Line offsets in the body of the output's first line and of the line after its last.
+    output_start: int = 0
+    output_end: int = 0
 
 
 def console_commands(body: str) -> list[ConsoleCommand]:
@@ -175,7 +178,8 @@ def console_commands(body: str) -> list[ConsoleCommand]:
         end = i
         while end < len(lines) and not lines[end].startswith("$ "):
             end += 1
-        found.append(ConsoleCommand(start, command, "\n".join(lines[i:end]).strip("\n")))
+        output = "\n".join(lines[i:end]).strip("\n")
+        found.append(ConsoleCommand(start, command, output, i, end))
         i = end
     return found
 
@@ -213,6 +217,19 @@ def _inside(scratch: Path) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def expected_status(fence: Fence) -> int:
+    """The exit status the page expects of a console block's commands (0 unless an
+    ``<!-- exit: N -->`` directive says otherwise)."""
+    if fence.directive is None or fence.directive[0] != "exit":
+        return 0
+    try:
+        return int(fence.directive[1])
+    except ValueError:
+        raise ExampleFailed(
+            f"{fence.where}: <!-- exit: {fence.directive[1]} --> is not a number"
+        ) from None
+
+
 class PageRun:
     """One page's examples, run in page order in one scratch directory and one namespace.
 
@@ -228,6 +245,8 @@ class PageRun:
         self.done = 0
         self.failed: dict[int, Exception] = {}
         self.skipped: dict[int, str] = {}
+        #: What each command printed and its exit status, by (fence line, command offset).
+        self.printed: dict[tuple[int, int], tuple[int, str]] = {}
 
     def run(self, index: int) -> None:
         """Run block ``index`` (after any earlier block not run yet).
@@ -277,14 +296,7 @@ class PageRun:
             exec(code, self.namespace)
 
     def _console(self, fence: Fence) -> None:
-        expected = 0
-        if fence.directive is not None and fence.directive[0] == "exit":
-            try:
-                expected = int(fence.directive[1])
-            except ValueError:
-                raise ExampleFailed(
-                    f"{fence.where}: <!-- exit: {fence.directive[1]} --> is not a number"
-                ) from None
+        expected = expected_status(fence)
         commands = console_commands(fence.body)
         if not commands:
             raise ExampleFailed(f"{fence.where}: a console block with no `$ kvpool` line")
@@ -294,6 +306,7 @@ class PageRun:
             with _inside(self.scratch):
                 runner = CliRunner(env={"COLUMNS": str(COLUMNS)})
                 result = runner.invoke(self.kvpool, args, catch_exceptions=True)
+            self.printed[(fence.line, offset)] = (result.exit_code, result.output)
             if result.exit_code != expected:
                 crash = ""
                 if result.exception is not None and not isinstance(result.exception, SystemExit):
