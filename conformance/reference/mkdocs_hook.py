@@ -25,6 +25,7 @@ from kvpool.conformance.reference.site_version import (
     changelog_page,
     footer,
     project_version,
+    repository,
 )
 from kvpool.conformance.reference.table_check import malformed_tables
 from mkdocs.config.defaults import MkDocsConfig
@@ -71,7 +72,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
             )
     # the footer of the pages that are not a page of the nav (404.html, at the root);
     # on_page_context sets each page's own
-    version = project_version(Path(config.docs_dir).parent)
+    version = project_version(repository(Path(config.docs_dir)))
     config.copyright = footer(version, files_url(CHANGELOG_PAGE, config))
     return config
 
@@ -81,7 +82,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     generated pages are never committed, so they cannot drift) and the repository files
     the site publishes at their repository paths (the findings' traces)."""
     builders = reference_builders(main)
-    root = Path(config.docs_dir).parent
+    root = repository(Path(config.docs_dir))
     builders[CHANGELOG_PAGE] = lambda: changelog_page(root)
     for path in builders:
         if files.get_file_from_path(path) is not None:
@@ -124,7 +125,7 @@ def on_page_context(
     prints ``copyright``), the link relative to the page, so the site works from any
     folder."""
     changelog = files_url(CHANGELOG_PAGE, config)
-    version = project_version(Path(config.docs_dir).parent)
+    version = project_version(repository(Path(config.docs_dir)))
     config.copyright = footer(version, get_relative_url(changelog, page.url or "."))
     return context
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from .markdown import GENERATED
 
+#: The checkout this module is in (the version and changelog of a site whose own folder
+#: has no pyproject.toml: a site built elsewhere with kvpool's hook).
+CHECKOUT = Path(__file__).resolve().parents[2]
 #: Where the site publishes the repository's CHANGELOG.md.
 CHANGELOG_PAGE = "changelog.md"
 #: The distribution's name, as the footer states it.
@@ -21,6 +24,13 @@ DISTRIBUTION = "kvpool-spec"
 
 class VersionMissing(ValueError):
     """``pyproject.toml`` states no version (the footer would have nothing to say)."""
+
+
+def repository(docs_dir: Path) -> Path:
+    """The repository a site's version and changelog come from: the folder above its docs
+    when that is a project (a pyproject.toml), else kvpool's own checkout."""
+    here = docs_dir.resolve().parent
+    return here if (here / "pyproject.toml").is_file() else CHECKOUT
 
 
 def project_version(root: Path) -> str:
