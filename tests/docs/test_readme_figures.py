@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from kvpool.conformance.mutants.corpus import MUTANTS
-from kvpool.conformance.reference.bench_record import span
+from kvpool.conformance.reference.bench_record import BenchRecord, span
+from kvpool.conformance.reference.bench_record import load as load_managers
 from kvpool.conformance.reference.mutants_record import load as load_mutants
-from kvpool.conformance.reference.pool_record import PoolRecord
+from kvpool.conformance.reference.pool_record import PoolRecord, pools_table
 from kvpool.conformance.reference.pool_record import load as load_pools
 from kvpool.spec.manager.properties import PROPERTIES
 
@@ -98,3 +99,48 @@ def test_a_record_where_ours_grows_less_would_change_the_sentence() -> None:
         (swapped,),
     )
     assert growth_sentence(planted) not in README
+
+
+def managers_sentence(record: BenchRecord) -> str:
+    """The README's sentence of the managers' ratios, from the record."""
+    by = {(f.workload, f.num_gpu_blocks): f for f in record.figures}
+    cells = [("requests", 1000), ("requests", 100_000), ("long prompts", 100_000)]
+
+    def three(suffix: str, field: str, bold: bool = False) -> list[str]:
+        spans = [span(getattr(by[(w + suffix, n)], field), 2) for w, n in cells]
+        return [f"**{s}**" for s in spans] if bold else spans
+
+    def listed(spans: list[str]) -> str:
+        return f"{spans[0]}, {spans[1]} and {spans[2]}"
+
+    ratio = three("", "ratio", bold=True)
+    canonical = three(", ours on the spec's hashing", "ratio")
+    return (
+        f"{ratio[0]} at 1k blocks, {ratio[1]} at 100k, {ratio[2]} on long prompts "
+        f"(8k\N{EN DASH}128k tokens, 100k blocks); each side's fastest repetition "
+        f"{listed(three('', 'fastest'))}; prehashed {listed(three(', prehashed', 'ratio'))}; "
+        "ours on the spec's canonical hashing (its default) "
+        f"{listed(canonical)}."
+    )
+
+
+def test_the_readme_quotes_the_managers_record() -> None:
+    expected = managers_sentence(load_managers(ROOT / "docs"))
+    assert expected in README, f"README.md should say: {expected}"
+
+
+def test_the_readme_quotes_the_pools_record() -> None:
+    record = load_pools(ROOT / "docs")
+    ratios = pools_table(record).split("\n\n")[1]
+    for row in ratios.strip().split("\n")[2:]:
+        assert " ".join(row.split()) in README, f"README.md should have the row: {row}"
+    memory = {m.num_gpu_blocks: m for m in record.memory}
+    sides = [
+        " / ".join(span(getattr(memory[n], side), 0) for n in (1000, 100_000, 1_000_000))
+        for side in ("ours", "compiled", "vllm")
+    ]
+    line = (
+        f"Memory per block: ours {sides[0]} bytes at 1k / 100k / 1M, compiled {sides[1]}, "
+        f"vLLM's {sides[2]}."
+    )
+    assert line in README, f"README.md should say: {line}"
