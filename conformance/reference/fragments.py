@@ -56,6 +56,19 @@ def route_check_table(folder: Path, view: str = "table") -> str:
     return recording.contract_table(recordings)
 
 
+def vectors_count(folder: Path) -> str:
+    """How many vectors the corpus in ``folder`` holds, per profile and in all, counted
+    when the site is built."""
+    counts = {
+        profile.name: sum(1 for _ in profile.rglob("*.itf.json"))
+        for profile in sorted(folder.iterdir())
+        if profile.is_dir()
+    }
+    rows = [(code(name), f"{count:,}") for name, count in counts.items()]
+    rows.append(("all", f"{sum(counts.values()):,}"))
+    return table(("profile", "vectors"), rows)
+
+
 def levels_table(link: Linker, docs_dir: Path) -> str:
     """The conformance levels, from ``kvpool.conformance.engine.levels``."""
     rows = [
@@ -94,6 +107,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         lambda link, docs_dir: version_table(link=False),
     ),
     "levels-table": ("the conformance levels (kvpool.conformance.engine.levels)", levels_table),
+    "vectors-count": (
+        "how many vectors the committed corpus (vectors/) holds, per profile, counted at "
+        "build time",
+        lambda link, docs_dir: vectors_count(docs_dir.parent / "vectors"),
+    ),
     "events-matrix": (
         "target x consumer model at the events level, read from the committed findings "
         "(findings/*/pool-events-*.itf.json)",
