@@ -124,23 +124,37 @@ def managers_sentence(record: BenchRecord) -> str:
     )
 
 
-def test_the_readme_quotes_the_managers_record() -> None:
-    expected = managers_sentence(load_managers(ROOT / "docs"))
-    assert expected in README, f"README.md should say: {expected}"
-
-
-def test_the_readme_quotes_the_pools_record() -> None:
-    record = load_pools(ROOT / "docs")
+def pools_quotes(record: PoolRecord) -> list[str]:
+    """What the README quotes of the pools record: the ratio rows and the memory line."""
     ratios = pools_table(record).split("\n\n")[1]
-    for row in ratios.strip().split("\n")[2:]:
-        assert " ".join(row.split()) in README, f"README.md should have the row: {row}"
+    quotes = [" ".join(row.split()) for row in ratios.strip().split("\n")[2:]]
     memory = {m.num_gpu_blocks: m for m in record.memory}
     sides = [
         " / ".join(span(getattr(memory[n], side), 0) for n in (1000, 100_000, 1_000_000))
         for side in ("ours", "compiled", "vllm")
     ]
-    line = (
+    quotes.append(
         f"Memory per block: ours {sides[0]} bytes at 1k / 100k / 1M, compiled {sides[1]}, "
         f"vLLM's {sides[2]}."
     )
-    assert line in README, f"README.md should say: {line}"
+    return quotes
+
+
+def missing(readme: str) -> list[str]:
+    """Each figure the records give that ``readme`` does not quote as they give it."""
+    quotes = [managers_sentence(load_managers(ROOT / "docs"))]
+    quotes += pools_quotes(load_pools(ROOT / "docs"))
+    return [quote for quote in quotes if quote not in readme]
+
+
+def test_the_readme_quotes_the_managers_and_pools_records() -> None:
+    assert missing(README) == []
+
+
+@pytest.mark.parametrize(
+    ("figure", "typo"),
+    [("**1.51\N{EN DASH}1.55** at 100k", "**1.51\N{EN DASH}1.56** at 100k"), ("235", "234")],
+)
+def test_a_figure_typed_otherwise_than_its_record_is_caught(figure: str, typo: str) -> None:
+    assert figure in README
+    assert len(missing(README.replace(figure, typo, 1))) == 1
