@@ -2,10 +2,11 @@
 
 Both sides are masked the same way before they are compared, so only what changes from run
 to run is left out: durations (``0.6s``, ``(1.5s)``, ``12 ms``), the cells of a table column
-that holds a rate or a time (:data:`VOLATILE_COLUMNS`), and the scratch folder the example
-runs in. Then each side is read as a sequence of words, the tables' box-drawing characters
-and the spacing left out, each table cell one word (:func:`words`): a table whose columns
-got wider or narrower because a masked value did still reads the same.
+that holds a rate or a time (:data:`VOLATILE_COLUMNS`), commits (``commit 3c0093d``, a
+version's ``+g4ba787ec9``) and the scratch folder the example runs in. Then each side is
+read as a sequence of words, the tables' box-drawing characters and the spacing left out,
+each table column one word (:func:`words`): a table whose columns got wider or narrower
+because a masked value did, or whose cells wrap elsewhere, still reads the same.
 
 A page may leave lines out of an output with a line of its own that is just ``...``: the
 words before it must open the output, the words after it must follow somewhere later, and
@@ -27,6 +28,8 @@ ELISION = "..."
 MASK = "<volatile>"
 
 _DURATION = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:s|ms|µs|us|min)(?![\w])")
+#: A commit: after the word "commit", or a version's local part (``0.34.0.dev118+g4ba787ec9``).
+_COMMIT = re.compile(r"(?<=commit )[0-9a-f]{7,40}\b|(?<=\+g)[0-9a-f]{7,40}\b")
 _BOX = re.compile(r"[\u2500-\u257f]")
 _HEADER_EDGE = "┃"
 _ROW_EDGE = "│"
@@ -65,7 +68,8 @@ def masked(text: str, scratch: str | None = None) -> list[str]:
     """``text``'s lines with the volatile parts masked."""
     if scratch:
         text = text.replace(scratch, "<scratch>")
-    return [_DURATION.sub(MASK, line) for line in mask_columns(text.split("\n"))]
+    lines = mask_columns(text.split("\n"))
+    return [_COMMIT.sub(MASK, _DURATION.sub(MASK, line)) for line in lines]
 
 
 def words(lines: Sequence[str]) -> list[str]:

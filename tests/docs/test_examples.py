@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.reference.cli_page import kvpool_group
-from kvpool.conformance.reference.console_output import words
+from kvpool.conformance.reference.console_output import matches, words
 from kvpool.conformance.reference.examples import (
     ExampleFailed,
     ExampleSkipped,
@@ -217,3 +217,12 @@ def test_a_table_reads_the_same_at_any_wrapping() -> None:
     )
     cut = ["┃ mutant                   ┃ result ┃", "│ duplicate-kept-on-evict… │ killed │"]
     assert words(cut) != words(wide)
+
+
+def test_durations_commits_and_the_scratch_folder_are_masked_but_keys_are_not() -> None:
+    page = "at commit 3c0093d, vllm 0.34.0.dev1+g4ba787ec9, 1.5s, in /tmp/s1/x, key 068c455c"
+    today = "at commit 9abbb52, vllm 0.34.0.dev1+g0123456789, 12.0s, in /tmp/s2/x, key 068c455c"
+    assert not matches(page, today)  # the scratch folder differs, and is not named
+    shown = page.replace("/tmp/s1", "/tmp/s2")
+    assert matches(shown, today, scratch="/tmp/s2")
+    assert not matches(shown, today.replace("068c455c", "068c455d"), scratch="/tmp/s2")
