@@ -76,7 +76,8 @@ def differences_table(result: DiffResult, paths: list[Path | None]) -> Table:
     """One row per difference: its kind, the length of its shrunk trace, its file."""
     table = Table(title=f"{len(result.differences)} difference(s) between A and B")
     for column in ("#", "kind", "actions", "trace"):
-        table.add_column(column, justify="right" if column in ("#", "actions") else "left")
+        right = column in ("#", "actions")
+        table.add_column(column, justify="right" if right else "left", overflow="fold")
     for number, (difference, path) in enumerate(zip(result.differences, paths, strict=True), 1):
         table.add_row(
             str(number),

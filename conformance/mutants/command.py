@@ -137,7 +137,8 @@ OUTCOMES = {
 def _table(results: list[MutantResult]) -> Table:
     table = Table(title="kvpool mutants")
     for column in ("mutant", "result", "time", "trace", "caught by"):
-        table.add_column(column, justify="right" if column in ("time", "trace") else "left")
+        right = column in ("time", "trace")
+        table.add_column(column, justify="right" if right else "left", overflow="fold")
     for r in results:
         table.add_row(
             r.name,

@@ -34,6 +34,8 @@ Examples:
   kvpool docs build --out /tmp/site     somewhere else
   kvpool docs serve --port 8001         preview at http://127.0.0.1:8001
   kvpool docs generate --out /tmp/ref   only the reference pages, as Markdown
+  kvpool docs examples                  console examples whose output drifted
+  kvpool docs examples --refresh        rewrite them with what the commands print
 """
 
 
@@ -167,3 +169,45 @@ def docs_generate(out: Path | None, list_markers: bool) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     click.echo(f"{len(pages)} reference pages in {out / 'reference'}")
+
+
+@docs.command(name="examples")
+@click.argument("pages", nargs=-1, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="Rewrite each drifted output with what its command prints today.",
+)
+def docs_examples(pages: tuple[Path, ...], refresh: bool) -> None:
+    """Run the console examples of PAGES (default: every page under docs/) as the docs
+    tests do, and list each command whose shown output is no longer what it prints (masked
+    as the tests mask it), with the difference; exit 1 if any. With --refresh, rewrite
+    those outputs in place (an output that ends with another exit status than the page
+    expects is reported, not rewritten)."""
+    from .cli_page import kvpool_group
+    from .refresh_examples import refresh as refresh_page
+
+    main = click.get_current_context().find_root().command
+    assert isinstance(main, click.Group)
+    root = kvpool_group(main)
+    docs_dir = find_config(None).parent / "docs"
+    chosen = list(pages) or sorted(docs_dir.rglob("*.md"))
+    drifted = 0
+    for page in chosen:
+        where = page.resolve()
+        name = (
+            str(where.relative_to(docs_dir.parent))
+            if where.is_relative_to(docs_dir.parent)
+            else str(page)
+        )
+        for drift in refresh_page(page, name, root, write=refresh):
+            drifted += 1
+            done = " (rewritten)" if refresh and drift.printed is not None else ""
+            click.echo(f"{drift.where}: `{drift.command}` drifted{done}")
+            if drift.note:
+                click.echo(f"  {drift.note}")
+            if not refresh:
+                click.echo(drift.diff)
+    click.echo(f"{drifted} drifted command(s) in {len(chosen)} page(s)")
+    if drifted and not refresh:
+        sys.exit(EXIT_FINDING)

@@ -10,7 +10,7 @@ import types
 from kvpool.spec import consumer as consumer_module
 from kvpool.spec.consumer import CONSUMER_MODELS, EVENT_PROPERTIES, MODEL_DESCRIPTIONS
 
-from .markdown import GENERATED, code, paragraphs, prose, summary, table
+from .markdown import GENERATED, code, paragraphs, prose, sentence, summary, table
 
 
 def checks_of_event_property() -> dict[str, list[types.FunctionType]]:
@@ -51,7 +51,7 @@ def event_properties_page() -> str:
     ]
     for name, text in EVENT_PROPERTIES.items():
         out.append(f"## {name}\n")
-        out.append(paragraphs(prose(text[0].upper() + text[1:]).rstrip() + "."))
+        out.append(paragraphs(sentence(prose(text)).rstrip() + "."))
         for check in checks[name]:
             where = code(f"{check.__module__}.{check.__name__}")
             out.append(f"Checked by {where}: {prose(summary(check))}\n")

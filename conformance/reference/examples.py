@@ -8,11 +8,16 @@ The convention, per fenced block of a page under ``docs/``:
 - an untitled ```` ```python ```` block is run; all of one page's run in order, in one
   namespace, with the scratch directory as the working directory and on ``sys.path``;
 - ```` ```console ````: each line starting with ``$ kvpool `` (a trailing ``\\`` joins the
-  next line) is run as a kvpool command in the scratch directory and must exit 0; other
-  lines are output or commands that are shown, not run;
-- an HTML comment on the line before the fence (blank lines between are allowed) changes
+  next line) is run as a kvpool command in the scratch directory, in an 80-column terminal,
+  and must exit 0; the lines after it, up to the next ``$`` line, are what it prints, and
+  must read as what it prints today, once what changes from run to run is masked
+  (:mod:`.console_output`; a ``...`` line stands for lines left out); other ``$`` lines
+  are commands that are shown, not run;
+- HTML comments on the lines before the fence (blank lines between are allowed) change
   that: ``<!-- exit: N -->`` expects every kvpool command of the block to exit N,
-  ``<!-- skip: reason -->`` skips the block;
+  ``<!-- skip: reason -->`` skips the block, ``<!-- output: varies: reason -->`` runs it
+  but does not compare what it prints (a campaign bounded by the clock, whose counts and
+  timing are its own each run);
 - every other fence (``text``, ``json``, ``yaml``, ``sh``, ...) is shown, not run.
 """
 
@@ -30,10 +35,16 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
+from .console_output import difference, matches
+
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`]*)$")
 _TITLE = re.compile(r"""title=(?:"([^"]*)"|'([^']*)')""")
-_DIRECTIVE = re.compile(r"^<!--\s*(?P<kind>skip|exit):\s*(?P<value>.*?)\s*-->$")
+_DIRECTIVE = re.compile(r"^<!--\s*(?P<kind>skip|exit|output):\s*(?P<value>.*?)\s*-->$")
+#: How a page says a command's output is not compared: ``<!-- output: varies: REASON -->``.
+VARIES = "varies:"
 _PROMPT = "$ kvpool "
+#: The terminal width console examples run at (and their outputs on the pages show).
+COLUMNS = 80
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,9 @@ class Fence:
     body: str
     #: The HTML comment directive before the fence: ("skip", reason) or ("exit", "N").
     directive: tuple[str, str] | None = None
+    #: Why the output of its commands is not compared (``<!-- output: varies: REASON -->``
+    #: among the directives before the fence), or None: it is compared.
+    varies: str | None = None
 
     @property
     def runs(self) -> bool:
@@ -59,15 +73,37 @@ class Fence:
         return f"{self.page}:{self.line}"
 
 
-def _directive(lines: list[str], before: int) -> tuple[str, str] | None:
-    """The directive comment on the nearest non-blank line above line index ``before``."""
+def _directives(lines: list[str], before: int) -> dict[str, str]:
+    """The directive comments on the lines above line index ``before`` (blank lines
+    between allowed), the nearest of each kind."""
+    found: dict[str, str] = {}
     i = before - 1
-    while i >= 0 and not lines[i].strip():
+    while i >= 0:
+        if not lines[i].strip():
+            i -= 1
+            continue
+        match = _DIRECTIVE.match(lines[i].strip())
+        if match is None:
+            break
+        found.setdefault(match.group("kind"), match.group("value"))
         i -= 1
-    if i < 0:
+    return found
+
+
+def _directive(found: dict[str, str]) -> tuple[str, str] | None:
+    """The skip or exit directive of a fence (the one that changes whether and how it
+    runs)."""
+    for kind in ("skip", "exit"):
+        if kind in found:
+            return (kind, found[kind])
+    return None
+
+
+def _varies(found: dict[str, str]) -> str | None:
+    output = found.get("output")
+    if output is None or not output.startswith(VARIES):
         return None
-    found = _DIRECTIVE.match(lines[i].strip())
-    return (found.group("kind"), found.group("value")) if found else None
+    return output[len(VARIES) :].strip()
 
 
 def find_fences(text: str, page: str) -> list[Fence]:
@@ -85,6 +121,7 @@ def find_fences(text: str, page: str) -> list[Fence]:
         info = opened.group("info").strip()
         language = info.split()[0].lstrip(".{").lower() if info else ""
         title = _TITLE.search(info)
+        directives = _directives(lines, i)
         body: list[str] = []
         j = i + 1
         while j < len(lines):
@@ -102,31 +139,55 @@ def find_fences(text: str, page: str) -> list[Fence]:
                 language=language,
                 title=(title.group(1) or title.group(2)) if title else None,
                 body="\n".join(body) + "\n",
-                directive=_directive(lines, i),
+                directive=_directive(directives),
+                varies=_varies(directives),
             )
         )
         i = j + 1
     return out
 
 
-def kvpool_commands(body: str) -> list[tuple[int, str]]:
-    """``(line offset in the body, command line)`` of every ``$ kvpool ...`` line of a
-    console block, continuation lines joined."""
-    commands: list[tuple[int, str]] = []
+@dataclass(frozen=True)
+class ConsoleCommand:
+    """One ``$ kvpool ...`` line of a console block and the output the page shows for it."""
+
+    #: Line offset of the command in the block's body.
+    offset: int
+    command: str
+    output: str
+    #: Line offsets in the body of the output's first line and of the line after its last.
+    output_start: int = 0
+    output_end: int = 0
+
+
+def console_commands(body: str) -> list[ConsoleCommand]:
+    """Every ``$ kvpool ...`` command of a console block (continuation lines joined), each
+    with the lines after it up to the next ``$`` line: the output the page shows."""
     lines = body.split("\n")
+    found: list[ConsoleCommand] = []
     i = 0
     while i < len(lines):
-        line = lines[i]
-        if not line.startswith(_PROMPT):
+        if not lines[i].startswith(_PROMPT):
             i += 1
             continue
-        start, command = i, line[len("$ ") :]
+        start, command = i, lines[i][len("$ ") :]
         while command.endswith("\\") and i + 1 < len(lines):
             i += 1
             command = command[:-1].rstrip() + " " + lines[i].strip()
-        commands.append((start, command))
         i += 1
-    return commands
+        end = i
+        while end < len(lines) and not lines[end].startswith("$ "):
+            end += 1
+        output = "\n".join(lines[i:end]).strip("\n")
+        found.append(ConsoleCommand(start, command, output, i, end))
+        i = end
+    return found
+
+
+def kvpool_commands(body: str) -> list[tuple[int, str]]:
+    """``(line offset in the body, command line)`` of every ``$ kvpool ...`` line of a
+    console block, continuation lines joined."""
+    return [(shown.offset, shown.command) for shown in console_commands(body)]
 
 
 class ExampleFailed(AssertionError):
@@ -156,6 +217,19 @@ def _inside(scratch: Path) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def expected_status(fence: Fence) -> int:
+    """The exit status the page expects of a console block's commands (0 unless an
+    ``<!-- exit: N -->`` directive says otherwise)."""
+    if fence.directive is None or fence.directive[0] != "exit":
+        return 0
+    try:
+        return int(fence.directive[1])
+    except ValueError:
+        raise ExampleFailed(
+            f"{fence.where}: <!-- exit: {fence.directive[1]} --> is not a number"
+        ) from None
+
+
 class PageRun:
     """One page's examples, run in page order in one scratch directory and one namespace.
 
@@ -171,6 +245,8 @@ class PageRun:
         self.done = 0
         self.failed: dict[int, Exception] = {}
         self.skipped: dict[int, str] = {}
+        #: What each command printed and its exit status, by (fence line, command offset).
+        self.printed: dict[tuple[int, int], tuple[int, str]] = {}
 
     def run(self, index: int) -> None:
         """Run block ``index`` (after any earlier block not run yet).
@@ -220,21 +296,17 @@ class PageRun:
             exec(code, self.namespace)
 
     def _console(self, fence: Fence) -> None:
-        expected = 0
-        if fence.directive is not None and fence.directive[0] == "exit":
-            try:
-                expected = int(fence.directive[1])
-            except ValueError:
-                raise ExampleFailed(
-                    f"{fence.where}: <!-- exit: {fence.directive[1]} --> is not a number"
-                ) from None
-        commands = kvpool_commands(fence.body)
+        expected = expected_status(fence)
+        commands = console_commands(fence.body)
         if not commands:
             raise ExampleFailed(f"{fence.where}: a console block with no `$ kvpool` line")
-        for offset, command in commands:
+        for shown in commands:
+            offset, command = shown.offset, shown.command
             args = shlex.split(command)[1:]
             with _inside(self.scratch):
-                result = CliRunner().invoke(self.kvpool, args, catch_exceptions=True)
+                runner = CliRunner(env={"COLUMNS": str(COLUMNS)})
+                result = runner.invoke(self.kvpool, args, catch_exceptions=True)
+            self.printed[(fence.line, offset)] = (result.exit_code, result.output)
             if result.exit_code != expected:
                 crash = ""
                 if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -243,4 +315,13 @@ class PageRun:
                     f"{fence.page}:{fence.line + 1 + offset}: `{command}` exited "
                     f"{result.exit_code}, the page expects {expected}{crash}\n"
                     f"{result.output[-3000:]}"
+                )
+            scratch = str(self.scratch)
+            if fence.varies is not None or not shown.output.strip():
+                continue
+            if not matches(shown.output, result.output, scratch):
+                raise ExampleFailed(
+                    f"{fence.page}:{fence.line + 1 + offset}: `{command}` prints something "
+                    "else than the page shows (volatile fields masked; - the page, + today):\n"
+                    + difference(shown.output, result.output, scratch)
                 )

@@ -20,10 +20,12 @@ from .hunt_record import rates_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
+from .mutants_record import load as load_mutants_record
+from .mutants_record import record_table as mutants_record_table
 from .mutmut_score import load, score_table, survivors_table
 from .pool_events import event_fields_section
+from .pool_record import growth_table, pools_table
 from .pool_record import load as load_pool_record
-from .pool_record import pools_table
 from .profiles_page import consumer_table, version_table
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
@@ -53,6 +55,19 @@ def route_check_table(folder: Path, view: str = "table") -> str:
     if view == "chart":
         return "\n" + chart.route_check_charts(recordings) + "\n"
     return recording.contract_table(recordings)
+
+
+def vectors_count(folder: Path) -> str:
+    """How many vectors the corpus in ``folder`` holds, per profile and in all, counted
+    when the site is built."""
+    counts = {
+        profile.name: sum(1 for _ in profile.rglob("*.itf.json"))
+        for profile in sorted(folder.iterdir())
+        if profile.is_dir()
+    }
+    rows = [(code(name), f"{count:,}") for name, count in counts.items()]
+    rows.append(("all", f"{sum(counts.values()):,}"))
+    return table(("profile", "vectors"), rows)
 
 
 def levels_table(link: Linker, docs_dir: Path) -> str:
@@ -98,6 +113,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         lambda link, docs_dir: version_table(link=False),
     ),
     "levels-table": ("the conformance levels (kvpool.conformance.engine.levels)", levels_table),
+    "vectors-count": (
+        "how many vectors the committed corpus (vectors/) holds, per profile, counted at "
+        "build time",
+        lambda link, docs_dir: vectors_count(docs_dir.parent / "vectors"),
+    ),
     "events-matrix": (
         "target x consumer model at the events level, read from the committed findings "
         "(findings/*/pool-events-*.itf.json)",
@@ -156,10 +176,20 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
     ),
+    "pool-growth": (
+        "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
+        "computed from the runs kept in docs/data/bench-pools.json",
+        lambda link, docs_dir: growth_table(load_pool_record(docs_dir)),
+    ),
     "hunt-rates": (
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
         "computed from the result tables kept in docs/data/hunt.json",
         lambda link, docs_dir: rates_table(load_hunt_record(docs_dir)),
+    ),
+    "mutants-record": (
+        "kvpool mutants --seed N -j 1's figures, seed by seed: killed, time to kill, shrunk "
+        "trace, computed from the runs kept in docs/data/mutants.json",
+        lambda link, docs_dir: mutants_record_table(load_mutants_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "

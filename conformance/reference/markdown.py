@@ -6,6 +6,8 @@ import inspect
 import re
 from collections.abc import Iterable, Sequence
 
+from kvpool.spec import ALL_ACTIONS
+
 #: The note every generated page starts with, so nobody edits it by hand.
 GENERATED = (
     "<!-- generated from the spec by kvpool.conformance.reference at build time; "
@@ -49,6 +51,24 @@ def summary(obj: object) -> str:
     """The first paragraph of an object's docstring, joined into one line."""
     doc = inspect.cleandoc(getattr(obj, "__doc__", None) or "")
     return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+_FIRST_WORD = re.compile(r"[^\s(`]*")
+
+#: The pool's operation names: a text opening with one (``touch takes ...``) names the call.
+OPERATIONS = frozenset(action.operation for action in ALL_ACTIONS)
+
+
+def sentence(text: str) -> str:
+    """``text`` starting with a capital letter, unless its first word is an identifier
+    (``get_new_blocks(n) needs ...``, ``block_size must ...``, ``touch takes ...``): a
+    quoted name keeps its case, so it reads exactly as it is written in the code."""
+    word = _FIRST_WORD.match(text)
+    first = word.group(0) if word else ""
+    after = text[len(first) : len(first) + 1]
+    if not first or "_" in first or after == "(" or first in OPERATIONS or not first.isalpha():
+        return text
+    return text[0].upper() + text[1:]
 
 
 def paragraphs(text: str) -> str:

@@ -20,11 +20,19 @@ from kvpool.conformance.reference.pages import (
 )
 from kvpool.conformance.reference.releases_page import RELEASES_INDEX, releases_nav
 from kvpool.conformance.reference.repo_files import published_files, site_links
+from kvpool.conformance.reference.site_version import (
+    CHANGELOG_PAGE,
+    changelog_page,
+    footer,
+    project_version,
+    repository,
+)
 from kvpool.conformance.reference.table_check import malformed_tables
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
+from mkdocs.utils import get_relative_url
 
 
 def expand_section(nav: list[Any], index: str, title: str, section: list[Any]) -> bool:
@@ -50,8 +58,8 @@ def expand_operations(nav: list[Any]) -> bool:
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    """Expand the operations and releases entries of the nav; fail the build when one is
-    missing."""
+    """Expand the operations and releases entries of the nav (fail the build when one is
+    missing); state the version in the footer."""
     nav = config.nav
     for index, title, section, what in (
         (OPERATIONS_INDEX, "Pool operations", operation_nav(), "operation"),
@@ -62,6 +70,10 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
                 f"mkdocs.yml: the nav must list {index}; the kvpool hook puts every {what}'s "
                 "page under it"
             )
+    # the footer of the pages that are not a page of the nav (404.html, at the root);
+    # on_page_context sets each page's own
+    version = project_version(repository(Path(config.docs_dir)))
+    config.copyright = footer(version, files_url(CHANGELOG_PAGE, config))
     return config
 
 
@@ -70,11 +82,12 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     generated pages are never committed, so they cannot drift) and the repository files
     the site publishes at their repository paths (the findings' traces)."""
     builders = reference_builders(main)
+    root = repository(Path(config.docs_dir))
+    builders[CHANGELOG_PAGE] = lambda: changelog_page(root)
     for path in builders:
         if files.get_file_from_path(path) is not None:
             raise PluginError(
-                f"docs/{path} exists, but the kvpool hook generates it from the spec: "
-                "delete the file"
+                f"docs/{path} exists, but the kvpool hook generates it: delete the file"
             )
     for path, build in builders.items():
         files.append(File.generated(config, path, content=build()))
@@ -103,3 +116,20 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
             "expanded):\n  " + "\n  ".join(problems)
         )
     return expanded
+
+
+def on_page_context(
+    context: dict[str, Any], page: Page, config: MkDocsConfig, nav: Any
+) -> dict[str, Any]:
+    """State the version and link the changelog in the footer of every page (the theme
+    prints ``copyright``), the link relative to the page, so the site works from any
+    folder."""
+    changelog = files_url(CHANGELOG_PAGE, config)
+    version = project_version(repository(Path(config.docs_dir)))
+    config.copyright = footer(version, get_relative_url(changelog, page.url or "."))
+    return context
+
+
+def files_url(path: str, config: MkDocsConfig) -> str:
+    """The URL mkdocs gives the page at ``path`` (``changelog/`` with directory URLs)."""
+    return File(path, config.docs_dir, config.site_dir, config.use_directory_urls).url

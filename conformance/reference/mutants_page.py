@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kvpool.conformance.mutants.corpus import MUTANTS, Mutant
 
-from .markdown import GENERATED, code, table
+from .markdown import GENERATED, code, sentence, table
 
 
 def _patch(mutant: Mutant) -> str:
@@ -39,7 +39,7 @@ def mutants_page() -> str:
     ]
     for mutant in MUTANTS:
         out.append(f"## {mutant.name}\n")
-        out.append(f"{mutant.bug[0].upper()}{mutant.bug[1:]}. In {code('impl/' + mutant.file)}:\n")
+        out.append(f"{sentence(mutant.bug)}. In {code('impl/' + mutant.file)}:\n")
         out.append(_patch(mutant))
         out.append(f"Its kill must show {code(mutant.shows)}.\n")
     return "\n".join(out)

@@ -53,6 +53,20 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """One workload's cost per call from the smallest pool to the largest, over every run:
+    each side's ratio (large / small) and the microseconds a call added."""
+
+    workload: str
+    smallest: int
+    largest: int
+    ours: tuple[float, ...]
+    vllm: tuple[float, ...]
+    ours_added_us: tuple[float, ...]
+    vllm_added_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class PoolRecord:
     command: str
     commit: str
@@ -61,12 +75,20 @@ class PoolRecord:
     runs: int
     cells: tuple[Cell, ...]
     memory: tuple[Memory, ...]
+    growth: tuple[Growth, ...] = ()
 
 
 def _positive(row: dict[str, Any], name: str, where: str) -> float:
     value = row.get(name)
     if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
         raise BenchRecordError(f"{where}: {name!r} must be a positive number, not {value!r}")
+    return float(value)
+
+
+def _number(row: dict[str, Any], name: str, where: str) -> float:
+    value = row.get(name)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not -1e9 < value < 1e9:
+        raise BenchRecordError(f"{where}: {name!r} must be a number, not {value!r}")
     return float(value)
 
 
@@ -79,6 +101,7 @@ def parse(data: Any) -> PoolRecord:
         raise BenchRecordError("record: no runs")
     cells: dict[tuple[str, int], list[tuple[float, ...]]] = {}
     memory: dict[int, list[tuple[float, ...]]] = {}
+    growth: dict[tuple[str, int, int], list[tuple[float, ...]]] = {}
     for r, run in enumerate(runs):
         where = f"run {r}"
         if not isinstance(run, dict) or run.get("schema") != REPORT_SCHEMA:
@@ -106,7 +129,19 @@ def parse(data: Any) -> PoolRecord:
                     for side in ("ours", "vllm", "compiled")
                 )
             )
+        growth_of = run.get("growth", {})  # older reports keep none
+        if not isinstance(growth_of, dict):
+            raise BenchRecordError(f"{where}: 'growth' must be an object")
+        for workload, row in sorted(growth_of.items()):
+            at = f"{where}, growth of {workload}"
+            if workload not in WORKLOADS or not isinstance(row, dict):
+                raise BenchRecordError(f"{at}: not a workload's growth")
+            sizes = (record_field(row, "from", int, at), record_field(row, "to", int, at))
+            figures = (_positive(row, "ours", at), _positive(row, "vllm", at))
+            added = tuple(_number(row, f"{side}_added_us", at) for side in ("ours", "vllm"))
+            growth.setdefault((workload, *sizes), []).append((*figures, *added))
     counts = [(f"{w} @ {n}", len(c)) for (w, n), c in cells.items()]
+    counts += [(f"growth of {w}", len(g)) for (w, _, _), g in growth.items()]
     counts += [(f"memory @ {n}", len(m)) for n, m in memory.items()]
     for what, count in counts:
         if count != len(runs):
@@ -124,6 +159,10 @@ def parse(data: Any) -> PoolRecord:
         tuple(
             Memory(n, *(tuple(f[k] for f in found) for k in range(3)))
             for n, found in sorted(memory.items())
+        ),
+        tuple(
+            Growth(w, low, high, *(tuple(f[k] for f in found) for k in range(4)))
+            for (w, low, high), found in growth.items()
         ),
     )
 
@@ -198,4 +237,43 @@ def pools_table(record: PoolRecord) -> str:
         f"From {runs} of {code(record.command)} at commit {code(record.commit)} on "
         f"{record.date} ({record.machine}); each figure what a run printed (a ratio is the "
         "median of its interleaved repetitions' ratios).\n"
+    )
+
+
+def _more(ours: tuple[float, ...], vllm: tuple[float, ...]) -> int:
+    """In how many runs ours added more than vLLM's (the runs in the same order)."""
+    return sum(o > v for o, v in zip(ours, vllm, strict=True))
+
+
+def growth_table(record: PoolRecord) -> str:
+    """Per workload, what a call of each pool added from the smallest pool to the largest,
+    in microseconds and as a ratio, low\N{EN DASH}high over the runs."""
+    rows = [
+        [
+            WORKLOADS[g.workload],
+            f"{span(g.ours_added_us, 2)} / {span(g.vllm_added_us, 2)}",
+            f"{span(g.ours, 2)} / {span(g.vllm, 2)}",
+            f"{_more(g.ours_added_us, g.vllm_added_us)} of {len(g.ours)}",
+        ]
+        for w in WORKLOADS
+        for g in record.growth
+        if g.workload == w
+    ]
+    if not rows:
+        return "The record keeps no growth figures.\n"
+    sizes = {(g.smallest, g.largest) for g in record.growth}
+    shown = ", ".join(f"{_blocks(a)} to {_blocks(b)} blocks" for a, b in sorted(sizes))
+    return (
+        table(
+            [
+                "workload",
+                "\N{MICRO SIGN}s a call added, ours / vLLM's",
+                "cost per call, large / small, ours / vLLM's",
+                "runs where ours added more",
+            ],
+            rows,
+        )
+        + f"\nFrom {shown}, in the same {record.runs} runs of {code(record.command)} at "
+        f"commit {code(record.commit)} (each run's own figures; negative: a call took less "
+        "time in the larger pool).\n"
     )

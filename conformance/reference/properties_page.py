@@ -12,7 +12,7 @@ from kvpool.spec.manager import properties as properties_module
 from kvpool.spec.manager.properties import PROPERTIES
 from kvpool.spec.profile import PROFILES, VLLM_RELEASES
 
-from .markdown import GENERATED, code, paragraphs, prose, summary, table
+from .markdown import GENERATED, code, paragraphs, prose, sentence, summary, table
 
 
 def checks_of_property() -> dict[str, list[types.FunctionType]]:
@@ -51,7 +51,7 @@ def properties_page() -> str:
     ]
     for name, text in PROPERTIES.items():
         out.append(f"## {name}\n")
-        out.append(paragraphs(prose(text[0].upper() + text[1:]).rstrip() + "."))
+        out.append(paragraphs(sentence(prose(text)).rstrip() + "."))
         for check in checks[name]:
             where = code(f"{check.__module__}.{check.__name__}")
             out.append(f"Checked by {where}: {prose(summary(check))}\n")

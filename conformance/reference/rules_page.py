@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvpool.spec.rules import REQUEST_RULES, RULES
 
 from .action_facts import PoolActionFacts, RequestActionFacts
-from .markdown import GENERATED, code, prose
+from .markdown import GENERATED, code, prose, sentence
 
 
 def _checked_by(rule: str, pool: list[PoolActionFacts], requests: list[RequestActionFacts]) -> str:
@@ -28,7 +28,7 @@ def _section(
     for rule in rules:
         out.append(f"### {rule}\n")
         text = prose(RULES[rule]).rstrip(".")
-        out.append(text[:1].upper() + text[1:] + ".\n")
+        out.append(sentence(text) + ".\n")
         out.append(_checked_by(rule, pool, requests))
     return "\n".join(out)
 

@@ -209,7 +209,7 @@ def table(trace: Trace) -> Table:
     diverging step's verdict is printed under the table (:func:`divergence`)."""
     result = Table(show_lines=False, expand=True)
     for name in headers(trace)[:-1]:
-        result.add_column(name, ratio=4 if name == "action" else 1)
+        result.add_column(name, ratio=4 if name == "action" else 1, overflow="fold")
     for row in rows(trace):
         style = "red" if row[-1] != "ok" else None
         result.add_row(*(Text(c) for c in row[:-1]), style=style)  # text, never markup

@@ -78,7 +78,7 @@ def vectors_check(directory: str, target: TargetDescription, profile: str | None
         fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
     if not results:
         fail_usage(console, f"no vectors in {directory}" + (f" for {profile}" if profile else ""))
-    table = Table(title=f"kvpool vectors check — target {target}")
+    table = Table(title=f"kvpool vectors check — target {target.text}")
     for column in ("group", "passed", "failed", "skipped"):
         table.add_column(column, justify="left" if column == "group" else "right")
     for group, result in sorted(results.items()):

@@ -3,16 +3,21 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.reference.cli_page import kvpool_group
+from kvpool.conformance.reference.console_output import matches, words
 from kvpool.conformance.reference.examples import (
     ExampleFailed,
     ExampleSkipped,
     Fence,
     PageRun,
+    console_commands,
     find_fences,
     kvpool_commands,
 )
@@ -127,3 +132,97 @@ def test_an_example_after_a_failed_one_names_the_earlier_failure(tmp_path: Path)
     page = "```python\nraise ValueError('first')\n```\n\n```python\nundefined_name\n```\n"
     with pytest.raises(ExampleFailed, match=r"earlier example .*planted\.md:1"):
         run_page(page, tmp_path, index=1)
+
+
+# --- what a command prints is compared with what the page shows ------------------------
+
+RUN = "kvpool conform --max-examples 2 --seed 1 --machine pool --level safety --no-coverage"
+
+
+def printed_today(tmp_path: Path) -> str:
+    """What :data:`RUN` prints now, as a page would show it."""
+    runner = CliRunner(env={"COLUMNS": "80"})
+    result = runner.invoke(kvpool_group(main), shlex.split(RUN)[1:])
+    assert result.exit_code == 0, result.output
+    return "\n".join(line.rstrip() for line in result.output.strip("\n").split("\n"))
+
+
+def console_page(output: str, directive: str = "") -> str:
+    return f"{directive}```console\n$ {RUN}\n{output}\n```\n"
+
+
+def test_the_output_the_page_shows_is_compared_and_drift_fails(tmp_path: Path) -> None:
+    today = printed_today(tmp_path)
+    run_page(console_page(today), tmp_path)
+    steps = re.search(r"│ +(\d+) │ +[\d,]+ │ +15 │", today)
+    assert steps is not None
+    drifted = today.replace(steps.group(0), steps.group(0).replace(steps[1], "999", 1))
+    with pytest.raises(ExampleFailed, match=r"prints something else than the page shows"):
+        run_page(console_page(drifted), tmp_path)
+
+
+def test_rates_times_and_column_widths_are_not_drift(tmp_path: Path) -> None:
+    today = printed_today(tmp_path)
+    row = next(line for line in today.split("\n") if line.startswith("│ pool/safety"))
+    cells = row.split("│")
+    cells[7], cells[10] = " 1,234,567 ", " 98.7s "  # steps/s and time, wider than today's
+    run_page(console_page(today.replace(row, "│".join(cells))), tmp_path)
+
+
+def test_elided_lines_match_any_lines_but_the_rest_must_follow_in_order(tmp_path: Path) -> None:
+    today = printed_today(tmp_path).split("\n")
+    elided = "\n".join([today[0], "...", today[-1]])
+    run_page(console_page(elided), tmp_path)
+    swapped = "\n".join([today[-1], "...", today[0]])
+    with pytest.raises(ExampleFailed, match="prints something else"):
+        run_page(console_page(swapped), tmp_path)
+
+
+def test_a_varies_directive_runs_the_command_without_comparing(tmp_path: Path) -> None:
+    directive = "<!-- output: varies: planted -->\n"
+    run_page(console_page("not what it prints", directive), tmp_path)
+    (fence,) = find_fences(console_page("x", directive), "x.md")
+    assert fence.varies == "planted" and fence.directive is None
+
+
+def test_only_clock_bounded_campaigns_say_their_output_varies() -> None:
+    varies = [f for fences in FENCES.values() for f in fences if f.varies is not None]
+    for fence in varies:
+        assert fence.varies, f"{fence.where}: <!-- output: varies: --> names no reason"
+        commands = [c for _, c in kvpool_commands(fence.body)]
+        assert all("--seconds" in c or "--hours" in c for c in commands), fence.where
+
+
+def test_the_pages_show_what_their_commands_print() -> None:
+    shown = [
+        (fence.where, c)
+        for fences in FENCES.values()
+        for fence in fences
+        if fence.language == "console" and fence.varies is None and fence.directive is None
+        for c in console_commands(fence.body)
+        if c.output.strip()
+    ]
+    assert len(shown) >= 10, "the pages show outputs, and the tests compare them"
+
+
+def test_a_table_reads_the_same_at_any_wrapping() -> None:
+    narrow = [
+        "┃ mutant         ┃ result ┃",
+        "│ duplicate-kept │ killed │",
+        "│ -on-eviction   │        │",
+    ]
+    wide = ["┃ mutant                     ┃ result ┃", "│ duplicate-kept-on-eviction │ killed │"]
+    assert (
+        words(narrow) == words(wide) == ["mutant", "result", "duplicate-kept-on-eviction", "killed"]
+    )
+    cut = ["┃ mutant                   ┃ result ┃", "│ duplicate-kept-on-evict… │ killed │"]
+    assert words(cut) != words(wide)
+
+
+def test_durations_commits_and_the_scratch_folder_are_masked_but_keys_are_not() -> None:
+    page = "at commit 3c0093d, vllm 0.34.0.dev1+g4ba787ec9, 1.5s, in /tmp/s1/x, key 068c455c"
+    today = "at commit 9abbb52, vllm 0.34.0.dev1+g0123456789, 12.0s, in /tmp/s2/x, key 068c455c"
+    assert not matches(page, today)  # the scratch folder differs, and is not named
+    shown = page.replace("/tmp/s1", "/tmp/s2")
+    assert matches(shown, today, scratch="/tmp/s2")
+    assert not matches(shown, today.replace("068c455c", "068c455d"), scratch="/tmp/s2")

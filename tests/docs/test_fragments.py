@@ -86,3 +86,17 @@ def test_the_hook_refuses_a_committed_generated_page(tmp_path: Path) -> None:
     files = Files([File("reference/rules.md", str(tmp_path), str(tmp_path / "site"), True)])
     with pytest.raises(PluginError, match=re.escape("docs/reference/rules.md exists")):
         on_files(files, config)
+
+
+def test_the_vectors_count_is_counted_from_the_corpus(tmp_path: Path) -> None:
+    from kvpool.conformance.reference.fragments import DOCS, vectors_count
+
+    for name in ("seed/touch/safety-1", "seed/touch/order-1", "vllm-0.33/invariants/x"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{name}.itf.json").write_text("{}")
+    (tmp_path / "seed" / "notes.txt").write_text("not a vector")
+    shown = vectors_count(tmp_path)
+    assert "| `seed` | 2 |" in shown and "| `vllm-0.33` | 1 |" in shown
+    assert "| all | 3 |" in shown
+    committed = sum(1 for _ in (DOCS.parent / "vectors").rglob("*.itf.json"))
+    assert f"| all | {committed:,} |" in vectors_count(DOCS.parent / "vectors")

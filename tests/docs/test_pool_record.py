@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kvpool.conformance.reference.bench_record import BenchRecordError
 from kvpool.conformance.reference.fragments import DOCS, expand
-from kvpool.conformance.reference.pool_record import load, parse, pools_table
+from kvpool.conformance.reference.pool_record import growth_table, load, parse, pools_table
 
 DASH = "\N{EN DASH}"
 
@@ -115,3 +115,39 @@ def test_the_docs_record_renders_on_the_bench_page() -> None:
     page = (DOCS / "workflow" / "bench.md").read_text()
     assert "<!-- kvpool:pool-bench -->" in page
     assert pools_table(record) in expand(page, "workflow/bench.md")
+
+
+# --- the growth from the smallest pool to the largest ----------------------------------
+
+
+def _growth(ours_added: float, vllm_added: float) -> dict[str, Any]:
+    return {
+        "prefix-hit": {
+            "from": 1000,
+            "to": 1_000_000,
+            "ours": 2.0,
+            "vllm": 1.5,
+            "ours_added_us": ours_added,
+            "vllm_added_us": vllm_added,
+        }
+    }
+
+
+def test_the_growth_table_counts_the_runs_where_ours_added_more() -> None:
+    data = _record()
+    data["runs"][0]["growth"] = _growth(0.40, 0.30)
+    data["runs"][1]["growth"] = _growth(0.20, 0.35)
+    shown = growth_table(parse(data))
+    assert f"0.20{DASH}0.40 / 0.30{DASH}0.35" in shown
+    assert "| 1 of 2 |" in shown
+
+
+def test_a_run_without_the_growth_the_others_have_is_refused() -> None:
+    data = _record()
+    data["runs"][0]["growth"] = _growth(0.40, 0.30)
+    with pytest.raises(BenchRecordError, match="growth of prefix-hit is not in every run"):
+        parse(data)
+
+
+def test_the_committed_record_renders_its_growth() -> None:
+    assert "runs where ours added more" in growth_table(load(DOCS))

@@ -15,6 +15,9 @@ import yaml
 pytest_plugins = ["pytester"]
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "workflow" / "github-actions.md"
+#: The install the recipe needs: kvpool-spec's own wheel (the package index has none).
+WHEEL_AND_PYTEST = re.compile(r"pip install \S*kvpool_spec-[^\s/]+-py3-none-any\.whl pytest")
+FROM_THE_INDEX = re.compile(r"pip install (?:[^\n]* )?['\"]?kvpool-spec\b")
 
 
 def workflow() -> dict[Any, Any]:
@@ -53,8 +56,11 @@ def workflow_problems(loaded: dict[Any, Any]) -> list[str]:
         for action in ("actions/checkout@", "actions/setup-python@"):
             if not any(u.startswith(action) for u in uses):
                 problems.append(f"{name}: no {action}")
-        if "pip install kvpool-spec pytest" not in " ".join(str(s.get("run", "")) for s in steps):
-            problems.append(f"{name}: kvpool-spec and pytest are not installed")
+        installs = " ".join(str(s.get("run", "")) for s in steps)
+        if not WHEEL_AND_PYTEST.search(installs):
+            problems.append(f"{name}: kvpool-spec's wheel and pytest are not installed")
+        if FROM_THE_INDEX.search(installs):
+            problems.append(f"{name}: installs kvpool-spec from the index, which has none")
         runs = pytest_runs(job)
         if len(runs) != 1:
             problems.append(f"{name}: {len(runs)} pytest steps, not one")
@@ -104,6 +110,12 @@ def _drop_target(job: dict[str, Any]) -> None:
             step["run"] = re.sub(r"--kvpool-target=\S+ ?", "", step["run"])
 
 
+def _install_from_the_index(job: dict[str, Any]) -> None:
+    for step in job["steps"]:
+        if "kvpool_spec-" in str(step.get("run", "")):
+            step["run"] = re.sub(r"\S*kvpool_spec-\S+\.whl", "kvpool-spec", step["run"])
+
+
 @pytest.mark.parametrize(
     ("plant", "problem"),
     [
@@ -111,8 +123,9 @@ def _drop_target(job: dict[str, Any]) -> None:
         (lambda job: _upload(job)["with"].update(path="traces/"), "uploads 'traces'"),
         (_drop_target, "pytest runs without --kvpool-target"),
         (lambda job: job["steps"].remove(_upload(job)), "0 uploads after pytest"),
+        (_install_from_the_index, "installs kvpool-spec from the index"),
     ],
-    ids=["upload-always", "wrong-path", "no-target", "no-upload"],
+    ids=["upload-always", "wrong-path", "no-target", "no-upload", "from-the-index"],
 )
 def test_the_check_catches_a_broken_workflow(plant: Any, problem: str) -> None:
     broken = copy.deepcopy(workflow())
