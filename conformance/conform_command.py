@@ -113,7 +113,9 @@ from .usage import EXIT_FINDING, EXIT_TOO_FEW, comma_names, fail_usage
     show_default=True,
     help="Comma-separated machines: pool (pool actions at each --level), requests "
     "(request actions: the spec's manager driving the target pool, and the target's own "
-    "manager, if any, against the spec's manager; request-level properties checked).",
+    "manager, if any, against the spec's manager; request-level properties checked). "
+    "Alone: engine (the engine's own scheduler plans every batch, the suite plays the "
+    "clients and the model; --target names an engine driver).",
 )
 @click.option(
     "--manager",
@@ -247,6 +249,22 @@ def conform(
     console = Console()
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
         console.width = max(console.width, 110)
+    if machines == "engine":  # the engine machine: an engine through its own scheduler
+        from .engine_machine.command import conform_engine
+
+        conform_engine(
+            console,
+            target,
+            seed=seed,
+            max_examples=max_examples,
+            steps=steps,
+            blocks=blocks,
+            max_findings=1 if fail_fast else max_findings,
+            min_valid=min_valid,
+            trace_dir=trace_dir,
+            consumer=consumer,
+        )
+        return
     try:
         level_names = comma_names(levels or "safety,order,robustness", LEVELS, "level")
         machine_names = comma_names(machines, MACHINES, "machine")
