@@ -68,9 +68,9 @@ def arrival(choices: Choices, run: EngineRun, offset: int) -> Arrive:
         [("new", 3), ("system", 3), ("session", 3 if run.finished else 0), ("long", 1)],
         "prompt kind",
     )
-    salt = choices.choice(SALTS, "salt")
+    salt = choices.choice(SALTS, "salt") if "salts" in run.can else None
     if kind == "session":
-        previous, salt = choices.choice(run.finished, "session")
+        previous, salt = choices.choice(run.finished, "session")  # the session's salt
         prompt = previous + fresh_tokens(choices, 1, setup.block_size + 1)
     elif kind == "system":
         system = choices.choice(SYSTEM_PROMPTS, "system prompt")

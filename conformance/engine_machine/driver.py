@@ -38,7 +38,9 @@ CAPABILITIES = MappingProxyType(
         "ref_counts": "ref_counts() -> tuple[int, ...]: every block's holder count, by id "
         "(refcounts-match-tables is judged on it)",
         "flush": "flush() -> bool: drop the prefix cache (reset_prefix_cache); drawn while "
-        "no request is running",
+        "no request is live",
+        "salts": "the engine takes a request's cache salt (Submission.salt) and partitions "
+        "its prefix cache by it; without it every request is drawn without a salt",
     }
 )
 
@@ -97,8 +99,12 @@ class Batch:
     #: Requests it preempted: their blocks are given back, their computed tokens lost
     #: (what stays cached may serve them when they are scheduled again).
     preempted: tuple[str, ...] = ()
-    #: Block copies the model makes before the forward pass (source, destination).
+    #: Block copies the model makes before the forward pass (source, destination): a
+    #: scheduled request whose table entry moves from the source to the destination moves
+    #: with its data (the engine's copy-on-write), which ``append-only`` lets pass.
     copies: tuple[tuple[int, int], ...] = ()
+    #: Blocks the model clears before the copies (their old data is gone).
+    zeroed: tuple[int, ...] = ()
     #: Requests the engine ended on its own (refused, aborted): gone, blocks freed.
     ended: tuple[str, ...] = ()
 

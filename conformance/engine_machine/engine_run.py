@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvpool.spec import PoolConfig
-from kvpool.spec.manager import Broken, ManagerConfig, Scheduled
+from kvpool.spec.manager import Broken, ManagerConfig, Scheduled, Tables
 from kvpool.spec.manager import properties as props
 from kvpool.spec.manager.compute import write
 
@@ -175,14 +175,20 @@ class EngineRun:
 
     def run_step(self, action: RunStep) -> None:
         batch: Batch = self.driver.step()
+        self.record.situations.update(
+            {"preempted": len(batch.preempted), "copied": len(batch.copies)}
+        )
         for rid in batch.preempted:
             self.known(rid, "preempted")
             self.leave(rid, finished=False)
+        for block in batch.zeroed:
+            self.checks.contents.pop(block, None)
+            self.checks.origin.pop(block, None)
         for src, dst in batch.copies:
             self.checks.copy(src, dst)
         for planned in batch.scheduled:
             self.known(planned.request_id, "scheduled")
-            self.schedule(planned)
+            self.schedule(planned, batch.copies)
         results = []
         for planned in batch.scheduled:
             client = self.clients[planned.request_id]
@@ -211,12 +217,16 @@ class EngineRun:
                 "(never sent, finished or aborted)"
             )
 
-    def schedule(self, planned: ScheduledRequest) -> None:
-        """One request of the batch: judged as scheduled, then its tokens written."""
+    def schedule(self, planned: ScheduledRequest, copies: tuple[tuple[int, int], ...]) -> None:
+        """One request of the batch: judged as scheduled, then its tokens written. An
+        entry the batch copied into a new block may move there with its data (the
+        engine's copy-on-write): ``append-only`` judges the table with that move made."""
         rid = planned.request_id
         client = self.clients[rid]
         fresh = client.status == "waiting"
         client.status = "running"
+        if fresh and planned.start:
+            self.record.situations["hit"] += 1
         end = planned.start + planned.num_tokens
         if planned.num_tokens < 1 or end > len(client.tokens):
             raise Nonconformance(
@@ -233,6 +243,9 @@ class EngineRun:
                     raise PropertyBroken(broken)
             return
         view = self.view()
+        tracked = self.checks.requests[rid]
+        if not fresh and copies:
+            tracked.tables = moved(tracked.tables, planned.tables, frozenset(copies))
         scheduled = Scheduled(planned.start, planned.tables)
         self.checks.scheduled(rid, scheduled, view, fresh)
         self.write(rid, planned, view)
@@ -315,3 +328,17 @@ class EngineRun:
         self.events.checked.clear()
         if found:
             raise Nonconformance(self.events.finding(found[0], operation, events))
+
+
+def moved(before: Tables, after: Tables, copies: frozenset[tuple[int, int]]) -> Tables:
+    """``before`` with each entry that ``after`` holds in the block it was copied to."""
+    tables = []
+    for g, table in enumerate(before):
+        now = after[g] if g < len(after) else ()
+        tables.append(
+            tuple(
+                now[i] if i < len(now) and (was, now[i]) in copies else was
+                for i, was in enumerate(table)
+            )
+        )
+    return tuple(tables)

@@ -10,7 +10,7 @@ from .toy_engine import ToyScheduler
 
 class ToyDriver:
     name = "toy"
-    capabilities = frozenset({"tables", "abort", "free_count", "ref_counts", "flush"})
+    capabilities = frozenset({"tables", "abort", "free_count", "ref_counts", "flush", "salts"})
     fault: str | None = None
 
     def __init__(self, setup: api.EngineSetup) -> None:
