@@ -39,6 +39,11 @@ CAPABILITIES = MappingProxyType(
         "(refcounts-match-tables is judged on it)",
         "flush": "flush() -> bool: drop the prefix cache (reset_prefix_cache); drawn while "
         "no request is live",
+        "swaps_in_cached": "a declaration, no call: the engine may replace a full computed "
+        "table entry with another block holding the same prefix (it deduplicates a block "
+        "it publishes onto the cached one); append-only lets exactly that pass, the block's "
+        "writer, by the suite's record, having agreed with the request in every token up to "
+        "its end and in the salt",
         "salts": "the engine takes a request's cache salt (Submission.salt) and partitions "
         "its prefix cache by it; without it every request is drawn without a salt",
     }
@@ -103,7 +108,8 @@ class Batch:
     #: scheduled request whose table entry moves from the source to the destination moves
     #: with its data (the engine's copy-on-write), which ``append-only`` lets pass.
     copies: tuple[tuple[int, int], ...] = ()
-    #: Blocks the model clears before the copies (their old data is gone).
+    #: Blocks the model clears after the copies, before the forward pass (their old data
+    #: is gone; a block both copied from and cleared is copied first).
     zeroed: tuple[int, ...] = ()
     #: Requests the engine ended on its own (refused, aborted): gone, blocks freed.
     ended: tuple[str, ...] = ()

@@ -25,7 +25,7 @@ from kvpool.spec.manager.compute import write
 from ..consumers.judge import StreamJudge
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.target import PoolView
-from ..manager.checks import PropertyBroken, RequestChecks
+from ..manager.checks import PropertyBroken, RequestChecks, Tracked
 from ..manager.target import RequestSetup
 from .actions import Abort, Arrive, EngineAction, Flush, RunStep, model_token
 from .driver import (
@@ -181,11 +181,11 @@ class EngineRun:
         for rid in batch.preempted:
             self.known(rid, "preempted")
             self.leave(rid, finished=False)
+        for src, dst in batch.copies:
+            self.checks.copy(src, dst)
         for block in batch.zeroed:
             self.checks.contents.pop(block, None)
             self.checks.origin.pop(block, None)
-        for src, dst in batch.copies:
-            self.checks.copy(src, dst)
         for planned in batch.scheduled:
             self.known(planned.request_id, "scheduled")
             self.schedule(planned, batch.copies)
@@ -246,10 +246,34 @@ class EngineRun:
         tracked = self.checks.requests[rid]
         if not fresh and copies:
             tracked.tables = moved(tracked.tables, planned.tables, frozenset(copies))
+        if not fresh and "swaps_in_cached" in self.can:
+            tracked.tables = self.swapped(tracked, planned.tables)
         scheduled = Scheduled(planned.start, planned.tables)
         self.checks.scheduled(rid, scheduled, view, fresh)
         self.write(rid, planned, view)
         self.checks.requests[rid].num_computed_tokens = end
+
+    def swapped(self, tracked: Tracked, after: Tables) -> Tables:
+        """``tracked``'s tables with each full computed entry that ``after`` holds in
+        another block written for the same prefix (tokens and salt) taken as replaced."""
+        bs = self.setup.block_size
+        full = tracked.num_computed_tokens // bs
+        tables = []
+        for g, table in enumerate(tracked.tables):
+            now = after[g] if g < len(after) else ()
+            entries = list(table)
+            for i in range(min(full, len(table), len(now))):
+                writer = self.checks.origin.get(now[i])
+                end = (i + 1) * bs
+                if (
+                    now[i] != table[i]
+                    and writer is not None
+                    and writer.salt == tracked.salt
+                    and writer.tokens[:end] == tracked.tokens[:end]
+                ):
+                    entries[i] = now[i]
+            tables.append(tuple(entries))
+        return tuple(tables)
 
     def write(self, rid: str, planned: ScheduledRequest, view: PoolView) -> None:
         """The forward pass writes the request's tokens ``start`` .. ``start + num_tokens
