@@ -228,6 +228,9 @@ class EngineRun:
         if fresh and planned.start:
             self.record.situations["hit"] += 1
         end = planned.start + planned.num_tokens
+        if fresh and planned.start >= len(client.tokens):  # a hit over the whole prompt
+            self.record.properties["computes-last-token"] += 1
+            raise PropertyBroken(props.computes_last_token(rid, planned.start, end))
         if planned.num_tokens < 1 or end > len(client.tokens):
             raise Nonconformance(
                 f"after step: the engine scheduled tokens {planned.start}..{end - 1} of "

@@ -1,11 +1,9 @@
-"""The toy scheduler's engine driver: only calls into it (kvpool conform --machine engine
---target tests.conformance.toy_driver:ToyDriver)."""
+"""The toy scheduler's engine driver (--machine engine): only calls into the scheduler."""
 
 from collections.abc import Sequence
 
 from kvpool.conformance import api
-
-from .toy_engine import ToyScheduler
+from toy_engine import ToyScheduler  # pytest puts this folder on sys.path
 
 
 class ToyDriver:
@@ -14,10 +12,8 @@ class ToyDriver:
     fault: str | None = None
 
     def __init__(self, setup: api.EngineSetup) -> None:
-        self.engine = ToyScheduler(
-            setup.num_blocks, setup.block_size, setup.max_batch_tokens,
-            setup.max_batch_size, self.fault,
-        )  # fmt: skip
+        size, tokens, batch = setup.block_size, setup.max_batch_tokens, setup.max_batch_size
+        self.engine = ToyScheduler(setup.num_blocks, size, tokens, batch, self.fault)
 
     def submit(self, request: api.Submission) -> None:
         self.engine.add(request.request_id, request.prompt, request.salt)
