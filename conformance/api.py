@@ -18,9 +18,10 @@ Names here keep their meaning across releases; anything else under
   ``refuses_by_return``).
 - **Engine drivers** (the engine machine, an engine driven through its own scheduler):
   :class:`EngineDriver` built by an :data:`EngineDriverFactory` from an
-  :class:`EngineSetup`; it takes :class:`Submission` s, plans :class:`Batch` es of
-  :class:`ScheduledRequest` s and takes the model's :class:`Sampled` results; what else it
-  offers is declared from :data:`CAPABILITIES`.
+  :class:`EngineSetup`; it takes submissions (:class:`Submission`), plans batches
+  (:class:`Batch`) of scheduled requests (:class:`ScheduledRequest`) and takes the
+  model's results (:class:`Sampled`); what else it offers is declared from
+  :data:`CAPABILITIES`.
 - **Engines**: :class:`EngineEntry` (registered under the ``kvpool.engines`` entry-point
   group), :class:`TargetDescription`, :class:`Form`, :class:`ProfileChoice` and the two
   errors.
