@@ -168,7 +168,7 @@ def driver_problems(driver: object) -> list[str]:
         for name in ("submit", "step", "report")
         if not callable(getattr(driver, name, None))
     ]
-    declared = getattr(driver, "capabilities", frozenset())
+    declared: frozenset[str] = frozenset(getattr(driver, "capabilities", ()))
     unknown = sorted(set(declared) - set(CAPABILITIES))
     if unknown:
         problems.append(f"unknown capabilities {unknown} (known: {sorted(CAPABILITIES)})")

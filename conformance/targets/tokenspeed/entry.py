@@ -4,6 +4,7 @@ of its own."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 from importlib import metadata
 from types import MappingProxyType
@@ -35,6 +36,9 @@ class TokenSpeedEntry(EngineEntry):
     )
     extra = "tokenspeed"
     has_pool = False
+    #: Not a manager, but --manager auto must reach load_manager, which says to use the
+    #: engine machine (with none, the requests machine would run nothing and pass).
+    auto_manager = True
     accepted = frozenset({Form.BUILT_IN, Form.RELEASE})
     project = DISTRIBUTION
 
@@ -51,7 +55,7 @@ class TokenSpeedEntry(EngineEntry):
         """Drivers of the installed scheduler, which must be the release named."""
         try:
             installed = metadata.version(DISTRIBUTION)
-            import tokenspeed_scheduler as ts
+            ts = importlib.import_module("tokenspeed_scheduler")  # C++ bindings, untyped
         except (metadata.PackageNotFoundError, ImportError) as exc:
             raise TargetLoadError(
                 f"{described.text} needs {DISTRIBUTION}: pip install 'kvpool-spec[tokenspeed]' "
