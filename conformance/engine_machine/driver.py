@@ -39,11 +39,12 @@ CAPABILITIES = MappingProxyType(
         "(refcounts-match-tables is judged on it)",
         "flush": "flush() -> bool: drop the prefix cache (reset_prefix_cache); drawn while "
         "no request is live",
-        "swaps_in_cached": "a declaration, no call: the engine may replace a full computed "
+        "swaps_in_cached": "a declaration, no call: the engine may replace a computed "
         "table entry with another block holding the same prefix (it deduplicates a block "
-        "it publishes onto the cached one); append-only lets exactly that pass, the block's "
-        "writer, by the suite's record, having agreed with the request in every token up to "
-        "its end and in the salt",
+        "it publishes onto the cached one, and may then copy that one to write on); "
+        "append-only lets exactly that pass, the new block's writer, by the suite's record, "
+        "having agreed with the request in the salt and every token up to the entry's end "
+        "(or the computed boundary)",
         "salts": "the engine takes a request's cache salt (Submission.salt) and partitions "
         "its prefix cache by it; without it every request is drawn without a salt",
     }

@@ -257,17 +257,18 @@ class EngineRun:
         self.checks.requests[rid].num_computed_tokens = end
 
     def swapped(self, tracked: Tracked, after: Tables) -> Tables:
-        """``tracked``'s tables with each full computed entry that ``after`` holds in
-        another block written for the same prefix (tokens and salt) taken as replaced."""
+        """``tracked``'s tables with each computed entry that ``after`` holds in another
+        block, written (or copied from one written) for the same prefix, tokens and salt,
+        up to the entry's end or the computed boundary, taken as replaced."""
         bs = self.setup.block_size
-        full = tracked.num_computed_tokens // bs
+        computed = tracked.num_computed_tokens
         tables = []
         for g, table in enumerate(tracked.tables):
             now = after[g] if g < len(after) else ()
             entries = list(table)
-            for i in range(min(full, len(table), len(now))):
+            for i in range(min(-(-computed // bs), len(table), len(now))):
                 writer = self.checks.origin.get(now[i])
-                end = (i + 1) * bs
+                end = min((i + 1) * bs, computed)
                 if (
                     now[i] != table[i]
                     and writer is not None
