@@ -33,6 +33,7 @@ from .trace_file import (
     EngineTraceError,
     read_engine_trace,
     replay_engine_trace,
+    write_engine_pytest,
     write_engine_trace,
 )
 
@@ -119,7 +120,9 @@ def conform_engine(
             target.text, failure.config, failure.trace, failure.message, run_seed, judged
         )
         path = write_engine_trace(trace, Path(trace_dir), number)
+        test = write_engine_pytest(path, trace, target.text)
         console.print(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
+        console.print(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
         console.print(
             "  Replay it with:  python -m kvpool.conformance.engine_machine.command "
             f"{path} --target {target.text}",

@@ -40,18 +40,6 @@ from .driver import (
     drained,
 )
 
-#: The properties the engine machine evaluates where the driver shows their data (the
-#: others of the request level, e.g. ``hit-keys``, need the pool's keys in the spec's
-#: form, which no engine shows: the table lists them as not checked).
-ENGINE_PROPERTIES = (
-    "append-only",
-    "own-contents",
-    "computes-last-token",
-    "write-guard",
-    "refcounts-match-tables",
-    "idle-pool-free",
-)
-
 
 @dataclass
 class Client:

@@ -47,6 +47,34 @@ def write_engine_trace(trace: EngineTrace, trace_dir: Path, number: int = 1) -> 
     return path
 
 
+def write_engine_pytest(trace_path: Path, trace: EngineTrace, target: str) -> Path:
+    """A standalone pytest file beside ``trace_path`` that replays it on ``target`` (the
+    engine the command line named, written as a Python literal) and fails while the
+    engine still does."""
+    name = slug(trace_path.name.removesuffix(SUFFIX))
+    path = trace_path.with_name(f"test_{name}.py")
+    path.write_text(
+        f'''"""kvpool engine counterexample, replayed: fails while the engine still does."""
+
+from pathlib import Path
+
+from kvpool.conformance.engine_machine.command import load_driver
+from kvpool.conformance.engine_machine.trace_file import read_engine_trace, replay_engine_trace
+from kvpool.conformance.targets.registry import describe_target
+
+TRACE = Path(__file__).with_name({trace_path.name!r})
+
+
+def test_{name}_passes() -> None:
+    factory, _ = load_driver(describe_target({target!r}))
+    found = replay_engine_trace(read_engine_trace(TRACE), factory)
+    assert found is None, found
+''',
+        encoding="utf-8",
+    )
+    return path
+
+
 def read_engine_trace(path: Path) -> EngineTrace:
     """The engine trace in ``path``; :class:`EngineTraceError` for anything else."""
     try:

@@ -239,6 +239,8 @@ def test_conform_exits_1_on_a_fault_and_its_trace_replays(tmp_path: Path) -> Non
     assert result.exit_code == 1, result.output
     assert "Shrunk client/model sequence" in result.output
     (trace,) = tmp_path.glob("*.engine.itf.json")
+    (test,) = tmp_path.glob("test_*.py")
+    assert "toy_faults:SaltBlind" in test.read_text(encoding="utf-8")
     replayed = CliRunner().invoke(replay_command, [str(trace), "--target", "toy_faults:SaltBlind"])
     assert replayed.exit_code == 1 and "own-contents" in replayed.output
     fixed = CliRunner().invoke(replay_command, [str(trace), "--target", "toy_driver:ToyDriver"])
