@@ -30,7 +30,8 @@ class TokenSpeedEntry(EngineEntry):
     )
     forms = MappingProxyType(
         {
-            "tokenspeed": "the installed tokenspeed-scheduler",
+            "tokenspeed": "TokenSpeed's C++ scheduler as installed (tokenspeed-scheduler), "
+            "an engine: --machine engine only (needs the tokenspeed extra: 0.1.42)",
             "tokenspeed==VERSION": "the same, checked to be that release",
         }
     )
