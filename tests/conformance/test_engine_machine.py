@@ -250,3 +250,12 @@ def test_conform_exits_1_on_a_fault_and_its_trace_replays(tmp_path: Path) -> Non
         replay_command, [str(tmp_path / "bad.json"), "--target", "toy_driver:ToyDriver"]
     )
     assert bad.exit_code == 2 and "not an engine trace" in bad.output
+
+
+def test_options_the_engine_machine_does_not_take_are_refused() -> None:
+    for extra in (["--level", "safety"], ["--manager", "none"], ["--profile", "seed"]):
+        result = CliRunner().invoke(
+            main, ["conform", "--machine", "engine", "--target", "toy_driver:ToyDriver", *extra]
+        )
+        assert result.exit_code == 2, result.output
+        assert "not taken by the engine machine" in result.output
