@@ -56,3 +56,19 @@ def test_another_release_than_the_installed_one_is_a_usage_error() -> None:
         ENTRY.load_driver(describe_target("tokenspeed==9.9.9"))
     result = CliRunner().invoke(main, ["conform", "--target", "tokenspeed==0.1.42"])
     assert result.exit_code == 2 and "--machine engine" in result.output
+
+
+def test_a_stream_missing_its_stores_is_caught_by_the_consumer_model() -> None:
+    make = factory()
+
+    def without_stores(setup: Any) -> Any:
+        driver = make(setup)
+        drain = driver.drain_events
+        driver.drain_events = lambda: [e for e in drain() if type(e).__name__ != "BlockStored"]
+        return driver
+
+    result = run_engine(
+        without_stores, max_examples=60, steps=40, seed=1, max_blocks=10, consumer="count"
+    )
+    assert result.failure is not None
+    assert "events-removed-known" in result.failure.message
