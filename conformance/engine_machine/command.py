@@ -38,6 +38,9 @@ from .trace_file import (
     write_engine_trace,
 )
 
+#: Properties that can only fail on what a capability lets the machine draw: without it,
+#: their evaluations judged nothing, and the table says not checked.
+NEEDS = {"keys-partitioned": ("salts", "the engine takes no cache salt")}
 #: The events level's stream properties, judged for a driver publishing KV events.
 EVENT_PROPERTIES = ("events-parent-known", "events-removed-known")
 
@@ -176,6 +179,10 @@ def properties_table(result: LevelResult, capabilities: frozenset[str]) -> Table
     names = list(PROPERTIES) + (list(EVENT_PROPERTIES) if "events" in capabilities else [])
     for name in names:
         count = result.record.properties[name]
+        needs = NEEDS.get(name)
+        if needs is not None and needs[0] not in capabilities:
+            table.add_row(name, f"[yellow]not checked ({needs[1]})[/yellow]")
+            continue
         table.add_row(name, str(count) if count else "[yellow]not checked[/yellow]")
     return table
 

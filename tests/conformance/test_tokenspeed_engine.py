@@ -72,3 +72,14 @@ def test_a_stream_missing_its_stores_is_caught_by_the_consumer_model() -> None:
     )
     assert result.failure is not None
     assert "events-removed-known" in result.failure.message
+
+
+def test_conform_says_what_it_could_not_check_on_tokenspeed() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["conform", "--target", "tokenspeed==0.1.42", "--machine", "engine", "--seed", "1",
+         "-n", "20"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "not checked (the engine takes no cache salt)" in result.output
+    assert "events-removed-known" in result.output
