@@ -216,9 +216,12 @@ class EngineRun:
         if fresh and planned.start:
             self.record.situations["hit"] += 1
         end = planned.start + planned.num_tokens
-        if fresh and planned.start >= len(client.tokens):  # a hit over the whole prompt
+        whole = planned.start >= len(client.tokens)
+        if fresh and (planned.tables is None or whole):  # else checks.scheduled judges it
             self.record.properties["computes-last-token"] += 1
-            raise PropertyBroken(props.computes_last_token(rid, planned.start, end))
+            broken = props.computes_last_token(rid, planned.start, len(client.tokens))
+            if broken:
+                raise PropertyBroken(broken)
         if planned.num_tokens < 1 or end > len(client.tokens):
             raise Nonconformance(
                 f"after step: the engine scheduled tokens {planned.start}..{end - 1} of "
@@ -227,11 +230,6 @@ class EngineRun:
         if planned.tables is None:  # no tables shown: only the hit itself is judged
             self.checks.requests[rid].running = True
             self.checks.requests[rid].num_computed_tokens = end
-            if fresh:
-                self.record.properties["computes-last-token"] += 1
-                broken = props.computes_last_token(rid, planned.start, len(client.tokens))
-                if broken:
-                    raise PropertyBroken(broken)
             return
         view = self.view()
         tracked = self.checks.requests[rid]
