@@ -5,7 +5,7 @@ of its own."""
 from __future__ import annotations
 
 import importlib
-import logging
+import os
 from importlib import metadata
 from types import MappingProxyType
 from typing import Any
@@ -56,6 +56,9 @@ class TokenSpeedEntry(EngineEntry):
         """Drivers of the installed scheduler, which must be the release named."""
         try:
             installed = metadata.version(DISTRIBUTION)
+            # its scheduler logs each flush at info level to stdout (spdlog, which reads
+            # SPDLOG_LEVEL when the module loads): warnings only, unless the user says
+            os.environ.setdefault("SPDLOG_LEVEL", "warn")
             ts = importlib.import_module("tokenspeed_scheduler")  # C++ bindings, untyped
         except (metadata.PackageNotFoundError, ImportError) as exc:
             raise TargetLoadError(
@@ -68,8 +71,6 @@ class TokenSpeedEntry(EngineEntry):
                 f"{described.text}: {DISTRIBUTION} {installed} is installed, not {wanted} "
                 f"(pip install {DISTRIBUTION}=={wanted})"
             )
-        # its scheduler logs through spdlog to stdout; the suite's tables stay readable
-        logging.getLogger("tokenspeed_scheduler").addHandler(logging.NullHandler())
         from .driver import TokenSpeedDriver
 
         label = f"tokenspeed=={installed}"
