@@ -16,6 +16,12 @@ Names here keep their meaning across releases; anything else under
   and :func:`expected_key` (the keys a request's blocks are cached under), :func:`refusal`
   and :class:`RefusedByReturn` (a pool call refused by its return value, for a profile with
   ``refuses_by_return``).
+- **Engine drivers** (the engine machine, an engine driven through its own scheduler):
+  :class:`EngineDriver` built by an :data:`EngineDriverFactory` from an
+  :class:`EngineSetup`; it takes submissions (:class:`Submission`), plans batches
+  (:class:`Batch`) of scheduled requests (:class:`ScheduledRequest`) and takes the
+  model's results (:class:`Sampled`); what else it offers is declared from
+  :data:`CAPABILITIES`.
 - **Engines**: :class:`EngineEntry` (registered under the ``kvpool.engines`` entry-point
   group), :class:`TargetDescription`, :class:`Form`, :class:`ProfileChoice` and the two
   errors.
@@ -40,6 +46,16 @@ from kvpool.spec.manager.properties import expected_key
 
 from .engine.refusal import RefusedByReturn, refusal
 from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
+from .engine_machine.driver import (
+    CAPABILITIES,
+    Batch,
+    EngineDriver,
+    EngineDriverFactory,
+    EngineSetup,
+    Sampled,
+    ScheduledRequest,
+    Submission,
+)
 from .manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from .targets.description import Form, TargetDescription
 from .targets.errors import TargetLoadError, TargetUsageError
@@ -105,6 +121,7 @@ MANAGER_FACTORY_HOOKS = MappingProxyType(
 )
 
 __all__ = [
+    "CAPABILITIES",
     "EVICT_FIRST",
     "FULL_ATTENTION",
     "GROUP",
@@ -115,7 +132,11 @@ __all__ = [
     "POOL_HOOKS",
     "Action",
     "Admit",
+    "Batch",
+    "EngineDriver",
+    "EngineDriverFactory",
     "EngineEntry",
+    "EngineSetup",
     "Form",
     "IsolatedLoadError",
     "KVGroup",
@@ -132,7 +153,10 @@ __all__ = [
     "RequestAction",
     "RequestSetup",
     "ResetCache",
+    "Sampled",
     "Scheduled",
+    "ScheduledRequest",
+    "Submission",
     "Target",
     "TargetDescription",
     "TargetFactory",

@@ -73,7 +73,9 @@ from .usage import fail_usage
 @machines_option(
     "Comma-separated machines: pool (pool actions at each --level), requests "
     "(request actions: the spec's manager driving the target pool, and the target's own "
-    "manager, if any, against the spec's manager; request-level properties checked)."
+    "manager, if any, against the spec's manager; request-level properties checked). "
+    "Alone: engine (the engine's own scheduler plans every batch, the suite plays the "
+    "clients and the model; --target names an engine driver)."
 )
 @manager_option(
     "The KV cache manager for the requests machine: 'auto' (the target's own, e.g. "
@@ -159,7 +161,24 @@ def conform(show_plan: bool, **options: object) -> None:
     console = Console()
     if not console.is_terminal:  # a log or a pipe: room for every column of the table
         console.width = max(console.width, 110)
-    chosen = plan(Options(**options), console)  # type: ignore[arg-type]
+    given = Options(**options)  # type: ignore[arg-type]
+    if given.machines == "engine":  # an engine through its own scheduler
+        from .engine_machine.command import conform_engine
+
+        conform_engine(
+            console,
+            given.target,
+            seed=given.seed,
+            max_examples=given.max_examples,
+            steps=given.steps,
+            blocks=given.blocks,
+            max_findings=1 if given.fail_fast else given.max_findings,
+            min_valid=given.min_valid,
+            trace_dir=given.trace_dir,
+            consumer=given.consumer,
+        )
+        return
+    chosen = plan(given, console)
     if show_plan:
         print_plan(console, chosen)
         sys.exit(EXIT_PASS)

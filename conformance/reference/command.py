@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..extras import require
-from ..usage import EXIT_UNDECIDED
+from ..usage import EXIT_FINDING, EXIT_UNDECIDED
 
 #: The repository root when kvpool runs from a checkout (an editable install).
 CHECKOUT = Path(__file__).resolve().parents[2]

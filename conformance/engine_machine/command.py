@@ -1,0 +1,235 @@
+"""``kvpool conform --machine engine``: an engine through its own scheduler, on one seed;
+and the replay of the traces it writes.
+
+The engine is named as every target is: an engine's registry name (its entry's
+``load_driver``) or ``module:factory`` building an :class:`~.driver.EngineDriver` from an
+:class:`~.driver.EngineSetup`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from kvpool.spec.manager import PROPERTIES
+from rich.console import Console
+from rich.table import Table
+
+from ..engine.runner import LevelResult
+from ..report import results_table
+from ..targets.description import Form, TargetDescription
+from ..targets.errors import TargetLoadError
+from ..targets.factory_entry import import_attribute
+from ..targets.registry import engine
+from ..usage import EXIT_FINDING, EXIT_TOO_FEW, fail_usage
+from .driver import EngineDriverFactory, EngineSetup, close, driver_problems
+from .runner import run_engine
+from .trace_file import (
+    EngineTrace,
+    EngineTraceError,
+    read_engine_trace,
+    replay_engine_trace,
+    write_engine_pytest,
+    write_engine_trace,
+)
+
+#: Properties that can only fail on what a capability lets the machine draw: without it,
+#: their evaluations judged nothing, and the table says not checked.
+NEEDS = {"keys-partitioned": ("salts", "the engine takes no cache salt")}
+#: The events level's stream properties, judged for a driver publishing KV events.
+EVENT_PROPERTIES = ("events-parent-known", "events-removed-known")
+
+
+#: ``kvpool conform`` options the engine machine does not take (given, they are refused
+#: rather than silently ignored): the expectations (``--expect``) are not yet matched here.
+NOT_AT_THE_ENGINE_MACHINE = ("profile", "levels", "manager", "expect_file", "check_contracts")
+
+
+def given(parameter: str) -> bool:
+    """Whether the running command's ``parameter`` was given on the command line."""
+    context = click.get_current_context(silent=True)
+    if context is None or parameter not in context.params:
+        return False
+    return context.get_parameter_source(parameter) is not ParameterSource.DEFAULT
+
+
+def load_driver(target: TargetDescription) -> tuple[EngineDriverFactory, str]:
+    """The driver factory ``target`` names, and how tables name it."""
+    if target.form is Form.FACTORY:
+        factory: EngineDriverFactory = import_attribute(target.factory or target.text)
+        return factory, target.text
+    entry: Any = engine(target.engine)
+    loader = getattr(entry, "load_driver", None)
+    if loader is None:
+        raise TargetLoadError(
+            f"{target.text} has no engine driver yet: the engine machine drives engines "
+            "whose entry has load_driver (or a module:factory building an EngineDriver)"
+        )
+    found: tuple[EngineDriverFactory, str] = loader(target)
+    return found
+
+
+def probe(console: Console, factory: EngineDriverFactory, name: str) -> frozenset[str]:
+    """Build one engine and check it offers what it declares; its capabilities."""
+    try:
+        driver = factory(EngineSetup(8, 2))
+    except Exception as exc:  # the user's factory failed to build an engine
+        fail_usage(console, f"engine {name!r} could not be built: {type(exc).__name__}: {exc}")
+    problems = driver_problems(driver)
+    if problems:
+        fail_usage(console, f"engine {name!r} is not an engine driver: " + "; ".join(problems))
+    capabilities = frozenset(driver.capabilities)
+    close(driver)
+    return capabilities
+
+
+def conform_engine(
+    console: Console,
+    target: TargetDescription,
+    *,
+    seed: int | None,
+    max_examples: int,
+    steps: int,
+    blocks: int,
+    max_findings: int,
+    min_valid: float,
+    trace_dir: str,
+    consumer: str | None,
+) -> None:
+    """Run the engine machine on ``target`` and exit as ``kvpool conform`` does (0 passed,
+    1 a finding, 2 a usage error, 3 too few valid test cases)."""
+    not_here = [f"--{name.replace('_', '-')}" for name in NOT_AT_THE_ENGINE_MACHINE if given(name)]
+    if not_here:
+        fail_usage(
+            console,
+            f"{', '.join(not_here)}: not taken by the engine machine (it judges an engine by "
+            "the request-level properties alone, with no profile, level or manager)",
+        )
+    try:
+        factory, name = load_driver(target)
+    except (TargetLoadError, click.BadParameter) as exc:
+        fail_usage(console, str(exc))
+    capabilities = probe(console, factory, name)
+    judged = consumer or ("count" if "events" in capabilities else None)
+    if consumer is not None and "events" not in capabilities:
+        fail_usage(console, f"engine {name!r} publishes no KV events: leave --consumer out")
+    run_seed = seed if seed is not None else random.randrange(2**32)
+    console.print(
+        f"kvpool conform: engine [bold]{name}[/bold], machine engine, seed {run_seed}; it "
+        f"offers {', '.join(sorted(capabilities)) or 'submit, step and report only'}"
+        + (f"; its KV events judged by the {judged} consumer" if judged else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    result = run_engine(
+        factory,
+        max_examples=max_examples,
+        steps=steps,
+        seed=run_seed,
+        max_blocks=blocks,
+        consumer=judged,
+        max_findings=max_findings,
+        min_valid=math.ceil(min_valid * max_examples),
+    )
+    console.print(results_table(name, "none (judged by the properties)", [result]))
+    console.print(properties_table(result, capabilities))
+    for number, failure in enumerate(result.failures, 1):
+        print_finding(console, result, number)
+        trace = EngineTrace(
+            target.text, failure.config, failure.trace, failure.message, run_seed, judged
+        )
+        path = write_engine_trace(trace, Path(trace_dir), number)
+        test = write_engine_pytest(path, trace, target.text)
+        console.print(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
+        console.print(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
+        console.print(
+            "  Replay it with:  python -m kvpool.conformance.engine_machine.command "
+            f"{path} --target {target.text}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if result.too_few_valid is not None:
+        console.print(f"\n[bold red]Too few valid test cases: {result.label}[/bold red]")
+        console.print(f"  {result.too_few_valid}", markup=False, highlight=False)
+    if result.failures:
+        console.print(
+            f"\nReproduce with: kvpool conform --target {target.text} --machine engine "
+            f"--seed {run_seed} --max-examples {max_examples} --steps {steps} "
+            f"--blocks {blocks}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_FINDING)
+    if not result.passed:
+        sys.exit(EXIT_TOO_FEW)
+    console.print("[green]every run passed[/green]")
+
+
+def properties_table(result: LevelResult, capabilities: frozenset[str]) -> Table:
+    """Each property with how often it was evaluated, or ``not checked`` (never passed)
+    where the engine showed nothing it could be judged on."""
+    table = Table(title="properties judged on what the engine shows (evaluations)")
+    table.add_column("property")
+    table.add_column(result.label, justify="right")
+    names = list(PROPERTIES) + (list(EVENT_PROPERTIES) if "events" in capabilities else [])
+    for name in names:
+        count = result.record.properties[name]
+        needs = NEEDS.get(name)
+        if needs is not None and needs[0] not in capabilities:
+            table.add_row(name, f"[yellow]not checked ({needs[1]})[/yellow]")
+            continue
+        table.add_row(name, str(count) if count else "[yellow]not checked[/yellow]")
+    return table
+
+
+def print_finding(console: Console, result: LevelResult, number: int) -> None:
+    """One finding: the broken property, the engine setup and the shrunk actions."""
+    failure = result.failures[number - 1]
+    console.print(f"\n[bold red]Nonconformance: {result.label}[/bold red]")
+    console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"\n  Shrunk client/model sequence ({len(failure.trace)} actions) on an engine "
+        f"built as {failure.config}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    for i, action in enumerate(failure.trace, 1):
+        marker = "  <- fails here" if i == len(failure.trace) else ""
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(action).items() if k != "operation")
+        console.print(
+            f"    {i:>3}. {action.operation}({args}){marker}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@click.command()
+@click.argument("trace_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", "-t", required=True, help="The engine that replays the trace.")
+def replay(trace_path: Path, target: str) -> None:
+    """Replay an engine trace: exit 1 while the engine still fails, 0 once it passes."""
+    from ..targets.registry import describe_target
+
+    console = Console()
+    try:
+        trace = read_engine_trace(trace_path)
+        factory, _ = load_driver(describe_target(target))
+    except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
+        fail_usage(console, str(exc))
+    found = replay_engine_trace(trace, factory)
+    if found is None:
+        console.print("the engine passes this trace now", highlight=False)
+        return
+    console.print(found, markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_FINDING)
+
+
+if __name__ == "__main__":  # python -m kvpool.conformance.engine_machine.command TRACE
+    replay()

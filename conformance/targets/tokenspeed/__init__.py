@@ -1,0 +1,1 @@
+"""TokenSpeed: its C++ scheduler (``tokenspeed-scheduler``), driven as an engine."""
