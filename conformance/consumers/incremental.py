@@ -1,0 +1,146 @@
+"""The consumer models kept in place, for a monitor that keeps up with a busy stream.
+
+:mod:`kvpool.spec.consumer` states the models as pure functions over an immutable state:
+every event returns a new state, which copies the held keys, and comparing a ``set``
+consumer with the ``count`` consumer beside it walks every key. That is the oracle, and
+it is what a reader checks; its cost grows with the keys held. Here the same rules run at
+a cost per event that does not:
+
+- :class:`IncrementalConsumer` holds one mutable map and applies each event with the
+  spec's own rule body (:func:`~kvpool.spec.consumer.apply_in_place`), so the two cannot
+  disagree on what an event does;
+- :class:`IncrementalDifferences` follows, event by event, where a judged consumer and its
+  truth (a ``set`` consumer and the ``count`` one) differ: only the residences an event
+  names can change, so only those are looked at.
+
+``tests/conformance/consumers/test_incremental.py`` checks both against the spec's
+functions on random streams.
+"""
+
+from __future__ import annotations
+
+from kvpool.spec.consumer import (
+    ConsumerModel,
+    ConsumerState,
+    EventViolation,
+    Residence,
+    apply_in_place,
+    difference_violation,
+    new_consumer,
+)
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
+
+#: A difference as the monitor remembers it: ``(property, group, hash)`` (no medium).
+DifferenceKey = tuple[str, int | None, bytes | None]
+REPLAY_INDEX = "events-replay-index"
+
+
+class IncrementalConsumer:
+    """A consumer of ``model`` whose holdings change in place, one event at a time."""
+
+    def __init__(self, model: str) -> None:
+        self.model: ConsumerModel = new_consumer(model).model  # ValueError names the models
+        #: (medium, group, hash) -> copies held, >= 1, as :class:`ConsumerState` keeps them.
+        self.held: dict[Residence, int] = {}
+
+    def apply(self, event: Event, medium: str | None = None) -> list[EventViolation]:
+        """``event`` applied; the violations of the stream properties it shows."""
+        return apply_in_place(self.model, self.held, event, medium)
+
+    def view(self) -> ConsumerState:
+        """The holdings as the spec's state (not a copy: read it before the next event)."""
+        return ConsumerState(model=self.model, held=self.held)
+
+
+def touched(event: Event, medium: str | None) -> list[Residence]:
+    """The residences a store or a removal changes (a clear changes all of its medium)."""
+    if isinstance(event, BlockStored):
+        return [(medium, event.group_id, h) for h in event.block_hashes]
+    if isinstance(event, BlockRemoved):
+        return [(medium, event.group_id, event.block_hash)]
+    return []
+
+
+class IncrementalDifferences:
+    """Where ``judged`` and ``truth`` (fed the same events) differ, kept as they go.
+
+    ``differing`` is exact after every event: the residences whose copies differ as the
+    judged model sees a difference (copies for ``count``, presence for ``set``), as
+    :func:`~kvpool.spec.consumer.consumer_violations` would list them. ``dirty`` gathers
+    the residences named since the last :meth:`fresh`, the only ones whose state can
+    have changed since.
+    """
+
+    def __init__(self, judged: IncrementalConsumer, truth: IncrementalConsumer) -> None:
+        self.judged = judged
+        self.truth = truth
+        self.differing: set[Residence] = set()
+        #: How many differing residences each (group, hash) has (over media).
+        self.per_key: dict[tuple[int, bytes], int] = {}
+        self.dirty: set[Residence] = set()
+
+    def applied(self, event: Event, medium: str | None) -> None:
+        """Both consumers have taken ``event`` (in ``medium``): note what it named."""
+        if isinstance(event, AllBlocksCleared):
+            for where in [w for w in self.differing if w[0] == medium]:
+                self._settle(where)
+            # the monitor forgets what it reported at a clear: what still differs (in
+            # another medium) is looked at again, and reported again
+            self.dirty.update(self.differing)
+            return
+        self.dirty.update(touched(event, medium))
+
+    def rebuild(self) -> None:
+        """Every residence looked at again (after the consumers were rebuilt wholesale)."""
+        self.differing.clear()
+        self.per_key.clear()
+        self.dirty = {*self.judged.held, *self.truth.held}
+
+    def _differs(self, where: Residence) -> bool:
+        mine, theirs = self.judged.held.get(where, 0), self.truth.held.get(where, 0)
+        return mine != theirs if self.judged.model == "count" else (mine > 0) != (theirs > 0)
+
+    def _settle(self, where: Residence) -> bool:
+        """``where``'s difference brought up to date; whether it differs."""
+        key = (where[1], where[2])
+        differs = self._differs(where)
+        if differs and where not in self.differing:
+            self.differing.add(where)
+            self.per_key[key] = self.per_key.get(key, 0) + 1
+        elif not differs and where in self.differing:
+            self.differing.discard(where)
+            left = self.per_key[key] - 1
+            if left:
+                self.per_key[key] = left
+            else:
+                del self.per_key[key]
+        return differs
+
+    def fresh(self, reported: set[DifferenceKey]) -> list[EventViolation]:
+        """The differences not in ``reported``, which is brought up to date: afterwards it
+        holds (beside its other properties' keys) exactly the ``events-replay-index`` keys
+        that differ now. The cost is that of the residences named since the last call."""
+        found = []
+        for where in sorted(self.dirty, key=_order):
+            differs = self._settle(where)
+            key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
+            if differs and key not in reported:
+                found.append(
+                    difference_violation(
+                        self.judged.model,
+                        self.truth.model,
+                        where,
+                        self.judged.held.get(where, 0),
+                        self.truth.held.get(where, 0),
+                    )
+                )
+            elif not differs and (where[1], where[2]) not in self.per_key:
+                reported.discard(key)
+        reported.update((REPLAY_INDEX, v.group_id, v.block_hash) for v in found)
+        self.dirty.clear()
+        return found
+
+
+def _order(where: Residence) -> tuple[str, int, bytes]:
+    """The order :func:`~kvpool.spec.consumer.consumer_violations` lists residences in."""
+    return (str(where[0]), where[1], where[2])
