@@ -117,27 +117,30 @@ class IncrementalDifferences:
         return differs
 
     def fresh(self, reported: set[DifferenceKey]) -> list[EventViolation]:
-        """The differences not in ``reported``, which is brought up to date: afterwards it
-        holds (beside its other properties' keys) exactly the ``events-replay-index`` keys
-        that differ now. The cost is that of the residences named since the last call."""
-        found = []
-        for where in sorted(self.dirty, key=_order):
-            differs = self._settle(where)
-            key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
-            if differs and key not in reported:
-                found.append(
-                    difference_violation(
-                        self.judged.model,
-                        self.truth.model,
-                        where,
-                        self.judged.held.get(where, 0),
-                        self.truth.held.get(where, 0),
-                    )
-                )
-            elif not differs and (where[1], where[2]) not in self.per_key:
-                reported.discard(key)
-        reported.update((REPLAY_INDEX, v.group_id, v.block_hash) for v in found)
+        """The differences whose key is not in ``reported``, which is then brought up to
+        date: afterwards it holds (beside its other properties' keys) exactly the
+        ``events-replay-index`` keys that differ now. The cost is that of the residences
+        named since the last call."""
+        dirty = sorted(self.dirty, key=_order)
         self.dirty.clear()
+        differing = [where for where in dirty if self._settle(where)]
+        found = [
+            difference_violation(
+                self.judged.model,
+                self.truth.model,
+                where,
+                self.judged.held.get(where, 0),
+                self.truth.held.get(where, 0),
+            )
+            for where in differing
+            if (REPLAY_INDEX, where[1], where[2]) not in reported
+        ]
+        for where in dirty:
+            key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
+            if (where[1], where[2]) in self.per_key:
+                reported.add(key)
+            else:
+                reported.discard(key)
         return found
 
 
