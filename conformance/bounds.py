@@ -110,6 +110,10 @@ def load_json(data: bytes | str, what: str, max_bytes: int = MAX_TRACE_BYTES) ->
     return value
 
 
+#: Kinds of value that hold nothing (what decoders make of numbers, strings and null).
+_SCALARS = frozenset({int, float, bool, str, bytes, type(None)})
+
+
 def nesting_exceeds(value: object, limit: int) -> bool:
     """Whether lists, tuples and dicts in ``value`` nest deeper than ``limit`` (walked
     without recursion, so any depth is measured safely)."""
@@ -119,7 +123,9 @@ def nesting_exceeds(value: object, limit: int) -> bool:
         deeper: list[Any] = []
         for item in level:
             children = item.values() if isinstance(item, dict) else item
-            deeper.extend(c for c in children if isinstance(c, containers))
+            # a list of plain scalars (token ids, hashes) is passed over at C speed
+            if not _SCALARS.issuperset(map(type, children)):
+                deeper.extend(c for c in children if isinstance(c, containers))
         if not deeper:
             return False
         level = deeper

@@ -64,11 +64,13 @@ def touched(event: Event, medium: str | None) -> list[Residence]:
 class IncrementalDifferences:
     """Where ``judged`` and ``truth`` (fed the same events) differ, kept as they go.
 
-    ``differing`` is exact after every event: the residences whose copies differ as the
-    judged model sees a difference (copies for ``count``, presence for ``set``), as
+    ``differing`` is exact at every :meth:`fresh`: the residences whose copies differ as
+    the judged model sees a difference (copies for ``count``, presence for ``set``), as
     :func:`~kvpool.spec.consumer.consumer_violations` would list them. ``dirty`` gathers
-    the residences named since the last :meth:`fresh`, the only ones whose state can
-    have changed since.
+    the residences whose state may have changed since the last :meth:`fresh`: those a
+    removal named, and those a store named that differed (the truth being a ``count``
+    consumer, a store leaves both holding the residence: it closes a difference or
+    changes nothing).
     """
 
     def __init__(self, judged: IncrementalConsumer, truth: IncrementalConsumer) -> None:
@@ -79,6 +81,25 @@ class IncrementalDifferences:
         self.per_key: dict[tuple[int, bytes], int] = {}
         self.dirty: set[Residence] = set()
 
+    def apply(
+        self, event: Event, medium: str | None, reported: set[DifferenceKey]
+    ) -> list[EventViolation]:
+        """``event`` applied to both consumers (the judged one's violations returned, and
+        after a removal the differences :meth:`fresh` finds): :meth:`applied` and
+        :meth:`fresh` in one call, as a monitor makes them for every event."""
+        found = apply_in_place(self.judged.model, self.judged.held, event, medium)
+        apply_in_place(self.truth.model, self.truth.held, event, medium)
+        if type(event) is BlockRemoved:
+            where = (medium, event.group_id, event.block_hash)
+            if self.dirty:
+                self.dirty.add(where)
+                found.extend(self.fresh(reported))
+            else:
+                found.extend(self._fresh_one(where, reported))
+        else:
+            self.applied(event, medium)
+        return found
+
     def applied(self, event: Event, medium: str | None) -> None:
         """Both consumers have taken ``event`` (in ``medium``): note what it named."""
         if isinstance(event, AllBlocksCleared):
@@ -88,7 +109,13 @@ class IncrementalDifferences:
             # another medium) is looked at again, and reported again
             self.dirty.update(self.differing)
             return
-        self.dirty.update(touched(event, medium))
+        if isinstance(event, BlockStored):
+            # a store leaves both consumers holding the residence (and adds one copy to
+            # each): it opens no difference, and can only close one already open
+            differing = self.differing
+            self.dirty.update(w for w in touched(event, medium) if w in differing)
+        else:
+            self.dirty.update(touched(event, medium))
 
     def rebuild(self) -> None:
         """Every residence looked at again (after the consumers were rebuilt wholesale)."""
@@ -121,6 +148,8 @@ class IncrementalDifferences:
         date: afterwards it holds (beside its other properties' keys) exactly the
         ``events-replay-index`` keys that differ now. The cost is that of the residences
         named since the last call."""
+        if len(self.dirty) == 1:  # the common case: the one residence a removal named
+            return self._fresh_one(self.dirty.pop(), reported)
         dirty = sorted(self.dirty, key=_order)
         self.dirty.clear()
         differing = [where for where in dirty if self._settle(where)]
@@ -141,6 +170,28 @@ class IncrementalDifferences:
                 reported.add(key)
             else:
                 reported.discard(key)
+        return found
+
+    def _fresh_one(self, where: Residence, reported: set[DifferenceKey]) -> list[EventViolation]:
+        """:meth:`fresh` when one residence is dirty (the same steps, without the sort)."""
+        key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
+        found = []
+        if self._settle(where):
+            if key not in reported:
+                found.append(
+                    difference_violation(
+                        self.judged.model,
+                        self.truth.model,
+                        where,
+                        self.judged.held.get(where, 0),
+                        self.truth.held.get(where, 0),
+                    )
+                )
+            reported.add(key)
+        elif (where[1], where[2]) in self.per_key:
+            reported.add(key)
+        else:
+            reported.discard(key)
         return found
 
 

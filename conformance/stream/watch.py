@@ -53,6 +53,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kvpool.spec import events as spec_events
 from kvpool.spec.consumer import CONSUMER_MODELS, EventViolation, new_consumer
@@ -81,13 +82,13 @@ GapFiller = Callable[[int, int, int], list[WireMessage]]
 SnapshotTaker = Callable[[int], tuple[int, bytes, list[WireBatch]] | None]
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(NamedTuple):
     """One event as the window shows it."""
 
     rank: int
     sequence: int
-    index: int
+    #: The event's place in its batch.
+    position: int
     event: WireEvent
 
     @property
@@ -95,7 +96,7 @@ class Seen:
         return self.event.describe()
 
     def line(self) -> str:
-        return f"rank {self.rank} seq {self.sequence} #{self.index}: {self.text}"
+        return f"rank {self.rank} seq {self.sequence} #{self.position}: {self.text}"
 
 
 @dataclass(frozen=True)
@@ -614,15 +615,19 @@ class StreamWatch:
         if self.router_name is not None and state.router is None:
             state.router = StreamJudge(self.router_name)
         seen: Seen | None = None
+        history = state.history
         for index, event in enumerate(message.batch.events):
             self.totals.events += 1
             seen = Seen(state.rank, message.sequence, index, event)
             state.window.append(seen)
             group = event.group_idx or 0
             for h in {*event.block_hashes, *filter(None, [event.parent_block_hash])}:
-                state.history.setdefault((group, h), deque(maxlen=HASH_HISTORY)).append(seen)
-            while len(state.history) > MAX_WINDOW_HASHES:
-                del state.history[next(iter(state.history))]  # the longest remembered
+                named = history.get((group, h))
+                if named is None:
+                    named = history[(group, h)] = deque(maxlen=HASH_HISTORY)
+                named.append(seen)
+            while len(history) > MAX_WINDOW_HASHES:
+                del history[next(iter(history))]  # the longest remembered
             for spec_event in spec_events_of(event):
                 self._apply_one(state, spec_event, event.medium, seen)
                 if state.router is not None and event.medium in CLEARED_MEDIA:
@@ -659,14 +664,12 @@ class StreamWatch:
             state.open_differences.clear()
             state.complete = True  # an empty cache: the history is known again
             return
-        found = state.consumer.apply(event, medium)
-        if state.truth is not None and state.differences is not None:
-            state.truth.apply(event, medium)
-            state.differences.applied(event, medium)
-            if isinstance(event, spec_events.BlockRemoved):
-                # a removal is the only event that opens a difference: what differs now
-                # and was not reported at the last removal is new
-                found.extend(state.differences.fresh(state.open_differences))
+        if state.differences is None:
+            found = state.consumer.apply(event, medium)
+        else:
+            # beside the count consumer: a removal is the only event that opens a
+            # difference, and what differs then that was not reported before is new
+            found = state.differences.apply(event, medium, state.open_differences)
         for violation in found:
             if not state.complete:
                 self.totals.unjudged[violation.property] += 1
@@ -679,7 +682,7 @@ class StreamWatch:
         window = list(state.window)
         if violation.block_hash is not None and violation.group_id is not None:
             named = state.history.get((violation.group_id, violation.block_hash), ())
-            window = sorted({*window, *named}, key=lambda s: (s.sequence, s.index))
+            window = sorted({*window, *named}, key=lambda s: (s.sequence, s.position))
         self.report(
             Finding(
                 "violation",
