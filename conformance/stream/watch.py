@@ -50,7 +50,7 @@ that led to it: the last events of its rank and every event that named its hash.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -129,11 +129,13 @@ class RankState:
     #: Whether every event since the last empty state was seen (violations are judged).
     complete: bool = True
     window: deque[Seen] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    history: dict[tuple[int, bytes], deque[Seen]] = field(default_factory=dict)
+    #: (An ordered dict: the oldest is dropped in constant time; a plain dict's first
+    #: entry is found by walking past every one deleted before it.)
+    history: OrderedDict[tuple[int, bytes], deque[Seen]] = field(default_factory=OrderedDict)
     #: Differences with the count consumer already reported (not repeated while they last).
     open_differences: set[tuple[str, int | None, bytes | None]] = field(default_factory=set)
     #: The last batches applied, by sequence (to tell a duplicate from a restart).
-    recent: dict[int, WireBatch] = field(default_factory=dict)
+    recent: OrderedDict[int, WireBatch] = field(default_factory=OrderedDict)
     #: Batches past a missing one, held back until it arrives (by sequence).
     pending: dict[int, WireMessage] = field(default_factory=dict)
     #: The last gaps reported, ``(first, last)`` sequences (to recognise a late batch).
@@ -579,7 +581,7 @@ class StreamWatch:
         state.publisher = message.publisher
         state.recent[message.sequence] = message.batch
         if len(state.recent) > RECENT:
-            del state.recent[next(iter(state.recent))]  # the oldest
+            state.recent.popitem(last=False)  # the oldest
         self.totals.batches += 1
         self.totals.judged += state.complete
         if message.batch.heartbeat:
@@ -627,7 +629,7 @@ class StreamWatch:
                     named = history[(group, h)] = deque(maxlen=HASH_HISTORY)
                 named.append(seen)
             while len(history) > MAX_WINDOW_HASHES:
-                del history[next(iter(history))]  # the longest remembered
+                history.popitem(last=False)  # the longest remembered
             for spec_event in spec_events_of(event):
                 self._apply_one(state, spec_event, event.medium, seen)
                 if state.router is not None and event.medium in CLEARED_MEDIA:
