@@ -5,10 +5,11 @@ The recording is written down first, as vLLM 0.33's wire frames (map-tagged even
 64-bit integer hashes, 16 token ids a block, 8-byte sequences): a *setup* part that
 stores ``held`` keys (one ``BlockStored`` of 16 blocks per request, 64 events a batch),
 then a *timed* part in
-steady state: each request stores 4 new blocks after a held one and 4 single-block
-``BlockRemoved`` evict the oldest request's blocks, leaf first, so the keys held stay at
-``held``. Every contender starts from nothing in a fresh process, takes the setup part,
-then the timed part, timed with the process's CPU time (one core, the collector off):
+steady state: each request stores 4 new blocks after a shared prefix (the first request,
+kept) and 4 single-block ``BlockRemoved`` evict the oldest request's blocks, leaf first,
+so the keys held stay at ``held``. Every contender starts from nothing in a fresh
+process, takes the setup part, then the timed part, timed with the process's CPU time
+(one core, the collector off):
 
 - ``monitor, count`` / ``monitor, set``: :class:`~kvpool.conformance.stream.watch.
   StreamWatch` fed the frames, decoding included (the ``set`` model runs with the
@@ -82,7 +83,10 @@ def _batches(events: list[dict[str, Any]], first: int) -> list[list[bytes]]:
 
 
 def recording(held: int, timed_events: int, seed: int) -> Recording:
-    """The recording for ``held`` keys and about ``timed_events`` timed events."""
+    """The recording for ``held`` keys and about ``timed_events`` timed events. The first
+    request is a shared prefix kept to the end; every request of the timed part continues
+    it, and eviction takes the oldest other request, leaf first (a parent never leaves
+    before its children, as a pool's LRU order has it)."""
     rng = random.Random(seed)
     hashes: Iterator[int] = iter(rng.sample(range(1, 1 << 63), held + timed_events))
     requests: deque[list[int]] = deque()
@@ -93,11 +97,11 @@ def recording(held: int, timed_events: int, seed: int) -> Recording:
         setup.append(_stored(blocks, None))
         requests.append(blocks)
         stored += len(blocks)
+    shared = requests.popleft()
     timed: list[dict[str, Any]] = []
     while len(timed) < timed_events:
-        parent = rng.choice(requests[-1])
         blocks = [next(hashes) for _ in range(CHURN_BLOCKS)]
-        timed.append(_stored(blocks, parent))
+        timed.append(_stored(blocks, shared[-1]))
         requests.append(blocks)
         for _ in range(CHURN_BLOCKS):
             oldest = requests[0]
@@ -189,6 +193,18 @@ def _contender(contender: str, rec: Recording) -> tuple[Any, Any]:
         )
 
     return feed_tree, tree_keys
+
+
+def dynamo_missing() -> str | None:
+    """Why Dynamo's RadixTree cannot be timed here, or ``None`` when it can."""
+    from ..consumers.dynamo import load_core
+    from ..consumers.protocol import ConsumerError
+
+    try:
+        load_core()
+    except ConsumerError as exc:
+        return str(exc)
+    return None
 
 
 def _child(args: tuple[str, int, int, int]) -> dict[str, Any]:

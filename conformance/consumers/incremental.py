@@ -94,8 +94,11 @@ class IncrementalDifferences:
             if self.dirty:
                 self.dirty.add(where)
                 found.extend(self.fresh(reported))
-            else:
+            elif where in self.differing or self._differs(where):
                 found.extend(self._fresh_one(where, reported))
+            elif (where[1], where[2]) not in self.per_key:
+                # it did not differ and does not, nor does its key in another medium
+                reported.discard((REPLAY_INDEX, where[1], where[2]))
         else:
             self.applied(event, medium)
         return found

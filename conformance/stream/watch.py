@@ -623,7 +623,10 @@ class StreamWatch:
             seen = Seen(state.rank, message.sequence, index, event)
             state.window.append(seen)
             group = event.group_idx or 0
-            for h in {*event.block_hashes, *filter(None, [event.parent_block_hash])}:
+            named_hashes = event.block_hashes
+            if event.parent_block_hash is not None or len(named_hashes) > 1:
+                named_hashes = {*named_hashes, *filter(None, [event.parent_block_hash])}
+            for h in named_hashes:
                 named = history.get((group, h))
                 if named is None:
                     named = history[(group, h)] = deque(maxlen=HASH_HISTORY)
