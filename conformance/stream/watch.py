@@ -51,7 +51,7 @@ that led to it: the last events of its rank and every event that named its hash.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -623,7 +623,7 @@ class StreamWatch:
             seen = Seen(state.rank, message.sequence, index, event)
             state.window.append(seen)
             group = event.group_idx or 0
-            named_hashes = event.block_hashes
+            named_hashes: Collection[bytes] = event.block_hashes
             if event.parent_block_hash is not None or len(named_hashes) > 1:
                 named_hashes = {*named_hashes, *filter(None, [event.parent_block_hash])}
             for h in named_hashes:
