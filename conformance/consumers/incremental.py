@@ -96,11 +96,10 @@ class IncrementalDifferences:
                 found.extend(self.fresh(reported))
             elif where in self.differing or self._differs(where):
                 found.extend(self._fresh_one(where, reported))
-            elif (where[1], where[2]) not in self.per_key:
-                # it did not differ and does not, nor does its key in another medium
-                reported.discard((REPLAY_INDEX, where[1], where[2]))
-        else:
-            self.applied(event, medium)
+            # else it did not differ and does not: nothing to settle (with nothing dirty,
+            # every key in ``reported`` has a differing residence, so none went stale)
+        elif self.differing or type(event) is not BlockStored:
+            self.applied(event, medium)  # (a store when nothing differs changes nothing)
         return found
 
     def applied(self, event: Event, medium: str | None) -> None:

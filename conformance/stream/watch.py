@@ -614,14 +614,19 @@ class StreamWatch:
         state.complete = False
 
     def _apply_batch(self, state: RankState, message: WireMessage) -> None:
+        """Every event of ``message`` in order: remembered for the windows, applied to the
+        rank's consumer (and its router), its violations reported. The loop every event
+        of a busy stream takes: what it looks up is looked up once per batch."""
         if self.router_name is not None and state.router is None:
             state.router = StreamJudge(self.router_name)
         seen: Seen | None = None
-        history = state.history
-        for index, event in enumerate(message.batch.events):
-            self.totals.events += 1
-            seen = Seen(state.rank, message.sequence, index, event)
-            state.window.append(seen)
+        history, remember = state.history, state.window.append
+        router, rank, sequence = state.router, state.rank, message.sequence
+        events = message.batch.events
+        self.totals.events += len(events)
+        for index, event in enumerate(events):
+            seen = Seen(rank, sequence, index, event)
+            remember(seen)
             group = event.group_idx or 0
             named_hashes: Collection[bytes] = event.block_hashes
             if event.parent_block_hash is not None or len(named_hashes) > 1:
@@ -634,11 +639,21 @@ class StreamWatch:
             while len(history) > MAX_WINDOW_HASHES:
                 history.popitem(last=False)  # the longest remembered
             for spec_event in spec_events_of(event):
-                self._apply_one(state, spec_event, event.medium, seen)
-                if state.router is not None and event.medium in CLEARED_MEDIA:
-                    state.router.feed((spec_event,), None)
-        if state.router is not None and seen is not None:
-            self._judge_router(state, state.router, seen)
+                if event.kind == "AllBlocksCleared":
+                    self._clear(state, spec_event)
+                elif state.differences is None:
+                    self._found(state, state.consumer.apply(spec_event, event.medium), seen)
+                else:
+                    # beside the count consumer: a removal is the only event that opens a
+                    # difference, and what differs then that was not reported before is new
+                    differences = state.differences.apply(
+                        spec_event, event.medium, state.open_differences
+                    )
+                    self._found(state, differences, seen)
+                if router is not None and event.medium in CLEARED_MEDIA:
+                    router.feed((spec_event,), None)
+        if router is not None and seen is not None:
+            self._judge_router(state, router, seen)
 
     def _judge_router(self, state: RankState, router: StreamJudge, seen: Seen) -> None:
         """After a batch: the router asked about every prefix, against the count model
@@ -655,26 +670,20 @@ class StreamWatch:
                 continue
             self._violation(state, violation, seen)
 
-    def _apply_one(
-        self, state: RankState, event: spec_events.Event, medium: str | None, seen: Seen
-    ) -> None:
-        if isinstance(event, spec_events.AllBlocksCleared):
-            for m in CLEARED_MEDIA:
-                state.consumer.apply(event, m)
-                if state.truth is not None:
-                    state.truth.apply(event, m)
-                if state.differences is not None:
-                    state.differences.applied(event, m)
-            state.history.clear()
-            state.open_differences.clear()
-            state.complete = True  # an empty cache: the history is known again
-            return
-        if state.differences is None:
-            found = state.consumer.apply(event, medium)
-        else:
-            # beside the count consumer: a removal is the only event that opens a
-            # difference, and what differs then that was not reported before is new
-            found = state.differences.apply(event, medium, state.open_differences)
+    def _clear(self, state: RankState, event: spec_events.Event) -> None:
+        """An ``AllBlocksCleared``: every consumer of the rank empties the media it names,
+        and the rank's history is known again (an empty cache)."""
+        for m in CLEARED_MEDIA:
+            state.consumer.apply(event, m)
+            if state.truth is not None:
+                state.truth.apply(event, m)
+            if state.differences is not None:
+                state.differences.applied(event, m)
+        state.history.clear()
+        state.open_differences.clear()
+        state.complete = True
+
+    def _found(self, state: RankState, found: list[EventViolation], seen: Seen) -> None:
         for violation in found:
             if not state.complete:
                 self.totals.unjudged[violation.property] += 1
