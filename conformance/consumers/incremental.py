@@ -9,11 +9,12 @@ a cost per event that does not:
 - :class:`IncrementalConsumer` holds one mutable map and applies each event with the
   spec's own rule body (:func:`~kvpool.spec.consumer.apply_in_place`), so the two cannot
   disagree on what an event does;
-- :class:`IncrementalDifferences` follows, event by event, where a judged consumer and its
-  truth (a ``set`` consumer and the ``count`` one) differ: only the residences an event
-  names can change, so only those are looked at.
+- :class:`SetBesideCount` keeps a ``set`` consumer beside the ``count`` one (as the
+  monitor judges it) as the count consumer and the residences the set consumer lost, so
+  that where the two differ is known event by event: only the residences an event names
+  can change, so only those are looked at.
 
-``tests/conformance/consumers/test_incremental.py`` checks both against the spec's
+``tests/conformance/test_incremental_consumers.py`` checks both against the spec's
 functions on random streams.
 """
 
@@ -28,7 +29,7 @@ from kvpool.spec.consumer import (
     difference_violation,
     new_consumer,
 )
-from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
+from kvpool.spec.events import BlockRemoved, BlockStored, Event
 
 #: A difference as the monitor remembers it: ``(property, group, hash)`` (no medium).
 DifferenceKey = tuple[str, int | None, bytes | None]
@@ -43,157 +44,142 @@ class IncrementalConsumer:
         #: (medium, group, hash) -> copies held, >= 1, as :class:`ConsumerState` keeps them.
         self.held: dict[Residence, int] = {}
 
-    def apply(self, event: Event, medium: str | None = None) -> list[EventViolation]:
-        """``event`` applied; the violations of the stream properties it shows."""
+    def apply(
+        self, event: Event, medium: str | None = None, reported: object = None
+    ) -> list[EventViolation]:
+        """``event`` applied; the violations of the stream properties it shows.
+        (``reported`` is :class:`SetBesideCount`'s: a consumer on its own has no other
+        consumer to differ from.)"""
         return apply_in_place(self.model, self.held, event, medium)
+
+    def keys_held(self) -> int:
+        return len(self.held)
 
     def view(self) -> ConsumerState:
         """The holdings as the spec's state (not a copy: read it before the next event)."""
         return ConsumerState(model=self.model, held=self.held)
 
 
-def touched(event: Event, medium: str | None) -> list[Residence]:
-    """The residences a store or a removal changes (a clear changes all of its medium)."""
-    if isinstance(event, BlockStored):
-        return [(medium, event.group_id, h) for h in event.block_hashes]
-    if isinstance(event, BlockRemoved):
-        return [(medium, event.group_id, event.block_hash)]
-    return []
+class SetBesideCount:
+    """A ``set`` consumer judged beside a ``count`` consumer (the contract vLLM documents),
+    both fed every event, kept as one: the count consumer's holdings, and ``lost``, the
+    residences the set consumer dropped while the count consumer still holds copies.
 
+    The set consumer holds exactly the count consumer's residences that are not lost: a
+    store makes both hold what it names; a removal takes one copy from the count consumer
+    and the whole residence from the set consumer, so it is lost if copies remain; a
+    clear empties both in its medium. Its own violations come from the spec's rule body
+    applied to the few residences the event names (:meth:`holds`).
 
-class IncrementalDifferences:
-    """Where ``judged`` and ``truth`` (fed the same events) differ, kept as they go.
-
-    ``differing`` is exact at every :meth:`fresh`: the residences whose copies differ as
-    the judged model sees a difference (copies for ``count``, presence for ``set``), as
-    :func:`~kvpool.spec.consumer.consumer_violations` would list them. ``dirty`` gathers
-    the residences whose state may have changed since the last :meth:`fresh`: those a
-    removal named, and those a store named that differed (the truth being a ``count``
-    consumer, a store leaves both holding the residence: it closes a difference or
-    changes nothing).
+    ``lost`` is where :func:`~kvpool.spec.consumer.consumer_violations` finds the two
+    apart (``events-replay-index``), kept as the events come; :meth:`apply` reports, at a
+    removal, the differences whose key was not reported at the removal before, as a
+    monitor recomputing every difference at every removal would (``review`` holds the
+    residences whose difference changed in between: closed by a store, or kept through a
+    clear after which the monitor forgets what it reported).
     """
 
-    def __init__(self, judged: IncrementalConsumer, truth: IncrementalConsumer) -> None:
-        self.judged = judged
-        self.truth = truth
-        self.differing: set[Residence] = set()
-        #: How many differing residences each (group, hash) has (over media).
+    model: ConsumerModel = "set"
+
+    def __init__(self) -> None:
+        self.count = IncrementalConsumer("count")
+        self.lost: set[Residence] = set()
+        #: How many lost residences each (group, hash) has (over media).
         self.per_key: dict[tuple[int, bytes], int] = {}
-        self.dirty: set[Residence] = set()
+        self.review: set[Residence] = set()
+
+    def holds(self, where: Residence) -> bool:
+        """Whether the set consumer holds ``where``."""
+        return where not in self.lost and self.count.held.get(where, 0) > 0
+
+    def keys_held(self) -> int:
+        """How many residences the set consumer holds."""
+        return len(self.count.held) - len(self.lost)
+
+    def view(self) -> ConsumerState:
+        """The set consumer's holdings as the spec's state (a copy: one walk of them)."""
+        held = {where: 1 for where in self.count.held if where not in self.lost}
+        return ConsumerState(model="set", held=held)
+
+    def reported_now(self) -> set[DifferenceKey]:
+        """The keys of every difference now (what a monitor has reported once it has
+        seen them all, e.g. after rebuilding the consumers from a snapshot)."""
+        self.review.clear()
+        return {(REPLAY_INDEX, where[1], where[2]) for where in self.lost}
 
     def apply(
-        self, event: Event, medium: str | None, reported: set[DifferenceKey]
+        self, event: Event, medium: str | None, reported: set[DifferenceKey] | None = None
     ) -> list[EventViolation]:
-        """``event`` applied to both consumers (the judged one's violations returned, and
-        after a removal the differences :meth:`fresh` finds): :meth:`applied` and
-        :meth:`fresh` in one call, as a monitor makes them for every event."""
-        found = apply_in_place(self.judged.model, self.judged.held, event, medium)
-        apply_in_place(self.truth.model, self.truth.held, event, medium)
+        """``event`` applied to both consumers: the set consumer's violations, and after a
+        removal the differences whose key is not in ``reported`` (which is then brought
+        up to date with the differences there are now)."""
+        count = self.count.held
         if type(event) is BlockRemoved:
             where = (medium, event.group_id, event.block_hash)
-            if self.dirty:
-                self.dirty.add(where)
-                found.extend(self.fresh(reported))
-            elif where in self.differing or self._differs(where):
-                found.extend(self._fresh_one(where, reported))
-            # else it did not differ and does not: nothing to settle (with nothing dirty,
-            # every key in ``reported`` has a differing residence, so none went stale)
-        elif self.differing or type(event) is not BlockStored:
-            self.applied(event, medium)  # (a store when nothing differs changes nothing)
-        return found
+            was_lost = where in self.lost
+            found = apply_in_place("set", {where: 1} if self.holds(where) else {}, event, medium)
+            apply_in_place("count", count, event, medium)
+            if count.get(where, 0) > 0:
+                if not was_lost:
+                    self._lose(where)
+            elif was_lost:
+                self._regain(where)
+            if reported is not None and (was_lost or self.review or where in self.lost):
+                self.review.add(where)
+                found.extend(self._fresh(reported))
+            return found
+        if type(event) is BlockStored:
+            group, parent = event.group_id, event.parent_block_hash
+            named: dict[Residence, int] = {}
+            if parent is not None and self.holds((medium, group, parent)):
+                named[(medium, group, parent)] = 1
+            found = apply_in_place("set", named, event, medium)
+            apply_in_place("count", count, event, medium)
+            if self.lost:  # what the store names is held by both again
+                for h in event.block_hashes:
+                    if (medium, group, h) in self.lost:
+                        self._regain((medium, group, h))
+                        self.review.add((medium, group, h))
+            return found
+        apply_in_place("count", count, event, medium)
+        for where in [w for w in self.lost if w[0] == medium]:
+            self._regain(where)
+        # the monitor forgets what it reported at a clear: what is still lost (in another
+        # medium) is looked at again at the next removal, and reported again
+        self.review.update(self.lost)
+        return []
 
-    def applied(self, event: Event, medium: str | None) -> None:
-        """Both consumers have taken ``event`` (in ``medium``): note what it named."""
-        if isinstance(event, AllBlocksCleared):
-            for where in [w for w in self.differing if w[0] == medium]:
-                self._settle(where)
-            # the monitor forgets what it reported at a clear: what still differs (in
-            # another medium) is looked at again, and reported again
-            self.dirty.update(self.differing)
-            return
-        if isinstance(event, BlockStored):
-            # a store leaves both consumers holding the residence (and adds one copy to
-            # each): it opens no difference, and can only close one already open
-            differing = self.differing
-            self.dirty.update(w for w in touched(event, medium) if w in differing)
-        else:
-            self.dirty.update(touched(event, medium))
-
-    def rebuild(self) -> None:
-        """Every residence looked at again (after the consumers were rebuilt wholesale)."""
-        self.differing.clear()
-        self.per_key.clear()
-        self.dirty = {*self.judged.held, *self.truth.held}
-
-    def _differs(self, where: Residence) -> bool:
-        mine, theirs = self.judged.held.get(where, 0), self.truth.held.get(where, 0)
-        return mine != theirs if self.judged.model == "count" else (mine > 0) != (theirs > 0)
-
-    def _settle(self, where: Residence) -> bool:
-        """``where``'s difference brought up to date; whether it differs."""
+    def _lose(self, where: Residence) -> None:
+        self.lost.add(where)
         key = (where[1], where[2])
-        differs = self._differs(where)
-        if differs and where not in self.differing:
-            self.differing.add(where)
-            self.per_key[key] = self.per_key.get(key, 0) + 1
-        elif not differs and where in self.differing:
-            self.differing.discard(where)
-            left = self.per_key[key] - 1
-            if left:
-                self.per_key[key] = left
-            else:
-                del self.per_key[key]
-        return differs
+        self.per_key[key] = self.per_key.get(key, 0) + 1
 
-    def fresh(self, reported: set[DifferenceKey]) -> list[EventViolation]:
-        """The differences whose key is not in ``reported``, which is then brought up to
-        date: afterwards it holds (beside its other properties' keys) exactly the
-        ``events-replay-index`` keys that differ now. The cost is that of the residences
-        named since the last call."""
-        if len(self.dirty) == 1:  # the common case: the one residence a removal named
-            return self._fresh_one(self.dirty.pop(), reported)
-        dirty = sorted(self.dirty, key=_order)
-        self.dirty.clear()
-        differing = [where for where in dirty if self._settle(where)]
+    def _regain(self, where: Residence) -> None:
+        self.lost.discard(where)
+        key = (where[1], where[2])
+        left = self.per_key[key] - 1
+        if left:
+            self.per_key[key] = left
+        else:
+            del self.per_key[key]
+
+    def _fresh(self, reported: set[DifferenceKey]) -> list[EventViolation]:
+        """The lost residences under review whose key is not in ``reported``; then
+        ``reported`` holds the key of every difference there is (beside other
+        properties' keys). The cost is that of the residences under review."""
+        review = sorted(self.review, key=_order) if len(self.review) > 1 else self.review
         found = [
-            difference_violation(
-                self.judged.model,
-                self.truth.model,
-                where,
-                self.judged.held.get(where, 0),
-                self.truth.held.get(where, 0),
-            )
-            for where in differing
-            if (REPLAY_INDEX, where[1], where[2]) not in reported
+            difference_violation("set", "count", where, 0, self.count.held[where])
+            for where in review
+            if where in self.lost and (REPLAY_INDEX, where[1], where[2]) not in reported
         ]
-        for where in dirty:
+        for where in review:
             key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
             if (where[1], where[2]) in self.per_key:
                 reported.add(key)
             else:
                 reported.discard(key)
-        return found
-
-    def _fresh_one(self, where: Residence, reported: set[DifferenceKey]) -> list[EventViolation]:
-        """:meth:`fresh` when one residence is dirty (the same steps, without the sort)."""
-        key: DifferenceKey = (REPLAY_INDEX, where[1], where[2])
-        found = []
-        if self._settle(where):
-            if key not in reported:
-                found.append(
-                    difference_violation(
-                        self.judged.model,
-                        self.truth.model,
-                        where,
-                        self.judged.held.get(where, 0),
-                        self.truth.held.get(where, 0),
-                    )
-                )
-            reported.add(key)
-        elif (where[1], where[2]) in self.per_key:
-            reported.add(key)
-        else:
-            reported.discard(key)
+        self.review = set()
         return found
 
 

@@ -386,7 +386,7 @@ def _summary(console: Console, watch: StreamWatch, model: str, resets: int | Non
         table.add_row(
             str(rank),
             str(state.next_sequence or 0),
-            str(len(state.consumer.held)),
+            str(state.consumer.keys_held()),
             "yes" if state.complete else "no (history unknown)",
             state.publisher.hex()[:12] if state.publisher else "-",
         )

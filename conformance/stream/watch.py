@@ -59,7 +59,7 @@ from kvpool.spec import events as spec_events
 from kvpool.spec.consumer import CONSUMER_MODELS, EventViolation, new_consumer
 
 from ..bounds import MAX_KEYS_PER_RANK, MAX_RANKS, MAX_SEQUENCE_JUMP, MAX_WINDOW_HASHES
-from ..consumers.incremental import IncrementalConsumer, IncrementalDifferences
+from ..consumers.incremental import IncrementalConsumer, SetBesideCount
 from ..consumers.judge import StreamJudge
 from ..consumers.naming import make_consumer
 from .wire import MalformedFrame, WireBatch, WireEvent, WireMessage, decode_message
@@ -120,10 +120,8 @@ class RankState:
 
     rank: int
     model: str
-    consumer: IncrementalConsumer
-    truth: IncrementalConsumer | None
-    #: Where ``consumer`` and ``truth`` differ, followed event by event.
-    differences: IncrementalDifferences | None
+    #: The rank's consumer: a ``count`` one, or a ``set`` one beside a ``count`` one.
+    consumer: IncrementalConsumer | SetBesideCount
     publisher: bytes | None = None
     next_sequence: int | None = None
     #: Whether every event since the last empty state was seen (violations are judged).
@@ -148,18 +146,18 @@ class RankState:
 def _fresh(
     rank: int, model: str, publisher: bytes | None, complete: bool, window: int = WINDOW
 ) -> RankState:
-    consumer = IncrementalConsumer(model)
-    truth = IncrementalConsumer("count") if model != "count" else None
     return RankState(
         window=deque(maxlen=window),
         rank=rank,
         model=model,
-        consumer=consumer,
-        truth=truth,
-        differences=IncrementalDifferences(consumer, truth) if truth is not None else None,
+        consumer=_consumer(model),
         publisher=publisher,
         complete=complete,
     )
+
+
+def _consumer(model: str) -> IncrementalConsumer | SetBesideCount:
+    return SetBesideCount() if model == "set" else IncrementalConsumer(model)
 
 
 def spec_events_of(event: WireEvent) -> list[spec_events.Event]:
@@ -248,7 +246,7 @@ class StreamWatch:
     # --- what the status line shows ----------------------------------------------------
 
     def keys_held(self) -> int:
-        return sum(len(r.consumer.held) for r in self.ranks.values())
+        return sum(r.consumer.keys_held() for r in self.ranks.values())
 
     # --- input -------------------------------------------------------------------------
 
@@ -437,9 +435,8 @@ class StreamWatch:
         state.window.clear()
         state.history.clear()
         state.open_differences = set()
-        if state.differences is not None:  # what differs in the snapshot is not news
-            state.differences.rebuild()
-            state.differences.fresh(state.open_differences)
+        if isinstance(state.consumer, SetBesideCount):  # what differs in it is not news
+            state.open_differences = state.consumer.reported_now()
         state.complete = True
         state.next_sequence = sequence + 1
         state.publisher = publisher
@@ -568,7 +565,7 @@ class StreamWatch:
                 state.rank,
                 message.sequence,
                 f"rank {state.rank}: publisher restarted ({why}); its consumer starts over "
-                f"from an empty cache ({len(state.consumer.held)} keys dropped)",
+                f"from an empty cache ({state.consumer.keys_held()} keys dropped)",
             )
         )
         del self.ranks[state.rank]
@@ -587,7 +584,7 @@ class StreamWatch:
         if message.batch.heartbeat:
             self.totals.heartbeats += 1
         self._apply_batch(state, message)
-        if len(state.consumer.held) > self.max_keys:
+        if state.consumer.keys_held() > self.max_keys:
             self._overflow(state, message.sequence)
 
     def _overflow(self, state: RankState, sequence: int) -> None:
@@ -605,10 +602,7 @@ class StreamWatch:
                 "stream properties are not judged on this rank until its cache is cleared",
             )
         )
-        state.consumer = IncrementalConsumer(self.model)
-        if state.truth is not None:
-            state.truth = IncrementalConsumer("count")
-            state.differences = IncrementalDifferences(state.consumer, state.truth)
+        state.consumer = _consumer(self.model)
         state.history.clear()
         state.open_differences.clear()
         state.complete = False
@@ -641,15 +635,9 @@ class StreamWatch:
             for spec_event in spec_events_of(event):
                 if event.kind == "AllBlocksCleared":
                     self._clear(state, spec_event)
-                elif state.differences is None:
-                    self._found(state, state.consumer.apply(spec_event, event.medium), seen)
-                else:
-                    # beside the count consumer: a removal is the only event that opens a
-                    # difference, and what differs then that was not reported before is new
-                    differences = state.differences.apply(
-                        spec_event, event.medium, state.open_differences
-                    )
-                    self._found(state, differences, seen)
+                else:  # (a set consumer's differences from the count one come at removals)
+                    found = state.consumer.apply(spec_event, event.medium, state.open_differences)
+                    self._found(state, found, seen)
                 if router is not None and event.medium in CLEARED_MEDIA:
                     router.feed((spec_event,), None)
         if router is not None and seen is not None:
@@ -674,11 +662,7 @@ class StreamWatch:
         """An ``AllBlocksCleared``: every consumer of the rank empties the media it names,
         and the rank's history is known again (an empty cache)."""
         for m in CLEARED_MEDIA:
-            state.consumer.apply(event, m)
-            if state.truth is not None:
-                state.truth.apply(event, m)
-            if state.differences is not None:
-                state.differences.applied(event, m)
+            state.consumer.apply(event, m, state.open_differences)
         state.history.clear()
         state.open_differences.clear()
         state.complete = True

@@ -9,11 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from kvpool.conformance.consumers.incremental import (
-    IncrementalConsumer,
-    IncrementalDifferences,
-    touched,
-)
+from kvpool.conformance.consumers.incremental import IncrementalConsumer, SetBesideCount
 from kvpool.spec.consumer import (
     ConsumerState,
     EventViolation,
@@ -47,43 +43,50 @@ def random_stream(rng: random.Random, length: int) -> list[Step]:
     return steps
 
 
-class _NoStoreDirt(IncrementalDifferences):
-    """A planted fault: a store is not noted, so a difference it closes stays reported."""
+class _StoreForgets(SetBesideCount):
+    """A planted fault: a store of a lost hash leaves it lost (the set consumer does not
+    hold it again)."""
 
-    def applied(self, event: Event, medium: str | None) -> None:
-        if not isinstance(event, BlockStored):
-            super().applied(event, medium)
+    def apply(
+        self, event: Event, medium: str | None, reported: set[Key] | None = None
+    ) -> list[EventViolation]:
+        lost = set(self.lost)
+        found = super().apply(event, medium, reported)
+        if isinstance(event, BlockStored):
+            for where in lost - self.lost:
+                self._lose(where)
+        return found
 
 
-def differences_at_removals(
-    steps: list[Step], tracker: type[IncrementalDifferences]
+Key = tuple[str, int | None, bytes | None]
+
+
+def set_beside_count(
+    steps: list[Step], kind: type[SetBesideCount]
 ) -> tuple[list[list[EventViolation]], list[list[EventViolation]]]:
     """What each event shows a set consumer judged beside a count consumer: by the fast
-    path (``apply``, as the monitor calls it), and by the reference: the spec's
-    ``apply_event`` on the set model, then at a removal the spec's ``consumer_violations``
-    over every key, less those reported at the removal before (a clear forgets what was
-    reported)."""
-    judged, truth = IncrementalConsumer("set"), IncrementalConsumer("count")
-    fast = tracker(judged, truth)
+    path (as the monitor calls it), and by the reference: the spec's ``apply_event`` on
+    the set model, then at a removal the spec's ``consumer_violations`` over every key,
+    less those reported at the removal before (a clear forgets what was reported). The
+    holdings are compared after every event too."""
+    fast = kind()
     plain_judged: ConsumerState = new_consumer("set")
     plain_truth: ConsumerState = new_consumer("count")
-    reported_fast: set[tuple[str, int | None, bytes | None]] = set()
-    reported_plain: set[tuple[str, int | None, bytes | None]] = set()
+    reported_fast: set[Key] = set()
+    reported_plain: set[Key] = set()
     got_fast, got_plain = [], []
     for event, medium in steps:
-        if isinstance(event, AllBlocksCleared):  # as the monitor does: both, then forget
-            judged.apply(event, medium)
-            truth.apply(event, medium)
-            fast.applied(event, medium)
-            reported_fast.clear()
-        else:
-            got_fast.append(fast.apply(event, medium, reported_fast))
+        got_fast.append(fast.apply(event, medium, reported_fast))
         plain_judged, own = apply_event(plain_judged, event, medium)
         plain_truth, _ = apply_event(plain_truth, event, medium)
-        if isinstance(event, AllBlocksCleared):
-            reported_plain.clear()
-            continue
+        assert fast.count.held == dict(plain_truth.held)
+        if fast.view().held != dict(plain_judged.held):
+            got_plain.append([])  # the holdings differ: the comparison fails here
+            break
         expected = list(own)
+        if isinstance(event, AllBlocksCleared):  # as the monitor does: forget
+            reported_fast.clear()
+            reported_plain.clear()
         if isinstance(event, BlockRemoved):
             now = consumer_violations(plain_judged, plain_truth)
             expected += [
@@ -110,29 +113,27 @@ def test_the_consumer_kept_in_place_holds_and_finds_what_the_spec_model_does(
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_differences_followed_per_event_are_those_the_spec_finds_over_every_key(
+def test_a_set_consumer_beside_a_count_one_holds_and_finds_what_the_spec_does(
     seed: int,
 ) -> None:
-    fast, plain = differences_at_removals(
-        random_stream(random.Random(seed), 400), IncrementalDifferences
-    )
+    fast, plain = set_beside_count(random_stream(random.Random(seed), 400), SetBesideCount)
     assert fast == plain
     differences = [v for vs in fast for v in vs if v.property == "events-replay-index"]
     assert differences, "the stream shows no difference: it tests nothing"
 
 
-def test_a_tracker_that_misses_stores_is_caught_by_the_comparison() -> None:
+def test_a_set_consumer_that_forgets_a_store_is_caught_by_the_comparison() -> None:
     caught = 0
     for seed in range(40):
-        fast, plain = differences_at_removals(random_stream(random.Random(seed), 400), _NoStoreDirt)
+        fast, plain = set_beside_count(random_stream(random.Random(seed), 400), _StoreForgets)
         caught += fast != plain
     assert caught > 0
 
 
-def test_a_removal_touches_its_residence_and_a_clear_none() -> None:
-    assert touched(BlockRemoved(b"h", 1), "GPU") == [("GPU", 1, b"h")]
-    assert touched(BlockStored((b"a", b"b"), None, 0, 4, 8), None) == [
-        (None, 0, b"a"),
-        (None, 0, b"b"),
-    ]
-    assert touched(AllBlocksCleared(), None) == []
+def test_keys_held_counts_what_the_set_consumer_holds() -> None:
+    both = SetBesideCount()
+    both.apply(BlockStored((b"a", b"b"), None, 0, 4, 8), None, set())
+    both.apply(BlockStored((b"a",), None, 0, 4, 4), None, set())
+    both.apply(BlockRemoved(b"a", 0), None, set())  # lost: a copy remains
+    assert both.keys_held() == 1 and both.count.keys_held() == 2
+    assert both.view().held == {(None, 0, b"b"): 1}
