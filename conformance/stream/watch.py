@@ -129,7 +129,7 @@ class RankState:
     window: deque[Seen] = field(default_factory=lambda: deque(maxlen=WINDOW))
     #: (An ordered dict: the oldest is dropped in constant time; a plain dict's first
     #: entry is found by walking past every one deleted before it.)
-    history: OrderedDict[tuple[int, bytes], deque[Seen]] = field(default_factory=OrderedDict)
+    history: OrderedDict[tuple[int, bytes], list[Seen]] = field(default_factory=OrderedDict)
     #: Differences with the count consumer already reported (not repeated while they last).
     open_differences: set[tuple[str, int | None, bytes | None]] = field(default_factory=set)
     #: The last batches applied, by sequence (to tell a duplicate from a restart).
@@ -618,6 +618,7 @@ class StreamWatch:
         router, rank, sequence = state.router, state.rank, message.sequence
         events = message.batch.events
         self.totals.events += len(events)
+        apply, reported = state.consumer.apply, state.open_differences
         for index, event in enumerate(events):
             seen = Seen(rank, sequence, index, event)
             remember(seen)
@@ -628,16 +629,20 @@ class StreamWatch:
             for h in named_hashes:
                 named = history.get((group, h))
                 if named is None:
-                    named = history[(group, h)] = deque(maxlen=HASH_HISTORY)
-                named.append(seen)
+                    history[(group, h)] = [seen]
+                else:
+                    named.append(seen)
+                    if len(named) > HASH_HISTORY:
+                        del named[0]
             while len(history) > MAX_WINDOW_HASHES:
                 history.popitem(last=False)  # the longest remembered
             for spec_event in spec_events_of(event):
                 if event.kind == "AllBlocksCleared":
-                    self._clear(state, spec_event)
+                    self._clear(state, spec_event)  # (reported is emptied in place)
                 else:  # (a set consumer's differences from the count one come at removals)
-                    found = state.consumer.apply(spec_event, event.medium, state.open_differences)
-                    self._found(state, found, seen)
+                    found = apply(spec_event, event.medium, reported)
+                    if found:
+                        self._found(state, found, seen)
                 if router is not None and event.medium in CLEARED_MEDIA:
                     router.feed((spec_event,), None)
         if router is not None and seen is not None:

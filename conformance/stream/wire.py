@@ -251,22 +251,22 @@ def _decode_typed(payload: bytes) -> WireBatch | None:
     rank = raw.data_parallel_rank
     if len(raw.events) > MAX_EVENTS_PER_BATCH or (rank is not None and not 0 <= rank <= MAX_RANK):
         return None
-    events = []
+    events: list[WireEvent] = []
+    append, new = events.append, tuple.__new__  # (a named tuple built without its frame)
     for event in raw.events:
         if isinstance(event, _Cleared):
-            events.append(_CLEARED)
+            append(_CLEARED)
             continue
         hashes = event.block_hashes
-        if len(hashes) > MAX_HASHES_PER_EVENT or not _ONLY_INT.issuperset(map(type, hashes)):
-            return None  # bytes hashes (their length bounded) take the generic path
-        try:
+        if len(hashes) > MAX_HASHES_PER_EVENT:
+            return None
+        try:  # the typed decoder gives ints and bytes only (a bool is refused as an int)
             block_hashes = tuple(map(_EIGHT_BYTES, hashes))
-        except OverflowError:  # a negative hash: the generic path reads it
+        except (OverflowError, AttributeError):  # negative, or bytes: the generic path
             return None
         if isinstance(event, _Removed):
-            events.append(
-                WireEvent("BlockRemoved", block_hashes, None, (), 0, event.medium, event.group_idx)
-            )
+            removed = ("BlockRemoved", block_hashes, None, (), 0, event.medium, event.group_idx)
+            append(new(WireEvent, removed))
             continue
         parent = event.parent_block_hash
         if (
@@ -275,17 +275,16 @@ def _decode_typed(payload: bytes) -> WireBatch | None:
             or (parent is not None and (type(parent) is not int or not 0 <= parent < _TWO_TO_64))
         ):
             return None
-        events.append(
-            WireEvent(
-                "BlockStored",
-                block_hashes,
-                None if parent is None else _EIGHT_BYTES(parent),
-                event.token_ids,
-                event.block_size,
-                event.medium,
-                event.group_idx,
-            )
+        stored = (
+            "BlockStored",
+            block_hashes,
+            None if parent is None else _EIGHT_BYTES(parent),
+            event.token_ids,
+            event.block_size,
+            event.medium,
+            event.group_idx,
         )
+        append(new(WireEvent, stored))
     return WireBatch(raw.ts, tuple(events), rank)
 
 

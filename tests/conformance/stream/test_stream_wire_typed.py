@@ -5,6 +5,7 @@ deep extra keys); a fast path that dropped a field would be caught here."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -82,25 +83,34 @@ def generic(payload: bytes) -> wire.WireBatch | str:
         return f"malformed: {exc}"
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_the_typed_path_decodes_as_the_generic_path(seed: int) -> None:
-    taken = 0
+def compared(seed: int) -> tuple[int, int]:
+    """How many of a seed's payloads the typed path took, and on how many of those it
+    disagreed with the generic path."""
+    taken = differ = 0
     for payload in payloads(seed):
         typed = wire._decode_typed(payload)
         if typed is not None:
             taken += 1
-            assert typed == generic(payload)
+            differ += typed != generic(payload)
+    return taken, differ
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_typed_path_decodes_as_the_generic_path(seed: int) -> None:
+    taken, differ = compared(seed)
+    assert differ == 0
     assert taken > 0, "the typed path took no batch: it tests nothing"
 
 
 def test_a_typed_path_that_loses_the_group_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = wire.WireEvent
+    real = wire._decode_typed
 
-    def no_group(*fields: Any, **named: Any) -> wire.WireEvent:
-        return real(*fields[:6]) if len(fields) == 7 else real(*fields, **named)
+    def no_group(payload: bytes) -> wire.WireBatch | None:
+        batch = real(payload)
+        if batch is None:
+            return None
+        events = tuple(e._replace(group_idx=None) for e in batch.events)
+        return dataclasses.replace(batch, events=events)
 
-    monkeypatch.setattr(wire, "WireEvent", no_group)
-    removal = {"type": "BlockRemoved", "block_hashes": [7], "medium": "GPU", "group_idx": 2}
-    payload = msgspec.msgpack.encode([1.0, [removal]])
-    assert wire._decode_generic(payload).events[0].group_idx == 2
-    assert wire._decode_typed(payload) != wire._decode_generic(payload)
+    monkeypatch.setattr(wire, "_decode_typed", no_group)
+    assert sum(compared(seed)[1] for seed in range(5)) > 0
