@@ -19,6 +19,8 @@ from .hunt_record import rates_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
+from .monitor_record import load as load_monitor_record
+from .monitor_record import monitor_table
 from .mutmut_score import load, score_table, survivors_table
 from .pool_events import event_fields_section
 from .pool_record import load as load_pool_record
@@ -149,6 +151,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool bench --compiled's figures: ours and the compiled build against vLLM's "
         "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
+    ),
+    "monitor-bench": (
+        "kvpool bench --monitor's figures: the monitor's count and set consumers beside "
+        "Dynamo's RadixTree, computed from the runs kept in docs/data/bench-monitor.json",
+        lambda link, docs_dir: monitor_table(load_monitor_record(docs_dir)),
     ),
     "hunt-rates": (
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
