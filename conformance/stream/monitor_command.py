@@ -115,7 +115,10 @@ def monitor(
       events-removed-known  a BlockRemoved names a hash the consumer holds
       events-replay-index   (set) the set consumer holds what the count consumer holds
 
-    Lost batches are asked of --replay; what it cannot give is reported as a gap, and the
+    A batch that arrives before one it follows waits in its rank's --reorder-window and
+    is judged in sequence order (REORDERED); nothing received is dropped, not even when
+    the publisher goes away, and the summary accounts for every message received. Lost
+    batches are asked of --replay; what it cannot give is reported as a gap, and the
     rank is re-based from --snapshot when that covers the gap, else not judged until its
     cache is cleared (never judged across the gap). A sequence reset or a new publisher
     identity is a restart (the rank's consumer starts over); each data-parallel rank has
