@@ -97,10 +97,10 @@ def monitor_table(record: MonitorRecord) -> str:
     ]
     runs = max(len(r.events_per_second) for r in record.rows)
     source = (
-        f"{runs} run{'s' if runs != 1 else ''} of {code(record.command)} at commit "
-        f"{code(record.commit)} on {record.date} ({record.machine}): {record.timed_events:,} "
-        "events timed per run, each contender in a fresh process; low\N{EN DASH}high over "
-        "the runs."
+        f"{code(record.command)} at commit {code(record.commit)} on {record.date} "
+        f"({record.machine}): {runs} run{'s' if runs != 1 else ''} per contender and size, "
+        f"each in a fresh process, {record.timed_events:,} events timed per run; "
+        "low\N{EN DASH}high over the runs."
     )
     headers = ("contender", "keys held", "events/s (CPU time)", "bytes per held key")
     return table(headers, rows) + "\n" + source + "\n"
