@@ -170,7 +170,10 @@ class Subscriber:
         self.resets.extend(dropped)
         bound = (MAX_QUEUED_MESSAGES + 1) * max(1, len(self.sources))
         while len(self._held) < bound and self.sub.poll(0):
-            self._held.append(self.sub.recv_multipart(zmq.NOBLOCK))
+            try:
+                self._held.append(self.sub.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:  # (not expected: ZMQ hands a message's frames out together)
+                break
         self._unsubscribe()
         self._subscribe()
 
