@@ -459,7 +459,8 @@ class StreamWatch:
             return
         state.complete = False
         state.next_sequence = seq
-        state.lost.append((have, seq - 1))
+        # (not in ``lost``: what came before a rank was first heard does not arrive late,
+        # and a batch 0 after it is the next lifetime's, a restart)
         self.totals.gaps += 1
         self.totals.missing_batches += seq - have
         self.report(

@@ -85,3 +85,10 @@ def test_a_rank_first_heard_at_an_implausible_sequence_is_malformed() -> None:
     assert [f.kind for f in found] == ["malformed"] and w.ranks == {}
     w.feed_frames(message(0, [stored([b"a"])]))
     assert w.totals.judged == 1 and w.totals.missing_batches == 0
+
+
+def test_a_restart_after_a_late_start_is_a_restart_not_a_late_batch() -> None:
+    w, found = watch()
+    w.feed_frames(message(5, chain(5)))  # first heard at 5: 0..4 unknown
+    w.feed_frames(message(0, [stored([b"new"])], ts=2.0))  # back to 0: the next lifetime
+    assert [f.kind for f in found] == ["gap", "restart"] and w.totals.late == 0
