@@ -44,6 +44,10 @@ MAX_REPLAY_MESSAGES = 100_000
 #: Live messages the subscriber's socket queues before it drops (a drop is then a gap):
 #: with :data:`MAX_FRAME_BYTES` this bounds what a fast publisher can make it hold.
 MAX_QUEUED_MESSAGES = 64
+#: The furthest a rank's sequence may jump forward (or a rank first heard may start): a
+#: batch number further on is malformed, not a loss of that many batches (a publisher
+#: sending 1000 batches a second takes 50 days to count this far).
+MAX_SEQUENCE_JUMP = 1 << 32
 #: Keys one rank's consumer may hold (a pool of 4M blocks; a cache of 100 GB of 16-token
 #: blocks of a 70B model is about 300k): past it the consumer starts over, unjudged.
 MAX_KEYS_PER_RANK = 4 * 1024 * 1024
@@ -109,6 +113,10 @@ def load_json(data: bytes | str, what: str, max_bytes: int = MAX_TRACE_BYTES) ->
     return value
 
 
+#: Kinds of value that hold nothing (what decoders make of numbers, strings and null).
+_SCALARS = frozenset({int, float, bool, str, bytes, type(None)})
+
+
 def nesting_exceeds(value: object, limit: int) -> bool:
     """Whether lists, tuples and dicts in ``value`` nest deeper than ``limit`` (walked
     without recursion, so any depth is measured safely)."""
@@ -118,7 +126,9 @@ def nesting_exceeds(value: object, limit: int) -> bool:
         deeper: list[Any] = []
         for item in level:
             children = item.values() if isinstance(item, dict) else item
-            deeper.extend(c for c in children if isinstance(c, containers))
+            # a list of plain scalars (token ids, hashes) is passed over at C speed
+            if not _SCALARS.issuperset(map(type, children)):
+                deeper.extend(c for c in children if isinstance(c, containers))
         if not deeper:
             return False
         level = deeper

@@ -41,6 +41,9 @@ The API
   compared (``events-replay-index``). A monitor without a pool runs a ``count`` consumer
   beside a ``set`` consumer as the ground truth vLLM documents, and learns what the set
   consumer lost (a hash the pool still holds in N copies) or keeps in excess.
+  :func:`difference_violation` states one such difference (a monitor that follows the
+  differences event by event, :mod:`kvpool.conformance.consumers.incremental`, says it in
+  the same words).
 - :func:`served_blocks` ``(pool_state, block_hashes, group_id)``: how many leading blocks of
   a prefix a lookup on the pool would hit, the truth a router's answer is judged by
   (``router-recall``: it answers no fewer; ``router-precision``: no more).
@@ -337,17 +340,24 @@ def consumer_violations(judged: ConsumerState, truth: ConsumerState) -> tuple[Ev
     for medium in media:
         have, want = judged.residency(medium), truth.residency(medium)
         for group, h, mine, theirs in _differences(judged.model, have, want):
-            if theirs > 0 and mine == 0:
-                what = f"lost {_where(h, group, medium)} while the {truth.model} consumer "
-                what += f"still holds {theirs} cop"
-                what += "y" if theirs == 1 else "ies"
-            else:
-                what = f"holds {_where(h, group, medium)} in {mine} cop"
-                what += "y" if mine == 1 else "ies"
-                what += f"; the {truth.model} consumer holds {theirs}"
             found.append(
-                EventViolation(
-                    "events-replay-index", h, group, f"the {judged.model} consumer {what}"
-                )
+                difference_violation(judged.model, truth.model, (medium, group, h), mine, theirs)
             )
     return tuple(found)
+
+
+def difference_violation(
+    judged: ConsumerModel, truth: ConsumerModel, where: Residence, mine: int, theirs: int
+) -> EventViolation:
+    """The ``events-replay-index`` violation of a ``judged`` consumer holding ``mine``
+    copies at ``where`` where a ``truth`` consumer holds ``theirs``."""
+    medium, group, h = where
+    if theirs > 0 and mine == 0:
+        what = f"lost {_where(h, group, medium)} while the {truth} consumer "
+        what += f"still holds {theirs} cop"
+        what += "y" if theirs == 1 else "ies"
+    else:
+        what = f"holds {_where(h, group, medium)} in {mine} cop"
+        what += "y" if mine == 1 else "ies"
+        what += f"; the {truth} consumer holds {theirs}"
+    return EventViolation("events-replay-index", h, group, f"the {judged} consumer {what}")

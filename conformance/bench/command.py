@@ -19,6 +19,7 @@ from ..targets.description import TargetDescription
 from ..targets.options import TARGET
 from ..usage import EXIT_FINDING
 from . import managers
+from . import monitor as monitor_bench
 from .compiled import CompiledBuildUnavailable
 from .measure import (
     Contender,
@@ -503,6 +504,32 @@ def render(console: Console, report: dict[str, Any]) -> None:
         console.print("no ratio is reported for a size whose managers disagree")
 
 
+def _bench_monitor(sizes: list[int], ops: int, repeat: int, seed: int, as_json: bool) -> None:
+    """``--monitor``: see :mod:`.monitor`."""
+    contenders = list(monitor_bench.CONTENDERS)
+    missing = monitor_bench.dynamo_missing()
+    if missing:
+        contenders.remove("dynamo RadixTree")
+        Console(stderr=True).print(f"not timed beside Dynamo: {missing}")
+    report = monitor_bench.run(contenders, sizes, ops, repeat, seed)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        return
+    table = Table(title=f"kvpool monitor: events per second (CPU time), {ops} events a run")
+    for column in ("contender", "keys held", "events/s (median)", "slowest", "bytes/key", "runs"):
+        table.add_column(column, justify="left" if column == "contender" else "right")
+    for row in monitor_bench.summary(report):
+        table.add_row(
+            row["contender"],
+            f"{row['keys_held']:,}",
+            f"{row['events_per_second']:,.0f}",
+            f"{row['slowest']:,.0f}",
+            f"{row['bytes_per_key']:,.0f}",
+            str(row["runs"]),
+        )
+    Console().print(table)
+
+
 def write_chart(report: dict[str, Any], path: str) -> None:
     try:
         import matplotlib
@@ -588,6 +615,12 @@ Examples:
   kvpool bench --chart bench.png     # needs pip install 'kvpool-spec[bench]'
   kvpool bench --compiled            # also our pool compiled by mypyc (built once)
   kvpool bench --manager vllm --target vllm==0.33.0   # the managers, side by side
+  kvpool bench --monitor --sizes 1000,1000000 --ops 200000   # kvpool monitor's speed
+
+--monitor times kvpool monitor instead: a recording of vLLM 0.33's wire frames holding
+--sizes keys, then --ops events of steady churn, judged by the count and the set consumer
+and applied to NVIDIA Dynamo's RadixTree (when ai-dynamo-runtime is installed), each in a
+fresh process: events per second (CPU time) and memory per held key (resident memory).
 """,
 )
 @click.option(
@@ -660,6 +693,13 @@ Examples:
     help="Also time our pool's compiled build (mypyc; built once into ~/.cache/kvpool, "
     "needs mypy and a C compiler) in the same repetitions: pools only.",
 )
+@click.option(
+    "--monitor",
+    "on_monitor",
+    is_flag=True,
+    help="Time kvpool monitor's judging (count and set consumers) with --sizes keys held, "
+    "beside Dynamo's RadixTree on the same recording: events per second, bytes per key.",
+)
 @seed_option(0)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -680,6 +720,7 @@ def bench(
     memory: bool,
     quick: bool,
     compiled: bool,
+    on_monitor: bool,
     seed: int,
     as_json: bool,
     chart: str | None,
@@ -687,6 +728,9 @@ def bench(
     size_list = _sizes("1000,10000" if quick else sizes)
     if quick:
         ops, large_ops, repeat = 2000, 2000, 3
+    if on_monitor:
+        _bench_monitor(size_list, ops, repeat, seed, as_json)
+        return
     chosen = list(workloads) or list(WORKLOADS)
     on_managers = manager == "vllm"
     if on_managers:

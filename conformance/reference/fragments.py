@@ -20,6 +20,8 @@ from .hunt_record import rates_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
+from .monitor_record import load as load_monitor_record
+from .monitor_record import monitor_table
 from .mutants_record import load as load_mutants_record
 from .mutants_record import record_table as mutants_record_table
 from .mutmut_score import load, score_table, survivors_table
@@ -180,6 +182,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
         "computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: growth_table(load_pool_record(docs_dir)),
+    ),
+    "monitor-bench": (
+        "kvpool bench --monitor's figures: the monitor's count and set consumers beside "
+        "Dynamo's RadixTree, computed from the runs kept in docs/data/bench-monitor.json",
+        lambda link, docs_dir: monitor_table(load_monitor_record(docs_dir)),
     ),
     "hunt-rates": (
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "

@@ -20,7 +20,7 @@ from ..consumers.protocol import ConsumerError
 from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
 from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint, snapshot_of
-from .watch import Finding, StreamWatch
+from .watch import REORDER_WINDOW, Finding, StreamWatch
 from .wire import MalformedFrame, WireBatch, WireMessage, decode_batch, decode_message
 
 LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
@@ -79,6 +79,15 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     type=click.IntRange(1),
     help="Events of the rank shown before each violation.",
 )
+@click.option(
+    "--reorder-window",
+    default=REORDER_WINDOW,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Batches of a rank held back waiting for an earlier one that has not arrived: "
+    "a batch out of order is judged in sequence order, and reported as reordered; past "
+    "the window the missing batches are a gap (0: a gap at once).",
+)
 def monitor(
     sources: tuple[str, ...],
     consumer: str,
@@ -91,6 +100,7 @@ def monitor(
     seconds: float | None,
     idle: float | None,
     window: int,
+    reorder_window: int,
 ) -> None:
     """Check a KV-event stream against a consumer model as it arrives.
 
@@ -105,7 +115,10 @@ def monitor(
       events-removed-known  a BlockRemoved names a hash the consumer holds
       events-replay-index   (set) the set consumer holds what the count consumer holds
 
-    Lost batches are asked of --replay; what it cannot give is reported as a gap, and the
+    A batch that arrives before one it follows waits in its rank's --reorder-window and
+    is judged in sequence order (REORDERED); nothing received is dropped, not even when
+    the publisher goes away, and the summary accounts for every message received. Lost
+    batches are asked of --replay; what it cannot give is reported as a gap, and the
     rank is re-based from --snapshot when that covers the gap, else not judged until its
     cache is cleared (never judged across the gap). A sequence reset or a new publisher
     identity is a restart (the rank's consumer starts over); each data-parallel rank has
@@ -136,16 +149,23 @@ def monitor(
         parse_consumer(consumer)
     except ConsumerError as exc:
         fail_usage(err, str(exc))
-    watch = StreamWatch(consumer, lambda f: _print_finding(out, f), window=window)
+    watch = StreamWatch(
+        consumer,
+        lambda f: _print_finding(out, f),
+        window=window,
+        reorder_window=reorder_window,
+    )
     status = _Status(err, watch)
     if files:
         try:
             _read_file(Path(files[0]), watch, status, max_events)
         except RecordingError as exc:
             fail_usage(err, str(exc))
+        watch.finish()
     else:
         source = LiveSource(live, topic, replay, snapshot, dp_ranks, save)
         received, resets = _follow(source, watch, status, err, Limits(max_events, seconds, idle))
+        watch.finish()
         if not received:
             status.done()
             _summary(out, watch, consumer, resets)
@@ -305,6 +325,7 @@ LABELS = {
     "gap": ("GAP", "yellow"),
     "restart": ("RESTART", "cyan"),
     "malformed": ("MALFORMED", "magenta"),
+    "reordered": ("REORDERED", "blue"),
 }
 
 
@@ -368,7 +389,7 @@ def _summary(console: Console, watch: StreamWatch, model: str, resets: int | Non
         table.add_row(
             str(rank),
             str(state.next_sequence or 0),
-            str(len(state.consumer.held)),
+            str(state.consumer.keys_held()),
             "yes" if state.complete else "no (history unknown)",
             state.publisher.hex()[:12] if state.publisher else "-",
         )
@@ -380,6 +401,11 @@ def _summary(console: Console, watch: StreamWatch, model: str, resets: int | Non
         f"{t.malformed}"
         + ("" if resets is None else f", connection resets {resets}")
         + (f", consumers over the key bound {t.overflows}" if t.overflows else "")
+    )
+    console.print(
+        f"received {t.received} message(s): batches judged {t.judged}, applied unjudged "
+        f"(history unknown) {t.batches - t.judged}, reordered {t.reordered}, late (after "
+        f"their gap) {t.late}"
     )
     if t.violations:
         for prop, n in sorted(t.properties.items()):

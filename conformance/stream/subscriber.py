@@ -17,11 +17,17 @@ at most ``MAX_QUEUED_MESSAGES`` live messages wait, a replay answer is cut at
 ``MAX_REPLAY_MESSAGES``; and an endpoint that did not answer is not asked again for
 ``SILENT_ENDPOINT_SECONDS``, so a stream that names many ranks or restarts often costs
 one wait per endpoint, not one per rank or restart.
+
+Nothing received is dropped by the subscriber itself: when a connection drops, every
+message the old socket already holds is read before the socket is replaced, and
+:meth:`Subscriber.receive` hands those out first (a publisher that sends its last batches
+and closes is heard to the end).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import zmq
@@ -93,6 +99,8 @@ class Subscriber:
         self.silent: dict[str, float] = {}
         #: Each endpoint whose connection dropped, in order (see :meth:`receive`).
         self.resets: list[str] = []
+        #: Messages the replaced socket held when its connection dropped, oldest first.
+        self._held: deque[list[bytes]] = deque()
         self._subscribe()
 
     def _subscribe(self) -> None:
@@ -137,24 +145,35 @@ class Subscriber:
     def receive(self, timeout: float) -> list[bytes] | None:
         """The next live message's frames, or ``None`` after ``timeout`` seconds. A
         connection that dropped (a publisher gone, or a frame above the bound) is
-        connected again and recorded in :attr:`resets`."""
+        connected again and recorded in :attr:`resets`; what the socket had received
+        before is still handed out, in order."""
+        if self._held:
+            return self._held.popleft()
         ready = dict(self._poller.poll(max(0, int(timeout * 1000))))
         if self._events in ready:
             self._reconnect()
+            return self._held.popleft() if self._held else None
         if self.sub not in ready:
             return None
         return self.sub.recv_multipart()
 
     def _reconnect(self) -> None:
         """A new SUB socket in place of one whose connection dropped: ZMQ does not connect
-        again after a frame above its limit, and a socket that lost a connection in the
-        middle of a message must not be read on (libzmq asserts). What the old socket
-        still held is lost: the stream shows it as a gap."""
+        again after a frame above its limit. Every complete message the old socket holds
+        is read first (ZMQ delivers a message whole or not at all: a message cut by the
+        drop never reaches the socket) and kept for :meth:`receive`; at most what the
+        sockets' queues can hold, so a publisher still sending cannot keep this going."""
         dropped = []
         while self._events.poll(0):
             endpoint = recv_monitor_message(self._events)["endpoint"]
             dropped.append(endpoint.decode("utf-8", "replace"))
         self.resets.extend(dropped)
+        bound = (MAX_QUEUED_MESSAGES + 1) * max(1, len(self.sources))
+        while len(self._held) < bound and self.sub.poll(0):
+            try:
+                self._held.append(self.sub.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:  # (not expected: ZMQ hands a message's frames out together)
+                break
         self._unsubscribe()
         self._subscribe()
 

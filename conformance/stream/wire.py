@@ -27,8 +27,10 @@ event, hash bytes, the rank, how deep the payload nests).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from operator import methodcaller
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 from kvpool.spec.consumer import short_hash
@@ -59,9 +61,9 @@ class MalformedFrame(ValueError):
     """A message that is not a vLLM KV-event batch; the message says what is wrong."""
 
 
-@dataclass(frozen=True)
-class WireEvent:
-    """One event as published; hashes normalized to bytes (see :func:`hash_bytes`)."""
+class WireEvent(NamedTuple):
+    """One event as published; hashes normalized to bytes (see :func:`hash_bytes`). A
+    named tuple: a busy stream makes millions of them, and a tuple is built fastest."""
 
     kind: EventKind
     block_hashes: tuple[bytes, ...] = ()
@@ -115,6 +117,8 @@ short = short_hash
 
 def hash_bytes(value: object, what: str) -> bytes:
     """A published hash as bytes: bytes as they are, an integer as 8 big-endian bytes."""
+    if type(value) is int and 0 <= value < _TWO_TO_64:  # vLLM's default: the fast path
+        return value.to_bytes(SEQUENCE_BYTES, "big")
     if isinstance(value, bytes):
         if len(value) > MAX_HASH_BYTES:
             raise MalformedFrame(f"{what} of {len(value)} bytes (at most {MAX_HASH_BYTES})")
@@ -150,12 +154,24 @@ def decode_message(frames: list[bytes]) -> WireMessage:
 
 
 _DECODER = msgspec.msgpack.Decoder()
+_TWO_TO_64 = 1 << 64
 
 
 def decode_batch(payload: bytes) -> WireBatch:
-    """A msgpack ``KVEventBatch``; :class:`MalformedFrame` names the first problem."""
+    """A msgpack ``KVEventBatch``; :class:`MalformedFrame` names the first problem.
+
+    A batch as vLLM 0.33 publishes it (map-tagged events with only the fields it names,
+    every value of the type it states, within the bounds) is decoded by a typed decoder,
+    at C speed (:func:`_decode_typed`); anything else by the generic path below, which
+    accepts the same batches and names what is wrong with the others."""
     if len(payload) > MAX_FRAME_BYTES:
         raise MalformedFrame(f"payload of {len(payload)} bytes (at most {MAX_FRAME_BYTES})")
+    typed = _decode_typed(payload)
+    return typed if typed is not None else _decode_generic(payload)
+
+
+def _decode_generic(payload: bytes) -> WireBatch:
+    """Any payload of at most ``MAX_FRAME_BYTES``: a batch, or :class:`MalformedFrame`."""
     try:
         raw = _DECODER.decode(payload)
     except msgspec.DecodeError as exc:
@@ -182,6 +198,96 @@ def decode_batch(payload: bytes) -> WireBatch:
     return WireBatch(float(ts), decoded, rank)
 
 
+# --- the typed fast path ------------------------------------------------------------------
+
+_Hash = int | bytes
+#: What vLLM 0.33 publishes per block in ``extra_keys``: scalars and (identifier, offset)
+#: pairs; anything deeper takes the generic path.
+_Scalar = str | int | float | None
+_ExtraKeys = list[list[_Scalar | list[_Scalar]] | None] | None
+
+
+class _Stored(msgspec.Struct, tag="BlockStored", tag_field="type", forbid_unknown_fields=True):
+    block_hashes: list[_Hash]
+    parent_block_hash: _Hash | None
+    token_ids: tuple[int, ...]
+    block_size: int
+    lora_id: int | None = None
+    medium: str | None = None
+    lora_name: str | None = None
+    extra_keys: _ExtraKeys = None
+    group_idx: int | None = None
+
+
+class _Removed(msgspec.Struct, tag="BlockRemoved", tag_field="type", forbid_unknown_fields=True):
+    block_hashes: list[_Hash]
+    medium: str | None = None
+    group_idx: int | None = None
+
+
+class _Cleared(
+    msgspec.Struct, tag="AllBlocksCleared", tag_field="type", forbid_unknown_fields=True
+):
+    pass
+
+
+class _Batch(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    ts: float
+    events: list[_Stored | _Removed | _Cleared]
+    data_parallel_rank: int | None = None
+
+
+_TYPED = msgspec.msgpack.Decoder(_Batch)
+_CLEARED = WireEvent("AllBlocksCleared")
+
+
+def _decode_typed(payload: bytes) -> WireBatch | None:
+    """``payload`` decoded by the typed decoder, or ``None`` when it does not fit it, or a
+    value is outside a bound (then the generic path decides, and says why)."""
+    try:
+        raw = _TYPED.decode(payload)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    rank = raw.data_parallel_rank
+    if len(raw.events) > MAX_EVENTS_PER_BATCH or (rank is not None and not 0 <= rank <= MAX_RANK):
+        return None
+    events: list[WireEvent] = []
+    append, new = events.append, tuple.__new__  # (a named tuple built without its frame)
+    for event in raw.events:
+        if isinstance(event, _Cleared):
+            append(_CLEARED)
+            continue
+        hashes = event.block_hashes
+        if len(hashes) > MAX_HASHES_PER_EVENT:
+            return None
+        try:  # the typed decoder gives ints and bytes only (a bool is refused as an int)
+            block_hashes = tuple(map(_EIGHT_BYTES, hashes))
+        except (OverflowError, AttributeError):  # negative, or bytes: the generic path
+            return None
+        if isinstance(event, _Removed):
+            removed = ("BlockRemoved", block_hashes, None, (), 0, event.medium, event.group_idx)
+            append(new(WireEvent, removed))
+            continue
+        parent = event.parent_block_hash
+        if (
+            len(event.token_ids) > MAX_TOKENS_PER_EVENT
+            or event.block_size < 0
+            or (parent is not None and (type(parent) is not int or not 0 <= parent < _TWO_TO_64))
+        ):
+            return None
+        stored = (
+            "BlockStored",
+            block_hashes,
+            None if parent is None else _EIGHT_BYTES(parent),
+            event.token_ids,
+            event.block_size,
+            event.medium,
+            event.group_idx,
+        )
+        append(new(WireEvent, stored))
+    return WireBatch(raw.ts, tuple(events), rank)
+
+
 #: Field order of the array-like encoding, per class (only the fields read here).
 _ARRAY_FIELDS: dict[str, tuple[str, ...]] = {
     "BlockStored": (
@@ -201,7 +307,8 @@ _ARRAY_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _event(raw: Any, index: int) -> WireEvent:
-    where = f"event {index}"
+    """One event of a batch. The checks on the path every well-formed event takes run at
+    C speed where they can; a message naming the event is only written when one fails."""
     if isinstance(raw, dict):
         kind = raw.get("type")
         fields = raw
@@ -210,46 +317,67 @@ def _event(raw: Any, index: int) -> WireEvent:
         names = _ARRAY_FIELDS.get(kind, ()) if isinstance(kind, str) else ()
         fields = dict(zip(names, raw[1:], strict=False))
     else:
-        raise MalformedFrame(f"{where} is {type(raw).__name__}, not a tagged struct")
+        raise MalformedFrame(f"event {index} is {type(raw).__name__}, not a tagged struct")
     if kind not in KINDS:
-        raise MalformedFrame(f"{where} has unknown type {_brief(kind)}")
-    where = f"{where} ({kind})"
+        raise MalformedFrame(f"event {index} has unknown type {_brief(kind)}")
     if kind == "AllBlocksCleared":
         return WireEvent("AllBlocksCleared")
+
+    def where() -> str:
+        return f"event {index} ({kind})"
+
     hashes = fields.get("block_hashes")
     if not isinstance(hashes, list):
-        raise MalformedFrame(f"{where}: block_hashes is missing or not an array")
+        raise MalformedFrame(f"{where()}: block_hashes is missing or not an array")
     if len(hashes) > MAX_HASHES_PER_EVENT:
         raise MalformedFrame(
-            f"{where}: {len(hashes)} block hashes (at most {MAX_HASHES_PER_EVENT})"
+            f"{where()}: {len(hashes)} block hashes (at most {MAX_HASHES_PER_EVENT})"
         )
-    block_hashes = tuple(hash_bytes(h, f"{where}: block hash") for h in hashes)
-    medium = _optional(fields.get("medium"), str, f"{where}: medium")
-    group = _optional(fields.get("group_idx"), int, f"{where}: group_idx")
+    block_hashes = _hash_tuple(hashes, where)
+    medium = fields.get("medium")
+    if medium is not None and type(medium) is not str:
+        medium = _optional(medium, str, f"{where()}: medium")
+    group = fields.get("group_idx")
+    if group is not None and type(group) is not int:
+        group = _optional(group, int, f"{where()}: group_idx")
     if kind == "BlockRemoved":
         return WireEvent("BlockRemoved", block_hashes, medium=medium, group_idx=group)
     if "parent_block_hash" not in fields or "block_size" not in fields:
-        raise MalformedFrame(f"{where}: parent_block_hash or block_size is missing")
+        raise MalformedFrame(f"{where()}: parent_block_hash or block_size is missing")
     parent = fields["parent_block_hash"]
     tokens = fields.get("token_ids")
-    if not isinstance(tokens, list) or not all(
-        isinstance(t, int) and not isinstance(t, bool) for t in tokens
-    ):
-        raise MalformedFrame(f"{where}: token_ids is missing or not an array of integers")
+    if not isinstance(tokens, list) or not _ONLY_INT.issuperset(map(type, tokens)):
+        raise MalformedFrame(f"{where()}: token_ids is missing or not an array of integers")
     if len(tokens) > MAX_TOKENS_PER_EVENT:
-        raise MalformedFrame(f"{where}: {len(tokens)} token ids (at most {MAX_TOKENS_PER_EVENT})")
+        raise MalformedFrame(f"{where()}: {len(tokens)} token ids (at most {MAX_TOKENS_PER_EVENT})")
     size = fields["block_size"]
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise MalformedFrame(f"{where}: block_size {_brief(size)} is not a size")
+        raise MalformedFrame(f"{where()}: block_size {_brief(size)} is not a size")
     return WireEvent(
         "BlockStored",
         block_hashes,
-        None if parent is None else hash_bytes(parent, f"{where}: parent_block_hash"),
+        None if parent is None else hash_bytes(parent, f"{where()}: parent_block_hash"),
         tuple(tokens),
         size,
         medium,
         group,
     )
+
+
+_ONLY_INT = frozenset({int})
+_EIGHT_BYTES = methodcaller("to_bytes", SEQUENCE_BYTES, "big")
+
+
+def _hash_tuple(values: list[Any], where: Callable[[], str]) -> tuple[bytes, ...]:
+    """An event's hashes as bytes (see :func:`hash_bytes`): unsigned 64-bit integers, as
+    vLLM publishes them by default, at C speed; anything else one by one."""
+    if _ONLY_INT.issuperset(map(type, values)):
+        try:
+            return tuple(map(_EIGHT_BYTES, values))
+        except OverflowError:  # a negative or a too large one: said below
+            pass
+    what = f"{where()}: block hash"
+    return tuple(hash_bytes(h, what) for h in values)
 
 
 def _optional(value: object, kind: type, what: str) -> Any:

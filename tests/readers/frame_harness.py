@@ -4,13 +4,15 @@
 An input's first byte chooses what it is: even, a payload for :func:`decode_batch`; odd,
 a three-frame message whose next two bytes give the topic's and the sequence frame's
 lengths (the payload is the rest). Either way the frames also go through the monitor's
-core. The only outcome allowed besides data is one :class:`MalformedFrame`, counted.
+core. The only outcome allowed besides data is one :class:`MalformedFrame`, counted (or
+one malformed message counted by the monitor for a sequence past its bound).
 """
 
 from __future__ import annotations
 
 import contextlib
 
+from kvpool.conformance.bounds import MAX_SEQUENCE_JUMP
 from kvpool.conformance.stream.watch import StreamWatch
 from kvpool.conformance.stream.wire import MalformedFrame, decode_batch, decode_message
 
@@ -38,8 +40,8 @@ def one_input(data: bytes) -> None:
         return
     frames = frames_of(data)
     try:
-        decode_message(frames)
-        malformed = 0
+        # a first sequence no publisher reaches is malformed too (the monitor's bound)
+        malformed = int(decode_message(frames).sequence > MAX_SEQUENCE_JUMP)
     except MalformedFrame:
         malformed = 1
     watch = StreamWatch("set", lambda finding: None)
