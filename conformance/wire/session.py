@@ -1,0 +1,201 @@
+"""One conversation with a program: the handshake, then one action per message.
+
+Every message the suite sends has a ``type`` and an ``id``; every reply names the message
+it answers (``in_reply_to``) and has the reply type of that message. The first message of
+a pool is ``init`` (the protocol version, the pool's config and the profile it is judged
+by); the program answers ``init_ok`` with its version, its name, the operations it offers,
+what it shows and its profile. Then each ``apply`` carries one action and is answered by
+``applied``: the outcome and the pool's view after it. A program that cannot go on
+answers ``error`` with a text. Anything else is a :class:`~.child.WireError` naming the
+message, and the program is ended: the session is then broken, and every later message
+raises the same error.
+"""
+
+from __future__ import annotations
+
+import atexit
+from dataclasses import dataclass
+from typing import Any
+
+from kvpool.spec import Action, Observation, PoolConfig
+
+from ..bounds import MAX_WIRE_LINE_BYTES, BoundsError, load_json
+from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..trace.itf import ItfError, Json, encode
+from .child import Child, WireError
+from .codec import Refusal, decode_outcome, decode_view, encode_action
+
+#: The protocol version this suite speaks.
+PROTOCOL = 1
+#: Each message type the suite sends, with the type of its reply.
+REPLIES = {"init": "init_ok", "apply": "applied"}
+#: A program's answer to any message when it cannot go on.
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What a program says of itself in ``init_ok``."""
+
+    name: str
+    profile: str
+    operations: frozenset[str]
+    observes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A program's ``applied`` reply: the outcome, the view after it, and the structure
+    problems it reports (where it shows ``structure``)."""
+
+    outcome: Observation | Refusal
+    view: PoolView
+    problems: tuple[str, ...]
+
+
+class Session:
+    """A running program and the messages exchanged with it."""
+
+    def __init__(self, command: tuple[str, ...], timeout: float) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.child: Child | None = None
+        self.broken: WireError | None = None
+        self.next_id = 0
+        #: Bumped by every ``init``: a target built before the latest one is stale.
+        self.generation = 0
+
+    def init(self, config: PoolConfig, profile: str | None) -> tuple[Hello, PoolView]:
+        """Start a fresh pool in the program (the program itself on the first call): what
+        the program says of itself, and the new pool's view."""
+        reply = self.exchange(
+            "init",
+            {"protocol": PROTOCOL, "config": encode(config, PoolConfig), "profile": profile},
+            "init",
+        )
+        self.generation += 1
+        said: Hello = self.read(reply, "init", hello)
+        view: PoolView = self.read(reply, "init", lambda r: decode_view(r["view"]))
+        return said, view
+
+    def apply(self, action: Action) -> Step:
+        """Send one action; the program's outcome and view after it."""
+        what = f"apply {action.operation}"
+        reply = self.exchange("apply", {"action": encode_action(action)}, what)
+        return self.read(reply, what, step)
+
+    def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
+        """Send one message, return its reply (checked: JSON, a record, the right type
+        and ``in_reply_to``)."""
+        if self.broken is not None:
+            raise self.broken
+        if self.child is None:
+            self.child = Child(self.command, self.timeout)
+            SESSIONS.add(self)
+        self.next_id += 1
+        message_id = self.next_id
+        what = f"message {message_id} ({what})"
+        try:
+            self.child.send({"type": kind, "id": message_id, **body}, what)
+            line = self.child.receive(what)
+            try:
+                reply = load_json(line, f"the reply to {what}", MAX_WIRE_LINE_BYTES)
+            except BoundsError as exc:
+                raise self.fail(f"{exc}: {_quote(line)}") from None
+            if not isinstance(reply, dict):
+                raise self.fail(f"the reply to {what} is not a JSON object: {_quote(line)}")
+            if reply.get("type") == ERROR:
+                raise self.fail(f"the program answered {what} with an error: {reply.get('text')!r}")
+            if reply.get("in_reply_to") != message_id:
+                raise self.fail(
+                    f"a reply to message {reply.get('in_reply_to')!r} came when {what} was "
+                    f"waiting: {_quote(line)}"
+                )
+            if reply.get("type") != REPLIES[kind]:
+                raise self.fail(
+                    f"the reply to {what} has type {reply.get('type')!r}, expected "
+                    f"{REPLIES[kind]!r}: {_quote(line)}"
+                )
+        except WireError as exc:
+            self.broken = exc
+            raise
+        return reply
+
+    def read(self, reply: dict[str, Any], what: str, reader: Any) -> Any:
+        """``reader(reply)``, a malformed reply raised as an error naming the message."""
+        try:
+            return reader(reply)
+        except ItfError as exc:
+            raise self.fail(f"the reply to message {self.next_id} ({what}) is malformed: {exc}")
+
+    def fail(self, message: str) -> WireError:
+        """The error for ``message``, the program ended and this session broken by it."""
+        assert self.child is not None
+        self.broken = self.child.failure(message)
+        return self.broken
+
+    def close(self) -> None:
+        """End the program (by its pid, if it does not exit when its input closes)."""
+        if self.child is not None:
+            self.child.end()
+        SESSIONS.discard(self)
+
+
+def hello(reply: dict[str, Any]) -> Hello:
+    """The ``init_ok`` record as a :class:`Hello`; :class:`ItfError` when malformed."""
+    _fields(
+        reply,
+        {"type", "in_reply_to", "protocol", "name", "profile", "operations", "observes", "view"},
+    )
+    if reply["protocol"] != PROTOCOL:
+        raise ItfError(f"protocol {reply['protocol']!r}: this suite speaks protocol {PROTOCOL}")
+    for key in ("name", "profile"):
+        if not isinstance(reply[key], str) or not reply[key]:
+            raise ItfError(f"{key}: expected a non-empty string")
+    lists = {}
+    for key in ("operations", "observes"):
+        names = reply[key]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ItfError(f"{key}: expected a list of names")
+        lists[key] = frozenset(names)
+    unknown = sorted(lists["observes"] - set(OBSERVABLES) - {FINE_EVENT_HASHES})
+    if unknown:
+        raise ItfError(f"observes: unknown {unknown}; expected some of {list(OBSERVABLES)}")
+    return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
+
+
+def step(reply: dict[str, Any]) -> Step:
+    """The ``applied`` record as a :class:`Step`; :class:`ItfError` when malformed."""
+    _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
+    problems = reply.get("structure_problems", [])
+    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+        raise ItfError("structure_problems: expected a list of strings")
+    return Step(decode_outcome(reply["outcome"]), decode_view(reply["view"]), tuple(problems))
+
+
+def _fields(reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()) -> None:
+    missing = sorted(required - set(reply))
+    if missing:
+        raise ItfError(f"missing field(s) {missing}")
+    unknown = sorted(set(reply) - required - set(optional))
+    if unknown:
+        raise ItfError(f"unknown field(s) {unknown}")
+
+
+def _quote(line: bytes) -> str:
+    text = line[:200].decode(errors="replace")
+    return repr(text) + ("..." if len(line) > 200 else "")
+
+
+#: Every session with a running program, ended at exit if not before.
+SESSIONS: set[Session] = set()
+
+
+def close_sessions() -> None:
+    """End every program still running."""
+    for session in list(SESSIONS):
+        session.close()
+
+
+atexit.register(close_sessions)
+
