@@ -15,6 +15,7 @@ import dataclasses
 import json
 import types
 from collections.abc import Mapping
+from functools import cache
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 Json = Any
@@ -60,8 +61,10 @@ def _omitted_defaults(cls: type) -> dict[str, Any]:
     }
 
 
+@cache
 def hints_of(cls: type) -> dict[str, Any]:
-    """The resolved field types of dataclass ``cls`` (ClassVars left out)."""
+    """The resolved field types of dataclass ``cls`` (ClassVars left out); read once per
+    class (every action of a trace, every message of the wire protocol asks again)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in get_type_hints(cls).items() if k in names}
 
