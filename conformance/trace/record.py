@@ -14,6 +14,7 @@ from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
 from ..engine.levels import level_for
 from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.surface import SurfaceMismatch
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
 from ..manager.property_run import PropertyRun
@@ -63,6 +64,8 @@ def _record_pool(trace: Trace, target: str) -> Trace:
         verdict = "ok"
         try:
             run.apply(action)
+        except SurfaceMismatch:  # the suite cannot drive the target: a usage error, no verdict
+            raise
         except Exception as exc:  # a difference, or the adapter failed
             verdict = _verdict(exc)
         expected = outcome_json(action, run.last.expected)
@@ -97,6 +100,8 @@ def _record_requests(trace: Trace, target: str, manager: str | None) -> Trace:
             expected = actual = outcome_json(action, result)
             if isinstance(run, ManagerRun):
                 expected = outcome_json(action, run.last[0])
+        except SurfaceMismatch:  # the suite cannot drive the target: a usage error, no verdict
+            raise
         except Exception as exc:  # a difference, or the target failed
             verdict = _verdict(exc)
             # a manager judged by the properties alone has no spec result to show
