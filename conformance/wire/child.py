@@ -10,6 +10,7 @@ is still there a moment later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -38,7 +39,7 @@ class Child:
     def __init__(self, command: tuple[str, ...], timeout: float) -> None:
         self.command = command
         self.timeout = timeout
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115  (kept open while the child runs)
         try:
             self.process = subprocess.Popen(
                 command,
@@ -120,10 +121,8 @@ class Child:
         its exit status if it exited by itself (``None`` if it was killed)."""
         if self.process.returncode is not None:
             return self.process.returncode
-        try:
+        with contextlib.suppress(OSError):
             self.stdin.close()
-        except OSError:
-            pass
         try:
             return self.process.wait(EXIT_GRACE)
         except subprocess.TimeoutExpired:

@@ -96,8 +96,10 @@ def decode_result(data: Json, where: str) -> Any:
         return None
     hint = RESULT_TYPES.get(tag) if isinstance(tag, str) else None
     if hint is None:
-        raise ItfError(f"{where}: unknown result tag {tag!r}; expected {NOTHING} or one of "
-                       f"{sorted(RESULT_TYPES)}")
+        raise ItfError(
+            f"{where}: unknown result tag {tag!r}; expected {NOTHING} or one of "
+            f"{sorted(RESULT_TYPES)}"
+        )
     return decode(data["value"], hint, f"{where}.value")
 
 
@@ -136,7 +138,7 @@ def decode_view(data: Json, where: str = "view") -> PoolView:
         raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
     if "free_count" not in data:
         raise ItfError(f"{where}: a view needs the field 'free_count'")
-    values = {
+    values: dict[str, Any] = {
         name: (
             decode_view(value, f"{where}.{name}")
             if fields[name] is PoolView

@@ -22,7 +22,7 @@ from .session import Session
 from .target import WireTarget
 
 #: The options an ``exec`` form takes before its colon.
-OPTIONS = {"timeout": "seconds to wait for each reply (default %g)" % WIRE_REPLY_TIMEOUT}
+OPTIONS = {"timeout": f"seconds to wait for each reply (default {WIRE_REPLY_TIMEOUT:g})"}
 
 
 class WireFactory:
@@ -85,11 +85,11 @@ class ExecEntry(EngineEntry):
         return described
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
-        name, _ = self.handshake(described)
+        name, _ = self.handshake(self.parse(described))
         return WireFactory(session_for(described)), name
 
     def profile(self, described: TargetDescription) -> ProfileChoice:
-        name, profile = self.handshake(described)
+        name, profile = self.handshake(self.parse(described))
         if profile not in PROFILES:
             raise TargetLoadError(
                 f"program {name!r} names the profile {profile!r} in its handshake, which "

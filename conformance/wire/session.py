@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import atexit
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kvpool.spec import Action, Observation, PoolConfig
 
@@ -25,6 +26,7 @@ from ..trace.itf import ItfError, Json, encode
 from .child import Child, WireError
 from .codec import Refusal, decode_outcome, decode_view, encode_action
 
+T = TypeVar("T")
 #: The protocol version this suite speaks.
 PROTOCOL = 1
 #: Each message type the suite sends, with the type of its reply.
@@ -74,9 +76,7 @@ class Session:
             "init",
         )
         self.generation += 1
-        said: Hello = self.read(reply, "init", hello)
-        view: PoolView = self.read(reply, "init", lambda r: decode_view(r["view"]))
-        return said, view
+        return self.read(reply, "init", hello), self.read(reply, "init", initial_view)
 
     def apply(self, action: Action) -> Step:
         """Send one action; the program's outcome and view after it."""
@@ -101,7 +101,9 @@ class Session:
             try:  # the line's length is bounded by the child; its nesting by the decoders
                 reply = json.loads(line)
             except (ValueError, RecursionError) as exc:
-                raise self.fail(f"the reply to {what} is not JSON ({exc}): {_quote(line)}") from None
+                raise self.fail(
+                    f"the reply to {what} is not JSON ({exc}): {_quote(line)}"
+                ) from None
             if not isinstance(reply, dict):
                 raise self.fail(f"the reply to {what} is not a JSON object: {_quote(line)}")
             if reply.get("type") == ERROR:
@@ -121,12 +123,14 @@ class Session:
             raise
         return reply
 
-    def read(self, reply: dict[str, Any], what: str, reader: Any) -> Any:
+    def read(self, reply: dict[str, Any], what: str, reader: Callable[[dict[str, Any]], T]) -> T:
         """``reader(reply)``, a malformed reply raised as an error naming the message."""
         try:
             return reader(reply)
         except ItfError as exc:
-            raise self.fail(f"the reply to message {self.next_id} ({what}) is malformed: {exc}")
+            raise self.fail(
+                f"the reply to message {self.next_id} ({what}) is malformed: {exc}"
+            ) from None
 
     def fail(self, message: str) -> WireError:
         """The error for ``message``, the program ended and this session broken by it."""
@@ -164,6 +168,11 @@ def hello(reply: dict[str, Any]) -> Hello:
     return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
 
 
+def initial_view(reply: dict[str, Any]) -> PoolView:
+    """The new pool's view in an ``init_ok`` record."""
+    return decode_view(reply["view"])
+
+
 def step(reply: dict[str, Any]) -> Step:
     """The ``applied`` record as a :class:`Step`; :class:`ItfError` when malformed."""
     _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
@@ -173,7 +182,9 @@ def step(reply: dict[str, Any]) -> Step:
     return Step(decode_outcome(reply["outcome"]), decode_view(reply["view"]), tuple(problems))
 
 
-def _fields(reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()) -> None:
+def _fields(
+    reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+) -> None:
     missing = sorted(required - set(reply))
     if missing:
         raise ItfError(f"missing field(s) {missing}")
@@ -198,4 +209,3 @@ def close_sessions() -> None:
 
 
 atexit.register(close_sessions)
-
