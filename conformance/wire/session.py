@@ -142,6 +142,7 @@ class Session:
         """End the program (by its pid, if it does not exit when its input closes)."""
         if self.child is not None:
             self.child.end()
+            self.child = None  # a later message starts the program again
         SESSIONS.discard(self)
 
 
