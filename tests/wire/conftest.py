@@ -41,8 +41,17 @@ def build_c_pool(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str | No
             program = directory / f"kvpool_c{'_' + fault if fault else ''}"
             flags = [f"-D{fault}"] if fault else []
             subprocess.run(
-                [compiler, "-std=c99", "-O2", "-Wall", "-Werror", *flags, "-o", str(program),
-                 str(C_POOL)],
+                [
+                    compiler,
+                    "-std=c99",
+                    "-O2",
+                    "-Wall",
+                    "-Werror",
+                    *flags,
+                    "-o",
+                    str(program),
+                    str(C_POOL),
+                ],
                 check=True,
                 capture_output=True,
                 timeout=120,

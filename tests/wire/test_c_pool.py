@@ -23,7 +23,8 @@ CAUGHT_AT = {
 
 def conform(program: Path, *args: str) -> Result:
     return CliRunner().invoke(
-        main, ["conform", "--no-coverage", "--target", f"exec:{program}", "--machine", "pool", *args]
+        main,
+        ["conform", "--no-coverage", "--target", f"exec:{program}", "--machine", "pool", *args],
     )
 
 
