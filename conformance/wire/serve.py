@@ -11,16 +11,18 @@ message says is ever loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any, TextIO
 
-from kvpool.spec import PoolConfig, get_profile
+from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
 
-from ..engine.target import Target, TargetFactory
-from ..trace.itf import ItfError, decode
-from .codec import decode_action, encode_outcome, encode_view
+from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
+from ..trace.itf import ItfError, decode, hints_of
+from .codec import decode_action, encode_outcome, encode_view, shown_type
 from .session import PROTOCOL
+from .target import optional_arguments
 
 
 class Server:
@@ -53,7 +55,7 @@ class Server:
             "protocol": PROTOCOL,
             "name": f"served {target.name}",
             "profile": self.default_profile,
-            "operations": sorted(target.operations),
+            "operations": sorted(target.operations | taken_arguments(target)),
             "observes": sorted(target.observes),
             "view": encode_view(target.view()),
         }
@@ -74,6 +76,39 @@ class Server:
         if "structure" in self.target.observes:
             reply["structure_problems"] = self.target.structure_problems()
         return reply
+
+
+def taken_arguments(target: Target) -> frozenset[str]:
+    """``OPERATION:FIELD`` for every optional argument (a field defaulting to ``None`` or
+    ``False``) of the target's operations that its ``takes`` accepts, asked with an action
+    of zero values setting only that field (``free_blocks:evict_first`` is an operation
+    of its own, which the target lists or not)."""
+    takes = getattr(target, TAKES, None)
+    taken = set()
+    for kind in ALL_ACTIONS:
+        if kind.operation not in target.operations:
+            continue
+        hints = hints_of(kind)
+        zero = {
+            f.name: zero_of(hints[f.name])
+            for f in dataclasses.fields(kind)
+            if f.default is dataclasses.MISSING
+        }
+        for name in optional_arguments(kind):
+            argument = f"{kind.operation}:{name}"
+            probe = kind(**{**zero, name: zero_of(shown_type(hints[name]), set_=True)})
+            if argument != EVICT_FIRST and (takes is None or takes(probe)):
+                taken.add(argument)
+    return frozenset(taken)
+
+
+def zero_of(hint: Any, set_: bool = False) -> Any:
+    """The plainest value of type ``hint`` (``True`` for a flag being set)."""
+    if hint is bool:
+        return set_
+    if hint in (int, float, str, bytes):
+        return hint()
+    return ()  # a tuple: every sequence field of an action is one
 
 
 def serve(server: Server, source: TextIO, sink: TextIO) -> None:

@@ -74,11 +74,16 @@ class WireTarget:
             )
 
 
+def optional_arguments(kind: type[Action]) -> list[str]:
+    """The fields of action type ``kind`` whose default is ``None`` or ``False``: optional
+    arguments of the pool's call."""
+    return [f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False]
+
+
 def optional_arguments_set(action: Action) -> list[str]:
-    """The fields of ``action`` whose default is ``None`` or ``False`` (optional arguments
-    of the pool's call) and that it sets to another value."""
+    """Those of :func:`optional_arguments` that ``action`` sets to another value."""
     return [
-        f.name
-        for f in dataclasses.fields(action)
-        if (f.default is None or f.default is False) and getattr(action, f.name) != f.default
+        name
+        for name in optional_arguments(type(action))
+        if getattr(action, name) not in (None, False)
     ]
