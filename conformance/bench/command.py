@@ -659,6 +659,14 @@ Examples:
     help="Also time our pool's compiled build (mypyc; built once into ~/.cache/kvpool, "
     "needs mypy and a C compiler) in the same repetitions: pools only.",
 )
+@click.option(
+    "--wire",
+    is_flag=True,
+    help="Time the wire protocol instead: the pool machine's lockstep runs (every level, "
+    "the same seed) on our pool in process and served over the protocol by a child process "
+    "(python -m kvpool.conformance.wire.serve impl); --repeat repetitions, 50 test cases "
+    "per level (20 with --quick).",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -679,6 +687,7 @@ def bench(
     memory: bool,
     quick: bool,
     compiled: bool,
+    wire: bool,
     seed: int,
     as_json: bool,
     chart: str | None,
@@ -686,6 +695,15 @@ def bench(
     size_list = _sizes("1000,10000" if quick else sizes)
     if quick:
         ops, large_ops, repeat = 2000, 2000, 3
+    if wire:
+        from ..wire.bench import render_wire, run_wire_bench
+
+        wire_report = run_wire_bench("impl", 20 if quick else 50, repeat, seed)
+        if as_json:
+            click.echo(json.dumps(wire_report, indent=2, sort_keys=True))
+        else:
+            render_wire(Console(), wire_report)
+        return
     chosen = list(workloads) or list(WORKLOADS)
     on_managers = manager == "vllm"
     if on_managers:
