@@ -15,7 +15,6 @@ import dataclasses
 import json
 import types
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 Json = Any
@@ -61,12 +60,17 @@ def _omitted_defaults(cls: type) -> dict[str, Any]:
     }
 
 
-@cache
 def hints_of(cls: type) -> dict[str, Any]:
     """The resolved field types of dataclass ``cls`` (ClassVars left out); read once per
     class (every action of a trace, every message of the wire protocol asks again)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in get_type_hints(cls).items() if k in names}
+    hints = _HINTS.get(cls)
+    if hints is None:
+        names = {f.name for f in dataclasses.fields(cls)}
+        hints = _HINTS[cls] = {k: v for k, v in get_type_hints(cls).items() if k in names}
+    return hints
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
 def encode(value: Any, hint: Any) -> Json:

@@ -18,10 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvpool.spec import get_profile
 from rich.console import Console
 from rich.table import Table
-
-from kvpool.spec import get_profile
 
 from ..bounds import WIRE_REPLY_TIMEOUT
 from ..engine.levels import level_for
@@ -73,7 +72,7 @@ def run_wire_bench(target: str, examples: int, repeat: int, seed: int) -> dict[s
     command = (sys.executable, "-m", "kvpool.conformance.wire.serve", target)
     session = Session(command, WIRE_REPLY_TIMEOUT)
     sides = {"in process": Side(), "wire": Side()}
-    factories = {"in process": in_process, "wire": WireFactory(session)}
+    factories: dict[str, TargetFactory] = {"in process": in_process, "wire": WireFactory(session)}
     try:
         for rep in range(repeat):
             order = list(sides) if rep % 2 == 0 else list(reversed(sides))

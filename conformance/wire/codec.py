@@ -130,23 +130,38 @@ def encode_view(view: PoolView) -> Json:
 
 def decode_view(data: Json, where: str = "view") -> PoolView:
     """The view a record shows; ``free_count`` is required, every other field optional."""
-    fields = view_fields()
-    if not isinstance(data, dict):
-        raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
-    if "free_count" not in data:
-        raise ItfError(f"{where}: a view needs the field 'free_count'")
-    values: dict[str, Any] = {
-        name: (
-            decode_view(value, f"{where}.{name}")
-            if fields[name] is PoolView
-            else decode(value, fields[name], f"{where}.{name}")
-        )
-        for name, value in data.items()
-    }
-    return PoolView(**values)
+    return ViewReader().read(data, where)
+
+
+class ViewReader:
+    """Reads a program's views one after another: a field whose JSON is the same as in the
+    view before is not decoded again (a step changes a few fields of the view; the keys
+    and the index of a pool nobody caches into do not change at all)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[Json, Any]] = {}
+
+    def read(self, data: Json, where: str = "view") -> PoolView:
+        fields = view_fields()
+        if not isinstance(data, dict):
+            raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
+        if "free_count" not in data:
+            raise ItfError(f"{where}: a view needs the field 'free_count'")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            kept = self.last.get(name)
+            if kept is not None and kept[0] == value:
+                values[name] = kept[1]
+                continue
+            if fields[name] is PoolView:
+                values[name] = decode_view(value, f"{where}.{name}")
+            else:
+                values[name] = decode(value, fields[name], f"{where}.{name}")
+            self.last[name] = (value, values[name])
+        return PoolView(**values)
 
 
 def _record(data: Json, keys: tuple[str, ...], where: str) -> dict[str, Json]:

@@ -24,7 +24,7 @@ from kvpool.spec import Action, Observation, PoolConfig
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..trace.itf import ItfError, Json, encode
 from .child import Child, WireError
-from .codec import Refusal, decode_outcome, decode_view, encode_action
+from .codec import Refusal, ViewReader, decode_outcome, encode_action
 
 T = TypeVar("T")
 #: The protocol version this suite speaks.
@@ -66,6 +66,7 @@ class Session:
         self.next_id = 0
         #: Bumped by every ``init``: a target built before the latest one is stale.
         self.generation = 0
+        self.views = ViewReader()
 
     def init(self, config: PoolConfig, profile: str | None) -> tuple[Hello, PoolView]:
         """Start a fresh pool in the program (the program itself on the first call): what
@@ -76,13 +77,13 @@ class Session:
             "init",
         )
         self.generation += 1
-        return self.read(reply, "init", hello), self.read(reply, "init", initial_view)
+        return self.read(reply, "init", hello), self.read(reply, "init", self.initial_view)
 
     def apply(self, action: Action) -> Step:
         """Send one action; the program's outcome and view after it."""
         what = f"apply {action.operation}"
         reply = self.exchange("apply", {"action": encode_action(action)}, what)
-        return self.read(reply, what, step)
+        return self.read(reply, what, self.step)
 
     def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
         """Send one message, return its reply (checked: JSON, a record, the right type
@@ -132,6 +133,19 @@ class Session:
                 f"the reply to message {self.next_id} ({what}) is malformed: {exc}"
             ) from None
 
+    def initial_view(self, reply: dict[str, Any]) -> PoolView:
+        """The new pool's view in an ``init_ok`` record."""
+        return self.views.read(reply["view"])
+
+    def step(self, reply: dict[str, Any]) -> Step:
+        """The ``applied`` record as a :class:`Step`; :class:`ItfError` when malformed."""
+        _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
+        problems = reply.get("structure_problems", [])
+        if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+            raise ItfError("structure_problems: expected a list of strings")
+        outcome = decode_outcome(reply["outcome"])
+        return Step(outcome, self.views.read(reply["view"]), tuple(problems))
+
     def fail(self, message: str) -> WireError:
         """The error for ``message``, the program ended and this session broken by it."""
         assert self.child is not None
@@ -167,20 +181,6 @@ def hello(reply: dict[str, Any]) -> Hello:
     if unknown:
         raise ItfError(f"observes: unknown {unknown}; expected some of {list(OBSERVABLES)}")
     return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
-
-
-def initial_view(reply: dict[str, Any]) -> PoolView:
-    """The new pool's view in an ``init_ok`` record."""
-    return decode_view(reply["view"])
-
-
-def step(reply: dict[str, Any]) -> Step:
-    """The ``applied`` record as a :class:`Step`; :class:`ItfError` when malformed."""
-    _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
-    problems = reply.get("structure_problems", [])
-    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
-        raise ItfError("structure_problems: expected a list of strings")
-    return Step(decode_outcome(reply["outcome"]), decode_view(reply["view"]), tuple(problems))
 
 
 def _fields(
