@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -62,6 +63,8 @@ class Session:
         self.command = command
         self.timeout = timeout
         self.child: Child | None = None
+        #: The process that started the child (a forked copy of this session starts its own).
+        self.owner = os.getpid()
         self.broken: WireError | None = None
         self.next_id = 0
         #: Bumped by every ``init``: a target built before the latest one is stale.
@@ -90,8 +93,11 @@ class Session:
         and ``in_reply_to``)."""
         if self.broken is not None:
             raise self.broken
+        if self.child is not None and self.owner != os.getpid():
+            self.child = None  # a forked copy: the program is its parent's, start our own
         if self.child is None:
             self.child = Child(self.command, self.timeout)
+            self.owner = os.getpid()
             SESSIONS.add(self)
         self.next_id += 1
         message_id = self.next_id
@@ -154,9 +160,9 @@ class Session:
 
     def close(self) -> None:
         """End the program (by its pid, if it does not exit when its input closes)."""
-        if self.child is not None:
+        if self.child is not None and self.owner == os.getpid():
             self.child.end()
-            self.child = None  # a later message starts the program again
+        self.child = None  # a later message starts the program again
         SESSIONS.discard(self)
 
 
