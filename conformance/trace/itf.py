@@ -75,6 +75,17 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 def encode(value: Any, hint: Any) -> Json:
     """``value`` (of type ``hint``) as an ITF JSON value."""
+    # the leaves first: most values are, and a leaf type is never an option or a union
+    if hint is int:
+        return value if -SAFE_INT < value < SAFE_INT else {"#bigint": str(value)}
+    if hint is bool:
+        return bool(value)
+    if hint is bytes:
+        return bytes(value).hex()
+    if hint is str:
+        return str(value)
+    if hint is float:
+        return {"#unserializable": repr(float(value))}
     optional, inner = _is_optional(hint)
     if optional:
         if value is None:
@@ -86,16 +97,6 @@ def encode(value: Any, hint: Any) -> Json:
             if isinstance(member, type) and isinstance(value, member):
                 return encode(value, member)
         raise ItfError(f"{value!r} is none of {hint}")
-    if hint is bool:
-        return bool(value)
-    if hint is int:
-        return value if -SAFE_INT < value < SAFE_INT else {"#bigint": str(value)}
-    if hint is float:
-        return {"#unserializable": repr(float(value))}
-    if hint is str:
-        return str(value)
-    if hint is bytes:
-        return bytes(value).hex()
     origin, args = get_origin(hint), get_args(hint)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
@@ -126,17 +127,7 @@ def _sort_key(value: Json) -> str:
 
 def decode(data: Json, hint: Any, where: str = "trace") -> Any:
     """The value of type ``hint`` that ``data`` encodes; :class:`ItfError` names ``where``."""
-    optional, inner = _is_optional(hint)
-    if optional:
-        tag = _field(data, "tag", where)
-        if tag == "None":
-            return None
-        if tag != "Some":
-            raise ItfError(f"{where}: expected the variant Some or None, got tag {tag!r}")
-        return decode(_field(data, "value", where), inner, where)
-    members = _union_members(hint)
-    if members:
-        return _decode_member(data, members, where)
+    # the leaves first: most values are, and a leaf type is never an option or a union
     if hint is bool:
         if not isinstance(data, bool):
             raise ItfError(f"{where}: expected a boolean, got {_kind(data)}")
@@ -170,11 +161,24 @@ def decode(data: Json, hint: Any, where: str = "trace") -> Any:
             return bytes.fromhex(data)
         except ValueError:
             raise ItfError(f"{where}: {data[:40]!r} is not hex") from None
+    optional, inner = _is_optional(hint)
+    if optional:
+        tag = _field(data, "tag", where)
+        if tag == "None":
+            return None
+        if tag != "Some":
+            raise ItfError(f"{where}: expected the variant Some or None, got tag {tag!r}")
+        return decode(_field(data, "value", where), inner, where)
+    members = _union_members(hint)
+    if members:
+        return _decode_member(data, members, where)
     origin, args = get_origin(hint), get_args(hint)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             if not isinstance(data, list):
                 raise ItfError(f"{where}: expected a list, got {_kind(data)}")
+            if args[0] is int and all(type(v) is int for v in data):
+                return tuple(data)  # block ids, counts: decoded as they are, without a walk
             return tuple(decode(v, args[0], f"{where}[{i}]") for i, v in enumerate(data))
         items = _field(data, "#tup", where)
         if not isinstance(items, list) or len(items) != len(args):
