@@ -52,12 +52,18 @@ def _discriminator(cls: type) -> tuple[str, str]:
 
 def _omitted_defaults(cls: type) -> dict[str, Any]:
     """Fields of ``cls`` a trace leaves out while they hold their default (marked with
-    ``metadata={"itf": "omit-default"}``), with that default."""
-    return {
-        f.name: f.default
-        for f in dataclasses.fields(cls)
-        if f.metadata.get("itf") == "omit-default" and f.default is not dataclasses.MISSING
-    }
+    ``metadata={"itf": "omit-default"}``), with that default (read once per class)."""
+    omitted = _OMITTED.get(cls)
+    if omitted is None:
+        omitted = _OMITTED[cls] = {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("itf") == "omit-default" and f.default is not dataclasses.MISSING
+        }
+    return omitted
+
+
+_OMITTED: dict[type, dict[str, Any]] = {}
 
 
 def hints_of(cls: type) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from kvpool.spec import get_profile
 from rich.console import Console
 from rich.table import Table
 
-from ..bounds import WIRE_REPLY_TIMEOUT
 from ..engine.levels import level_for
 from ..engine.runner import run_level
 from ..engine.target import TargetFactory
@@ -32,6 +31,8 @@ from .session import Session
 
 #: The levels timed, each a lockstep run of the pool machine.
 LEVELS = ("safety", "order", "robustness", "events")
+#: How long the bench waits for a reply (a loaded machine may take seconds to start Python).
+REPLY_TIMEOUT = 60.0
 #: The goal: over the protocol at least half the in-process rate.
 AIM_RATIO = 0.5
 
@@ -70,7 +71,7 @@ def run_wire_bench(target: str, examples: int, repeat: int, seed: int) -> dict[s
     """Time ``target`` in process and served over the protocol, ``repeat`` times each."""
     in_process, _ = load_target(target)
     command = (sys.executable, "-m", "kvpool.conformance.wire.serve", target)
-    session = Session(command, WIRE_REPLY_TIMEOUT)
+    session = Session(command, REPLY_TIMEOUT)
     sides = {"in process": Side(), "wire": Side()}
     factories: dict[str, TargetFactory] = {"in process": in_process, "wire": WireFactory(session)}
     try:

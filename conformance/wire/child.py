@@ -131,3 +131,8 @@ class Child:
             return None
         finally:
             self.selector.close()
+
+    def close(self) -> None:
+        """End the program and let go of its stderr file."""
+        self.end()
+        self.stderr.close()

@@ -161,7 +161,7 @@ class Session:
     def close(self) -> None:
         """End the program (by its pid, if it does not exit when its input closes)."""
         if self.child is not None and self.owner == os.getpid():
-            self.child.end()
+            self.child.close()
         self.child = None  # a later message starts the program again
         SESSIONS.discard(self)
 

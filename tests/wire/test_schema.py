@@ -66,7 +66,7 @@ def test_every_message_of_a_run_fits_the_schema(
             "conform",
             "--no-coverage",
             "--target",
-            f"exec:{command}",
+            f"exec,timeout=60:{command}",
             "--machine",
             "pool",
             "--seed",

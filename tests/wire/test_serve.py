@@ -16,7 +16,7 @@ FAULTY_POOLS = HERE.parent / "conformance"
 
 
 def served(target: str, *args: str) -> Result:
-    command = f"exec:{sys.executable} -m kvpool.conformance.wire.serve {target}"
+    command = f"exec,timeout=60:{sys.executable} -m kvpool.conformance.wire.serve {target}"
     return CliRunner().invoke(
         main,
         [
