@@ -13,6 +13,7 @@ action type (or an operation table listing them) needs no change here.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Iterable
 from functools import cache
@@ -169,3 +170,18 @@ def _record(data: Json, keys: tuple[str, ...], where: str) -> dict[str, Json]:
         got = sorted(data) if isinstance(data, dict) else type(data).__name__
         raise ItfError(f"{where}: expected a record with exactly {list(keys)}, got {got}")
     return data
+
+
+def optional_arguments(kind: type[Action]) -> list[str]:
+    """The fields of action type ``kind`` whose default is ``None`` or ``False``: optional
+    arguments of the pool's call."""
+    return [f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False]
+
+
+def optional_arguments_set(action: Action) -> list[str]:
+    """Those of :func:`optional_arguments` that ``action`` sets to another value."""
+    return [
+        name
+        for name in optional_arguments(type(action))
+        if getattr(action, name) not in (None, False)
+    ]

@@ -20,9 +20,14 @@ from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
 
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 from ..trace.itf import ItfError, decode, hints_of
-from .codec import decode_action, encode_outcome, encode_view, shown_type
+from .codec import (
+    decode_action,
+    encode_outcome,
+    encode_view,
+    optional_arguments,
+    shown_type,
+)
 from .session import PROTOCOL
-from .target import optional_arguments
 
 
 class Server:

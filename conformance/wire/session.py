@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from kvpool.spec import Action, Observation, PoolConfig
+from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig
 
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..trace.itf import ItfError, Json, encode
 from .child import Child, WireError
-from .codec import Refusal, ViewReader, decode_outcome, encode_action
+from .codec import Refusal, ViewReader, decode_outcome, encode_action, optional_arguments
 
 T = TypeVar("T")
 #: The protocol version this suite speaks.
@@ -186,7 +186,23 @@ def hello(reply: dict[str, Any]) -> Hello:
     unknown = sorted(lists["observes"] - set(OBSERVABLES) - {FINE_EVENT_HASHES})
     if unknown:
         raise ItfError(f"observes: unknown {unknown}; expected some of {list(OBSERVABLES)}")
+    unknown = sorted(lists["operations"] - offerable())
+    if unknown:
+        raise ItfError(f"operations: unknown {unknown}; expected some of {sorted(offerable())}")
     return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
+
+
+def offerable() -> frozenset[str]:
+    """What ``operations`` may name: every action's operation, and ``OPERATION:FIELD`` for
+    each of its optional arguments."""
+    return frozenset(
+        name
+        for kind in ALL_ACTIONS
+        for name in (
+            kind.operation,
+            *(f"{kind.operation}:{field}" for field in optional_arguments(kind)),
+        )
+    )
 
 
 def _fields(

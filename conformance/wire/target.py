@@ -9,14 +9,12 @@ default is ``None`` or ``False``); an action setting one it does not list is nev
 
 from __future__ import annotations
 
-import dataclasses
-
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 
 from ..engine.refusal import RefusedByReturn
 from ..engine.target import PoolView
 from .child import WireError
-from .codec import Refusal
+from .codec import Refusal, optional_arguments_set
 from .session import Session
 
 
@@ -72,18 +70,3 @@ class WireTarget:
                 f"pool {self.generation} of program {self.name!r} was used after pool "
                 f"{self.session.generation} was started in it (one pool per program at a time)"
             )
-
-
-def optional_arguments(kind: type[Action]) -> list[str]:
-    """The fields of action type ``kind`` whose default is ``None`` or ``False``: optional
-    arguments of the pool's call."""
-    return [f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False]
-
-
-def optional_arguments_set(action: Action) -> list[str]:
-    """Those of :func:`optional_arguments` that ``action`` sets to another value."""
-    return [
-        name
-        for name in optional_arguments(type(action))
-        if getattr(action, name) not in (None, False)
-    ]

@@ -496,8 +496,16 @@ static void cache_full_blocks(const json *a) {
         return;
     }
     get_int(a, "group_id", &group);
-    if (mask_variant && get(mask_variant, "tag") && strcmp(get(mask_variant, "tag")->str, "Some") == 0)
+    for (i = 0; i < (long long)hashes->n; i++)
+        if (hashes->items[i]->kind != J_STR) {
+            refuse("block_hashes: expected hex strings");
+            free(ids);
+            return;
+        }
+    if (mask_variant && get(mask_variant, "tag") && get(mask_variant, "tag")->kind == J_STR &&
+        strcmp(get(mask_variant, "tag")->str, "Some") == 0)
         mask = get(mask_variant, "value");
+    if (mask && mask->kind != J_ARR) mask = NULL;
     if (!caching_allowed(block_size, group) || !ids_in_range(ids, count)) { free(ids); return; }
     if (!(0 <= nc && nc <= nf && nf <= count)) {
         refuse("cache-range: num_cached_blocks=%lld, num_full_blocks=%lld, %lld blocks", nc, nf, count);

@@ -133,3 +133,9 @@ def test_malformed_exec_forms_are_usage_errors(text: str) -> None:
     result, _ = conform(text)
     assert result.exit_code == EXIT_USAGE, result.output
     assert "Traceback" not in result.output
+
+
+def test_an_operation_the_suite_does_not_know_is_named(tmp_path: Path) -> None:
+    misspelt = HELLO.replace('"free_blocks",', '"free_block",')
+    result, _ = conform(program(tmp_path, init=misspelt))
+    usage_error(result, r"message 1 \(init\) is malformed: operations: unknown \['free_block'\]")
