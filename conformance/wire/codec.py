@@ -172,10 +172,18 @@ def _record(data: Json, keys: tuple[str, ...], where: str) -> dict[str, Json]:
     return data
 
 
-def optional_arguments(kind: type[Action]) -> list[str]:
+def optional_arguments(kind: type[Action]) -> tuple[str, ...]:
     """The fields of action type ``kind`` whose default is ``None`` or ``False``: optional
-    arguments of the pool's call."""
-    return [f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False]
+    arguments of the pool's call (read once per type: drawing asks for every action)."""
+    names = _OPTIONAL_ARGUMENTS.get(kind)
+    if names is None:
+        names = _OPTIONAL_ARGUMENTS[kind] = tuple(
+            f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False
+        )
+    return names
+
+
+_OPTIONAL_ARGUMENTS: dict[type[Action], tuple[str, ...]] = {}
 
 
 def optional_arguments_set(action: Action) -> list[str]:
