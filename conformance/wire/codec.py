@@ -120,13 +120,29 @@ def shown_type(hint: Any) -> Any:
 
 def encode_view(view: PoolView) -> Json:
     """The shown fields of ``view`` (those not ``None``), each as its ITF value."""
-    record: dict[str, Json] = {}
-    for name, hint in view_fields().items():
-        value = getattr(view, name)
-        if value is None:
-            continue
-        record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
-    return record
+    return ViewWriter().write(view)
+
+
+class ViewWriter:
+    """Writes a pool's views one after another: a field equal to the one in the view
+    before is not encoded again (the other side of :class:`ViewReader`)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[Any, Json]] = {}
+
+    def write(self, view: PoolView) -> Json:
+        record: dict[str, Json] = {}
+        for name, hint in view_fields().items():
+            value = getattr(view, name)
+            if value is None:
+                continue
+            kept = self.last.get(name)
+            if kept is not None and kept[0] == value:
+                record[name] = kept[1]
+                continue
+            record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
+            self.last[name] = (value, record[name])
+        return record
 
 
 def decode_view(data: Json, where: str = "view") -> PoolView:

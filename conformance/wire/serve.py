@@ -21,9 +21,9 @@ from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 from ..trace.itf import ItfError, decode, hints_of
 from .codec import (
+    ViewWriter,
     decode_action,
     encode_outcome,
-    encode_view,
     optional_arguments,
     shown_type,
 )
@@ -37,6 +37,7 @@ class Server:
         self.factory = factory
         self.default_profile = profile
         self.target: Target | None = None
+        self.views = ViewWriter()
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         kind, message_id = message.get("type"), message.get("id")
@@ -62,7 +63,7 @@ class Server:
             "profile": self.default_profile,
             "operations": sorted(target.operations | taken_arguments(target)),
             "observes": sorted(target.observes),
-            "view": encode_view(target.view()),
+            "view": self.views.write(target.view()),
         }
 
     def apply(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +77,7 @@ class Server:
         reply = {
             "type": "applied",
             "outcome": encode_outcome(action, outcome),
-            "view": encode_view(self.target.view()),
+            "view": self.views.write(self.target.view()),
         }
         if "structure" in self.target.observes:
             reply["structure_problems"] = self.target.structure_problems()
