@@ -35,17 +35,9 @@ class WireFactory:
         return WireTarget(self.session, config, profile)
 
 
-#: One session per program and timeout, shared by the profile's question and the runs.
-_SESSIONS: dict[tuple[tuple[str, ...], float], Session] = {}
-
-
 def session_for(described: TargetDescription) -> Session:
-    """The session with the program ``described`` names (started on its first message)."""
-    key = (described.command, timeout_of(described))
-    session = _SESSIONS.get(key)
-    if session is None or session.broken is not None:
-        session = _SESSIONS[key] = Session(*key)
-    return session
+    """A session with the program ``described`` names (started by its first message)."""
+    return Session(described.command, timeout_of(described))
 
 
 def timeout_of(described: TargetDescription) -> float:
@@ -85,11 +77,18 @@ class ExecEntry(EngineEntry):
         return described
 
     def load_pool(self, described: TargetDescription) -> tuple[TargetFactory, str]:
-        name, _ = self.handshake(self.parse(described))
-        return WireFactory(session_for(described)), name
+        """A factory of pools in one program of its own (two loads of the same program,
+        as ``kvpool diff`` makes of one program against itself, run two), started now."""
+        session = session_for(self.parse(described))
+        name, _ = self.handshake(session)
+        return WireFactory(session), name
 
     def profile(self, described: TargetDescription) -> ProfileChoice:
-        name, profile = self.handshake(self.parse(described))
+        session = session_for(self.parse(described))
+        try:
+            name, profile = self.handshake(session)
+        finally:
+            session.close()
         if profile not in PROFILES:
             raise TargetLoadError(
                 f"program {name!r} names the profile {profile!r} in its handshake, which "
@@ -98,11 +97,11 @@ class ExecEntry(EngineEntry):
             )
         return ProfileChoice(profile, f"the profile program {name!r} names in its handshake")
 
-    def handshake(self, described: TargetDescription) -> tuple[str, str]:
+    def handshake(self, session: Session) -> tuple[str, str]:
         """The program's name and profile, asked with a two-block pool (``profile``
         ``null``: the suite has not chosen one yet)."""
         try:
-            hello, _ = session_for(described).init(PoolConfig(2), None)
+            hello, _ = session.init(PoolConfig(2), None)
         except WireError as exc:
             raise TargetLoadError(str(exc)) from None
         return hello.name, hello.profile
