@@ -90,6 +90,32 @@ def decode_outcome(data: Json, where: str = "outcome") -> Observation | Refusal:
     return Observation(decode_result(value["result"], f"{where}.value.result"), fired)
 
 
+def encode_returned(result: Any, returns: Any) -> Json:
+    """What a manager's method returned (of type ``returns``; ``None`` for a method that
+    returns nothing), or the exception it refused with, as a ``returned`` outcome."""
+    if isinstance(result, Exception):
+        return variant(REFUSED, f"{type(result).__name__}: {result}")
+    if returns is type(None):
+        return variant(RETURNED)
+    return variant(RETURNED, encode(result, returns))
+
+
+def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
+    """The result a ``returned`` outcome holds (of type ``returns``), or its :class:`Refusal`."""
+    tag = _record(data, ("tag", "value"), where)["tag"]
+    if tag == REFUSED:
+        if not isinstance(data["value"], str):
+            raise ItfError(f"{where}.value: a refusal's reason is a string")
+        return Refusal(data["value"])
+    if tag != RETURNED:
+        raise ItfError(f"{where}: expected the tag {RETURNED} or {REFUSED}, got {tag!r}")
+    if returns is type(None):
+        if data["value"] != {"#tup": []}:
+            raise ItfError(f'{where}.value: the method returns nothing: {{"#tup": []}}')
+        return None
+    return decode(data["value"], returns, f"{where}.value")
+
+
 def decode_result(data: Json, where: str) -> Any:
     """A tagged result (:func:`..trace.outcomes.result_json`) as the value it tags."""
     tag = _record(data, ("tag", "value"), where)["tag"]

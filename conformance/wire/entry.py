@@ -1,5 +1,6 @@
-"""``exec:CMD ARGS...``: a pool in any language, a program the suite starts and speaks to
-over the wire protocol (the docs' "The wire protocol" page).
+"""``exec:CMD ARGS...``: a pool (``--target``) or a KV cache manager (``--manager``) in any
+language, a program the suite starts and speaks to over the wire protocol (the docs' "The
+wire protocol" page).
 
 The program is the one the command line names (a trace file never starts one). It is
 started once per command: the profile it names in its handshake judges it unless
@@ -11,13 +12,16 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from kvpool.spec import PROFILES, PoolConfig, Profile
+from kvpool.spec.manager import ManagerConfig
 
 from ..bounds import WIRE_REPLY_TIMEOUT
 from ..engine.target import Target, TargetFactory
+from ..manager.target import ManagerTargetFactory, RequestSetup
 from ..targets.description import Form, TargetDescription
 from ..targets.errors import TargetLoadError, TargetUsageError
 from ..targets.registry import EngineEntry, ProfileChoice
 from .child import WireError
+from .manager import MANAGER_OFFERS, WireManagerFactory
 from .session import Session
 from .target import WireTarget
 
@@ -106,11 +110,16 @@ class ExecEntry(EngineEntry):
             raise TargetLoadError(str(exc)) from None
         return hello.name, hello.profile
 
-    def load_manager(self, described: TargetDescription) -> tuple[None, str]:
-        raise TargetLoadError(
-            f"{described.text}: the wire protocol drives pools; a manager over it is not "
-            "built yet (give --manager none, or a Python manager)"
-        )
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory, str]:
+        """A factory of managers in one program of its own, started now (its handshake
+        says what it offers beyond the protocol's methods)."""
+        session = session_for(self.parse(described))
+        probe = RequestSetup(ManagerConfig(block_size=1), PoolConfig(4))
+        try:
+            hello, _ = session.init(probe, None, MANAGER_OFFERS)
+        except WireError as exc:
+            raise TargetLoadError(str(exc)) from None
+        return WireManagerFactory(session, hello.operations), hello.name
 
 
 EXEC = ExecEntry()

@@ -21,9 +21,11 @@ from typing import Any, Union, get_args, get_origin
 from kvpool.spec import ALL_ACTIONS, Action, PoolConfig
 
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..manager.target import RequestSetup
 from ..trace.itf import hints_of
 from .codec import NOTHING, REFUSED, RESULT_TYPES, RETURNED, view_fields
-from .session import ERROR, PROTOCOL, REPLIES
+from .manager import MANAGER_METHODS, MANAGER_OFFERS, signature
+from .session import ERROR, PROTOCOL, REPLIES, pool_offers
 
 Schema = dict[str, Any]
 SCHEMA_ID = "https://kvpool-spec.dev/schemas/wire-protocol.json"
@@ -143,14 +145,31 @@ def protocol_schema(actions: Iterable[type[Action]] = ALL_ACTIONS) -> Schema:
     }
     defs["Action"] = {"oneOf": action_refs}
     defs["Outcome"] = outcome
-    names = {"type": "array", "items": {"type": "string"}}
+    calls, returns = [], [NONE]
+    for method in sorted(MANAGER_METHODS):
+        hints = signature(method)
+        arguments = {n: value_schema(h, defs) for n, h in hints.items() if n != "return"}
+        required = [n for n in arguments if n != "extra"]  # extra: only where taken
+        # the message's other fields are the call message's own (it takes this with allOf)
+        properties = {"method": {"const": method}, "arguments": record(arguments, required)}
+        calls.append({"type": "object", "properties": properties, "required": list(properties)})
+        if hints["return"] is not type(None):
+            returns.append(value_schema(hints["return"], defs))
+    distinct = list({json.dumps(r, sort_keys=True): r for r in returns}.values())
+    defs["Call"] = {"oneOf": calls}
+    defs["Returned"] = {
+        "oneOf": [variant(RETURNED, {"anyOf": distinct}), variant(REFUSED, {"type": "string"})]
+    }
+    names = {"type": "array", "items": {"enum": sorted(pool_offers() | MANAGER_OFFERS)}}
     shown = {"type": "array", "items": {"enum": [*OBSERVABLES, FINE_EVENT_HASHES]}}
     messages = {
         "init": message(
             "init",
             {
                 "protocol": {"const": PROTOCOL},
-                "config": value_schema(PoolConfig, defs),
+                "config": {
+                    "oneOf": [value_schema(PoolConfig, defs), value_schema(RequestSetup, defs)]
+                },
                 "profile": {"type": ["string", "null"]},
             },
         ),
@@ -171,6 +190,25 @@ def protocol_schema(actions: Iterable[type[Action]] = ALL_ACTIONS) -> Schema:
             REPLIES["apply"],
             {
                 "outcome": {"$ref": "#/$defs/Outcome"},
+                "view": {"$ref": "#/$defs/View"},
+                "structure_problems": {"type": "array", "items": {"type": "string"}},
+            },
+            optional=["structure_problems"],
+            reply=True,
+        ),
+        "call": {
+            "allOf": [
+                message(
+                    "call",
+                    {"method": {"enum": sorted(MANAGER_METHODS)}, "arguments": {"type": "object"}},
+                ),
+                {"$ref": "#/$defs/Call"},
+            ]
+        },
+        REPLIES["call"]: message(
+            REPLIES["call"],
+            {
+                "outcome": {"$ref": "#/$defs/Returned"},
                 "view": {"$ref": "#/$defs/View"},
                 "structure_problems": {"type": "array", "items": {"type": "string"}},
             },

@@ -3,7 +3,8 @@
     python -m kvpool.conformance.wire.serve impl
 
 reads the suite's messages on stdin and answers each on stdout, driving the target the
-argument names (any ``--target`` text: ``impl``, ``spec``, ``module:factory``). It is how
+argument names (any ``--target`` text: ``impl``, ``spec``, ``module:factory``) and, for a
+manager's ``init``, its own manager (``--manager MANAGER``: any ``--manager`` text). It is how
 ``kvpool bench`` measures the protocol against the same pool in process, and a working
 example of the program side. The target is the one its command line names: nothing a
 message says is ever loaded.
@@ -19,24 +20,33 @@ from typing import Any, TextIO
 from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
 
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
+from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..trace.itf import ItfError, decode, hints_of
 from .codec import (
     ViewWriter,
     decode_action,
     encode_outcome,
+    encode_returned,
     optional_arguments,
     shown_type,
 )
+from .manager import MANAGER_METHODS, MANAGER_OFFERS, decode_arguments, signature
 from .session import PROTOCOL
 
 
 class Server:
-    """Answers one message at a time for the target ``factory`` builds."""
+    """Answers one message at a time for the target ``factory`` builds (a pool ``init``)
+    and the manager ``managers`` builds (a manager ``init``), if any."""
 
-    def __init__(self, factory: TargetFactory, profile: str) -> None:
+    def __init__(
+        self, factory: TargetFactory, profile: str, managers: ManagerTargetFactory | None = None
+    ) -> None:
         self.factory = factory
+        self.managers = managers
         self.default_profile = profile
-        self.target: Target | None = None
+        #: What the latest ``init`` built: a pool or a manager (the other ``None``).
+        self.pool: Target | None = None
+        self.manager: ManagerTarget | None = None
         self.views = ViewWriter()
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +56,8 @@ class Server:
                 body = self.init(message)
             elif kind == "apply":
                 body = self.apply(message)
+            elif kind == "call":
+                body = self.call(message)
             else:
                 raise ItfError(f"unknown message type {kind!r}")
         except (ItfError, KeyError, ValueError) as exc:
@@ -53,35 +65,67 @@ class Server:
         return {"in_reply_to": message_id, **body}
 
     def init(self, message: dict[str, Any]) -> dict[str, Any]:
-        config = decode(message["config"], PoolConfig, "config")
+        config = decode(message["config"], PoolConfig | RequestSetup, "config")
         profile = get_profile(message["profile"] or self.default_profile)
-        self.target = target = self.factory(config, profile)
+        if isinstance(config, RequestSetup):
+            if self.managers is None:
+                raise ItfError("this program serves no manager")
+            self.pool, self.manager = None, self.managers(config, profile)
+            operations = {name for name in MANAGER_OFFERS if _offers(self.manager, name)}
+            shown: Target | ManagerTarget = self.manager
+        else:
+            self.pool, self.manager = self.factory(config, profile), None
+            operations = set(self.pool.operations | taken_arguments(self.pool))
+            shown = self.pool
         return {
             "type": "init_ok",
             "protocol": PROTOCOL,
-            "name": f"served {target.name}",
+            "name": f"served {shown.name}",
             "profile": self.default_profile,
-            "operations": sorted(target.operations | taken_arguments(target)),
-            "observes": sorted(target.observes),
-            "view": self.views.write(target.view()),
+            "operations": sorted(operations),
+            "observes": sorted(shown.observes),
+            "view": self.views.write(shown.view()),
+        }
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        manager, method = self.manager, message["method"]
+        if manager is None or method not in MANAGER_METHODS:
+            raise ItfError(f"no manager method {method!r} to call")
+        arguments = decode_arguments(method, message["arguments"])
+        try:
+            result: Any = getattr(manager, method)(**arguments)
+        except Exception as exc:  # the manager refused the call: its answer, sent back
+            result = exc
+        return {
+            "type": "returned",
+            "outcome": encode_returned(result, signature(method)["return"]),
+            "view": self.views.write(manager.view()),
         }
 
     def apply(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self.target is None:
-            raise ItfError("apply before init")
+        pool = self.pool
+        if pool is None:
+            raise ItfError("apply without a pool: init one first")
         action = decode_action(message["action"])
         try:
-            outcome: Any = self.target.apply(action)
+            outcome: Any = pool.apply(action)
         except Exception as exc:  # the pool refused the action: its answer, sent back
             outcome = exc
         reply = {
             "type": "applied",
             "outcome": encode_outcome(action, outcome),
-            "view": self.views.write(self.target.view()),
+            "view": self.views.write(pool.view()),
         }
-        if "structure" in self.target.observes:
-            reply["structure_problems"] = self.target.structure_problems()
+        if "structure" in pool.observes:
+            reply["structure_problems"] = pool.structure_problems()
         return reply
+
+
+def _offers(manager: ManagerTarget, name: str) -> bool:
+    """Whether ``manager`` offers ``name`` (of :data:`.manager.MANAGER_OFFERS`)."""
+    if name == "admit:extra":
+        return bool(getattr(manager, "extra_keys_taken", frozenset()))
+    return callable(getattr(manager, name, None))
 
 
 def taken_arguments(target: Target) -> frozenset[str]:
@@ -131,18 +175,25 @@ def serve(server: Server, source: TextIO, sink: TextIO) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m kvpool.conformance.wire.serve TARGET", file=sys.stderr)
+    manager = "auto"
+    if len(args) == 3 and args[1] == "--manager":
+        manager = args[2]
+    elif len(args) != 1:
+        print(
+            "usage: python -m kvpool.conformance.wire.serve TARGET [--manager MANAGER]",
+            file=sys.stderr,
+        )
         return 2
-    from ..targets.loading import TargetLoadError, choose_profile, load_target
+    from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 
     try:
         factory, _ = load_target(args[0])
+        managers, _ = load_manager(manager, args[0])
         profile = choose_profile(args[0]).name
     except TargetLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    serve(Server(factory, profile), sys.stdin, sys.stdout)
+    serve(Server(factory, profile, managers), sys.stdin, sys.stdout)
     return 0
 
 

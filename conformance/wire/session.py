@@ -18,20 +18,29 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, TypeVar
 
 from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig
 
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..manager.target import RequestSetup
 from ..trace.itf import ItfError, Json, encode
 from .child import Child, WireError
-from .codec import Refusal, ViewReader, decode_outcome, encode_action, optional_arguments
+from .codec import (
+    Refusal,
+    ViewReader,
+    decode_outcome,
+    decode_returned,
+    encode_action,
+    optional_arguments,
+)
 
 T = TypeVar("T")
 #: The protocol version this suite speaks.
 PROTOCOL = 1
 #: Each message type the suite sends, with the type of its reply.
-REPLIES = {"init": "init_ok", "apply": "applied"}
+REPLIES = {"init": "init_ok", "apply": "applied", "call": "returned"}
 #: A program's answer to any message when it cannot go on.
 ERROR = "error"
 
@@ -51,7 +60,8 @@ class Step:
     """A program's ``applied`` reply: the outcome, the view after it, and the structure
     problems it reports (where it shows ``structure``)."""
 
-    outcome: Observation | Refusal
+    #: An ``applied`` reply's observation, a ``returned`` reply's result, or a refusal.
+    outcome: Observation | Refusal | Any
     view: PoolView
     problems: tuple[str, ...]
 
@@ -71,22 +81,46 @@ class Session:
         self.generation = 0
         self.views = ViewReader()
 
-    def init(self, config: PoolConfig, profile: str | None) -> tuple[Hello, PoolView]:
-        """Start a fresh pool in the program (the program itself on the first call): what
-        the program says of itself, and the new pool's view."""
-        reply = self.exchange(
-            "init",
-            {"protocol": PROTOCOL, "config": encode(config, PoolConfig), "profile": profile},
-            "init",
-        )
+    def init(
+        self,
+        config: PoolConfig | RequestSetup,
+        profile: str | None,
+        offerable: frozenset[str] | None = None,
+    ) -> tuple[Hello, PoolView]:
+        """Start a fresh pool (a ``PoolConfig``) or manager (a ``RequestSetup``) in the
+        program, the program itself on the first call: what the program says of itself
+        (its ``operations`` some of ``offerable``, by default the pool's), and the view of
+        the new pool."""
+        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
+        reply = self.exchange("init", body, "init")
         self.generation += 1
-        return self.read(reply, "init", hello), self.read(reply, "init", self.initial_view)
+        allowed = pool_offers() if offerable is None else offerable
+        said = self.read(reply, "init", lambda r: hello(r, allowed))
+        return said, self.read(reply, "init", self.initial_view)
+
+    def check(self, generation: int) -> None:
+        """Raise why the pool or manager of ``generation`` can no longer be used: the
+        program broke the protocol, or a later ``init`` replaced it."""
+        if self.broken is not None:
+            raise self.broken
+        if generation != self.generation:
+            raise WireError(
+                f"pool {generation} of program {' '.join(self.command)!r} was used after pool "
+                f"{self.generation} was started in it (one pool per program at a time)"
+            )
 
     def apply(self, action: Action) -> Step:
         """Send one action; the program's outcome and view after it."""
         what = f"apply {action.operation}"
         reply = self.exchange("apply", {"action": encode_action(action)}, what)
         return self.read(reply, what, self.step)
+
+    def call(self, method: str, arguments: dict[str, Json], hints: dict[str, Any]) -> Step:
+        """Call a manager's ``method`` with ``arguments`` (ITF values); the program's
+        outcome (the result, of type ``hints["return"]``) and its pool's view after it."""
+        what = f"call {method}"
+        reply = self.exchange("call", {"method": method, "arguments": arguments}, what)
+        return self.read(reply, what, lambda r: self.step(r, hints["return"]))
 
     def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
         """Send one message, return its reply (checked: JSON, a record, the right type
@@ -143,13 +177,17 @@ class Session:
         """The new pool's view in an ``init_ok`` record."""
         return self.views.read(reply["view"])
 
-    def step(self, reply: dict[str, Any]) -> Step:
-        """The ``applied`` record as a :class:`Step`; :class:`ItfError` when malformed."""
+    def step(self, reply: dict[str, Any], returns: Any = None) -> Step:
+        """The ``applied`` (or ``returned``: a result of type ``returns``) record as a
+        :class:`Step`; :class:`ItfError` when malformed."""
         _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
         problems = reply.get("structure_problems", [])
         if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
             raise ItfError("structure_problems: expected a list of strings")
-        outcome = decode_outcome(reply["outcome"])
+        if returns is None:
+            outcome: Any = decode_outcome(reply["outcome"])
+        else:
+            outcome = decode_returned(reply["outcome"], returns)
         return Step(outcome, self.views.read(reply["view"]), tuple(problems))
 
     def fail(self, message: str) -> WireError:
@@ -166,8 +204,9 @@ class Session:
         SESSIONS.discard(self)
 
 
-def hello(reply: dict[str, Any]) -> Hello:
-    """The ``init_ok`` record as a :class:`Hello`; :class:`ItfError` when malformed."""
+def hello(reply: dict[str, Any], offerable: frozenset[str]) -> Hello:
+    """The ``init_ok`` record as a :class:`Hello` (its ``operations`` some of
+    ``offerable``); :class:`ItfError` when malformed."""
     _fields(
         reply,
         {"type", "in_reply_to", "protocol", "name", "profile", "operations", "observes", "view"},
@@ -186,13 +225,14 @@ def hello(reply: dict[str, Any]) -> Hello:
     unknown = sorted(lists["observes"] - set(OBSERVABLES) - {FINE_EVENT_HASHES})
     if unknown:
         raise ItfError(f"observes: unknown {unknown}; expected some of {list(OBSERVABLES)}")
-    unknown = sorted(lists["operations"] - offerable())
+    unknown = sorted(lists["operations"] - offerable)
     if unknown:
-        raise ItfError(f"operations: unknown {unknown}; expected some of {sorted(offerable())}")
+        raise ItfError(f"operations: unknown {unknown}; expected some of {sorted(offerable)}")
     return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
 
 
-def offerable() -> frozenset[str]:
+@cache
+def pool_offers() -> frozenset[str]:
     """What ``operations`` may name: every action's operation, and ``OPERATION:FIELD`` for
     each of its optional arguments."""
     return frozenset(

@@ -13,7 +13,6 @@ from kvpool.spec import Action, Observation, PoolConfig, Profile
 
 from ..engine.refusal import RefusedByReturn
 from ..engine.target import PoolView
-from .child import WireError
 from .codec import Refusal, optional_arguments_set
 from .session import Session
 
@@ -63,10 +62,4 @@ class WireTarget:
         return list(self.problems)
 
     def check_current(self) -> None:
-        if self.session.broken is not None:
-            raise self.session.broken
-        if self.generation != self.session.generation:
-            raise WireError(
-                f"pool {self.generation} of program {self.name!r} was used after pool "
-                f"{self.session.generation} was started in it (one pool per program at a time)"
-            )
+        self.session.check(self.generation)

@@ -85,6 +85,35 @@ def test_every_message_of_a_run_fits_the_schema(
         assert not errors, f"{message}: {errors[0].message}"
 
 
+def test_every_message_of_a_manager_run_fits_the_schema(conversation: list[Any]) -> None:
+    served = f"exec,timeout=60:{sys.executable} -m kvpool.conformance.wire.serve impl"
+    result = CliRunner().invoke(
+        main,
+        [
+            "conform",
+            "--no-coverage",
+            "--target",
+            "impl",
+            "--manager",
+            served,
+            "--machine",
+            "requests",
+            "--seed",
+            "1",
+            "--max-examples",
+            "10",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert {m["type"] for m in conversation} == {"init", "init_ok", "call", "returned"}
+    methods = {m["method"] for m in conversation if m["type"] == "call"}
+    assert {"admit", "commit", "finish", "take_events"} <= methods
+    check = validator()
+    for message in conversation:
+        errors = list(check.iter_errors(message))
+        assert not errors, f"{message}: {errors[0].message}"
+
+
 @pytest.mark.parametrize(
     "message",
     [
@@ -114,6 +143,8 @@ def test_every_message_of_a_run_fits_the_schema(
             "observes": ["colour"],
             "view": {"free_count": 1},
         },
+        {"type": "call", "id": 1, "method": "admit", "arguments": {"request_id": "r"}},
+        {"type": "call", "id": 1, "method": "view", "arguments": {}},
     ],
 )
 def test_the_schema_refuses_what_is_not_a_message(message: dict[str, Any]) -> None:
