@@ -119,7 +119,8 @@ class ExecEntry(EngineEntry):
             hello, _ = session.init(probe, None, MANAGER_OFFERS)
         except WireError as exc:
             raise TargetLoadError(str(exc)) from None
-        return WireManagerFactory(session, hello.operations), hello.name
+        # named by its text: a trace records the manager by this name and replays it so
+        return WireManagerFactory(session, hello.operations), described.text
 
 
 EXEC = ExecEntry()

@@ -40,15 +40,21 @@ def test_the_served_impl_manager_passes_the_request_machine() -> None:
     result = requests(SERVE)
     assert result.exit_code == EXIT_PASS, result.output
     assert "requests/manager" in result.output
-    assert "manager served impl" in result.output
+    assert f"manager {SERVE}" in result.output
 
 
 def test_a_faulty_manager_served_is_caught_as_in_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("PYTHONPATH", str(FAULTY_MANAGERS))
-    over_wire = requests(f"{SERVE} --manager faulty_managers:make_HeadFirstFree")
+    faulty = f"{SERVE} --manager faulty_managers:make_HeadFirstFree"
+    over_wire = requests(faulty)
     assert over_wire.exit_code == EXIT_FINDING, over_wire.output
+    trace = next(Path("kvpool-traces").glob("*requests-manager*.itf.json"))
+    again = CliRunner().invoke(main, ["replay", str(trace), "--manager", faulty])
+    assert again.exit_code == EXIT_FINDING, again.output
+    fixed = CliRunner().invoke(main, ["replay", str(trace), "--manager", SERVE])
+    assert fixed.exit_code == EXIT_PASS, fixed.output
     monkeypatch.syspath_prepend(str(FAULTY_MANAGERS))
     in_process = requests("faulty_managers:make_HeadFirstFree")
     assert in_process.exit_code == EXIT_FINDING, in_process.output
