@@ -69,6 +69,16 @@ MAX_ROUTE_RECORDING_BYTES = MAX_TRACE_BYTES
 MAX_JSON_NESTING = 64
 
 
+# --- the wire protocol (conformance/wire/) -----------------------------------------------
+
+#: The longest line a program may answer with (a reply holds the pool's view: every
+#: block's count and keys, so it grows with the pool; the suite's pools have tens of blocks).
+MAX_WIRE_LINE_BYTES = 16 * 1024 * 1024
+#: How long the suite waits for one reply of a program by default, in seconds (its first
+#: reply also waits for the program to start); ``exec,timeout=SECONDS:...`` sets another.
+WIRE_REPLY_TIMEOUT = 5.0
+
+
 # --- engine releases (conformance/targets/releases/) -------------------------------------
 
 #: The largest wheel taken from the package index (vLLM's are ~350-450 MB, LMDeploy's ~110).

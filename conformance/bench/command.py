@@ -700,6 +700,14 @@ fresh process: events per second (CPU time) and memory per held key (resident me
     help="Time kvpool monitor's judging (count and set consumers) with --sizes keys held, "
     "beside Dynamo's RadixTree on the same recording: events per second, bytes per key.",
 )
+@click.option(
+    "--wire",
+    is_flag=True,
+    help="Time the wire protocol instead: the pool machine's lockstep runs (every level, "
+    "the same seed) on our pool in process and served over the protocol by a child process "
+    "(python -m kvpool.conformance.wire.serve impl); --repeat repetitions, 50 test cases "
+    "per level (20 with --quick).",
+)
 @seed_option(0)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
 @click.option(
@@ -721,6 +729,7 @@ def bench(
     quick: bool,
     compiled: bool,
     on_monitor: bool,
+    wire: bool,
     seed: int,
     as_json: bool,
     chart: str | None,
@@ -730,6 +739,15 @@ def bench(
         ops, large_ops, repeat = 2000, 2000, 3
     if on_monitor:
         _bench_monitor(size_list, ops, repeat, seed, as_json)
+        return
+    if wire:
+        from ..wire.bench import render_wire, run_wire_bench
+
+        wire_report = run_wire_bench("impl", 20 if quick else 50, repeat, seed)
+        if as_json:
+            click.echo(json.dumps(wire_report, indent=2, sort_keys=True))
+        else:
+            render_wire(Console(), wire_report)
         return
     chosen = list(workloads) or list(WORKLOADS)
     on_managers = manager == "vllm"

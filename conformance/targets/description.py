@@ -7,6 +7,8 @@ The grammar, the same for every engine::
     NAME@PATH            a source tree, an unpacked wheel or a wheel file
     ...,KEY=VALUE        options after a comma (SGLang's ``page=N``, a fork's ``package=NAME``)
     module:factory       anyone's pool (or manager), imported from ``module``
+    exec:CMD ARGS...     a program in any language, spoken to over the wire protocol
+                         (``exec,timeout=SECONDS:CMD ...``: its reply timeout)
 
 :func:`read_target_text` splits the text; which ``NAME`` exists, which options it takes and
 what the bare name means is the engine's to say (its registry entry's ``parse``). Nothing
@@ -18,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
+import shlex
 from pathlib import Path
 
 from .errors import TargetUsageError
@@ -36,6 +39,9 @@ class Form(enum.Enum):
     PATH = "@path"
     #: Anyone's factory (``mypkg.pool:make_pool``).
     FACTORY = "module:factory"
+    #: A program started as a child process, spoken to over the wire protocol
+    #: (``exec:./mypool --flag``).
+    EXEC = "exec:command"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +63,8 @@ class TargetDescription:
     options: tuple[tuple[str, str], ...] = ()
     #: The top-level package a fork's files live in (``aphrodite``), when named or found.
     package: str | None = None
+    #: The program and its arguments of an ``exec:`` form (split as a shell would).
+    command: tuple[str, ...] = ()
 
     def option(self, key: str) -> str | None:
         """The value of option ``key``, or ``None`` if it was not given."""
@@ -80,6 +88,8 @@ def read_target_text(text: str) -> TargetDescription:
     """
     if not text:
         raise TargetUsageError(f"{text!r} names no target: {FORMS_LINE}")
+    if text.startswith((f"{EXEC}:", f"{EXEC},")):
+        return _exec(text)
     body, options = _split_options(text)
     head = re.match(r"[^=@:]*", body)
     name = head.group(0) if head else ""
@@ -119,8 +129,31 @@ def _factory(text: str) -> TargetDescription:
     return TargetDescription(text, "", Form.FACTORY, factory=text)
 
 
+#: The name of the program form: ``exec:CMD ARGS...``.
+EXEC = "exec"
+
+
+def _exec(text: str) -> TargetDescription:
+    """``exec[,KEY=VALUE...]:CMD ARGS...``: the program, split as a shell would (nothing is
+    run here), with the options before the colon."""
+    head, _, line = text.partition(":")
+    options: list[tuple[str, str]] = []
+    for option in head.split(",")[1:]:
+        key, equals, value = option.partition("=")
+        if not key or not equals:
+            raise TargetUsageError(f"{text!r}: write an exec option as KEY=VALUE before the colon")
+        options.append((key, value))
+    try:
+        command = tuple(shlex.split(line))
+    except ValueError as exc:
+        raise TargetUsageError(f"{text!r}: the command cannot be split: {exc}") from None
+    if not command:
+        raise TargetUsageError(f"{text!r}: name the program to run, as exec:CMD ARGS...")
+    return TargetDescription(text, EXEC, Form.EXEC, options=tuple(options), command=command)
+
+
 #: The forms, in one line, for usage errors.
 FORMS_LINE = (
     "write NAME (a built-in target or installed engine), NAME==VERSION, NAME@PATH, "
-    "NAME...,KEY=VALUE or module:factory (kvpool targets lists the names)"
+    "NAME...,KEY=VALUE, module:factory or exec:CMD ARGS... (kvpool targets lists the names)"
 )

@@ -33,7 +33,12 @@ MANAGER_WORDS = {
 
 
 def entry_of(target: TargetDescription) -> EngineEntry:
-    """The entry that loads ``target`` (the factory form's own for ``module:factory``)."""
+    """The entry that loads ``target`` (the factory form's own for ``module:factory``, the
+    wire protocol's for ``exec:``)."""
+    if target.form is Form.EXEC:
+        from ..wire.entry import EXEC
+
+        return EXEC
     return FACTORY if target.form is Form.FACTORY else engine(target.engine)
 
 

@@ -217,7 +217,7 @@ def describe_target(text: str, package: str | None = None) -> TargetDescription:
     described = read_target_text(text)
     if package is not None:
         described = described.with_changes(package=package)
-    if described.form is Form.FACTORY:
+    if described.form in (Form.FACTORY, Form.EXEC):
         if package is not None:
             raise TargetUsageError("--package names a fork's package: give a vLLM-like target")
         return described

@@ -52,22 +52,46 @@ def _discriminator(cls: type) -> tuple[str, str]:
 
 def _omitted_defaults(cls: type) -> dict[str, Any]:
     """Fields of ``cls`` a trace leaves out while they hold their default (marked with
-    ``metadata={"itf": "omit-default"}``), with that default."""
-    return {
-        f.name: f.default
-        for f in dataclasses.fields(cls)
-        if f.metadata.get("itf") == "omit-default" and f.default is not dataclasses.MISSING
-    }
+    ``metadata={"itf": "omit-default"}``), with that default (read once per class)."""
+    omitted = _OMITTED.get(cls)
+    if omitted is None:
+        omitted = _OMITTED[cls] = {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("itf") == "omit-default" and f.default is not dataclasses.MISSING
+        }
+    return omitted
+
+
+_OMITTED: dict[type, dict[str, Any]] = {}
 
 
 def hints_of(cls: type) -> dict[str, Any]:
-    """The resolved field types of dataclass ``cls`` (ClassVars left out)."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return {k: v for k, v in get_type_hints(cls).items() if k in names}
+    """The resolved field types of dataclass ``cls`` (ClassVars left out); read once per
+    class (every action of a trace, every message of the wire protocol asks again)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        names = {f.name for f in dataclasses.fields(cls)}
+        hints = _HINTS[cls] = {k: v for k, v in get_type_hints(cls).items() if k in names}
+    return hints
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
 
 
 def encode(value: Any, hint: Any) -> Json:
     """``value`` (of type ``hint``) as an ITF JSON value."""
+    # the leaves first: most values are, and a leaf type is never an option or a union
+    if hint is int:
+        return value if -SAFE_INT < value < SAFE_INT else {"#bigint": str(value)}
+    if hint is bool:
+        return bool(value)
+    if hint is bytes:
+        return bytes(value).hex()
+    if hint is str:
+        return str(value)
+    if hint is float:
+        return {"#unserializable": repr(float(value))}
     optional, inner = _is_optional(hint)
     if optional:
         if value is None:
@@ -79,16 +103,6 @@ def encode(value: Any, hint: Any) -> Json:
             if isinstance(member, type) and isinstance(value, member):
                 return encode(value, member)
         raise ItfError(f"{value!r} is none of {hint}")
-    if hint is bool:
-        return bool(value)
-    if hint is int:
-        return value if -SAFE_INT < value < SAFE_INT else {"#bigint": str(value)}
-    if hint is float:
-        return {"#unserializable": repr(float(value))}
-    if hint is str:
-        return str(value)
-    if hint is bytes:
-        return bytes(value).hex()
     origin, args = get_origin(hint), get_args(hint)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
@@ -119,17 +133,7 @@ def _sort_key(value: Json) -> str:
 
 def decode(data: Json, hint: Any, where: str = "trace") -> Any:
     """The value of type ``hint`` that ``data`` encodes; :class:`ItfError` names ``where``."""
-    optional, inner = _is_optional(hint)
-    if optional:
-        tag = _field(data, "tag", where)
-        if tag == "None":
-            return None
-        if tag != "Some":
-            raise ItfError(f"{where}: expected the variant Some or None, got tag {tag!r}")
-        return decode(_field(data, "value", where), inner, where)
-    members = _union_members(hint)
-    if members:
-        return _decode_member(data, members, where)
+    # the leaves first: most values are, and a leaf type is never an option or a union
     if hint is bool:
         if not isinstance(data, bool):
             raise ItfError(f"{where}: expected a boolean, got {_kind(data)}")
@@ -163,11 +167,24 @@ def decode(data: Json, hint: Any, where: str = "trace") -> Any:
             return bytes.fromhex(data)
         except ValueError:
             raise ItfError(f"{where}: {data[:40]!r} is not hex") from None
+    optional, inner = _is_optional(hint)
+    if optional:
+        tag = _field(data, "tag", where)
+        if tag == "None":
+            return None
+        if tag != "Some":
+            raise ItfError(f"{where}: expected the variant Some or None, got tag {tag!r}")
+        return decode(_field(data, "value", where), inner, where)
+    members = _union_members(hint)
+    if members:
+        return _decode_member(data, members, where)
     origin, args = get_origin(hint), get_args(hint)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
             if not isinstance(data, list):
                 raise ItfError(f"{where}: expected a list, got {_kind(data)}")
+            if args[0] is int and all(type(v) is int for v in data):
+                return tuple(data)  # block ids, counts: decoded as they are, without a walk
             return tuple(decode(v, args[0], f"{where}[{i}]") for i, v in enumerate(data))
         items = _field(data, "#tup", where)
         if not isinstance(items, list) or len(items) != len(args):

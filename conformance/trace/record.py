@@ -16,7 +16,7 @@ from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
 from ..engine.levels import level_for
 from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
-from ..engine.surface import fault_of
+from ..engine.surface import SurfaceMismatch, fault_of
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
 from ..manager.property_run import PropertyRun
@@ -91,6 +91,8 @@ def _record_pool(trace: Trace, target: str, profile: Profile) -> Trace:
         verdict = "ok"
         try:
             run.apply(action)
+        except SurfaceMismatch:  # the suite cannot drive the target: a usage error, no verdict
+            raise
         except Exception as exc:  # a difference, or the adapter failed
             verdict = _verdict(exc)
         expected = outcome_json(action, run.last.expected)
@@ -124,6 +126,8 @@ def _record_requests(trace: Trace, target: str, manager: str | None, profile: Pr
             expected = actual = outcome_json(action, result)
             if isinstance(run, ManagerRun):
                 expected = outcome_json(action, run.last[0])
+        except SurfaceMismatch:  # the suite cannot drive the target: a usage error, no verdict
+            raise
         except Exception as exc:  # a difference, or the target failed
             verdict = _verdict(exc)
             # a manager judged by the properties alone has no spec result to show

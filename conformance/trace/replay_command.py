@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from ..engine.surface import SurfaceMismatch
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
 from ..targets.options import MANAGER, TARGET, text_of
@@ -67,7 +68,7 @@ def replay(
         )
     except NamedInFile as exc:
         fail_usage(console, f"{exc}; run: {exc.command(trace_file)}")
-    except (TraceFileError, TargetLoadError, KeyError, ValueError) as exc:
+    except (TraceFileError, TargetLoadError, SurfaceMismatch, KeyError, ValueError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
         fail_usage(console, message)
     meta = trace.meta

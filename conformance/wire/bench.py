@@ -1,0 +1,147 @@
+"""``kvpool bench --wire``: what the wire protocol costs, on the same pool.
+
+The same lockstep runs (the pool machine at each level, the same seed, so the same test
+cases) are timed on a target in process and on the same target served over the protocol
+by :mod:`.serve` in a child process, alternating which goes first. Each side's rate is
+its steps per second, on two clocks: the suite's own CPU time (``time.process_time``, the
+rate ``kvpool conform`` reports: the program's work is not in it, its waiting neither)
+and the wall clock (everything a user waits for: the program's work, the pipe, and
+whatever else the machine runs). The ratio (protocol / in process) is the median of the
+per-repetition ratios, with their spread.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvpool.spec import get_profile
+from rich.console import Console
+from rich.table import Table
+
+from ..engine.levels import level_for
+from ..engine.runner import run_level
+from ..engine.target import TargetFactory
+from ..targets.loading import load_target
+from .entry import WireFactory
+from .session import Session
+
+#: The levels timed, each a lockstep run of the pool machine.
+LEVELS = ("safety", "order", "robustness", "events")
+#: How long the bench waits for a reply (a loaded machine may take seconds to start Python).
+REPLY_TIMEOUT = 60.0
+#: The goal: over the protocol at least half the in-process rate.
+AIM_RATIO = 0.5
+
+
+@dataclass
+class Side:
+    """One side's timed runs: steps, CPU seconds and wall seconds per repetition."""
+
+    steps: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    wall: list[float] = field(default_factory=list)
+
+
+def time_side(factory: TargetFactory, examples: int, seed: int) -> tuple[int, float, float]:
+    """Steps, suite CPU seconds and wall seconds of one run of every level of :data:`LEVELS`."""
+    profile = get_profile("seed")
+    steps = 0
+    cpu_started, wall_started = time.process_time(), time.perf_counter()
+    for name in LEVELS:
+        result = run_level(
+            factory,
+            profile,
+            level_for(name, "count" if name == "events" else None),
+            max_examples=examples,
+            steps=40,
+            seed=seed,
+            max_blocks=8,
+        )
+        if result.failures:
+            raise RuntimeError(f"{name}: {result.failures[0].message}")
+        steps += result.record.steps
+    return steps, time.process_time() - cpu_started, time.perf_counter() - wall_started
+
+
+def run_wire_bench(target: str, examples: int, repeat: int, seed: int) -> dict[str, Any]:
+    """Time ``target`` in process and served over the protocol, ``repeat`` times each."""
+    in_process, _ = load_target(target)
+    command = (sys.executable, "-m", "kvpool.conformance.wire.serve", target)
+    session = Session(command, REPLY_TIMEOUT)
+    sides = {"in process": Side(), "wire": Side()}
+    factories: dict[str, TargetFactory] = {"in process": in_process, "wire": WireFactory(session)}
+    try:
+        for rep in range(repeat):
+            order = list(sides) if rep % 2 == 0 else list(reversed(sides))
+            for name in order:
+                steps, cpu, wall = time_side(factories[name], examples, seed)
+                sides[name].steps.append(steps)
+                sides[name].cpu.append(cpu)
+                sides[name].wall.append(wall)
+    finally:
+        session.close()
+    same = sides["in process"].steps == sides["wire"].steps
+    report: dict[str, Any] = {
+        "target": target,
+        "levels": list(LEVELS),
+        "examples": examples,
+        "repeat": repeat,
+        "seed": seed,
+        "same_steps": same,
+        "steps": sides["in process"].steps[0],
+    }
+    for clock in ("cpu", "wall"):
+        ratios = [
+            (s / w) / (s / i)
+            for s, w, i in zip(
+                sides["in process"].steps,
+                getattr(sides["wire"], clock),
+                getattr(sides["in process"], clock),
+                strict=True,
+            )
+        ]
+        report[clock] = {
+            "in_process_steps_per_s": _rate(sides["in process"], clock),
+            "wire_steps_per_s": _rate(sides["wire"], clock),
+            "ratio_median": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+        }
+    return report
+
+
+def _rate(side: Side, clock: str) -> float:
+    seconds: list[float] = getattr(side, clock)
+    return statistics.median(s / t for s, t in zip(side.steps, seconds, strict=True))
+
+
+def render_wire(console: Console, report: dict[str, Any]) -> None:
+    table = Table(
+        title=f"the wire protocol against in process: {report['target']}, levels "
+        f"{', '.join(report['levels'])}, {report['examples']} test cases each, seed "
+        f"{report['seed']}, {report['repeat']} repetitions"
+    )
+    for column in ("clock", "in process steps/s", "wire steps/s", "wire / in process", "spread"):
+        table.add_column(column, justify="right" if column != "clock" else "left")
+    names = {"cpu": "the suite's CPU", "wall": "wall"}
+    for clock in ("cpu", "wall"):
+        row = report[clock]
+        table.add_row(
+            names[clock],
+            f"{row['in_process_steps_per_s']:,.0f}",
+            f"{row['wire_steps_per_s']:,.0f}",
+            f"{row['ratio_median']:.2f}",
+            f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}",
+        )
+    console.print(table)
+    if not report["same_steps"]:
+        console.print("[red]the two sides ran different numbers of steps[/red]")
+    console.print(
+        f"{report['steps']:,} steps per run; aim: wire / in process >= {AIM_RATIO} "
+        "(ratios: median of the per-repetition ratios, spread min-max)",
+        highlight=False,
+    )

@@ -1,0 +1,237 @@
+"""The wire protocol's values: actions, outcomes and pool views as JSON, both ways.
+
+Every value is written as traces and vectors write it (:mod:`..trace.itf`): an action is
+its ITF record (``operation`` and the dataclass's fields), an outcome the tagged variant of
+:mod:`..trace.outcomes` (``Returned`` with the result and the watchers fired, or
+``Refused`` with the pool's reason). A view is a record of the :class:`PoolView` fields the
+program shows, each an ITF value of that field's type; a field it leaves out is not shown.
+
+Nothing here knows one operation from another: actions are encoded and decoded by their
+dataclass fields, results by their tag, views by :class:`PoolView`'s fields, so a new
+action type (or an operation table listing them) needs no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Iterable
+from functools import cache
+from typing import Any, Union, get_args, get_origin
+
+from kvpool.spec import ALL_ACTIONS, Action, Event, Observation
+
+from ..engine.target import PoolView
+from ..trace.itf import ItfError, Json, decode, encode, hints_of
+from ..trace.outcomes import result_json, variant
+
+#: The result tags of :func:`..trace.outcomes.result_json`, each with the type it decodes
+#: to (``Nothing`` is ``None``).
+RESULT_TYPES: dict[str, Any] = {
+    "Bool": bool,
+    "Int": int,
+    "Usage": float,
+    "Key": bytes,
+    "Blocks": tuple[int, ...],
+    "Events": tuple[Event, ...],
+}
+NOTHING = "Nothing"
+#: An outcome's tags: the pool returned, or it refused the action (with its reason).
+RETURNED = "Returned"
+REFUSED = "Refused"
+
+
+class Refusal(Exception):
+    """The pool refused an action; the message is the reason it gave."""
+
+
+def encode_action(action: Action) -> Json:
+    """``action`` as its trace record: ``{"operation": ..., field: value, ...}``."""
+    return encode(action, type(action))
+
+
+def decode_action(
+    data: Json, actions: Iterable[type[Action]] = ALL_ACTIONS, where: str = "action"
+) -> Action:
+    """The action ``data`` records, one of ``actions`` chosen by its ``operation``;
+    :class:`ItfError` names ``where`` when it is none of them or malformed."""
+    by_operation = {a.operation: a for a in actions}
+    operation = data.get("operation") if isinstance(data, dict) else None
+    kind = by_operation.get(operation) if isinstance(operation, str) else None
+    if kind is None:
+        raise ItfError(
+            f"{where}: unknown operation {operation!r}; expected one of {sorted(by_operation)}"
+        )
+    decoded: Action = decode(data, kind, where)
+    return decoded
+
+
+def encode_outcome(action: Action, outcome: Observation | Exception) -> Json:
+    """What the pool made of ``action``: ``Returned`` (result and watchers fired) or
+    ``Refused`` (an exception: the pool's reason)."""
+    if isinstance(outcome, Exception):
+        return variant(REFUSED, f"{type(outcome).__name__}: {outcome}")
+    fired = [encode(f, tuple[int, str]) for f in outcome.fired]
+    return variant(RETURNED, {"result": result_json(action, outcome.result), "fired": fired})
+
+
+def decode_outcome(data: Json, where: str = "outcome") -> Observation | Refusal:
+    """The observation an outcome records, or the :class:`Refusal` it states."""
+    tag = _record(data, ("tag", "value"), where)["tag"]
+    if tag == REFUSED:
+        reason = data["value"]
+        if not isinstance(reason, str):
+            raise ItfError(f"{where}.value: a refusal's reason is a string")
+        return Refusal(reason)
+    if tag != RETURNED:
+        raise ItfError(f"{where}: expected the tag {RETURNED} or {REFUSED}, got {tag!r}")
+    value = _record(data["value"], ("result", "fired"), f"{where}.value")
+    fired = decode(value["fired"], tuple[tuple[int, str], ...], f"{where}.value.fired")
+    return Observation(decode_result(value["result"], f"{where}.value.result"), fired)
+
+
+def encode_returned(result: Any, returns: Any) -> Json:
+    """What a manager's method returned (of type ``returns``; ``None`` for a method that
+    returns nothing), or the exception it refused with, as a ``returned`` outcome."""
+    if isinstance(result, Exception):
+        return variant(REFUSED, f"{type(result).__name__}: {result}")
+    if returns is type(None):
+        return variant(RETURNED)
+    return variant(RETURNED, encode(result, returns))
+
+
+def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
+    """The result a ``returned`` outcome holds (of type ``returns``), or its :class:`Refusal`."""
+    tag = _record(data, ("tag", "value"), where)["tag"]
+    if tag == REFUSED:
+        if not isinstance(data["value"], str):
+            raise ItfError(f"{where}.value: a refusal's reason is a string")
+        return Refusal(data["value"])
+    if tag != RETURNED:
+        raise ItfError(f"{where}: expected the tag {RETURNED} or {REFUSED}, got {tag!r}")
+    if returns is type(None):
+        if data["value"] != {"#tup": []}:
+            raise ItfError(f'{where}.value: the method returns nothing: {{"#tup": []}}')
+        return None
+    return decode(data["value"], returns, f"{where}.value")
+
+
+def decode_result(data: Json, where: str) -> Any:
+    """A tagged result (:func:`..trace.outcomes.result_json`) as the value it tags."""
+    tag = _record(data, ("tag", "value"), where)["tag"]
+    if tag == NOTHING:
+        return None
+    hint = RESULT_TYPES.get(tag) if isinstance(tag, str) else None
+    if hint is None:
+        raise ItfError(
+            f"{where}: unknown result tag {tag!r}; expected {NOTHING} or one of "
+            f"{sorted(RESULT_TYPES)}"
+        )
+    return decode(data["value"], hint, f"{where}.value")
+
+
+@cache
+def view_fields() -> dict[str, Any]:
+    """:class:`PoolView`'s fields, each with the type of its value when shown."""
+    return {name: shown_type(hint) for name, hint in hints_of(PoolView).items()}
+
+
+def shown_type(hint: Any) -> Any:
+    """``hint`` without its ``None`` (a view leaves out what it does not show)."""
+    if get_origin(hint) in (Union, types.UnionType):
+        rest = tuple(a for a in get_args(hint) if a is not type(None))
+        return rest[0] if len(rest) == 1 else Union[rest]  # noqa: UP007
+    return hint
+
+
+def encode_view(view: PoolView) -> Json:
+    """The shown fields of ``view`` (those not ``None``), each as its ITF value."""
+    return ViewWriter().write(view)
+
+
+class ViewWriter:
+    """Writes a pool's views one after another: a field equal to the one in the view
+    before is not encoded again (the other side of :class:`ViewReader`)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[Any, Json]] = {}
+
+    def write(self, view: PoolView) -> Json:
+        record: dict[str, Json] = {}
+        for name, hint in view_fields().items():
+            value = getattr(view, name)
+            if value is None:
+                continue
+            kept = self.last.get(name)
+            if kept is not None and kept[0] == value:
+                record[name] = kept[1]
+                continue
+            record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
+            self.last[name] = (value, record[name])
+        return record
+
+
+def decode_view(data: Json, where: str = "view") -> PoolView:
+    """The view a record shows; ``free_count`` is required, every other field optional."""
+    return ViewReader().read(data, where)
+
+
+class ViewReader:
+    """Reads a program's views one after another: a field whose JSON is the same as in the
+    view before is not decoded again (a step changes a few fields of the view; the keys
+    and the index of a pool nobody caches into do not change at all)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[Json, Any]] = {}
+
+    def read(self, data: Json, where: str = "view") -> PoolView:
+        fields = view_fields()
+        if not isinstance(data, dict):
+            raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
+        if "free_count" not in data:
+            raise ItfError(f"{where}: a view needs the field 'free_count'")
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            kept = self.last.get(name)
+            if kept is not None and kept[0] == value:
+                values[name] = kept[1]
+                continue
+            if fields[name] is PoolView:
+                values[name] = decode_view(value, f"{where}.{name}")
+            else:
+                values[name] = decode(value, fields[name], f"{where}.{name}")
+            self.last[name] = (value, values[name])
+        return PoolView(**values)
+
+
+def _record(data: Json, keys: tuple[str, ...], where: str) -> dict[str, Json]:
+    if not isinstance(data, dict) or set(data) != set(keys):
+        got = sorted(data) if isinstance(data, dict) else type(data).__name__
+        raise ItfError(f"{where}: expected a record with exactly {list(keys)}, got {got}")
+    return data
+
+
+def optional_arguments(kind: type[Action]) -> tuple[str, ...]:
+    """The fields of action type ``kind`` whose default is ``None`` or ``False``: optional
+    arguments of the pool's call (read once per type: drawing asks for every action)."""
+    names = _OPTIONAL_ARGUMENTS.get(kind)
+    if names is None:
+        names = _OPTIONAL_ARGUMENTS[kind] = tuple(
+            f.name for f in dataclasses.fields(kind) if f.default is None or f.default is False
+        )
+    return names
+
+
+_OPTIONAL_ARGUMENTS: dict[type[Action], tuple[str, ...]] = {}
+
+
+def optional_arguments_set(action: Action) -> list[str]:
+    """Those of :func:`optional_arguments` that ``action`` sets to another value."""
+    return [
+        name
+        for name in optional_arguments(type(action))
+        if getattr(action, name) not in (None, False)
+    ]

@@ -1,0 +1,274 @@
+"""One conversation with a program: the handshake, then one action per message.
+
+Every message the suite sends has a ``type`` and an ``id``; every reply names the message
+it answers (``in_reply_to``) and has the reply type of that message. The first message of
+a pool is ``init`` (the protocol version, the pool's config and the profile it is judged
+by); the program answers ``init_ok`` with its version, its name, the operations it offers,
+what it shows and its profile. Then each ``apply`` carries one action and is answered by
+``applied``: the outcome and the pool's view after it. A program that cannot go on
+answers ``error`` with a text. Anything else is a :class:`~.child.WireError` naming the
+message, and the program is ended: the session is then broken, and every later message
+raises the same error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, TypeVar
+
+from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig
+
+from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..manager.target import RequestSetup
+from ..trace.itf import ItfError, Json, encode
+from .child import Child, WireError
+from .codec import (
+    Refusal,
+    ViewReader,
+    decode_outcome,
+    decode_returned,
+    encode_action,
+    optional_arguments,
+)
+
+T = TypeVar("T")
+#: The protocol version this suite speaks.
+PROTOCOL = 1
+#: Each message type the suite sends, with the type of its reply.
+REPLIES = {"init": "init_ok", "apply": "applied", "call": "returned"}
+#: A program's answer to any message when it cannot go on.
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What a program says of itself in ``init_ok``."""
+
+    name: str
+    profile: str
+    operations: frozenset[str]
+    observes: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A program's ``applied`` reply: the outcome, the view after it, and the structure
+    problems it reports (where it shows ``structure``)."""
+
+    #: An ``applied`` reply's observation, a ``returned`` reply's result, or a refusal.
+    outcome: Observation | Refusal | Any
+    view: PoolView
+    problems: tuple[str, ...]
+
+
+class Session:
+    """A running program and the messages exchanged with it."""
+
+    def __init__(self, command: tuple[str, ...], timeout: float) -> None:
+        self.command = command
+        self.timeout = timeout
+        self.child: Child | None = None
+        #: The process that started the child (a forked copy of this session starts its own).
+        self.owner = os.getpid()
+        self.broken: WireError | None = None
+        self.next_id = 0
+        #: Bumped by every ``init``: a target built before the latest one is stale.
+        self.generation = 0
+        self.views = ViewReader()
+
+    def init(
+        self,
+        config: PoolConfig | RequestSetup,
+        profile: str | None,
+        offerable: frozenset[str] | None = None,
+    ) -> tuple[Hello, PoolView]:
+        """Start a fresh pool (a ``PoolConfig``) or manager (a ``RequestSetup``) in the
+        program, the program itself on the first call: what the program says of itself
+        (its ``operations`` some of ``offerable``, by default the pool's), and the view of
+        the new pool."""
+        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
+        reply = self.exchange("init", body, "init")
+        self.generation += 1
+        allowed = pool_offers() if offerable is None else offerable
+        said = self.read(reply, "init", lambda r: hello(r, allowed))
+        return said, self.read(reply, "init", self.initial_view)
+
+    def check(self, generation: int) -> None:
+        """Raise why the pool or manager of ``generation`` can no longer be used: the
+        program broke the protocol, or a later ``init`` replaced it."""
+        if self.broken is not None:
+            raise self.broken
+        if generation != self.generation:
+            raise WireError(
+                f"pool {generation} of program {' '.join(self.command)!r} was used after pool "
+                f"{self.generation} was started in it (one pool per program at a time)"
+            )
+
+    def apply(self, action: Action) -> Step:
+        """Send one action; the program's outcome and view after it."""
+        what = f"apply {action.operation}"
+        reply = self.exchange("apply", {"action": encode_action(action)}, what)
+        return self.read(reply, what, self.step)
+
+    def call(self, method: str, arguments: dict[str, Json], hints: dict[str, Any]) -> Step:
+        """Call a manager's ``method`` with ``arguments`` (ITF values); the program's
+        outcome (the result, of type ``hints["return"]``) and its pool's view after it."""
+        what = f"call {method}"
+        reply = self.exchange("call", {"method": method, "arguments": arguments}, what)
+        return self.read(reply, what, lambda r: self.step(r, hints["return"]))
+
+    def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
+        """Send one message, return its reply (checked: JSON, a record, the right type
+        and ``in_reply_to``)."""
+        if self.broken is not None:
+            raise self.broken
+        if self.child is not None and self.owner != os.getpid():
+            self.child = None  # a forked copy: the program is its parent's, start our own
+        if self.child is None:
+            self.child = Child(self.command, self.timeout)
+            self.owner = os.getpid()
+            SESSIONS.add(self)
+        self.next_id += 1
+        message_id = self.next_id
+        what = f"message {message_id} ({what})"
+        try:
+            self.child.send({"type": kind, "id": message_id, **body}, what)
+            line = self.child.receive(what)
+            try:  # the line's length is bounded by the child; its nesting by the decoders
+                reply = json.loads(line)
+            except (ValueError, RecursionError) as exc:
+                raise self.fail(
+                    f"the reply to {what} is not JSON ({exc}): {_quote(line)}"
+                ) from None
+            if not isinstance(reply, dict):
+                raise self.fail(f"the reply to {what} is not a JSON object: {_quote(line)}")
+            if reply.get("type") == ERROR:
+                raise self.fail(f"the program answered {what} with an error: {reply.get('text')!r}")
+            if reply.get("in_reply_to") != message_id:
+                raise self.fail(
+                    f"a reply to message {reply.get('in_reply_to')!r} came when {what} was "
+                    f"waiting: {_quote(line)}"
+                )
+            if reply.get("type") != REPLIES[kind]:
+                raise self.fail(
+                    f"the reply to {what} has type {reply.get('type')!r}, expected "
+                    f"{REPLIES[kind]!r}: {_quote(line)}"
+                )
+        except WireError as exc:
+            self.broken = exc
+            raise
+        return reply
+
+    def read(self, reply: dict[str, Any], what: str, reader: Callable[[dict[str, Any]], T]) -> T:
+        """``reader(reply)``, a malformed reply raised as an error naming the message."""
+        try:
+            return reader(reply)
+        except ItfError as exc:
+            raise self.fail(
+                f"the reply to message {self.next_id} ({what}) is malformed: {exc}"
+            ) from None
+
+    def initial_view(self, reply: dict[str, Any]) -> PoolView:
+        """The new pool's view in an ``init_ok`` record."""
+        return self.views.read(reply["view"])
+
+    def step(self, reply: dict[str, Any], returns: Any = None) -> Step:
+        """The ``applied`` (or ``returned``: a result of type ``returns``) record as a
+        :class:`Step`; :class:`ItfError` when malformed."""
+        _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
+        problems = reply.get("structure_problems", [])
+        if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+            raise ItfError("structure_problems: expected a list of strings")
+        if returns is None:
+            outcome: Any = decode_outcome(reply["outcome"])
+        else:
+            outcome = decode_returned(reply["outcome"], returns)
+        return Step(outcome, self.views.read(reply["view"]), tuple(problems))
+
+    def fail(self, message: str) -> WireError:
+        """The error for ``message``, the program ended and this session broken by it."""
+        assert self.child is not None
+        self.broken = self.child.failure(message)
+        return self.broken
+
+    def close(self) -> None:
+        """End the program (by its pid, if it does not exit when its input closes)."""
+        if self.child is not None and self.owner == os.getpid():
+            self.child.close()
+        self.child = None  # a later message starts the program again
+        SESSIONS.discard(self)
+
+
+def hello(reply: dict[str, Any], offerable: frozenset[str]) -> Hello:
+    """The ``init_ok`` record as a :class:`Hello` (its ``operations`` some of
+    ``offerable``); :class:`ItfError` when malformed."""
+    _fields(
+        reply,
+        {"type", "in_reply_to", "protocol", "name", "profile", "operations", "observes", "view"},
+    )
+    if reply["protocol"] != PROTOCOL:
+        raise ItfError(f"protocol {reply['protocol']!r}: this suite speaks protocol {PROTOCOL}")
+    for key in ("name", "profile"):
+        if not isinstance(reply[key], str) or not reply[key]:
+            raise ItfError(f"{key}: expected a non-empty string")
+    lists = {}
+    for key in ("operations", "observes"):
+        names = reply[key]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ItfError(f"{key}: expected a list of names")
+        lists[key] = frozenset(names)
+    unknown = sorted(lists["observes"] - set(OBSERVABLES) - {FINE_EVENT_HASHES})
+    if unknown:
+        raise ItfError(f"observes: unknown {unknown}; expected some of {list(OBSERVABLES)}")
+    unknown = sorted(lists["operations"] - offerable)
+    if unknown:
+        raise ItfError(f"operations: unknown {unknown}; expected some of {sorted(offerable)}")
+    return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
+
+
+@cache
+def pool_offers() -> frozenset[str]:
+    """What ``operations`` may name: every action's operation, and ``OPERATION:FIELD`` for
+    each of its optional arguments."""
+    return frozenset(
+        name
+        for kind in ALL_ACTIONS
+        for name in (
+            kind.operation,
+            *(f"{kind.operation}:{field}" for field in optional_arguments(kind)),
+        )
+    )
+
+
+def _fields(
+    reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+) -> None:
+    missing = sorted(required - set(reply))
+    if missing:
+        raise ItfError(f"missing field(s) {missing}")
+    unknown = sorted(set(reply) - required - set(optional))
+    if unknown:
+        raise ItfError(f"unknown field(s) {unknown}")
+
+
+def _quote(line: bytes) -> str:
+    text = line[:200].decode(errors="replace")
+    return repr(text) + ("..." if len(line) > 200 else "")
+
+
+#: Every session with a running program, ended at exit if not before.
+SESSIONS: set[Session] = set()
+
+
+def close_sessions() -> None:
+    """End every program still running."""
+    for session in list(SESSIONS):
+        session.close()
+
+
+atexit.register(close_sessions)
