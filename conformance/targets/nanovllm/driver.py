@@ -41,7 +41,10 @@ EOS = 0
 class NanoVllmDriver:
     """One nano-vllm ``Scheduler`` (with its ``BlockManager``) for one engine setup."""
 
-    capabilities = frozenset({"tables", "free_count", "ref_counts"})
+    #: ``keys_within_pass``: its ``allocate`` keys a full block when it schedules it, and
+    #: a request later in the same prefill batch may hit it (nano-vllm's attention stores
+    #: a layer's KV before it attends, so the hit reads what that pass wrote).
+    capabilities = frozenset({"tables", "free_count", "ref_counts", "keys_within_pass"})
 
     def __init__(self, release: NanoVllmRelease, setup: EngineSetup, name: str) -> None:
         self.name = name
@@ -59,6 +62,9 @@ class NanoVllmDriver:
         self.Sequence = type("Sequence", (base,), {"block_size": setup.block_size})
         #: request id -> its sequence, while the client waits for it.
         self.sequences: dict[str, Any] = {}
+        #: every sequence's ``seq_id`` (its own, never reused) -> its request id: a batch
+        #: naming a finished sequence is shown as naming its request.
+        self.request_ids: dict[int, str] = {}
         #: The last batch's sequences, in the scheduler's order.
         self.batch: list[Any] = []
 
@@ -66,6 +72,7 @@ class NanoVllmDriver:
         params = self.release.sampling_params.SamplingParams(max_tokens=request.max_new_tokens)
         seq = self.Sequence(list(request.prompt), params)
         self.sequences[request.request_id] = seq
+        self.request_ids[seq.seq_id] = request.request_id
         self.scheduler.add(seq)
 
     def step(self) -> Batch:
@@ -75,23 +82,20 @@ class NanoVllmDriver:
         running = [rid for rid, seq in self.sequences.items() if seq in self.scheduler.running]
         seqs, is_prefill = self.scheduler.schedule()
         self.batch = list(seqs)
-        ids = {id(seq): rid for rid, seq in self.sequences.items()}
         scheduled = []
         for seq in seqs:
             start = int(seq.num_cached_tokens) if is_prefill else len(seq) - 1
             table = tuple(int(b) + 1 for b in seq.block_table)
-            scheduled.append(ScheduledRequest(ids[id(seq)], start, len(seq) - start, (table,)))
-        preempted = tuple(
-            rid for rid in running if self.sequences[rid] in self.scheduler.waiting
-        )
+            rid = self.request_ids[seq.seq_id]
+            scheduled.append(ScheduledRequest(rid, start, len(seq) - start, (table,)))
+        preempted = tuple(rid for rid in running if self.sequences[rid] in self.scheduler.waiting)
         return Batch(tuple(scheduled), preempted)
 
     def report(self, results: Sequence[Sampled]) -> None:
         sampled = {r.request_id: r for r in results}
-        ids = {id(seq): rid for rid, seq in self.sequences.items()}
         seqs, tokens = [], []
         for seq in self.batch:
-            got = sampled.get(ids[id(seq)])
+            got = sampled.get(self.request_ids[seq.seq_id])
             if got is None:
                 continue
             last = seq.num_completion_tokens + 1 >= seq.max_tokens
