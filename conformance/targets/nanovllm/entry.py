@@ -78,8 +78,9 @@ class NanoVllmEntry(EngineEntry):
 
 UPSTREAM = NanoVllmEntry(
     "nanovllm",
-    "nano-vllm's BlockManager, a manager (--machine requests only): upstream's as "
-    "nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
+    "nano-vllm's BlockManager, a manager (--machine requests), and its Scheduler "
+    "(--machine engine): upstream's as nano-vllm-npu 0.0.2 ships them (needs the "
+    "nanovllm extra: xxhash, numpy)",
     trees=True,
 )
 FORK = NanoVllmEntry(
