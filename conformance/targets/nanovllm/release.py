@@ -59,10 +59,11 @@ class NanoVllmRelease:
 
 
 def files_of(name: str) -> ReleaseFiles:
+    """The files kept of distribution ``name``, in the cache folder ``NAME-scheduler``
+    (``NAME`` held the files before the scheduler was among them)."""
     distribution, _, package = DISTRIBUTIONS[name]
-    return ReleaseFiles(
-        name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE), engine=name
-    )
+    members = frozenset(f"{package}/{rel}" for rel in RELATIVE)
+    return ReleaseFiles(f"{name}-scheduler", distribution, members, engine=name)
 
 
 def package_in(root: Path) -> str:
