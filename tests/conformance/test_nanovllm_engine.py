@@ -7,6 +7,8 @@ cached full block, the last included, and ``ModelRunner.prepare_prefill`` then t
 ``seq[seq.num_cached_tokens:]``, empty). A fault planted in a copy of the release's
 ``block_manager.py`` (a hit that does not count its new holder) is caught on seeds 1-3 with
 a shrunk client/model sequence that replays, and the unplanted release does not show it.
+nano-vllm-fork 20260210's rewritten decode loop preempts a sequence without taking it out
+of ``running``: shown here on its own scheduler's state.
 
 Needs xxhash and numpy (``pip install 'kvpool-spec[nanovllm]'``): without them every test
 here is skipped, and says so.
@@ -29,11 +31,16 @@ from click.testing import CliRunner  # noqa: E402
 from kvpool.conformance.cli import main  # noqa: E402
 from kvpool.conformance.engine.runner import LevelResult  # noqa: E402
 from kvpool.conformance.engine.signature import signature  # noqa: E402
-from kvpool.conformance.engine_machine.driver import EngineSetup, driver_problems  # noqa: E402
+from kvpool.conformance.engine_machine.driver import (  # noqa: E402
+    EngineSetup,
+    Sampled,
+    Submission,
+    driver_problems,
+)
 from kvpool.conformance.engine_machine.runner import replay_engine, run_engine  # noqa: E402
 from kvpool.conformance.targets.nanovllm import release as nv  # noqa: E402
 from kvpool.conformance.targets.nanovllm.driver import NanoVllmDriver  # noqa: E402
-from kvpool.conformance.targets.nanovllm.entry import UPSTREAM  # noqa: E402
+from kvpool.conformance.targets.nanovllm.entry import FORK, UPSTREAM  # noqa: E402
 from kvpool.conformance.targets.registry import describe_target  # noqa: E402
 
 #: The planted fault: a cache hit on a block another request holds leaves its count alone.
@@ -107,3 +114,24 @@ def test_conform_runs_it_at_the_engine_machine(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert "computes-last-token" in result.output
     assert "keys-partitioned" in result.output and "not checked" in result.output
+
+
+def test_the_forks_scheduler_keeps_a_preempted_sequence_running() -> None:
+    """nano-vllm-fork's ``schedule`` (decode) calls ``preempt(other_seq)`` on a sequence
+    taken from a copy of ``running`` and never removes it from ``running``: it is then
+    both waiting and running, and is scheduled twice (the machine's findings on the fork:
+    an ``IndexError`` in ``may_append``, a finished request scheduled again)."""
+    for entry, kept in ((FORK, True), (UPSTREAM, False)):  # upstream's pops it first
+        factory, _ = entry.load_driver(describe_target(entry.name))
+        driver = factory(EngineSetup(8, 2, 32, 2))
+        for rid, prompt in (("r5", (4,)), ("r6", (4,)), ("r8", (8, 2, 4, 1, 4, 3, 4))):
+            driver.submit(Submission(rid, prompt, None, 3))
+        preempted: tuple[str, ...] = ()
+        for _ in range(4):
+            batch = driver.step()
+            preempted += batch.preempted
+            driver.report([Sampled(p.request_id, 1, False) for p in batch.scheduled])
+        assert preempted == ("r8",), entry.name
+        seq = driver.sequences["r8"]
+        assert seq in driver.scheduler.waiting
+        assert (seq in driver.scheduler.running) is kept, entry.name

@@ -101,7 +101,8 @@ MIRRORED: dict[str, list[tuple[ReleaseFiles, str]]] = {
 }
 #: Each engine adapter folder of ``conformance/targets/`` and the engines its files are
 #: compared with by renamed tokens (a file elsewhere: every engine). TokenSpeed's
-#: scheduler is C++ behind compiled bindings: there is no Python source to compare.
+#: scheduler is C++: its Python package only re-exports the compiled bindings, so there
+#: is no Python code of it to compare.
 ENGINES_OF: dict[str, tuple[str, ...]] = {
     "aphrodite": ("Aphrodite", "vLLM"),
     "lmdeploy": ("LMDeploy",),
