@@ -45,6 +45,11 @@ CAPABILITIES = MappingProxyType(
         "append-only lets exactly that pass, the new block's writer, by the suite's record, "
         "having agreed with the request in the salt and every token up to the entry's end "
         "(or the computed boundary)",
+        "keys_within_pass": "a declaration, no call: the engine keys a block when it "
+        "schedules it, so another request started in the same batch may hit it before the "
+        "batch's forward pass writes it (each layer stores its KV before it attends); "
+        "write-guard lets exactly that write pass: a block whose every other holder is a "
+        "request this batch started (own-contents still judges what each of them reads)",
         "salts": "the engine takes a request's cache salt (Submission.salt) and partitions "
         "its prefix cache by it; without it every request is drawn without a salt",
     }

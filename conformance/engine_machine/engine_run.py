@@ -93,6 +93,8 @@ class EngineRun:
         #: sessions' next turns start from these.
         self.sent: set[str] = set()
         self.finished: list[tuple[tuple[int, ...], str | None]] = []
+        #: The requests the current batch starts, with their tables (``keys_within_pass``).
+        self.started: dict[str, Tables] = {}
         judged = consumer is not None and "events" in self.can
         self.events = StreamJudge(consumer) if judged and consumer else None
 
@@ -176,6 +178,12 @@ class EngineRun:
             self.checks.origin.pop(block, None)
         for planned in batch.scheduled:
             self.known(planned.request_id, "scheduled")
+        self.started = {
+            p.request_id: p.tables or ()
+            for p in batch.scheduled
+            if self.clients[p.request_id].status == "waiting"
+        }
+        for planned in batch.scheduled:
             self.schedule(planned, batch.copies)
         results = []
         for planned in batch.scheduled:
@@ -300,10 +308,25 @@ class EngineRun:
         if not 0 < block < len(ref_cnt):
             where = f"{what} into block {block}, no block of the pool"
             broken = [Broken("write-guard", where, rid, block)]
+        elif self.read_in_pass(rid, block, ref_cnt[block]):
+            broken = []
         else:
             broken = props.write_guard(rid, block, ref_cnt[block], frozenset(), what)
         if broken:
             raise PropertyBroken(broken)
+
+    def read_in_pass(self, rid: str, block: int, holders: int) -> bool:
+        """Whether, for a driver declaring ``keys_within_pass``, every holder of ``block``
+        but the writer ``rid`` is a request this batch started: they read it in the pass
+        that writes it."""
+        if "keys_within_pass" not in self.can or holders < 2:
+            return False
+        readers = [
+            other
+            for other, tables in self.started.items()
+            if other != rid and any(block in table for table in tables)
+        ]
+        return 1 + len(readers) == holders
 
     # --- after each action -------------------------------------------------------------
 

@@ -161,6 +161,54 @@ def test_a_swap_is_let_pass_only_to_a_block_written_for_the_same_prefix() -> Non
     assert found is not None and "property 'append-only' broken" in found
 
 
+class Counted(Scripted):
+    """:class:`Scripted` showing ref counts: each batch comes with the counts after it."""
+
+    def __init__(
+        self, planned: Sequence[tuple[api.Batch, tuple[int, ...]]], also: frozenset[str]
+    ) -> None:
+        super().__init__([b for b, _ in planned], frozenset({"tables", "ref_counts"}) | also)
+        self.counts = [c for _, c in planned]
+        self.now = (0,) * 8
+
+    def step(self) -> api.Batch:
+        if self.counts:
+            self.now = self.counts.pop(0)
+        return super().step()
+
+    def ref_counts(self) -> tuple[int, ...]:
+        return self.now
+
+
+def counted(
+    planned: Sequence[tuple[api.Batch, tuple[int, ...]]],
+    actions: Sequence[object],
+    also: frozenset[str] = frozenset(),
+) -> str | None:
+    """What the machine finds when an engine plans ``planned`` (with its ref counts)."""
+    found, _ = replay_engine(
+        lambda _: Counted(planned, also), api.EngineSetup(8, 2), list(actions), False
+    )
+    return found
+
+
+def test_keys_within_pass_lets_pass_only_a_write_read_by_requests_of_the_same_batch() -> None:
+    twin = Arrive("r2", (1, 2, 3, 4, 2), max_new_tokens=3)
+    both = api.Batch((S("r1", 0, 5, ((1, 2, 3),)), S("r2", 4, 1, ((1, 2, 4),))))
+    planned = [(both, (0, 2, 2, 1, 1, 0, 0, 0))]
+    actions = [PROMPT, twin, RunStep()]
+    declared = frozenset({"keys_within_pass"})
+    assert counted(planned, actions, declared) is None
+    found = counted(planned, actions)
+    assert found is not None and "property 'write-guard' broken" in found
+    # the reader started in an earlier batch: its block is written under it, declared or not
+    first = api.Batch((S("r2", 0, 5, ((1, 2, 3),)),))
+    later = api.Batch((S("r1", 0, 5, ((1, 2, 4),)),))
+    planned = [(first, (0, 1, 1, 1, 0, 0, 0, 0)), (later, (0, 2, 2, 1, 1, 0, 0, 0))]
+    found = counted(planned, [twin, RunStep(), PROMPT, RunStep()], declared)
+    assert found is not None and "property 'write-guard' broken" in found
+
+
 def test_a_hit_covering_the_whole_prompt_breaks_computes_last_token() -> None:
     first = Arrive("r2", (1, 2, 3, 4), max_new_tokens=1)
     again = Arrive("r3", (1, 2, 3, 4), max_new_tokens=1)

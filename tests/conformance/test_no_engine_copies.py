@@ -3,17 +3,25 @@
 token, with every engine source file the suite loads (the cached files of each engine's
 release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
 allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
-0.5.23: of a file the suite reads only a few definitions of, those definitions), and any run
-of :data:`MIN_RUN` or more shared tokens fails, naming both places.
+0.5.23: of a file the suite reads only a few definitions of, those definitions) and with
+the release modules an adapter mirrors or calls into without loading them
+(:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy, LMDeploy
+0.18.0's ``paging/scheduler.py``, nano-vllm's engine loop and model runner), two ways:
 
-Tokens are Python's own (``tokenize``) less layout and comments: names, operators, numbers
-and whole strings. Calls into an engine's API share short runs (``seq.state.activate()``
-is 7 tokens, an attribute chain with a keyword call a few more: the longest run any adapter
-shares today is 15 tokens); a copied function body is long: the LMDeploy adapter's
-``_roll_back_match`` (commit ``b2422f7``) shared 63 tokens with 0.18.0's
-``_TentativePrefixMatch._reset_to_unmatched``. :data:`MIN_RUN` (40) sits between the two,
-and :func:`test_a_planted_copy_is_caught` shows that a function body copied from each
-engine (its shortest long function: 50 to 113 tokens) is caught.
+- **as written**: Python's own tokens (``tokenize``) less layout and comments; any run of
+  :data:`MIN_RUN` (40) or more shared tokens fails, naming both places. Calls into an
+  engine's API share short runs (``seq.state.activate()`` is 7 tokens); a copied function
+  body is long: the LMDeploy adapter's ``_roll_back_match`` (commit ``b2422f7``) shared 63
+  tokens with 0.18.0's ``_TentativePrefixMatch._reset_to_unmatched``.
+- **renamed**: the same tokens with every identifier erased (a placeholder), every string
+  and number normalised, import statements left out (a list of imported names is no
+  code); an adapter folder is compared with its own engine's files (:data:`ENGINES_OF`;
+  a file outside an engine's folder with every engine). A renamed copy keeps its token
+  sequence, so any run of :data:`MIN_RENAMED_RUN` (60) or more fails. The threshold is
+  chosen from the data: the longest renamed run any adapter shares is 40 tokens (a
+  settings list of vLLM's ``envs.py``; the report test prints and bounds it), a 15-line
+  function is 80 to 150 tokens, and :func:`test_a_planted_renamed_copy_is_caught` plants a
+  15-line function of each engine, every name and string changed, and sees it caught.
 
 Needs the engines' files (downloaded into the cache once; the extras are not needed to
 read them).
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import io
+import keyword
 import textwrap
 import tokenize
 from collections.abc import Iterator
@@ -34,7 +43,7 @@ from kvpool.conformance.targets.aphrodite import entry as APHRODITE
 from kvpool.conformance.targets.lmdeploy import manager_release
 from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.targets.nanovllm import release as nanovllm_release
-from kvpool.conformance.targets.releases.files import cached_files
+from kvpool.conformance.targets.releases.files import ReleaseFiles, cached_files
 from kvpool.conformance.targets.sglang import release as sglang_release
 from kvpool.conformance.targets.sglang import release_0_5 as sglang_release_0_5
 from kvpool.conformance.targets.sglang.entry import NEWEST_CHECKED
@@ -46,6 +55,64 @@ from kvpool.conformance.targets.vllm_mlx import load_paged_cache
 #: longest such run in the adapters as they are is printed by the report test), below a
 #: copied function body.
 MIN_RUN = 40
+#: The shortest shared run of renamed tokens that fails (see the module docstring).
+MIN_RENAMED_RUN = 60
+#: Release modules an adapter mirrors or calls into but the suite does not load, by
+#: engine: (what they are, the release).
+MIRRORED: dict[str, list[tuple[ReleaseFiles, str]]] = {
+    "SGLang": [
+        (
+            ReleaseFiles(
+                "sglang-mirrored",
+                "sglang",
+                frozenset(
+                    f"sglang/srt/managers/{name}.py"
+                    for name in ("schedule_batch", "scheduler", "schedule_policy")
+                ),
+                label="SGLang",
+            ),
+            NEWEST_CHECKED,
+        )
+    ],
+    "LMDeploy": [
+        (
+            ReleaseFiles(
+                "lmdeploy-mirrored",
+                "lmdeploy",
+                frozenset({"lmdeploy/pytorch/paging/scheduler.py"}),
+                label="LMDeploy",
+            ),
+            lmdeploy_release.DEFAULT_VERSION,
+        )
+    ],
+    "nano-vllm": [
+        (
+            ReleaseFiles(
+                "nanovllm-mirrored",
+                "nano-vllm-npu",
+                frozenset(
+                    f"nanovllmnpu/engine/{name}.py" for name in ("llm_engine", "model_runner")
+                ),
+                label="nano-vllm",
+            ),
+            nanovllm_release.DISTRIBUTIONS["nanovllm"][1],
+        )
+    ],
+}
+#: Each engine adapter folder of ``conformance/targets/`` and the engines its files are
+#: compared with by renamed tokens (a file elsewhere: every engine). TokenSpeed's
+#: scheduler is C++: its Python package only re-exports the compiled bindings, so there
+#: is no Python code of it to compare.
+ENGINES_OF: dict[str, tuple[str, ...]] = {
+    "aphrodite": ("Aphrodite", "vLLM"),
+    "lmdeploy": ("LMDeploy",),
+    "nanovllm": ("nano-vllm",),
+    "releases": (),  # fetching wheels: no engine's code
+    "sglang": ("SGLang",),
+    "tokenspeed": (),
+    "vllm": ("vLLM", "Aphrodite"),
+    "vllm_api": ("vLLM", "Aphrodite"),
+}
 
 REPO = Path(__file__).resolve().parents[2]
 #: Our files that drive engines: the adapters and the tests' engine helpers.
@@ -85,6 +152,54 @@ def tokens_of(source: str) -> list[Token]:
     except (tokenize.TokenError, SyntaxError):
         return found
     return found
+
+
+def renamed_tokens_of(source: str) -> list[Token]:
+    """``source``'s tokens as :func:`tokens_of` reads them, less import statements and
+    docstrings (a statement of one string), with every identifier (a name that is no
+    keyword) as ``N``, every string as ``S`` and every number as ``0``: what a copy keeps
+    when its names are changed."""
+    found: list[Token] = []
+    statement: list[tokenize.TokenInfo] = []
+
+    def flush() -> None:
+        first = statement[0] if statement else None
+        lone_string = len(statement) == 1 and first is not None and first.type == tokenize.STRING
+        imports = (
+            first is not None
+            and first.type == tokenize.NAME
+            and first.string
+            in (
+                "import",
+                "from",
+            )
+        )
+        if not lone_string and not imports:
+            found.extend(Token(renamed_text(tok), tok.start[0]) for tok in statement)
+        statement.clear()
+
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NEWLINE:
+                flush()
+            elif tok.type not in SKIPPED:
+                statement.append(tok)
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    flush()
+    return found
+
+
+def renamed_text(tok: tokenize.TokenInfo) -> str:
+    """A token as a renamed copy keeps it: ``N`` for an identifier, ``S`` for a string,
+    ``0`` for a number, else itself (keywords and operators)."""
+    if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string):
+        return "N"
+    if tok.type == tokenize.STRING:
+        return "S"
+    if tok.type == tokenize.NUMBER:
+        return "0"
+    return tok.string
 
 
 @dataclass(frozen=True)
@@ -157,7 +272,11 @@ def engine_sources() -> dict[str, list[Path]]:
     )  # fmt: skip
     vllm_mlx = load_paged_cache().__file__
     assert vllm_mlx is not None
-    return {
+    mirrored = {
+        engine: [f for files, version in wanted for f in _files(cached_files(files, version))]
+        for engine, wanted in MIRRORED.items()
+    }
+    found = {
         "vLLM": [f for root in vllm for f in _files(root)],
         "Aphrodite": _files(aphrodite),
         "vllm-mlx": [Path(vllm_mlx)],
@@ -165,6 +284,7 @@ def engine_sources() -> dict[str, list[Path]]:
         "nano-vllm": [f for root in nanovllm for f in _files(root)],
         "SGLang": [f for root in sglang for f in _files(root)],
     }
+    return {engine: files + mirrored.get(engine, []) for engine, files in found.items()}
 
 
 def loaded_text(path: Path) -> str:
@@ -292,3 +412,162 @@ def test_the_longest_run_an_adapter_shares_is_short(
         for run in copies(ours, tokens_of(ours.read_text(encoding="utf-8")), sources, 12):
             longest = max(longest, run.length)
     assert 12 <= longest < MIN_RUN, longest
+
+
+# --- renamed copies ------------------------------------------------------------------------
+
+
+Sources = dict[str, list[tuple[Path, list[Token]]]]
+
+
+@pytest.fixture(scope="module")
+def renamed_sources() -> Sources:
+    return {
+        engine: [(f, renamed_tokens_of(loaded_text(f))) for f in files]
+        for engine, files in engine_sources().items()
+    }
+
+
+def engines_for(ours: Path) -> tuple[str, ...]:
+    """The engines ``ours`` is compared with by renamed tokens (:data:`ENGINES_OF`)."""
+    parts = ours.relative_to(REPO).parts
+    if parts[:2] == ("conformance", "targets") and len(parts) > 3:
+        return ENGINES_OF[parts[2]]
+    if "sglang" in ours.name:
+        return ("SGLang",)
+    return ("vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang")
+
+
+def renamed_copies(ours: Path, mine: list[Token], sources: Sources, n: int) -> list[SharedRun]:
+    return [
+        run
+        for engine in engines_for(ours)
+        for theirs, their in sources[engine]
+        for run in shared_runs(ours, mine, theirs, their, n)
+    ]
+
+
+def test_every_engine_folder_is_compared_with_its_engine(renamed_sources: Sources) -> None:
+    """A new engine folder under ``conformance/targets/`` must say which engine's files its
+    code is compared with; each engine named has files, the mirrored ones among them."""
+    folders = {p.name for p in (REPO / "conformance" / "targets").iterdir() if p.is_dir()}
+    assert folders - {"__pycache__"} == set(ENGINES_OF)
+    for engine in {e for engines in ENGINES_OF.values() for e in engines}:
+        assert renamed_sources[engine], engine
+    for engine, wanted in MIRRORED.items():
+        names = {p.name for p, _ in renamed_sources[engine]}
+        assert {m.rsplit("/", 1)[1] for files, _ in wanted for m in files.members} <= names
+
+
+@pytest.mark.parametrize("ours", OURS, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_adapter_shares_a_long_renamed_run_with_its_engine(
+    ours: Path, renamed_sources: Sources
+) -> None:
+    mine = renamed_tokens_of(ours.read_text(encoding="utf-8"))
+    found = renamed_copies(ours, mine, renamed_sources, MIN_RENAMED_RUN)
+    assert not found, "code restated (renamed) from an engine:\n" + "\n".join(map(str, found))
+
+
+def renamed(source: str) -> str:
+    """``source`` with every identifier replaced by a fresh one (the same name the same
+    way), every one-line string and every number changed, its layout kept: a copy as a
+    renamer writes it."""
+    names: dict[str, str] = {}
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, int, str]] = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        (row, col), (end_row, end) = tok.start, tok.end
+        if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string):
+            edits.append((row, col, end, names.setdefault(tok.string, f"renamed_{len(names)}")))
+        elif tok.type == tokenize.STRING and row == end_row:
+            edits.append((row, col, end, repr(f"changed {len(edits)}")))
+        elif tok.type == tokenize.NUMBER:
+            edits.append((row, col, end, str(len(edits) + 7)))
+    for row, col, end, text in reversed(edits):  # right to left: columns stay valid
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + text + line[end:]
+    return "".join(lines)
+
+
+def identifiers(source: str) -> set[str]:
+    return {
+        tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string)
+    }
+
+
+def code_lines(text: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The lines of ``node``'s code: its source less its docstring, comments and blanks."""
+    lines = text.splitlines()[node.lineno - 1 : node.end_lineno]
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        skip = range(
+            first.lineno - node.lineno, (first.end_lineno or first.lineno) - node.lineno + 1
+        )
+        lines = [line for i, line in enumerate(lines) if i not in skip]
+    return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _fifteen_line_function(files: list[tuple[Path, list[Token]]]) -> tuple[Path, str]:
+    """The first 15 lines of code of a function (the first found, files in order, whose
+    first 15 lines close every bracket they open), as code only: of what the check reads
+    of each file (:func:`loaded_text`)."""
+    for path, _ in sorted(files):
+        text = loaded_text(path)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = code_lines(text, node)
+                head = textwrap.dedent("\n".join(lines[:15]) + "\n")
+                if len(lines) >= 15 and _whole(head):
+                    return path, head
+    raise AssertionError("no function of 15 lines of code")
+
+
+def _whole(source: str) -> bool:
+    try:
+        list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "engine", ["vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang"]
+)
+def test_a_planted_renamed_copy_is_caught(engine: str, renamed_sources: Sources) -> None:
+    """A 15-line function of the engine, every name, string and number changed, pasted
+    into an adapter as a method is found, with where it came from; the exact-token check
+    does not see it."""
+    path, body = _fifteen_line_function(renamed_sources[engine])
+    copy = renamed(body)
+    assert len(copy.splitlines()) == 15 and not identifiers(copy) & identifiers(body)
+    adapter = REPO / "conformance" / "targets" / "lmdeploy" / "manager.py"
+    planted = (
+        adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(copy, "    ")
+    )
+    found = [
+        run
+        for files in renamed_sources.values()
+        for theirs, their in files
+        for run in shared_runs(adapter, renamed_tokens_of(planted), theirs, their, MIN_RENAMED_RUN)
+    ]
+    assert any(run.theirs == path for run in found), (engine, path, copy)
+    exact = [
+        run
+        for run in copies(adapter, tokens_of(planted), {engine: [(path, tokens_of(body))]}, MIN_RUN)
+    ]
+    assert not exact, "the renaming left a run the exact check sees"
+
+
+def test_the_longest_renamed_run_an_adapter_shares_is_short(renamed_sources: Sources) -> None:
+    """The margin: the adapters' longest renamed run today is well under
+    :data:`MIN_RENAMED_RUN` (20 or more tokens found and reported: the measure works)."""
+    longest: dict[str, int] = {}
+    for ours in OURS:
+        mine = renamed_tokens_of(ours.read_text(encoding="utf-8"))
+        for run in renamed_copies(ours, mine, renamed_sources, 20):
+            key = str(ours.relative_to(REPO))
+            longest[key] = max(longest.get(key, 0), run.length)
+    print("longest renamed run per adapter file:", sorted(longest.items(), key=lambda i: -i[1]))
+    assert 20 <= max(longest.values()) <= MIN_RENAMED_RUN * 2 // 3, longest

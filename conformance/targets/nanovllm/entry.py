@@ -1,14 +1,19 @@
-"""``nanovllm`` / ``nanovllm-fork`` / ``nanovllm@PATH``: nano-vllm's ``BlockManager``, a
-manager with no pool API of its own (the request machine's manager run checks it)."""
+"""``nanovllm`` / ``nanovllm-fork`` / ``nanovllm@PATH``: nano-vllm's ``Scheduler`` (the engine
+machine drives it) and its ``BlockManager``, a manager with no pool API of its own (the
+request machine's manager run checks it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ...engine_machine.driver import EngineDriverFactory, EngineSetup
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..registry import EngineEntry, ProfileChoice
 from ..releases.forms import load_form
+
+if TYPE_CHECKING:
+    from .release import NanoVllmRelease
 
 
 class NanoVllmEntry(EngineEntry):
@@ -33,16 +38,33 @@ class NanoVllmEntry(EngineEntry):
 
         return (DISTRIBUTIONS[self.name][1],)
 
-    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
-        from .manager import nanovllm_managers
+    def release(self, described: TargetDescription) -> NanoVllmRelease:
+        """The files ``described`` names: a tree's, else this name's distribution's."""
         from .release import NanoVllmUnavailable, load_distribution, load_tree, version_label
 
-        release = load_form(
+        return load_form(
             described,
             lambda root: load_tree(root, version_label(root)),
             lambda _: load_distribution(self.name),  # each name is one distribution's release
             NanoVllmUnavailable,
         )
+
+    def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of the release's own ``Scheduler`` (``--machine engine``)."""
+        from .driver import NanoVllmDriver
+
+        release = self.release(described)
+        label = f"{described.text} ({release.label})"
+
+        def factory(setup: EngineSetup) -> NanoVllmDriver:
+            return NanoVllmDriver(release, setup, label)
+
+        return factory, label
+
+    def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
+        from .manager import nanovllm_managers
+
+        release = self.release(described)
         factory: Any = nanovllm_managers(  # a ManagerTargetFactory at run time
             release, f"{described.text} ({release.label})"
         )
@@ -56,8 +78,9 @@ class NanoVllmEntry(EngineEntry):
 
 UPSTREAM = NanoVllmEntry(
     "nanovllm",
-    "nano-vllm's BlockManager, a manager (--machine requests only): upstream's as "
-    "nano-vllm-npu 0.0.2 ships it (needs the nanovllm extra: xxhash, numpy)",
+    "nano-vllm's BlockManager, a manager (--machine requests), and its Scheduler "
+    "(--machine engine): upstream's as nano-vllm-npu 0.0.2 ships them (needs the "
+    "nanovllm extra: xxhash, numpy)",
     trees=True,
 )
 FORK = NanoVllmEntry(

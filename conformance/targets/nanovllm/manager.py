@@ -12,9 +12,9 @@ protocol call            ``BlockManager``
 =======================  ================================================================
 ``admit``                a new ``Sequence``; ``can_allocate`` then ``allocate``
 ``resume``               ``can_allocate`` then ``allocate`` of the preempted sequence
-``append(tokens)``       room for the new blocks checked first (``None``, nothing
-                         changed, when short), then per token ``append_token`` and
-                         ``may_append``
+``append(tokens)``       per token ``append_token``, ``can_append``, ``may_append``
+                         (tried on a copy first: ``None``, nothing changed, when
+                         ``can_append`` refuses one)
 ``prepare_write`` /      nothing: it copies nothing and registers when it schedules;
 ``commit``               the engine's count of computed tokens moves to the end
 ``preempt`` / ``finish`` ``deallocate``
@@ -43,6 +43,7 @@ carrying that hash (``map-matches-block-keys``; upstream issue #163), the free d
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,15 +164,20 @@ class NanoVllmManagerTarget:
         return self._scheduled(request)
 
     def append(self, request_id: str, tokens: tuple[int, ...]) -> Scheduled | None:
+        """Per token, as its scheduler's decode step: the token appended, then
+        ``can_append`` and ``may_append``. Tried first on a copy of the manager and the
+        sequence, so that a token ``can_append`` refuses leaves the real ones unchanged."""
         request = self.requests[request_id]
-        seq = request.seq
-        needed = -(-(len(seq) + len(tokens)) // self.bs) - len(seq.block_table)
-        if needed > len(self.manager.free_block_ids):
+        # a Sequence pickles (and so copies) without its tokens once it has an output:
+        # the trial one is built from them, with the same table
+        trial = self.Sequence(list(request.seq.token_ids))
+        trial.block_table = list(request.seq.block_table)
+        manager = copy.deepcopy(self.manager)
+        if not all(_appended(manager, trial, token) for token in tokens):
             return None
         for token in tokens:
-            seq.append_token(token)
+            _appended(self.manager, request.seq, token)
             request.tokens.append(token)
-            self.manager.may_append(seq)
         self._learn(request)
         return self._scheduled(request)
 
@@ -270,6 +276,17 @@ class NanoVllmManagerTarget:
                     f"block {suite_id(b)} is free with ref_count {int(m.blocks[b].ref_count)}"
                 )
         return problems
+
+
+def _appended(manager: Any, seq: Any, token: int) -> bool:
+    """One token of a decode step, as nano-vllm's engine takes it: ``postprocess`` appends
+    it to the sequence, the next ``schedule`` asks ``can_append`` and, granted,
+    ``may_append``; whether it was granted."""
+    seq.append_token(token)
+    if not manager.can_append(seq):
+        return False
+    manager.may_append(seq)
+    return True
 
 
 NanoVllmManagerFactory = ReleaseManagerFactory[NanoVllmRelease, NanoVllmManagerTarget]

@@ -7,10 +7,13 @@ users run. ``nano-vllm-fork`` (20260210) patches ``deallocate`` to drop a freed 
 ``hash_to_block_id`` entry: it is checked too (``--manager nanovllm-fork``), and the
 findings page says how the two differ.
 
-Three files run: ``engine/block_manager.py`` (xxhash and numpy: the ``nanovllm`` extra),
-``engine/sequence.py`` (the real ``Sequence``: it imports no torch) and
-``sampling_params.py`` (a dataclass ``Sequence`` takes a default from). Nothing else of the
-package is loaded.
+Four files run: ``engine/block_manager.py`` (xxhash and numpy: the ``nanovllm`` extra),
+``engine/sequence.py`` (the real ``Sequence``: it imports no torch),
+``sampling_params.py`` (a dataclass ``Sequence`` takes a default from) and
+``engine/scheduler.py`` (the engine's ``Scheduler``, which the engine machine drives; the
+``Config`` it names in an annotation stands in, since the real one reads a model folder
+with transformers: the driver hands the scheduler the five fields it reads). Nothing else
+of the package is loaded.
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ DISTRIBUTIONS: dict[str, tuple[str, str, str]] = {
     "nanovllm-fork": ("nano-vllm-fork", "20260210", "nanovllm"),
 }
 #: The files, relative to the package folder.
-RELATIVE = ("engine/block_manager.py", "engine/sequence.py", "sampling_params.py")
+RELATIVE = (
+    "engine/block_manager.py",
+    "engine/sequence.py",
+    "sampling_params.py",
+    "engine/scheduler.py",
+)
 #: Package folder names a tree may hold.
 PACKAGES = ("nanovllm", "nanovllmnpu")
 
@@ -46,13 +54,16 @@ class NanoVllmRelease:
     origin: Path
     block_manager: ModuleType
     sequence: ModuleType
+    sampling_params: ModuleType
+    scheduler: ModuleType
 
 
 def files_of(name: str) -> ReleaseFiles:
+    """The files kept of distribution ``name``, in the cache folder ``NAME-scheduler``
+    (``NAME`` held the files before the scheduler was among them)."""
     distribution, _, package = DISTRIBUTIONS[name]
-    return ReleaseFiles(
-        name, distribution, frozenset(f"{package}/{rel}" for rel in RELATIVE), engine=name
-    )
+    members = frozenset(f"{package}/{rel}" for rel in RELATIVE)
+    return ReleaseFiles(f"{name}-scheduler", distribution, members, engine=name)
 
 
 def package_in(root: Path) -> str:
@@ -83,7 +94,8 @@ def load_tree(root: Path, label: str) -> NanoVllmRelease:
     if absent:
         raise NanoVllmUnavailable(f"{root} lacks {', '.join(absent)}")
     try:
-        modules = load_isolated(package, files)
+        # the scheduler names Config only in an annotation: a placeholder stands in
+        modules = load_isolated(package, files, {f"{package}.config": {"Config": object}})
     except IsolatedLoadError as exc:
         raise NanoVllmUnavailable(f"{label}: {exc}") from exc
     return NanoVllmRelease(
@@ -91,6 +103,8 @@ def load_tree(root: Path, label: str) -> NanoVllmRelease:
         root,
         modules[f"{package}.engine.block_manager"],
         modules[f"{package}.engine.sequence"],
+        modules[f"{package}.sampling_params"],
+        modules[f"{package}.engine.scheduler"],
     )
 
 
