@@ -36,6 +36,9 @@ from ...bounds import MAX_RELEASE_MEMBER_BYTES, MAX_RELEASE_WHEEL_BYTES
 
 MANIFEST = "manifest.json"
 
+#: ``follow(read, kept)``: see :attr:`ReleaseFiles.follow`.
+Follow = Callable[[Callable[[frozenset[str]], dict[str, bytes]], frozenset[str]], frozenset[str]]
+
 
 class ReleaseFilesError(Exception):
     """A release's files could not be fetched, or its wheel is not acceptable; the message
@@ -66,6 +69,11 @@ class ReleaseFiles:
     #: Why a wheel lacking a required member is not one (``"not a vLLM wheel with a block
     #: pool"``), for the error message.
     lacking: str = ""
+    #: More members to keep beside ``members``, read off them: given a reader of the
+    #: wheel's members (paths -> the contents of those it holds) and the kept members'
+    #: paths, the paths of the modules they import that load here (vLLM's
+    #: :func:`~..vllm.followed.follow_members`). The manifest lists them as ``followed``.
+    follow: Follow | None = None
 
     @property
     def needed(self) -> frozenset[str]:
@@ -174,7 +182,13 @@ def valid_cache(where: Path, files: ReleaseFiles, version: str) -> bool:
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         return False
-    if not set(recorded) <= files.members or not files.needed <= set(recorded):
+    allowed = set(files.members)
+    if files.follow is not None:  # a cache written before its files were followed is stale
+        followed = manifest.get("followed")
+        if not isinstance(followed, list) or not all(isinstance(f, str) for f in followed):
+            return False
+        allowed |= set(followed)
+    if not set(recorded) <= allowed or not files.needed <= set(recorded):
         return False
     for name, digest in recorded.items():
         path = where / name
@@ -214,6 +228,11 @@ def seed_cache(
     if check is not None:
         check(version)
     contents = extract_members(wheel, files)
+    followed: list[str] = []
+    if files.follow is not None:
+        extra = files.follow(lambda paths: read_members(wheel, paths), frozenset(contents))
+        contents.update(read_members(wheel, extra - set(contents)))
+        followed = sorted(extra & set(contents))
     final = release_dir(files, version)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
@@ -222,13 +241,15 @@ def seed_cache(
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        manifest = {
+        manifest: dict[str, object] = {
             "distribution": files.project,
             "version": version,
             "wheel": wheel.name,
             "wheel_sha256": _file_sha256(wheel),
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
         }
+        if files.follow is not None:
+            manifest["followed"] = followed
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if final.exists() and not valid_cache(final, files, version):
             shutil.rmtree(final)

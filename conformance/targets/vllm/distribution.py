@@ -12,12 +12,13 @@ changes what another's manifest lists. A fork's are kept under its package's nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..releases import files as release_files
 from ..releases.files import ReleaseFiles, ReleaseFilesError
-from .package import VLLM, own_path
+from .package import VLLM, own_name, own_path
 from .releases import MODULES, REQUIRED, WHEEL_MEMBERS, ReleaseError, check_supported
 
 #: The cache of the pool's files, the publisher's and the KV cache manager's.
@@ -65,7 +66,18 @@ class Distribution:
             engine=self.package,
             wheel_target=True,
             lacking=f"not a {self.label} wheel with a block pool",
+            follow=self.follow,
         )
+
+    def follow(
+        self, read: Callable[[frozenset[str]], dict[str, bytes]], kept: frozenset[str]
+    ) -> frozenset[str]:
+        """The modules the kept files import that load here (:mod:`.followed`), kept too."""
+        from .followed import follow_members
+        from .isolation import SPECIAL
+
+        skip = [own_name(role, self.package) for role in SPECIAL]
+        return follow_members(read, kept, self.package, skip)
 
     def check(self, version: str) -> None:
         """Refuse a version the suite cannot drive (vLLM's own rule; a fork's numbers are

@@ -17,11 +17,23 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 #: What the scheduler's requests say about their state; the manager compares
-#: ``request.status`` with the placeholder ``RequestStatus`` (only for its watermark, which
-#: the suite leaves at 0), so any value serves.
+#: ``request.status`` with its ``RequestStatus`` (only for its watermark, which the suite
+#: leaves at 0): the states are named by strings here, on both sides.
 RUNNING = "RUNNING"
 WAITING = "WAITING"
 PREEMPTED = "PREEMPTED"
+
+
+class _StatesByName(type):
+    def __getattr__(cls, name: str) -> str:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return name
+
+
+class RequestStatus(metaclass=_StatesByName):
+    """The stand-in for ``vllm.v1.request.RequestStatus`` (a module that needs torch):
+    every state is its name, as :class:`ManagerRequest` sets ``status``."""
 
 
 class ManagerRequest:

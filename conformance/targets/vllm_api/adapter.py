@@ -404,6 +404,10 @@ class VllmApiTarget:
     ) -> Lookups:
         """What the pool's lookups answer for the keys probed, its ``index`` and ``keys``
         read just before."""
+        if self._index_readable and index is None:
+            # a layout the readers do not know (:mod:`..hash_index`): from now on the index
+            # is read through the lookups, of the keys it held and every key seen since
+            self._index_readable = False
         if self._index_readable:
             # the index is read whole; a lookup of a key that left it must miss
             in_index = [key for key, _ in index or ()]
