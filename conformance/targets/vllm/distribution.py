@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..releases import files as release_files
 from ..releases.files import ReleaseFiles, ReleaseFilesError
-from .package import VLLM, own_name, own_path
+from .package import VLLM, own_path
 from .releases import MODULES, REQUIRED, WHEEL_MEMBERS, ReleaseError, check_supported
 
 #: The cache of the pool's files, the publisher's and the KV cache manager's.
@@ -74,10 +74,9 @@ class Distribution:
     ) -> frozenset[str]:
         """The modules the kept files import that load here (:mod:`.followed`), kept too."""
         from .followed import follow_members
-        from .isolation import SPECIAL
+        from .isolation import not_followed
 
-        skip = [own_name(role, self.package) for role in SPECIAL]
-        return follow_members(read, kept, self.package, skip)
+        return follow_members(read, kept, self.package, not_followed(self.package))
 
     def check(self, version: str) -> None:
         """Refuse a version the suite cannot drive (vLLM's own rule; a fork's numbers are

@@ -10,7 +10,9 @@ never loadable here), and the few modules the suite gives stand-ins of its own
 (:data:`~.isolation.SPECIAL`). The rest may still fail to load (a third-party module
 missing here); the loader then puts a placeholder in its place, which refuses to be used.
 
-The same reading decides which files the cache keeps of a wheel and which modules are
+The manager's and the publisher's own files are never followed: each is kept in its own
+cache folder and loaded only when asked for. The same reading decides which files the
+cache keeps of a wheel and which modules are
 loaded from a source tree, so a release loads alike from either.
 """
 
@@ -66,7 +68,7 @@ def imported(source: bytes, name: str, package: str) -> set[str]:
     if tree is None:
         return set()
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _run(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if _inside(a.name, package))
         elif isinstance(node, ast.ImportFrom):
@@ -94,6 +96,26 @@ def imports_heavy(source: bytes) -> bool:
         ):
             return True
     return False
+
+
+def _run(tree: ast.Module) -> list[ast.AST]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (never run)."""
+    nodes: list[ast.AST] = []
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        nodes.append(node)
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _parse(source: bytes, name: str) -> ast.Module | None:

@@ -39,7 +39,13 @@ from ..isolated_files import import_isolated
 from .followed import followed_modules
 from .manager_request import RequestStatus
 from .package import VLLM, files_in_tree, in_package, own_name, own_path, role_of
-from .releases import MANAGER_MODULES, MODULES, ReleaseError
+from .releases import (
+    MANAGER_MODULES,
+    MANAGER_REQUIRED,
+    MODULES,
+    PUBLISHER_MODULES,
+    ReleaseError,
+)
 from .request_keys import mm_features_in_window, tensor_data
 
 #: The logger every ``init_logger`` of a loaded release hands out children of. It has a
@@ -479,6 +485,14 @@ def load_release(
     )
 
 
+def not_followed(package: str) -> list[str]:
+    """The modules never followed (:mod:`.followed`): those the suite stands in for, and
+    the files of the manager and the publisher it names itself, loaded only when asked for
+    (their helpers, ``math_utils`` say, are followed like any other)."""
+    named = [*SPECIAL, *MANAGER_REQUIRED, *PUBLISHER_MODULES]
+    return [own_name(role, package) for role in named]
+
+
 def followed_in_tree(root: Path, files: Mapping[str, Path], package: str) -> dict[str, Path]:
     """The modules followed from ``files`` (:mod:`.followed`) that ``root`` holds, by their
     own names: loaded from the release when imported."""
@@ -487,7 +501,7 @@ def followed_in_tree(root: Path, files: Mapping[str, Path], package: str) -> dic
         return {p: (root / p).read_bytes() for p in paths if (root / p).is_file()}
 
     roots = [(name, path.read_bytes()) for name, path in files.items()]
-    skip = [own_name(role, package) for role in SPECIAL]
+    skip = not_followed(package)
     found = followed_modules(read, roots, package, skip)
     return {name: root / path for name, path in found.items()}
 
