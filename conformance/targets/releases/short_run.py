@@ -89,8 +89,8 @@ def short_run(
             if status not in (0, 1):
                 return ShortRun("refused", (), _reason(output, status), tuple(commands))
         rules |= _kinds(Path(traces))
-    status = "findings" if rules else "pass"
-    return ShortRun(status, tuple(sorted(rules)), "; ".join(notes), tuple(commands))
+    verdict = "findings" if rules else "pass"
+    return ShortRun(verdict, tuple(sorted(rules)), "; ".join(notes), tuple(commands))
 
 
 def _conform(argv: list[str]) -> tuple[int, str]:

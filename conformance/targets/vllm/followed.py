@@ -53,11 +53,11 @@ def followed_modules(
         found = read(frozenset(path_of(n) for n in level))
         wanted = set()
         for name in level:
-            source = found.get(path_of(name))
-            if source is None or imports_heavy(source):
+            text = found.get(path_of(name))
+            if text is None or imports_heavy(text):
                 continue
             kept[name] = path_of(name)
-            wanted |= imported(source, name, package)
+            wanted |= imported(text, name, package)
     return kept
 
 
