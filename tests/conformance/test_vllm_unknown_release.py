@@ -67,10 +67,25 @@ PLATFORM_CALL = (
 )
 
 
+#: The same call, its error swallowed by the release's own code.
+SWALLOWED_CALL = (
+    PLATFORM_CALL[0],
+    (
+        "        return self.free_block_queue.num_free_blocks\n",
+        "        try:\n"
+        "            current_platform.synchronize()\n"
+        "        except Exception:\n"
+        "            pass\n"
+        "        return self.free_block_queue.num_free_blocks\n",
+    ),
+)
+
+
+@pytest.mark.parametrize("planted", [PLATFORM_CALL, SWALLOWED_CALL], ids=["raised", "swallowed"])
 def test_a_call_into_a_placeholder_is_a_loading_error_naming_the_module(
-    release: Path, tmp_path: Path
+    release: Path, tmp_path: Path, planted: tuple[tuple[str, str], ...]
 ) -> None:
-    tree = copy_with(release, tmp_path, *PLATFORM_CALL)
+    tree = copy_with(release, tmp_path, *planted)
     code, output = conform(tree, "--level", "safety", "--machine", "pool")
     assert code == 2, output
     flat = " ".join(output.split())

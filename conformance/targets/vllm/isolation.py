@@ -438,6 +438,17 @@ class Release:
         return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
 
 
+def loading_check(modules: Mapping[str, ModuleType]) -> Callable[[], None] | None:
+    """What raises again a placeholder's first use after loading, for the release whose
+    ``modules`` these are (``None``: not loaded in isolation). The adapters call it when
+    they read the pool, so a use the release's own code caught still stops the run."""
+    for module in modules.values():
+        if isinstance(module, PlaceholderModule):
+            log: PlaceholderLog = module._kvpool_log
+            return log.raise_if_used
+    return None
+
+
 def load_release(
     root: Path,
     version: str,

@@ -22,7 +22,7 @@ from ...engine.target import Target
 from ..vllm_api.adapter import VllmApiTarget
 from ..vllm_api.detection import PoolApi, detect_api
 from ..vllm_api.requests import REQUEST_DEFAULTS, request_type
-from .isolation import Release
+from .isolation import Release, loading_check
 from .request_reads import request_reads
 
 #: The files whose functions the pool's caching calls reach (the pool's and its helpers').
@@ -72,11 +72,13 @@ class VllmRelease:
 
         version = self.version
         int_hashes = self.int_hashes_by_default
+        check = loading_check(self.release.modules) if self.release is not None else None
 
         def factory(config: PoolConfig, profile: Profile) -> Target:
             target = VllmApiTarget(pool_class, config, profile, name=name, api=api)
             target.version = version
             target.int_hashes_by_default = int_hashes
+            target.loading_check = check
             return target
 
         return factory

@@ -395,7 +395,13 @@ class VllmApiTarget:
 
     # --- looking inside -----------------------------------------------------------------
 
+    #: Raises again a use of a module the loader could not load that the pool's own code
+    #: swallowed (:func:`~..vllm.isolation.loading_check`): a loading error, not a finding.
+    loading_check: Callable[[], None] | None = None
+
     def view(self) -> PoolView:
+        if self.loading_check is not None:
+            self.loading_check()
         probe = self._probe_index if "index" in self.observes else None
         return self._view_of(self.pool, with_peer=True, probe=probe)
 
