@@ -16,6 +16,8 @@ from .bench_record import managers_table
 from .events_matrix import events_matrix
 from .hunt_record import load as load_hunt_record
 from .hunt_record import rates_table
+from .latest_record import latest_table
+from .latest_record import load as load_latest_record
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
@@ -154,6 +156,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool conform's steps per CPU second on impl and vLLM 0.33.0, seed by seed, "
         "computed from the result tables kept in docs/data/hunt.json",
         lambda link, docs_dir: rates_table(load_hunt_record(docs_dir)),
+    ),
+    "latest-releases": (
+        "every engine's newest release on the package index, run by kvpool targets --latest: "
+        "ran or refused, and what it found, from the run kept in docs/data/latest.json",
+        lambda link, docs_dir: latest_table(load_latest_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "
