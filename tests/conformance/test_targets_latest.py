@@ -89,6 +89,16 @@ def test_every_engine_gets_its_newest_release_and_a_verdict(fake_index: Path, ru
     assert "asking the package index" in result.stderr  # progress, beside the JSON
 
 
+def test_a_finding_is_named_by_its_rule_property_or_invariant() -> None:
+    from kvpool.conformance.targets.releases.short_run import _rule
+
+    assert _rule("touch: block 1: rule 'touch-identity': block 1 is free") == "touch-identity"
+    assert _rule("the null block was cached (invariant 'null-block-inert': a") == (
+        "null-block-inert"
+    )
+    assert _rule("after free_blocks: free count 3, expected 2") is None
+
+
 def test_a_short_run_reads_pass_refusal_and_missing_events() -> None:
     def runner(outcomes: list[tuple[int, str]]) -> object:
         def run(argv: list[str]) -> tuple[int, str]:

@@ -128,6 +128,6 @@ def _kinds(folder: Path) -> set[str]:
 
 
 def _rule(message: str) -> str | None:
-    """The rule or property a finding's message names (``touch-identity``)."""
-    found = re.search(r"(?:rule|property) '([a-z0-9-]+)'", message)
+    """The rule, property or invariant a finding's message names (``touch-identity``)."""
+    found = re.search(r"(?:rule|property|invariant) '([a-z0-9-]+)'", message)
     return found.group(1) if found else None
