@@ -143,3 +143,22 @@ def test_a_moved_attribute_is_a_loading_error_naming_the_release(
     assert code == 2, output
     assert f"({VERSION})" in flat and "has no blocks list" in flat, output
     assert "not a finding" in flat, output
+
+
+def test_a_result_of_another_shape_is_a_loading_error_naming_the_adapters_place(
+    release: Path, tmp_path: Path
+) -> None:
+    """A lookup answering ids instead of blocks: the adapter's read of it fails mid-run, which
+    is exit 2 naming the release and the adapter's line, never a finding."""
+    ids = (
+        "            cached_blocks.append(block)\n",
+        "            cached_blocks.append(block.block_id)\n",
+    )
+    code, output = conform(
+        copy_with(release, tmp_path, ids), "--level", "safety", "--machine", "pool"
+    )
+    flat = " ".join(output.split())
+    assert code == 2, output
+    place = "no longer takes the adapter's call at targets/vllm_api/adapter.py line"
+    assert f"({VERSION}) {place}" in flat, output
+    assert "has no attribute 'block_id'" in flat and "not a finding" in flat, output

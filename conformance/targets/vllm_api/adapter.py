@@ -54,6 +54,7 @@ from ..index_probe import IndexProbe
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
 from .int_hashes import IntHashes
+from .mismatch import described
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
 
@@ -216,6 +217,11 @@ class VllmApiTarget:
             self._probe.remember(keys_named(action))
         try:
             result = self._dispatch(action)
+        except (AttributeError, TypeError) as exc:
+            said = described(exc, self._release_name())
+            if said is not None:
+                raise said from exc
+            raise
         finally:
             if tagging:
                 self._tag_new_events(action, queue_before, keys_before)
@@ -403,7 +409,19 @@ class VllmApiTarget:
         if self.loading_check is not None:
             self.loading_check()
         probe = self._probe_index if "index" in self.observes else None
-        return self._view_of(self.pool, with_peer=True, probe=probe)
+        try:
+            return self._view_of(self.pool, with_peer=True, probe=probe)
+        except (AttributeError, TypeError) as exc:
+            said = described(exc, self._release_name())
+            if said is not None:
+                raise said from exc
+            raise
+
+    def _release_name(self) -> str:
+        """The pool under test as messages name it: its target, and its release if known."""
+        if self.version and self.version not in self.name:
+            return f"{self.name} (release {self.version})"
+        return self.name
 
     def _probe_index(
         self, index: Index | None, keys: tuple[frozenset[bytes], ...] | None
