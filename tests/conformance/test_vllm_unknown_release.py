@@ -162,3 +162,17 @@ def test_a_result_of_another_shape_is_a_loading_error_naming_the_adapters_place(
     place = "no longer takes the adapter's call at targets/vllm_api/adapter.py line"
     assert f"({VERSION}) {place}" in flat, output
     assert "has no attribute 'block_id'" in flat and "not a finding" in flat, output
+
+
+def test_a_request_field_the_adapter_cannot_fill_is_named_with_its_reader(
+    release: Path, tmp_path: Path
+) -> None:
+    new_field = (
+        "        new_full_blocks = blocks[num_cached_blocks:num_full_blocks]\n",
+        "        new_full_blocks = blocks[num_cached_blocks:num_full_blocks]\n"
+        "        assert request.priority_class is not None\n",
+    )
+    code, output = conform(copy_with(release, tmp_path, new_field), "--level", "safety")
+    flat = " ".join(output.split())
+    assert code == 2, output
+    assert "priority_class (read by block_pool.BlockPool.cache_full_blocks)" in flat, output
