@@ -375,10 +375,6 @@ NOTES = {
     "touch-identity": "`touch` takes a free block that carries no key: not a cache hit, yet "
     "it leaves the free queue.",
     "move-null": "`move_block_hashes` can give the null block keys.",
-    "foreign-route": "From 0.34 a block holds its pool weakly (`KVCacheBlock(idx, "
-    "pool=weakref.ref(self))`): freeing a block whose pool is gone is not refused, "
-    "`free_blocks` calls `block.pool()` and skips the block when it returns `None`, so "
-    "the out-of-contract call passes silently.",
     "free-count": "In vLLM 0.10-0.23, `free_blocks` decrements every listed block first and "
     "then queues each block at 0, so a block held twice and freed twice in one call is "
     "queued twice: an in-contract call corrupts the free queue. Fixed in 0.24.",

@@ -19,7 +19,7 @@ from kvpool.conformance.profiles.derive import MANAGER_DESIGN, WRITTEN
 from kvpool.spec.profile import VLLM_RELEASES, get_profile, knob_names, profile_for_version
 
 CACHED = ("0.10.2", "0.11.0", "0.12.0", "0.18.0", "0.19.0", "0.23.0", "0.24.0", "0.26.0",
-          "0.27.1", "0.30.0", "0.31.0", "0.33.0")  # fmt: skip
+          "0.27.1", "0.30.0", "0.31.0", "0.33.0", "0.34.0")  # fmt: skip
 EVERY = tuple(".".join(map(str, first)) for first, _ in VLLM_RELEASES)
 RELEASES = sorted(set(CACHED) | (set(EVERY) if os.environ.get("KVPOOL_DERIVE_ALL") else set()))
 
