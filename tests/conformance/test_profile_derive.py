@@ -2,7 +2,7 @@
 built-in vLLM profile on its own release's wheel (every knob but the written promises).
 
 By default the releases are those other tests already download (one wheel each, about
-400 MB, fetched once into ~/.cache/kvpool); they cover 11 of the 15 vLLM profiles. With
+400 MB, fetched once into ~/.cache/kvpool); they cover 12 of the 16 vLLM profiles. With
 ``KVPOOL_DERIVE_ALL=1`` the first release of every profile is measured too (four more
 wheels: 0.13.0, 0.22.0, 0.29.0, 0.32.0). Each derivation takes about a second.
 """
