@@ -35,6 +35,7 @@ from kvpool.conformance.reference.findings_events import (
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {
+    "vllm==0.34.0": "vllm-0.34.0",
     "vllm==0.33.0": "vllm-0.33.0",
     "vllm==0.30.0": "vllm-0.30.0",
     "vllm==0.24.0": "vllm-0.24.0",
@@ -53,6 +54,7 @@ TARGETS = {
 #: Pools whose release's own KV cache manager runs beside the spec's, with the ``--manager``
 #: that names it: vLLM's ``KVCacheManager``, LMDeploy's block manager with its prefix trie.
 MANAGERS = {
+    "vllm-0.34.0": "vllm",
     "vllm-0.33.0": "vllm",
     "vllm-0.24.0": "vllm",
     "vllm-0.10.2": "vllm",
@@ -181,6 +183,15 @@ def run_of(trace: Any) -> str:
 
 #: What each target is, and the levels it passed, for the page's header rows.
 ABOUT = {
+    "vllm-0.34.0": "vLLM 0.34.0's BlockPool, isolated from its wheel (profile vllm-0.34), "
+    "with the helpers its pool imports loaded from the wheel too (`vllm/utils/gc_utils.py`: "
+    "its index is built with `gc_untrack({})`). Each finding below was read again in 0.34.0's "
+    "`vllm/v1/core/block_pool.py`: the out-of-contract calls it accepts are 0.33.0's, in code "
+    "0.34 left as it was (`get_new_blocks` takes a negative count, `free_blocks` decrements "
+    "without a check, `touch` takes a free block, `cache_full_blocks` neither checks that a "
+    "block is held nor that caching is on, `move_block_hashes` gives keys to the null "
+    "block), and so is the partial entry's `BlockStored` naming the fine hash before "
+    "`num_tokens` as its parent (vLLM #58119)",
     "vllm-0.33.0": "vLLM 0.33.0's BlockPool, isolated from its wheel (profile vllm-0.33)",
     "vllm-0.30.0": "vLLM 0.30.0's BlockPool, isolated from its wheel (profile vllm-0.30); "
     "checked at the events level only",

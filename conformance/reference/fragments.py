@@ -17,6 +17,8 @@ from .bench_record import managers_table
 from .events_matrix import events_matrix
 from .hunt_record import load as load_hunt_record
 from .hunt_record import rates_table
+from .latest_record import latest_table
+from .latest_record import load as load_latest_record
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
@@ -197,6 +199,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool mutants --seed N -j 1's figures, seed by seed: killed, time to kill, shrunk "
         "trace, computed from the runs kept in docs/data/mutants.json",
         lambda link, docs_dir: mutants_record_table(load_mutants_record(docs_dir)),
+    ),
+    "latest-releases": (
+        "every engine's newest release on the package index, run by kvpool targets --latest: "
+        "ran or refused, and what it found, from the run kept in docs/data/latest.json",
+        lambda link, docs_dir: latest_table(load_latest_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "

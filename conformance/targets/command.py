@@ -37,8 +37,10 @@ from .registry import EngineEntry, MalformedEngineEntry, engine, registered
     "--latest",
     is_flag=True,
     help="Only ask the package index (pip's configured one) for each engine's newest "
-    "release: whether the suite supports it, the profile it would use and why, and what is "
-    "missing. Nothing is downloaded. Exit 2 when the index answers about no engine.",
+    "release and run it: downloaded once into the cache, then a short kvpool conform at "
+    "every level the engine supports. Each row says whether it ran (pass, or findings with "
+    "their rules) or was refused (the reason); supported is yes only where it ran. Progress "
+    "goes to stderr. Exit 2 when the index answers about no engine.",
 )
 @click.option(
     "--json",
@@ -139,19 +141,26 @@ def _latest(as_json: bool) -> None:
     from .releases.latest import all_unknown, latest_rows
 
     console = Console()
+    progress = Console(stderr=True)
     entries, broken, _ = _entries()
-    rows = latest_rows(entries)
+    rows = latest_rows(
+        entries, progress=lambda text: progress.print(text, markup=False, highlight=False)
+    )
     if as_json:
         click.echo(json.dumps([row.as_dict() for row in rows], indent=2))
     else:
         table = Table(title="newest releases on the package index (kvpool targets --latest)")
-        for column in ("engine", "newest release", "supported", "profile", "what is missing"):
+        columns = ("engine", "newest release", "supported", "result", "profile", "what is missing")
+        for column in columns:
             table.add_column(column, no_wrap=column in ("engine", "newest release"))
         for row in rows:
             profile = row.profile if not row.reason else f"{row.profile}: {row.reason}"
-            table.add_row(row.engine, row.newest, row.supported, profile, row.missing or "-")
+            result = row.result + (f": {', '.join(row.rules)}" if row.rules else "")
+            table.add_row(
+                row.engine, row.newest, row.supported, result, profile, row.missing or "-"
+            )
         for name, why in broken:
-            table.add_row(name, "-", "unknown", "-", why)
+            table.add_row(name, "-", "unknown", "-", "-", why)
         console.print(table)
     if all_unknown(rows):
         fail_usage(

@@ -2,7 +2,7 @@
 built-in vLLM profile on its own release's wheel (every knob but the written promises).
 
 By default the releases are those other tests already download (one wheel each, about
-400 MB, fetched once into ~/.cache/kvpool); they cover 11 of the 15 vLLM profiles. With
+400 MB, fetched once into ~/.cache/kvpool); they cover 12 of the 16 vLLM profiles. With
 ``KVPOOL_DERIVE_ALL=1`` the first release of every profile is measured too (four more
 wheels: 0.13.0, 0.22.0, 0.29.0, 0.32.0). Each derivation takes about a second.
 """
@@ -19,7 +19,7 @@ from kvpool.conformance.profiles.derive import MANAGER_DESIGN, WRITTEN
 from kvpool.spec.profile import VLLM_RELEASES, get_profile, knob_names, profile_for_version
 
 CACHED = ("0.10.2", "0.11.0", "0.12.0", "0.18.0", "0.19.0", "0.23.0", "0.24.0", "0.26.0",
-          "0.27.1", "0.30.0", "0.31.0", "0.33.0")  # fmt: skip
+          "0.27.1", "0.30.0", "0.31.0", "0.33.0", "0.34.0")  # fmt: skip
 EVERY = tuple(".".join(map(str, first)) for first, _ in VLLM_RELEASES)
 RELEASES = sorted(set(CACHED) | (set(EVERY) if os.environ.get("KVPOOL_DERIVE_ALL") else set()))
 

@@ -274,3 +274,45 @@ def test_vllm_mlx_moves_from_its_old_single_file_to_the_shared_layout(
     where = cached_files(VLLM_MLX_FILES, "0.6.0")
     assert where == old.parent and not old.exists()
     assert (where / "vllm_mlx" / "paged_cache.py").read_bytes() == b"fresh = True\n"
+
+
+def test_a_vllm_cache_keeps_the_modules_its_pool_imports_and_an_older_one_is_completed(
+    fake_index: Path, _private_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's files import a helper that loads on a CPU and one that imports torch: the
+    cache keeps the first beside them (listed as followed), never the second. A folder
+    written before files were followed is still read offline, and completed once the
+    wheel can be had."""
+    from kvpool.conformance.targets.releases import download
+
+    files = VLLM_DISTRIBUTION.files()
+    members = {name: b"X = 1\n" for name in files.needed}
+    members["vllm/v1/core/block_pool.py"] = (
+        b"from vllm.utils.gc_utils import gc_untrack\nfrom vllm.utils.kernels import k\n"
+    )
+    members["vllm/utils/gc_utils.py"] = b"def gc_untrack(x):\n    return x\n"
+    members["vllm/utils/kernels.py"] = b"import torch\nk = 1\n"
+    make_wheel(fake_index, "vllm", "0.33.0", members, tags="cp38-abi3-manylinux1_x86_64")
+    where = cached_files(files, "0.33.0")
+    manifest = json.loads((where / MANIFEST).read_text())
+    assert manifest["followed"] == ["vllm/utils/gc_utils.py"]
+    assert (where / "vllm/utils/gc_utils.py").is_file()
+    assert not (where / "vllm/utils/kernels.py").exists()
+    # as an older suite wrote it: no followed list, no helper
+    (where / "vllm/utils/gc_utils.py").unlink()
+    del manifest["followed"]
+    manifest["files"].pop("vllm/utils/gc_utils.py")
+    (where / MANIFEST).write_text(json.dumps(manifest))
+    assert valid_cache(where, files, "0.33.0")
+
+    def offline(*args: object) -> Path:
+        raise download.DownloadFailed("offline")
+
+    release_files.LAST_WHEEL.drop()  # the wheel this process fetched: gone
+    with monkeypatch.context() as patched:
+        patched.setattr(download, "download_wheel", offline)
+        assert cached_files(files, "0.33.0") == where  # read as it is
+        assert not (where / "vllm/utils/gc_utils.py").exists()
+    assert cached_files(files, "0.33.0") == where  # online: completed
+    assert (where / "vllm/utils/gc_utils.py").is_file()
+    assert json.loads((where / MANIFEST).read_text())["followed"] == ["vllm/utils/gc_utils.py"]

@@ -17,6 +17,7 @@ from kvpool.conformance.targets.releases.index import (
     newest_release,
     read_answer,
 )
+from kvpool.conformance.targets.releases.short_run import ShortRun, short_run
 from kvpool.conformance.usage import EXIT_USAGE
 
 #: The fake index: every engine's project but SGLang's, each with a release the suite
@@ -46,34 +47,79 @@ def rows_by_engine(output: str) -> dict[str, dict[str, str]]:
     return {row["engine"]: row for row in json.loads(output)}
 
 
-def test_every_engine_gets_its_newest_release_and_a_verdict(fake_index: Path) -> None:
+def fake_runs(entry: object, target: str) -> ShortRun:
+    """What the short runs give here: vLLM's newest runs with a finding, LMDeploy's is
+    refused, every other one passes (nothing is downloaded)."""
+    if target.startswith("vllm=="):
+        return ShortRun("findings", ("touch-identity",), "", ("kvpool conform ...",))
+    if target.startswith("lmdeploy=="):
+        return ShortRun("refused", (), "could not download lmdeploy 0.19.0 with pip")
+    return ShortRun("pass", (), "", ("kvpool conform ...",))
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(latest, "run_release", lambda entry, target, say: fake_runs(entry, target))
+
+
+def test_every_engine_gets_its_newest_release_and_a_verdict(fake_index: Path, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest", "--json"])
     assert result.exit_code == 0, result.output
     rows = rows_by_engine(result.stdout)
     vllm = rows["vllm"]
-    assert (vllm["newest"], vllm["supported"], vllm["profile"]) == ("0.40.0", "yes", "vllm-0.33")
+    assert (vllm["newest"], vllm["supported"], vllm["profile"]) == ("0.40.0", "yes", "vllm-0.34")
+    assert (vllm["result"], vllm["rules"]) == ("findings", ["touch-identity"])
     assert "newer than every known release" in vllm["reason"]
     assert "kvpool profile derive --target vllm==0.40.0" in vllm["missing"]
-    lmdeploy = rows["lmdeploy"]
-    assert (lmdeploy["newest"], lmdeploy["supported"], lmdeploy["profile"]) == (
+    lmdeploy = rows["lmdeploy"]  # refused by its run: supported no, with the reason
+    assert (lmdeploy["newest"], lmdeploy["supported"], lmdeploy["result"]) == (
         "0.19.0",
-        "unknown",
-        "lmdeploy",
+        "no",
+        "refused",
     )
-    assert "kvpool conform --target lmdeploy==0.19.0 --manager lmdeploy" in lmdeploy["missing"]
+    assert "could not download" in lmdeploy["missing"]
     for engine, newest in (("aphrodite", "0.24.1"), ("vllm-mlx", "0.6.0"), ("nanovllm", "0.0.2")):
-        assert (rows[engine]["newest"], rows[engine]["supported"]) == (newest, "yes"), engine
+        row = rows[engine]
+        assert (row["newest"], row["supported"], row["result"]) == (newest, "yes", "pass"), engine
     assert rows["nanovllm-fork"]["newest"] == "20260210"
     sglang = rows["sglang"]  # not on this index: a row that says so, not a failure
     assert (sglang["newest"], sglang["supported"]) == ("unknown", "unknown")
     assert "has no release of sglang" in sglang["missing"]
     assert {"impl", "spec"}.isdisjoint(rows)  # nothing of theirs is on an index
+    assert "asking the package index" in result.stderr  # progress, beside the JSON
 
 
-def test_the_table_names_every_column(fake_index: Path) -> None:
+def test_a_finding_is_named_by_its_rule_property_or_invariant() -> None:
+    from kvpool.conformance.targets.releases.short_run import _rule
+
+    assert _rule("touch: block 1: rule 'touch-identity': block 1 is free") == "touch-identity"
+    assert _rule("the null block was cached (invariant 'null-block-inert': a") == (
+        "null-block-inert"
+    )
+    assert _rule("after free_blocks: free count 3, expected 2") is None
+
+
+def test_a_short_run_reads_pass_refusal_and_missing_events() -> None:
+    def runner(outcomes: list[tuple[int, str]]) -> object:
+        def run(argv: list[str]) -> tuple[int, str]:
+            return outcomes.pop(0)
+
+        return run
+
+    passed = short_run("x==1", True, "x", runner=runner([(0, ""), (0, "")]))  # type: ignore[arg-type]
+    assert (passed.status, passed.ran, len(passed.commands)) == ("pass", True, 2)
+    quiet = runner([(0, ""), (2, "error: target 'x' publishes no KV events (its pool ...")])
+    assert short_run("x==1", True, runner=quiet).reason == "no events"  # type: ignore[arg-type]
+    refused = short_run(
+        "x==1", False, runner=runner([(2, "\nerror: vLLM 9.9 uses a\n  placeholder")])
+    )  # type: ignore[arg-type]
+    assert (refused.status, refused.reason) == ("refused", "vLLM 9.9 uses a placeholder")
+
+
+def test_the_table_names_every_column(fake_index: Path, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for word in ("newest release", "supported", "profile", "what is missing", "0.40.0"):
+    for word in ("newest release", "supported", "result", "profile", "what is missing", "0.40.0"):
         assert word in result.output
 
 

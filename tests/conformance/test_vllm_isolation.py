@@ -10,13 +10,16 @@ import logging
 import re
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kvpool.conformance.targets.vllm.isolation import (
     IsolationError,
     Placeholder,
     PlaceholderLog,
+    PlaceholderUsed,
     init_logger,
     load_release,
 )
@@ -195,9 +198,35 @@ def test_placeholders_are_inert() -> None:
 
     assert isinstance(Sub(), thing)  # type: ignore[arg-type]
     assert "vllm.config.VllmConfig.some" in log.at_load
+
+
+USES: dict[str, Callable[[Any], object]] = {
+    "called": lambda p: p(),
+    "indexed": lambda p: p[0],
+    "iterated": lambda p: list(p),
+    "compared": lambda p: p == 1,
+    "attribute-read": lambda p: p.late,
+    "truth-tested": lambda p: bool(p),
+    "measured": lambda p: len(p),
+    "searched": lambda p: 1 in p,
+    "isinstance": lambda p: isinstance(1, p),
+}
+
+
+@pytest.mark.parametrize("use", sorted(USES))
+def test_a_placeholder_used_after_loading_refuses_naming_its_module(use: str) -> None:
+    log = PlaceholderLog(version="9.9.9")
+    log.modules.add("vllm.config")
+    thing = Placeholder("vllm.config.VllmConfig", log)
     log.loading = False
-    thing.late()
-    assert log.after_load == ["vllm.config.VllmConfig.late", "vllm.config.VllmConfig.late()"]
+    with pytest.raises(
+        PlaceholderUsed, match=r"vLLM 9\.9\.9 uses vllm\.config\.VllmConfig"
+    ) as caught:
+        USES[use](thing)
+    assert "vllm.config is a placeholder" in str(caught.value)
+    assert log.used is not None
+    with pytest.raises(PlaceholderUsed):  # a release that swallowed it is stopped again
+        log.raise_if_used()
 
 
 def test_init_logger_gives_a_quiet_logger_with_once_methods(

@@ -56,6 +56,10 @@ H = request_block_hashes([1, 2, 3, 4, 5, 6], 1)
         ("0.33.0", "vllm-0.33"),
         ("0.34.0rc1", "vllm-0.33"),
         ("0.34.0.dev118+g4ba787ec9", "vllm-0.33"),
+        ("0.34.0", "vllm-0.34"),
+        ("0.34.1", "vllm-0.34"),
+        ("0.34.0.post1", "vllm-0.34"),
+        ("0.35.0.dev3+gabc", "vllm-0.34"),
         ("0.33.0rc1", "vllm-0.32"),  # a pre-release comes before its release
         ("0.33.0.post1", "vllm-0.33"),
     ],
@@ -73,7 +77,7 @@ def test_versions_without_a_profile_are_refused() -> None:
 
 def test_every_vllm_profile_is_listed_and_described() -> None:
     names = [n for n in PROFILES if n.startswith("vllm-0.")]
-    assert len(names) == 15
+    assert len(names) == 16
     for name in names:
         assert PROFILES[name].description.startswith("vLLM 0.")
 

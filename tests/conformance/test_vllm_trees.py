@@ -67,7 +67,9 @@ def test_a_clone_and_a_dev_build_get_the_verdicts_of_their_release(tmp_path: Pat
     assert (status_clone, findings_clone) == (status, findings)
     dev = tree(tmp_path, "dev", DEV_VERSION)
     status_dev, out, findings_dev = conform(f"vllm@{dev}", tmp_path)
-    assert f"{DEV_VERSION}: newer than every known release; judged as vllm-0.33" in out
+    assert (
+        f"{DEV_VERSION}: a pre-release of 0.34.0, which comes before it; judged as vllm-0.33" in out
+    )
     assert (status_dev, findings_dev) == (status, findings)
 
 
@@ -97,7 +99,8 @@ def test_explain_shows_the_measured_knobs_and_the_choice(tmp_path: Path) -> None
     [
         ("0.33.0", "vllm-0.33", "a release the table covers"),
         ("0.33.0.post1", "vllm-0.33", "a release the table covers"),
-        ("0.34.0rc1", "vllm-0.33", "newer than every known release"),
+        ("0.34.0rc1", "vllm-0.33", "a pre-release of 0.34.0, which comes before it"),
+        ("0.35.0.dev3+gabc123", "vllm-0.34", "newer than every known release"),
         ("0.33.0rc1", "vllm-0.32", "a pre-release of 0.33.0, which comes before it"),
         ("0.30.0.dev7+gabc123", "vllm-0.29", "the newest profile below it"),
     ],

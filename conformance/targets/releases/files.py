@@ -8,7 +8,9 @@ are read out of the wheel, by exact name, as regular files under the size limit 
 downloaded, or the process ends). A ``manifest.json`` beside
 them records the project, the version, the wheel's name and SHA-256 and each file's
 SHA-256, and is checked on every load: a file that changed on disk makes the cache
-invalid, and it is fetched again.
+invalid, and it is fetched again. Where the files' own imports are kept too (vLLM's:
+``follow``), the manifest lists them as ``followed``; a folder written before that is
+still read, and completed the first time the wheel can be fetched.
 
 One layout for every engine: ``$KVPOOL_CACHE_DIR`` (else ``$XDG_CACHE_HOME/kvpool``, else
 ``~/.cache/kvpool``) ``/FOLDER/X.Y.Z/{manifest.json, package/...}``, ``FOLDER`` being the
@@ -35,6 +37,9 @@ from pathlib import Path
 from ...bounds import MAX_RELEASE_MEMBER_BYTES, MAX_RELEASE_WHEEL_BYTES
 
 MANIFEST = "manifest.json"
+
+#: ``follow(read, kept)``: see :attr:`ReleaseFiles.follow`.
+Follow = Callable[[Callable[[frozenset[str]], dict[str, bytes]], frozenset[str]], frozenset[str]]
 
 
 class ReleaseFilesError(Exception):
@@ -66,6 +71,11 @@ class ReleaseFiles:
     #: Why a wheel lacking a required member is not one (``"not a vLLM wheel with a block
     #: pool"``), for the error message.
     lacking: str = ""
+    #: More members to keep beside ``members``, read off them: given a reader of the
+    #: wheel's members (paths -> the contents of those it holds) and the kept members'
+    #: paths, the paths of the modules they import that load here (vLLM's
+    #: :func:`~..vllm.followed.follow_members`). The manifest lists them as ``followed``.
+    follow: Follow | None = None
 
     @property
     def needed(self) -> frozenset[str]:
@@ -105,16 +115,38 @@ def cached_files(
     """The folder holding ``files`` of release ``version``: from the cache, or (unless
     ``download`` is false) downloaded now. ``check`` refuses a version string before
     anything is fetched. :class:`ReleaseFilesError` when the release is not cached and
-    cannot be downloaded."""
-    from .download import DownloadFailed, download_wheel
-
+    cannot be downloaded. A cache written before its files' imports were followed
+    (:attr:`ReleaseFiles.follow`) is completed once, when the wheel can be had."""
     if check is not None:
         check(version)
     where = release_dir(files, version)
     if valid_cache(where, files, version):
+        if download and files.follow is not None and not _followed(where):
+            try:  # written before the modules its files import were kept: completed once
+                return _fetch(files, version, where, check)
+            except ReleaseFilesError:
+                return where  # offline: the files it has still load
         return where
     if not download:
         raise ReleaseFilesError(f"{files.shown} {version} is not in the cache ({where})")
+    return _fetch(files, version, where, check)
+
+
+def _followed(where: Path) -> bool:
+    """Whether the manifest in ``where`` lists the followed modules (none, or some)."""
+    try:
+        manifest = json.loads((where / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and "followed" in manifest
+
+
+def _fetch(
+    files: ReleaseFiles, version: str, where: Path, check: Callable[[str], None] | None
+) -> Path:
+    """Download ``version``'s wheel (or take the one this process has) into the cache."""
+    from .download import DownloadFailed, download_wheel
+
     wheel = LAST_WHEEL.get(files.project, version)
     if wheel is None:
         folder = tempfile.TemporaryDirectory(prefix=f"kvpool-{files.folder}-")
@@ -174,7 +206,13 @@ def valid_cache(where: Path, files: ReleaseFiles, version: str) -> bool:
     recorded = manifest.get("files")
     if not isinstance(recorded, dict) or not recorded:
         return False
-    if not set(recorded) <= files.members or not files.needed <= set(recorded):
+    allowed = set(files.members)
+    followed = manifest.get("followed", [])  # absent: written before files were followed
+    if files.follow is not None:
+        if not isinstance(followed, list) or not all(isinstance(f, str) for f in followed):
+            return False
+        allowed |= set(followed)
+    if not set(recorded) <= allowed or not files.needed <= set(recorded):
         return False
     for name, digest in recorded.items():
         path = where / name
@@ -214,6 +252,11 @@ def seed_cache(
     if check is not None:
         check(version)
     contents = extract_members(wheel, files)
+    followed: list[str] = []
+    if files.follow is not None:
+        extra = files.follow(lambda paths: read_members(wheel, paths), frozenset(contents))
+        contents.update(read_members(wheel, extra - set(contents)))
+        followed = sorted(extra & set(contents))
     final = release_dir(files, version)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=final.parent))
@@ -222,15 +265,18 @@ def seed_cache(
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-        manifest = {
+        manifest: dict[str, object] = {
             "distribution": files.project,
             "version": version,
             "wheel": wheel.name,
             "wheel_sha256": _file_sha256(wheel),
             "files": {name: _sha256(data) for name, data in sorted(contents.items())},
         }
+        if files.follow is not None:
+            manifest["followed"] = followed
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if final.exists() and not valid_cache(final, files, version):
+        stale = files.follow is not None and not _followed(final)
+        if final.exists() and (stale or not valid_cache(final, files, version)):
             shutil.rmtree(final)
         if not final.exists():
             try:

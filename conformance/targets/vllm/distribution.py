@@ -12,6 +12,7 @@ changes what another's manifest lists. A fork's are kept under its package's nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,7 +66,17 @@ class Distribution:
             engine=self.package,
             wheel_target=True,
             lacking=f"not a {self.label} wheel with a block pool",
+            follow=self.follow,
         )
+
+    def follow(
+        self, read: Callable[[frozenset[str]], dict[str, bytes]], kept: frozenset[str]
+    ) -> frozenset[str]:
+        """The modules the kept files import that load here (:mod:`.followed`), kept too."""
+        from .followed import follow_members
+        from .isolation import not_followed
+
+        return follow_members(read, kept, self.package, not_followed(self.package))
 
     def check(self, version: str) -> None:
         """Refuse a version the suite cannot drive (vLLM's own rule; a fork's numbers are

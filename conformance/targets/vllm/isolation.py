@@ -27,6 +27,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,8 +36,16 @@ from types import ModuleType
 from typing import Any
 
 from ..isolated_files import import_isolated
+from .followed import followed_modules
+from .manager_request import RequestStatus
 from .package import VLLM, files_in_tree, in_package, own_name, own_path, role_of
-from .releases import MANAGER_MODULES, MODULES, ReleaseError
+from .releases import (
+    MANAGER_MODULES,
+    MANAGER_REQUIRED,
+    MODULES,
+    PUBLISHER_MODULES,
+    ReleaseError,
+)
 from .request_keys import mm_features_in_window, tensor_data
 
 #: The logger every ``init_logger`` of a loaded release hands out children of. It has a
@@ -53,20 +62,80 @@ class IsolationError(ImportError):
     """A release's files could not be loaded in isolation; the message says which and why."""
 
 
+class PlaceholderUsed(AttributeError):
+    """The release's code used a placeholder after loading: it needs a module the suite
+    could not load. A loading error (exit 2), never a finding: the message names the module,
+    why it is a placeholder, and the release's line that used it."""
+
+
 @dataclass
 class PlaceholderLog:
-    """Which placeholders a release touched: while loading (expected) and afterwards,
-    while its pool ran (a sign the pool needed something that is not loaded)."""
+    """Which placeholders a release touched: while loading (expected: decorators, base
+    classes, annotations) and afterwards, while its pool ran, which is refused: the first
+    such use raises :class:`PlaceholderUsed`, and is kept so that the adapter can raise it
+    again if the release swallowed it."""
 
     loading: bool = True
     at_load: set[str] = field(default_factory=set)
     after_load: list[str] = field(default_factory=list)
+    #: The release's version and its files (path on disk -> path inside the release), for
+    #: the message; set when loading is done.
+    version: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    #: Modules of the release that were followed but could not load, with why.
+    fell_back: dict[str, str] = field(default_factory=dict)
+    #: The placeholder modules made while loading.
+    modules: set[str] = field(default_factory=set)
+    #: The first use after loading, as raised.
+    used: PlaceholderUsed | None = None
 
-    def note(self, name: str) -> None:
+    def note(self, name: str, placeholder: object = None) -> None:
         if self.loading:
             self.at_load.add(name)
-        else:
-            self.after_load.append(name)
+            return
+        self.after_load.append(name)
+        error = PlaceholderUsed(self._message(name), name=name, obj=placeholder)
+        if self.used is None:
+            self.used = error
+        raise error
+
+    def raise_if_used(self) -> None:
+        """Raise the first use after loading again (a release that caught it)."""
+        if self.used is not None:
+            raise PlaceholderUsed(str(self.used), name=self.used.name, obj=self.used.obj)
+
+    def _message(self, name: str) -> str:
+        module = self._module_of(name)
+        why = self.fell_back.get(module)
+        reason = (
+            f"importing it from the release failed ({why})"
+            if why
+            else "the suite does not load it (it needs torch, CUDA or the engine)"
+        )
+        return (
+            f"vLLM {self.version or '(unknown release)'} uses {name} at {self._caller()}, "
+            f"but {module} is a placeholder: {reason}. The suite cannot run this release "
+            "(a loading error, not a finding)"
+        )
+
+    def _module_of(self, name: str) -> str:
+        """The placeholder module ``name`` belongs to (``vllm.utils.gc_utils`` of
+        ``vllm.utils.gc_utils.gc_untrack()``)."""
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:end])
+            if prefix in self.modules:
+                return prefix
+        return name
+
+    def _caller(self) -> str:
+        frame = sys._getframe(1)
+        while frame is not None:
+            inside = self.files.get(frame.f_code.co_filename)
+            if inside is not None:
+                return f"{inside} line {frame.f_lineno} ({frame.f_code.co_name})"
+            frame = frame.f_back  # type: ignore[assignment]
+        return "a place outside the release's files"
 
 
 class Placeholder:
@@ -88,14 +157,19 @@ class Placeholder:
     def __getattr__(self, name: str) -> Placeholder:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        self._kvpool_log.note(f"{self._kvpool_name}.{name}")
+        self._kvpool_log.note(f"{self._kvpool_name}.{name}", self)
         return Placeholder(f"{self._kvpool_name}.{name}", self._kvpool_log)
 
     def __setattr__(self, name: str, value: object) -> None:
-        self._kvpool_log.note(f"{self._kvpool_name}.{name} = ...")
+        self._kvpool_log.note(f"{self._kvpool_name}.{name} = ...", self)
+
+    def _used(self, how: str) -> None:
+        """Note a use past loading (which raises)."""
+        if not self._kvpool_log.loading:
+            self._kvpool_log.note(f"{self._kvpool_name}{how}", self)
 
     def __call__(self, *args: object, **kwargs: object) -> Any:
-        self._kvpool_log.note(f"{self._kvpool_name}()")
+        self._kvpool_log.note(f"{self._kvpool_name}()", self)
         # Used as a decorator, a placeholder leaves the function or class as it is.
         if (
             len(args) == 1
@@ -106,6 +180,7 @@ class Placeholder:
         return Placeholder(f"{self._kvpool_name}()", self._kvpool_log)
 
     def __getitem__(self, item: object) -> Placeholder:
+        self._used("[...]")
         return self
 
     def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type, ...]:
@@ -120,10 +195,12 @@ class Placeholder:
         return (self._kvpool_class,)
 
     def __instancecheck__(self, instance: object) -> bool:
+        self._used(" in isinstance()")
         cls = self._kvpool_class
         return cls is not None and isinstance(instance, cls)
 
     def __subclasscheck__(self, subclass: type) -> bool:
+        self._used(" in issubclass()")
         cls = self._kvpool_class
         return cls is not None and isinstance(subclass, type) and issubclass(subclass, cls)
 
@@ -134,16 +211,30 @@ class Placeholder:
         return self
 
     def __bool__(self) -> bool:
+        self._used(" as a truth value")
         return False
 
     def __len__(self) -> int:
+        self._used(" in len()")
         return 0
 
     def __iter__(self) -> Iterator[Any]:
+        self._used(" iterated")
         return iter(())
 
     def __contains__(self, item: object) -> bool:
+        self._used(" in an 'in' test")
         return False
+
+    def __eq__(self, other: object) -> bool:
+        self._used(" compared")
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        self._used(" compared")
+        return self is not other
+
+    __hash__ = object.__hash__
 
 
 class VllmLogger:
@@ -192,6 +283,7 @@ SPECIAL: dict[str, dict[str, object]] = {
     "vllm.config.utils": {"config": config_class},
     "vllm.v1.utils": {"tensor_data": tensor_data},
     "vllm.multimodal.utils": {"get_mm_features_in_window": mm_features_in_window},
+    "vllm.v1.request": {"RequestStatus": RequestStatus},
 }
 
 
@@ -215,7 +307,7 @@ class PlaceholderModule(ModuleType):
             raise AttributeError(name)
         if f"{self.__name__}.{name}" in self._kvpool_real:
             raise AttributeError(name)
-        self._kvpool_log.note(f"{self.__name__}.{name}")
+        self._kvpool_log.note(f"{self.__name__}.{name}", self)
         value = Placeholder(f"{self.__name__}.{name}", self._kvpool_log)
         setattr(self, name, value)
         return value
@@ -232,6 +324,35 @@ class _PlaceholderLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self.log.note(module.__name__)
+        self.log.modules.add(module.__name__)
+
+
+class _FollowedLoader(importlib.abc.Loader):
+    """Runs a followed module of the release (:mod:`.followed`); when it fails to load
+    (a third-party module missing here, a torch import further in), the module becomes a
+    placeholder, and the log keeps why (a use of it then names the reason)."""
+
+    def __init__(self, path: Path, log: PlaceholderLog, real: frozenset[str], package: str) -> None:
+        self.path = path
+        self.log = log
+        self.real = real
+        self.package = package
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        try:
+            code = compile(self.path.read_bytes(), str(self.path), "exec")
+            exec(code, module.__dict__)
+        except Exception as exc:
+            name = module.__name__
+            self.log.fell_back[name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            self.log.modules.add(name)
+            for attr in [a for a in module.__dict__ if not a.startswith("__")]:
+                del module.__dict__[attr]
+            module.__class__ = PlaceholderModule
+            PlaceholderModule.__init__(module, name, self.log, self.real, self.package)  # type: ignore[arg-type]
 
 
 class _ReleaseFinder(importlib.abc.MetaPathFinder):
@@ -244,10 +365,13 @@ class _ReleaseFinder(importlib.abc.MetaPathFinder):
         log: PlaceholderLog,
         torch_placeholder: bool = False,
         package: str = VLLM,
+        followed: Mapping[str, Path] | None = None,
     ) -> None:
         self.files = dict(files)
+        self.followed = dict(followed or {})
         self.log = log
-        self.placeholders = _PlaceholderLoader(log, frozenset(files), package)
+        self.real = frozenset(files) | frozenset(self.followed)
+        self.placeholders = _PlaceholderLoader(log, self.real, package)
         self.torch_placeholder = torch_placeholder
         self.package = package
 
@@ -265,6 +389,10 @@ class _ReleaseFinder(importlib.abc.MetaPathFinder):
         file = self.files.get(fullname)
         if file is not None:
             return importlib.util.spec_from_file_location(fullname, file)
+        followed = self.followed.get(fullname)
+        if followed is not None:
+            loader = _FollowedLoader(followed, self.log, self.real, self.package)
+            return importlib.util.spec_from_file_location(fullname, followed, loader=loader)
         return importlib.machinery.ModuleSpec(fullname, self.placeholders, is_package=True)
 
 
@@ -310,6 +438,17 @@ class Release:
         return sorted(name for name, m in self.modules.items() if isinstance(m, PlaceholderModule))
 
 
+def loading_check(modules: Mapping[str, ModuleType]) -> Callable[[], None] | None:
+    """What raises again a placeholder's first use after loading, for the release whose
+    ``modules`` these are (``None``: not loaded in isolation). The adapters call it when
+    they read the pool, so a use the release's own code caught still stops the run."""
+    for module in modules.values():
+        if isinstance(module, PlaceholderModule):
+            log: PlaceholderLog = module._kvpool_log
+            return log.raise_if_used
+    return None
+
+
 def load_release(
     root: Path,
     version: str,
@@ -325,8 +464,11 @@ def load_release(
     :class:`IsolationError` if a file fails to run (naming the file and the error).
     """
     files = files_in_tree(root, package, extra, manager)
-    log = PlaceholderLog()
-    finder = _ReleaseFinder(files, log, torch_placeholder=manager, package=package)
+    followed = followed_in_tree(root, files, package)
+    log = PlaceholderLog(version=version)
+    finder = _ReleaseFinder(
+        files, log, torch_placeholder=manager, package=package, followed=followed
+    )
     start = time.perf_counter()
     pool = own_name("vllm.v1.core.block_pool", package)
     try:
@@ -340,6 +482,9 @@ def load_release(
             f"vLLM {version}: loading {where} failed: {type(exc).__name__}: {exc}"
         ) from exc
     log.loading = False
+    log.files = {
+        str(path): str(path.relative_to(root)) for path in [*files.values(), *followed.values()]
+    }
     return Release(
         version=version,
         root=root,
@@ -349,6 +494,27 @@ def load_release(
         seconds=time.perf_counter() - start,
         package=package,
     )
+
+
+def not_followed(package: str) -> list[str]:
+    """The modules never followed (:mod:`.followed`): those the suite stands in for, and
+    the files of the manager and the publisher it names itself, loaded only when asked for
+    (their helpers, ``math_utils`` say, are followed like any other)."""
+    named = [*SPECIAL, *MANAGER_REQUIRED, *PUBLISHER_MODULES]
+    return [own_name(role, package) for role in named]
+
+
+def followed_in_tree(root: Path, files: Mapping[str, Path], package: str) -> dict[str, Path]:
+    """The modules followed from ``files`` (:mod:`.followed`) that ``root`` holds, by their
+    own names: loaded from the release when imported."""
+
+    def read(paths: frozenset[str]) -> dict[str, bytes]:
+        return {p: (root / p).read_bytes() for p in paths if (root / p).is_file()}
+
+    roots = [(name, path.read_bytes()) for name, path in files.items()]
+    skip = not_followed(package)
+    found = followed_modules(read, roots, package, skip)
+    return {name: root / path for name, path in found.items()}
 
 
 def _role(name: str, package: str) -> str:

@@ -17,11 +17,23 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 #: What the scheduler's requests say about their state; the manager compares
-#: ``request.status`` with the placeholder ``RequestStatus`` (only for its watermark, which
-#: the suite leaves at 0), so any value serves.
+#: ``request.status`` with its ``RequestStatus`` (only for its watermark, which the suite
+#: leaves at 0): the states are named by strings here, on both sides.
 RUNNING = "RUNNING"
 WAITING = "WAITING"
 PREEMPTED = "PREEMPTED"
+
+
+class _StatesByName(type):
+    def __getattr__(cls, name: str) -> str:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return name
+
+
+class RequestStatus(metaclass=_StatesByName):
+    """The stand-in for ``vllm.v1.request.RequestStatus`` (a module that needs torch):
+    every state is its name, as :class:`ManagerRequest` sets ``status``."""
 
 
 class ManagerRequest:
@@ -85,6 +97,24 @@ class ManagerRequest:
     @property
     def num_tokens(self) -> int:
         return len(self.all_token_ids)
+
+    @property
+    def _all_token_ids(self) -> list[int]:
+        """The token list under the name 0.34's request block hasher reads (its request
+        keeps the tokens in a buffer it slices, ``all_token_ids`` being a view of it)."""
+        return self.all_token_ids
+
+    @property
+    def prefix_cache_hit_limit(self) -> int | None:
+        """How many leading tokens may come from the prefix cache (0.34 on): none when
+        the request skips reading it, else no bound (``None``)."""
+        return 0 if self.skip_reading_prefix_cache else None
+
+    def get_max_cache_hit_length(self, bound: int | None = None) -> int:
+        """The longest hit the manager may take (0.34 on): never the last token (it is
+        computed for its logits), within the limit above and ``bound`` when given."""
+        limits = [self.num_tokens - 1, self.prefix_cache_hit_limit, bound]
+        return min(limit for limit in limits if limit is not None)
 
     def append(self, tokens: tuple[int, ...]) -> None:
         """Output tokens arrive: the token list grows and new full blocks get hashes."""

@@ -50,6 +50,7 @@ from ...engine.target import PoolView
 from ...manager.key_pairing import KeyPairing
 from ...manager.target import ManagerTarget, RequestSetup
 from ..vllm_api.adapter import VllmApiTarget
+from .isolation import loading_check
 from .manager_api import ManagerApi, hash_function
 from .manager_build import Modules, build_manager
 from .manager_request import PREEMPTED, RUNNING, ManagerRequest
@@ -105,6 +106,7 @@ class VllmManagerTarget:
         self.manager = build_manager(modules, setup, not calls.identical_groups)
         pool = self.manager.block_pool
         self.pool = VllmApiTarget(lambda **_: pool, setup.pool, profile, name, api=api)
+        self.pool.loading_check = loading_check(modules)
         self.observes = self.pool.observes
         self.requests: dict[str, ManagerRequest] = {}
         #: What each request was given beside its tokens and salt.

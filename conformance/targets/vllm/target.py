@@ -3,13 +3,13 @@
 The adapter reads the release's calling conventions off its signatures
 (:func:`~kvpool.conformance.targets.vllm_api.detection.detect_api`); what this module adds is the
 request object: a release reads a handful of request fields, and the adapter hands it an
-object with exactly those (found by reading the release's source), so that a field the
-suite does not know about fails loudly instead of being made up.
+object with exactly those (found by following the adapter's calls through the release's
+source: :mod:`.request_reads`), so that a field the suite does not know about fails loudly
+instead of being made up.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
@@ -22,26 +22,27 @@ from ...engine.target import Target
 from ..vllm_api.adapter import VllmApiTarget
 from ..vllm_api.detection import PoolApi, detect_api
 from ..vllm_api.requests import REQUEST_DEFAULTS, request_type
-from .isolation import Release
+from .isolation import Release, loading_check
+from .request_reads import request_reads
 
-#: The files whose functions receive the request when the pool caches blocks.
+#: The files whose functions the pool's caching calls reach (the pool's and its helpers').
 REQUEST_READERS = ("vllm.v1.core.block_pool", "vllm.v1.core.kv_cache_utils")
 
 
-def request_fields(sources: list[Path]) -> frozenset[str]:
-    """The attributes read off a name ``request`` anywhere in ``sources`` (a superset of
-    what the pool reads while caching: the request hasher's reads are included)."""
-    fields: set[str] = set()
-    for path in sources:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "request"
-            ):
-                fields.add(node.attr)
-    return frozenset(fields)
+def request_fields(version: str, modules: Mapping[str, ModuleType]) -> frozenset[str]:
+    """The request fields the pool of ``modules`` reads on the calls the adapter makes
+    (:mod:`.request_reads`), with the optional ones the adapter knows; a field the adapter
+    cannot fill is a :class:`ValueError` naming the function that reads it."""
+    files = {m: Path(modules[m].__file__ or "") for m in REQUEST_READERS if m in modules}
+    reads = request_reads(files)
+    unknown = sorted(set(reads.required) - set(REQUEST_DEFAULTS))
+    if unknown:
+        named = ", ".join(f"{f} (read by {reads.required[f]})" for f in unknown)
+        raise ValueError(
+            f"vLLM {version}'s pool reads request fields the adapter cannot fill: {named}"
+        )
+    optional = {f for f in reads.optional if f in REQUEST_DEFAULTS}
+    return reads.fields | optional
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,11 +72,13 @@ class VllmRelease:
 
         version = self.version
         int_hashes = self.int_hashes_by_default
+        check = loading_check(self.release.modules) if self.release is not None else None
 
         def factory(config: PoolConfig, profile: Profile) -> Target:
             target = VllmApiTarget(pool_class, config, profile, name=name, api=api)
             target.version = version
             target.int_hashes_by_default = int_hashes
+            target.loading_check = check
             return target
 
         return factory
@@ -97,14 +100,7 @@ def describe(
     release: Release | None = None,
 ) -> VllmRelease:
     """A release from its loaded modules (isolated or installed)."""
-    sources = [Path(modules[m].__file__ or "") for m in REQUEST_READERS]
-    fields = request_fields(sources)
-    unknown = sorted(fields - set(REQUEST_DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"vLLM {version}'s pool reads request fields the adapter cannot fill: "
-            f"{', '.join(unknown)}"
-        )
+    fields = request_fields(version, modules)
     pool_class = modules["vllm.v1.core.block_pool"].BlockPool
     return VllmRelease(version, pool_class, fields, origin, release)
 

@@ -56,6 +56,7 @@ from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
 from .features import Feature, declared_off, header_lines
 from .int_hashes import IntHashes
+from .mismatch import described
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
 
@@ -264,6 +265,11 @@ class VllmApiTarget:
             self._probe.remember(keys_named(action))
         try:
             result = self._dispatch(action)
+        except (AttributeError, TypeError) as exc:
+            said = described(exc, self._release_name())
+            if said is not None:
+                raise said from exc
+            raise
         finally:
             if tagging:
                 self._tag_new_events(action, queue_before, keys_before)
@@ -443,15 +449,37 @@ class VllmApiTarget:
 
     # --- looking inside -----------------------------------------------------------------
 
+    #: Raises again a use of a module the loader could not load that the pool's own code
+    #: swallowed (:func:`~..vllm.isolation.loading_check`): a loading error, not a finding.
+    loading_check: Callable[[], None] | None = None
+
     def view(self) -> PoolView:
+        if self.loading_check is not None:
+            self.loading_check()
         probe = self._probe_index if "index" in self.observes else None
-        return self._view_of(self.pool, with_peer=True, probe=probe)
+        try:
+            return self._view_of(self.pool, with_peer=True, probe=probe)
+        except (AttributeError, TypeError) as exc:
+            said = described(exc, self._release_name())
+            if said is not None:
+                raise said from exc
+            raise
+
+    def _release_name(self) -> str:
+        """The pool under test as messages name it: its target, and its release if known."""
+        if self.version and self.version not in self.name:
+            return f"{self.name} (release {self.version})"
+        return self.name
 
     def _probe_index(
         self, index: Index | None, keys: tuple[frozenset[bytes], ...] | None
     ) -> Lookups:
         """What the pool's lookups answer for the keys probed, its ``index`` and ``keys``
         read just before."""
+        if self._index_readable and index is None:
+            # a layout the readers do not know (:mod:`..hash_index`): from now on the index
+            # is read through the lookups, of the keys it held and every key seen since
+            self._index_readable = False
         if self._index_readable:
             # the index is read whole; a lookup of a key that left it must miss
             in_index = [key for key, _ in index or ()]
