@@ -22,32 +22,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kvpool.spec import (
-    Action,
-    CacheFullBlocks,
-    CachePartialBlock,
-    Event,
-    EvictBlocks,
-    FreeBlocks,
-    GetCachedBlock,
-    GetNewBlocks,
-    GetNumFreeBlocks,
-    GetUsage,
-    IsBlockWritable,
-    MoveBlockHashes,
-    Observation,
-    PeerGetNewBlocks,
-    PoolConfig,
-    Profile,
-    ResetPrefixCache,
-    TakeEvents,
-    Touch,
-    UnpinBlocks,
-)
+from kvpool.spec import Action, CacheFullBlocks, Event, Observation, PoolConfig, Profile
 from kvpool.spec.keys import group_of, hash_of
 
+from ...engine import operations as table
+from ...engine.operations import PoolOperation
+from ...engine.pool_call import Argument, GivenAs, ReadAs, is_set, keyword_parameter
 from ...engine.refusal import refusal
-from ...engine.target import EVICT_FIRST, FINE_EVENT_HASHES, Index, Lookups, PoolView
+from ...engine.target import FINE_EVENT_HASHES, Index, Lookups, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
@@ -56,24 +38,6 @@ from .events import EventReader
 from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
-
-#: The pool methods the adapter can call, named as the spec's operations.
-_METHODS = (
-    "get_new_blocks",
-    "free_blocks",
-    "touch",
-    "unpin_blocks",
-    "cache_full_blocks",
-    "cache_partial_block",
-    "get_cached_block",
-    "evict_blocks",
-    "move_block_hashes",
-    "reset_prefix_cache",
-    "is_block_writable",
-    "get_usage",
-    "get_num_free_blocks",
-    "take_events",
-)
 
 
 class VllmApiTarget:
@@ -119,18 +83,28 @@ class VllmApiTarget:
         """Whether the pool's call takes this action's optional arguments: a
         ``block_mask`` or ``replace_existing_hashes`` it has no parameter for is never
         drawn (the pool is judged on what it offers)."""
-        if isinstance(action, CacheFullBlocks) and action.block_mask is not None:
-            return self.api.block_mask
-        if isinstance(action, CachePartialBlock) and action.replace_existing_hashes:
-            return self.api.replace_existing_hashes
-        return True
+        return all(
+            keyword_parameter(k, self.api) is not None or not is_set(getattr(action, k.field))
+            for k in table.of(action).call.keywords
+            if not k.offered_as_operation
+        )
 
     def _detect_operations(self) -> frozenset[str]:
-        ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
-        if "free_blocks" in ops and self.api.evict_first_arg is not None:
-            ops.add(EVICT_FIRST)
-        if hasattr(self.pool.blocks[0], "pool"):
-            ops.add("peer_get_new_blocks")
+        """The operations whose method the pool has (a peer's, when its blocks name their
+        pool), and ``method:keyword`` for each optional keyword offered that way."""
+        ops = set()
+        for op in table.POOL_OPERATIONS:
+            call = op.call
+            if call.on_peer and not hasattr(self.pool.blocks[0], "pool"):
+                continue
+            if not callable(getattr(self.pool, call.method, None)):
+                continue
+            ops.add(op.name)
+            ops.update(
+                f"{op.name}:{k.parameter}"
+                for k in call.keywords
+                if k.offered_as_operation and keyword_parameter(k, self.api) is not None
+            )
         return frozenset(ops)
 
     def _detect_observables(self) -> frozenset[str]:
@@ -209,116 +183,92 @@ class VllmApiTarget:
 
     def apply(self, action: Action) -> Observation:
         self._fired = []
-        tagging = not self.api.events_carry_group and not isinstance(action, TakeEvents)
+        operation = table.of(action)
+        tagging = not self.api.events_carry_group and operation.call.read_as != "events"
         queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
         keys_before = self._key_pairs() if tagging else Counter()
         if not self._index_readable:
             self._probe.remember(keys_named(action))
         try:
-            result = self._dispatch(action)
+            result = self._dispatch(operation, action)
         finally:
             if tagging:
                 self._tag_new_events(action, queue_before, keys_before)
         fired = tuple(self._fired)
-        if isinstance(action, ResetPrefixCache):
+        if operation.fires_in_any_order:
             fired = tuple(sorted(fired))
         return Observation(result, fired)
 
-    def _dispatch(self, action: Action) -> Any:
-        pool = self.pool
-        match action:
-            case GetNewBlocks(num_blocks=n):
-                return tuple(b.block_id for b in self._taken(action, pool.get_new_blocks(n)))
-            case PeerGetNewBlocks(num_blocks=n):
-                assert self.peer is not None
-                return tuple(b.block_id for b in self.peer.get_new_blocks(n))
-            case FreeBlocks(blocks=ids, evict_first=evict_first, foreign=foreign):
-                blocks = self._blocks(ids) + self._foreign(foreign)
-                if evict_first:
-                    if self.api.evict_first_arg is None:
-                        raise TypeError("this pool's free_blocks has no evict_first argument")
-                    returned = pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
-                else:
-                    returned = pool.free_blocks(blocks)
-                self._taken(action, returned)
-                return None
-            case Touch(blocks=ids):
-                touched = (self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids)
-                self._taken(action, pool.touch(touched))
-                return None
-            case UnpinBlocks(blocks=ids, watcher=name):
-                self._taken(action, pool.unpin_blocks(self._blocks(ids), self._watcher(name)))
-                return None
-            case CacheFullBlocks():
-                extra: dict[str, object] = {}
-                if action.block_mask is not None:
-                    if not self.api.block_mask:
-                        raise TypeError("this pool's cache_full_blocks has no block_mask argument")
-                    extra["block_mask"] = list(action.block_mask)
-                returned = pool.cache_full_blocks(
-                    self._request(action.block_hashes),
-                    self._blocks(action.blocks),
-                    action.num_cached_blocks,
-                    action.num_full_blocks,
-                    action.block_size,
-                    action.group_id,
-                    **extra,
-                )
-                self._taken(action, returned)
-                new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
-                self.int_hashes.remember_blocks(
-                    self._blocks(new), action.block_size, self.config.hash_block_size
-                )
-                return None
-            case CachePartialBlock():
-                if action.replace_existing_hashes and not self.api.replace_existing_hashes:
+    def _dispatch(self, operation: PoolOperation, action: Action) -> Any:
+        """Make ``operation``'s call (:class:`~...engine.pool_call.PoolCall`) for
+        ``action`` and read its answer."""
+        call = operation.call
+        owner = self.peer if call.on_peer else self.pool
+        assert owner is not None  # a peer operation is offered only with a peer
+        arguments = [self._argument(a, getattr(action, a.field), action) for a in call.arguments]
+        keywords: dict[str, object] = {}
+        for keyword in call.keywords:
+            value = getattr(action, keyword.field)
+            parameter = keyword_parameter(keyword, self.api)
+            if parameter is None:
+                if is_set(value):
                     raise TypeError(
-                        "this pool's cache_partial_block has no replace_existing_hashes argument"
+                        f"this pool's {call.method} has no {keyword.parameter} argument"
                     )
-                replace = (
-                    {"replace_existing_hashes": action.replace_existing_hashes}
-                    if self.api.replace_existing_hashes
-                    else {}
-                )
-                key = pool.cache_partial_block(
-                    self._request(action.block_hashes),
-                    pool.blocks[action.block],
-                    action.num_tokens,
-                    action.group_id,
-                    action.block_size,
-                    **replace,
-                )
-                return None if key is None else bytes(key)
-            case GetCachedBlock(block_hash=block_hash, group_ids=groups):
-                hits = pool.get_cached_block(block_hash, list(groups))
-                return None if hits is None else tuple(b.block_id for b in hits)
-            case EvictBlocks(block_ids=ids):
-                self._taken(action, pool.evict_blocks(set(ids)))
-                return None
-            case MoveBlockHashes(src=src, dst=dst):
-                moved = pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
-                self._taken(action, moved)
-                return None
-            case ResetPrefixCache():
-                return bool(pool.reset_prefix_cache())
-            case IsBlockWritable(block=b):
-                return bool(pool.is_block_writable(pool.blocks[b]))
-            case GetUsage():
-                return float(pool.get_usage())
-            case GetNumFreeBlocks():
-                return int(pool.get_num_free_blocks())
-            case TakeEvents():
-                return tuple(self.taken_events(pool.take_events()))
-        raise TypeError(f"unknown action {action!r}")
-
-    def _taken(self, action: Action, returned: Any) -> Any:
-        """``returned``, the pool's answer to ``action``, unless it is a refusal by return
-        value (the profile's ``refuses_by_return``: see :mod:`...engine.refusal`), which is
-        raised as the pool's refusal."""
-        refused = refusal(action.operation, returned, self.profile)
+            elif keyword.always or is_set(value):
+                keywords[parameter] = self._given(keyword.given_as, value)
+        returned = getattr(owner, call.method)(*arguments, **keywords)
+        refused = refusal(operation.name, returned, self.profile)
         if refused is not None:
             raise refused
-        return returned
+        if isinstance(action, CacheFullBlocks):  # the coarse keys its events may name
+            new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
+            self.int_hashes.remember_blocks(
+                self._blocks(new), action.block_size, self.config.hash_block_size
+            )
+        return self._read(call.read_as, returned)
+
+    def _argument(self, argument: Argument, value: Any, action: Action) -> Any:
+        """``value``, the action's field, as the pool takes ``argument``."""
+        given = self._given(argument.given_as, value)
+        if argument.foreign is not None:
+            given += self._foreign(getattr(action, argument.foreign))
+        if argument.per_group is not None and getattr(self.api, argument.per_group):
+            return (given,)
+        return given
+
+    def _given(self, given_as: GivenAs, value: Any) -> Any:
+        if given_as == "value":
+            return value
+        if given_as == "blocks":
+            return self._blocks(value)
+        if given_as == "block":
+            return self.pool.blocks[value]
+        if given_as == "list":
+            return list(value)
+        if given_as == "set":
+            return set(value)
+        if given_as == "request":
+            return self._request(value)
+        return self._watcher(value)  # "watcher"
+
+    def _read(self, read_as: ReadAs, returned: Any) -> Any:
+        """The pool's answer, ``returned``, in the spec's vocabulary."""
+        if read_as == "nothing":
+            return None
+        if read_as == "block_ids" or (read_as == "block_ids_or_none" and returned is not None):
+            return tuple(b.block_id for b in returned)
+        if read_as == "key_or_none":
+            return None if returned is None else bytes(returned)
+        if read_as == "bool":
+            return bool(returned)
+        if read_as == "int":
+            return int(returned)
+        if read_as == "float":
+            return float(returned)
+        if read_as == "events":
+            return tuple(self.taken_events(returned))
+        return None  # block_ids_or_none: a miss
 
     # --- events -------------------------------------------------------------------------
 
