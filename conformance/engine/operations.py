@@ -335,7 +335,7 @@ POOL_OPERATIONS: tuple[PoolOperation, ...] = (
                 Argument(
                     "block_hash",
                     "block_hash",
-                    "value",
+                    "hash",
                     "a block hash without the group suffix (bytes)",
                 ),
                 Argument(

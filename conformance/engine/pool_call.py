@@ -16,13 +16,14 @@ from typing import Any, Literal
 
 #: How an action's field is handed to the pool:
 #:
-#: - ``value``: as it is (an int, the hash bytes);
+#: - ``value``: as it is (an int, a flag);
+#: - ``hash``: bytes, as they are (a trace or vector writes them in hex);
 #: - ``list`` / ``set``: a tuple of the action as a list or a set;
 #: - ``block``: a block id as the pool's block object (``pool.blocks[id]``);
 #: - ``blocks``: block ids as a list of the pool's block objects;
 #: - ``request``: a request's chained block hashes as a request object;
 #: - ``watcher``: a watcher's name as the callback the pool calls on reuse.
-GivenAs = Literal["value", "list", "set", "block", "blocks", "request", "watcher"]
+GivenAs = Literal["value", "hash", "list", "set", "block", "blocks", "request", "watcher"]
 
 #: What the pool's answer is read as:
 #:

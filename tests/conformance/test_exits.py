@@ -4,19 +4,20 @@ its traceback, and a finding (1) is always about the target."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine import machine
+from kvpool.conformance.engine import operations
 from kvpool.conformance.engine.levels import SAFETY
 from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.engine.surface import SurfaceMismatch, fault_of
 from kvpool.conformance.engine.target import Target
 from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.conformance.usage import EXIT_BUG, EXIT_FINDING, EXIT_USAGE
-from kvpool.spec import GetNewBlocks, PoolConfig, Profile, violation
+from kvpool.spec import Action, GetNewBlocks, PoolConfig, Profile, violation
 from kvpool.spec.profile import SEED
 from surface_pools import IdsForBlocks  # on sys.path via pytest
 
@@ -102,10 +103,12 @@ def test_a_crash_in_the_pools_own_code_is_a_finding_with_its_actions() -> None:
 def test_a_planted_crash_in_the_harness_exits_4_with_the_command_and_traceback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the harness's own table of draw weights loses an entry: drawing raises KeyError there
-    weights = dict(machine.WEIGHTS)
-    del weights["get_new_blocks"]
-    monkeypatch.setattr(machine, "WEIGHTS", weights)
+    # the harness's own operation table loses the draw of an entry: drawing raises KeyError
+    def lost(*drawn: object) -> Action:
+        raise KeyError("get_new_blocks")
+
+    first = dataclasses.replace(operations.POOL_OPERATIONS[0], draw=lost)
+    monkeypatch.setattr(operations, "POOL_OPERATIONS", (first, *operations.POOL_OPERATIONS[1:]))
     result = conform("--target", "impl", "--machine", "pool", "--level", "safety")
     assert result.exit_code == EXIT_BUG, result.output
     assert "this is a bug in kvpool" in result.output

@@ -238,7 +238,7 @@ class VllmApiTarget:
         return given
 
     def _given(self, given_as: GivenAs, value: Any) -> Any:
-        if given_as == "value":
+        if given_as == "value" or given_as == "hash":
             return value
         if given_as == "blocks":
             return self._blocks(value)
