@@ -84,6 +84,8 @@ class Replayer:
         """An action's field (as the vector writes it) in the form the pool takes."""
         if isinstance(value, dict) and "tag" in value:
             value = optional(value)
+        if value is None:
+            return None
         if given_as == "hash":
             return bytes.fromhex(value)
         if given_as == "blocks":

@@ -4,7 +4,6 @@ its traceback, and a finding (1) is always about the target."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from kvpool.conformance.engine.surface import SurfaceMismatch, fault_of
 from kvpool.conformance.engine.target import Target
 from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.conformance.usage import EXIT_BUG, EXIT_FINDING, EXIT_USAGE
-from kvpool.spec import Action, GetNewBlocks, PoolConfig, Profile, violation
+from kvpool.spec import GetNewBlocks, PoolConfig, Profile, violation
 from kvpool.spec.profile import SEED
 from surface_pools import IdsForBlocks  # on sys.path via pytest
 
@@ -103,12 +102,10 @@ def test_a_crash_in_the_pools_own_code_is_a_finding_with_its_actions() -> None:
 def test_a_planted_crash_in_the_harness_exits_4_with_the_command_and_traceback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the harness's own operation table loses the draw of an entry: drawing raises KeyError
-    def lost(*drawn: object) -> Action:
-        raise KeyError("get_new_blocks")
-
-    first = dataclasses.replace(operations.POOL_OPERATIONS[0], draw=lost)
-    monkeypatch.setattr(operations, "POOL_OPERATIONS", (first, *operations.POOL_OPERATIONS[1:]))
+    # the harness's own index of the operation table loses an entry: drawing raises KeyError
+    operations.named("get_new_blocks")  # the index is built
+    index = {n: op for n, op in operations._Index.by_name.items() if n != "get_new_blocks"}
+    monkeypatch.setattr(operations._Index, "by_name", index)
     result = conform("--target", "impl", "--machine", "pool", "--level", "safety")
     assert result.exit_code == EXIT_BUG, result.output
     assert "this is a bug in kvpool" in result.output
