@@ -27,6 +27,7 @@ from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level, level_fo
 from .engine.lockstep import RunRecord
 from .engine.runner import LevelResult, run_level
 from .engine.surface import SurfaceMismatch, surface_message, surface_problems
+from .hooks import manager_target_problems
 from .manager.machine import RunBuilder
 from .manager.runner import (
     ON_MANAGER,
@@ -308,6 +309,9 @@ def conform(
                 console,
                 f"manager {manager_name!r} could not be built: {type(exc).__name__}: {exc}",
             )
+        hook_problems = manager_target_problems(built)
+        if hook_problems:
+            fail_usage(console, f"manager {manager_name!r}: " + "; ".join(hook_problems))
         if events_asked and not callable(getattr(built, "take_events", None)):
             fail_usage(
                 console,

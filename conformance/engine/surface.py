@@ -18,10 +18,11 @@ from typing import Any, Literal
 
 from kvpool.spec import PoolConfig, Profile
 
+from ..hooks import pool_target_problems
 from . import operations as table
 from .pool_call import keyword_parameter
 from .refusal import RefusedByReturn
-from .target import TAKES, TargetFactory
+from .target import TargetFactory
 
 #: Where the docs say what each operation's call takes and returns.
 OPERATION_PAGE = (
@@ -84,9 +85,7 @@ def _target_problems(target: object) -> list[str]:
     for name in TARGET_METHODS:
         if not callable(getattr(target, name, None)):
             problems.append(f"the Target {kind} has no method {name}(); {TARGET_PAGE}")
-    takes = getattr(target, TAKES, None)
-    if takes is not None and not callable(takes):
-        problems.append(f"the Target {kind}'s {TAKES} is not callable; {TARGET_PAGE}")
+    problems += [f"{p}; {TARGET_PAGE}" for p in pool_target_problems(target)]
     return problems
 
 
