@@ -1,15 +1,15 @@
 """A standalone replayer of kvpool test vectors for pools with vLLM's BlockPool API.
 
-It imports nothing from kvpool: only the standard library and the pool under test; how each
-operation calls the pool it reads from ``pool_calls.json`` (data, written from kvpool's
-operation table), so it has no branch per operation. It is the proof that the vector
-format stands alone, and a template for a runner in another language (which reads the
-vectors and that file). For each vector it builds the pool the vector names, applies every
-action, and compares what the pool returns (blocks, lookups, flags, counts, usage, keys, events, reuse
-watcher firings, refusals of out-of-contract actions) and its free count after each step;
-for ``order`` vectors also the free queue's order when the pool exposes it. Vectors assume
-the eviction order of their profile; a pool with another policy is checked with
-``kvpool vectors check``, which re-derives the expectations as it goes.
+It imports nothing from kvpool: only the standard library and the pool under test; how
+each operation calls the pool it reads from ``pool_calls.json`` (data, written from
+kvpool's operation table), so it has no branch per operation. It is the proof that the
+vector format stands alone, and a template for a runner in another language (which reads
+the vectors and that file). For each vector it builds the pool the vector names, applies
+every action, and compares what the pool returns (blocks, lookups, flags, counts, usage,
+keys, events, reuse watcher firings, refusals of out-of-contract actions) and its free
+count after each step; for ``order`` vectors also the free queue's order when the pool
+exposes it. Vectors assume the eviction order of their profile; a pool with another policy
+is checked with ``kvpool vectors check``, which re-derives the expectations as it goes.
 
     python -m kvpool.conformance.vectors.runner VECTOR_DIR --pool mypkg.pool:make_pool
 """
