@@ -8,51 +8,52 @@ lost a block); :func:`facts` is the one place that reads them off a state.
 
 from __future__ import annotations
 
-from enum import Enum
+from typing import Final
 
 from kvpool.spec import PoolState
 
 from . import draw
 
 
-class Fact(Enum):
-    """A fact about the state (and the drawing context) an operation's draw depends on."""
+class Fact:
+    """The facts about the state (and the drawing context) an operation's draw depends on,
+    by name (strings: a step builds a set of them, and strings hash fastest)."""
 
     #: Some real block is held.
-    HELD = "held"
+    HELD: Final = "held"
     #: Some real block is held or keyed: something a touch can hit.
-    HIT = "hit"
+    HIT: Final = "hit"
     #: The pool caches.
-    CACHING = "caching"
+    CACHING: Final = "caching"
     #: Some real block carries no key (somewhere to move keys to).
-    UNKEYED = "unkeyed"
+    UNKEYED: Final = "unkeyed"
     #: A peer pool exists and the target takes its blocks.
-    PEER = "peer"
+    PEER: Final = "peer"
     #: A block carries extra keys: where moves go wrong.
-    EXTRA_KEYS = "extra keys"
+    EXTRA_KEYS: Final = "extra keys"
     #: Every real block is free: the only time a reset does anything.
-    IDLE = "idle"
+    IDLE: Final = "idle"
     #: The last step dropped a key from a block: is it still served?
-    JUST_DROPPED = "just dropped"
+    JUST_DROPPED: Final = "just dropped"
     #: A key is cached on several blocks: evictions drop them one at a time.
-    DUPLICATES = "duplicates"
+    DUPLICATES: Final = "duplicates"
     #: Drawing for the events level with two keys cached: a parent evicted before its
     #: child is what routers' trees get wrong.
-    EVENTS_TWO_KEYS = "events, two keys"
+    EVENTS_TWO_KEYS: Final = "events, two keys"
     #: A block is held twice or more: unpinned, it stays held with its watcher waiting.
-    SHARED = "shared"
+    SHARED: Final = "shared"
     #: A block is in a state few steps reach: the queries and the calls naming a block
     #: should meet it.
-    RARE = "rare"
+    RARE: Final = "rare"
     #: As :attr:`RARE`, with a block held (a reset is then refused: nothing lost).
-    RARE_HELD = "rare, held"
+    RARE_HELD: Final = "rare, held"
 
 
-def facts(state: PoolState, ctx: draw.Context) -> frozenset[Fact]:
+def facts(state: PoolState, ctx: draw.Context) -> frozenset[str]:
     """The facts that hold in ``state`` for drawing with ``ctx``."""
     real = state.primary[1:]
     held = any(state.ref_cnt[1:])  # counts are never negative (invariant 1)
-    found: set[Fact] = set()
+    found: set[str] = set()
     if held:
         found.add(Fact.HELD)
     if held or real.count(None) != len(real):

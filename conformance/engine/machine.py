@@ -21,7 +21,7 @@ from ..events.caller import manager_could_call
 from . import draw
 from . import operations as table
 from .choices import Choices
-from .draw_facts import Fact, facts
+from .draw_facts import facts
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
 from .seeded_search import Start, Step
@@ -45,7 +45,7 @@ def kinds(
 
 
 def _weighed(
-    operations: frozenset[str], found: frozenset[Fact], broken: bool
+    operations: frozenset[str], found: frozenset[str], broken: bool
 ) -> tuple[tuple[str, int], ...]:
     """The drawable operations (in :data:`~.operations.POOL_OPERATIONS`' order) with their
     weights, four times as heavy where a fact ``found`` boosts them; with ``broken``, a rule
@@ -64,7 +64,7 @@ def _weighed(
 OUT_OF_CONTRACT = "out_of_contract"
 
 #: :func:`_weighed` by its arguments, as each is first met (a run meets a few dozen).
-_WEIGHED: dict[tuple[frozenset[str], frozenset[Fact], bool], tuple[tuple[str, int], ...]] = {}
+_WEIGHED: dict[tuple[frozenset[str], frozenset[str], bool], tuple[tuple[str, int], ...]] = {}
 
 
 def next_action(

@@ -69,9 +69,9 @@ class PoolOperation:
     #: gives ``None`` when the state offers no way to.
     bad_draws: tuple[BadDrawer, ...] = ()
     #: It is drawn only when all of these hold.
-    needs: frozenset[Fact] = frozenset()
+    needs: frozenset[str] = frozenset()
     #: It is drawn four times as often when any of these holds.
-    boosted_by: frozenset[Fact] = frozenset()
+    boosted_by: frozenset[str] = frozenset()
     #: The return values (compared by identity) by which a pool whose profile says
     #: ``refuses_by_return`` refuses the call: a ``False`` where the taken call returns
     #: nothing, no list where it returns blocks. Empty: its return value is its result,
