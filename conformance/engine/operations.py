@@ -16,7 +16,7 @@ record here (and its action, rule and drawers where those live).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kvpool.spec import (
@@ -83,9 +83,11 @@ class PoolOperation:
     #: The watcher firings it causes come in no set order (they are compared sorted).
     fires_in_any_order: bool = False
 
-    @property
-    def name(self) -> str:
-        return self.action.operation
+    #: Its name (the action's ``operation``).
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.action.operation)
 
     @property
     def rule(self) -> Rule:
@@ -475,11 +477,15 @@ POOL_OPERATIONS: tuple[PoolOperation, ...] = (
 
 def named(name: str) -> PoolOperation:
     """The operation called ``name`` (``KeyError`` when there is none)."""
+    if _Index.table is POOL_OPERATIONS:  # the table indexed last: no call on every step
+        return _Index.by_name[name]
     return _indexed()[0][name]
 
 
 def of(action: Action) -> PoolOperation:
     """The operation ``action`` stands for (``KeyError`` when there is none)."""
+    if _Index.table is POOL_OPERATIONS:
+        return _Index.by_action[type(action)]
     return _indexed()[1][type(action)]
 
 

@@ -20,6 +20,8 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from kvpool.spec import Action, CacheFullBlocks, Event, Observation, PoolConfig, Profile
@@ -38,6 +40,33 @@ from .events import EventReader
 from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """An operation's call on one pool, and what the adapter does around it."""
+
+    #: Makes the call for an action and reads the answer (a refusal raised).
+    invoke: Callable[[Action], Any]
+    #: The events it queues are tagged with their group (all but ``take_events``'s).
+    tags_events: bool
+    fires_in_any_order: bool
+    #: Optional fields the pool takes no parameter for: an action setting one is not taken.
+    untaken: tuple[str, ...]
+    #: It gives blocks coarse keys, which events may name by 64-bit integers.
+    names_coarse_keys: bool
+
+
+def _as_it_is(value: Any) -> Any:
+    return value
+
+
+def _block_ids(blocks: Any) -> tuple[int, ...]:
+    return tuple(b.block_id for b in blocks)
+
+
+def _nothing(returned: Any) -> None:
+    return None
 
 
 class VllmApiTarget:
@@ -74,6 +103,9 @@ class VllmApiTarget:
         self._index_readable = (
             read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None
         )
+        #: Each operation's call on this pool (by its action type), worked out when first
+        #: made.
+        self._calls: dict[type[Action], _Call] = {}
         self.operations = self._detect_operations()
         self.observes = self._detect_observables()
 
@@ -83,11 +115,8 @@ class VllmApiTarget:
         """Whether the pool's call takes this action's optional arguments: a
         ``block_mask`` or ``replace_existing_hashes`` it has no parameter for is never
         drawn (the pool is judged on what it offers)."""
-        return all(
-            keyword_parameter(k, self.api) is not None or not is_set(getattr(action, k.field))
-            for k in table.of(action).call.keywords
-            if not k.offered_as_operation
-        )
+        untaken = self._call(action).untaken
+        return not untaken or not any(is_set(getattr(action, field)) for field in untaken)
 
     def _detect_operations(self) -> frozenset[str]:
         """The operations whose method the pool has (a peer's, when its blocks name their
@@ -183,92 +212,141 @@ class VllmApiTarget:
 
     def apply(self, action: Action) -> Observation:
         self._fired = []
-        operation = table.of(action)
-        tagging = not self.api.events_carry_group and operation.call.read_as != "events"
+        call = self._call(action)
+        tagging = not self.api.events_carry_group and call.tags_events
         queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
         keys_before = self._key_pairs() if tagging else Counter()
         if not self._index_readable:
             self._probe.remember(keys_named(action))
         try:
-            result = self._dispatch(operation, action)
+            result = call.invoke(action)
+            if call.names_coarse_keys:
+                self._remember_coarse_keys(action)
         finally:
             if tagging:
                 self._tag_new_events(action, queue_before, keys_before)
         fired = tuple(self._fired)
-        if operation.fires_in_any_order:
+        if call.fires_in_any_order:
             fired = tuple(sorted(fired))
         return Observation(result, fired)
 
-    def _dispatch(self, operation: PoolOperation, action: Action) -> Any:
-        """Make ``operation``'s call (:class:`~...engine.pool_call.PoolCall`) for
-        ``action`` and read its answer."""
+    def _call(self, action: Action) -> _Call:
+        """The call ``action`` makes on this pool, worked out when first made."""
+        found = self._calls.get(type(action))
+        if found is None:
+            operation = table.of(action)
+            found = self._calls[type(action)] = _Call(
+                invoke=self._call_of(operation),
+                tags_events=operation.call.read_as != "events",
+                fires_in_any_order=operation.fires_in_any_order,
+                untaken=tuple(
+                    k.field
+                    for k in operation.call.keywords
+                    if not k.offered_as_operation and keyword_parameter(k, self.api) is None
+                ),
+                names_coarse_keys=operation.action is CacheFullBlocks,
+            )
+        return found
+
+    def _remember_coarse_keys(self, action: Any) -> None:
+        """The keys a ``cache_full_blocks`` gave its new blocks, which the pool's events may
+        name by a 64-bit integer."""
+        new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
+        self.int_hashes.remember_blocks(
+            self._blocks(new), action.block_size, self.config.hash_block_size
+        )
+
+    def _call_of(self, operation: PoolOperation) -> Callable[[Action], Any]:
+        """``operation``'s call on this pool, worked out once: each argument's field and
+        form, the keywords the pool takes, how its answer is read and which answers are
+        refusals."""
         call = operation.call
         owner = self.peer if call.on_peer else self.pool
-        assert owner is not None  # a peer operation is offered only with a peer
-        arguments = [self._argument(a, getattr(action, a.field), action) for a in call.arguments]
-        keywords: dict[str, object] = {}
-        for keyword in call.keywords:
-            value = getattr(action, keyword.field)
-            parameter = keyword_parameter(keyword, self.api)
-            if parameter is None:
-                if is_set(value):
-                    raise TypeError(
-                        f"this pool's {call.method} has no {keyword.parameter} argument"
-                    )
-            elif keyword.always or is_set(value):
-                keywords[parameter] = self._given(keyword.given_as, value)
-        returned = getattr(owner, call.method)(*arguments, **keywords)
-        refused = refusal(operation.name, returned, self.profile)
-        if refused is not None:
-            raise refused
-        if isinstance(action, CacheFullBlocks):  # the coarse keys its events may name
-            new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
-            self.int_hashes.remember_blocks(
-                self._blocks(new), action.block_size, self.config.hash_block_size
-            )
-        return self._read(call.read_as, returned)
+        method = call.method
+        arguments = [self._argument(a) for a in call.arguments]
+        keywords = [
+            (k, keyword_parameter(k, self.api), self._given(k.given_as)) for k in call.keywords
+        ]
+        read = self._reader(call.read_as)
+        refuses = bool(operation.refused_by_returning) and self.profile.refuses_by_return
+        name, profile = operation.name, self.profile
+        if not keywords and not refuses:  # most calls: the arguments, the answer read
 
-    def _argument(self, argument: Argument, value: Any, action: Action) -> Any:
-        """``value``, the action's field, as the pool takes ``argument``."""
-        given = self._given(argument.given_as, value)
+            def plain(action: Action) -> Any:
+                return read(getattr(owner, method)(*[get(action) for get in arguments]))
+
+            return plain
+
+        def invoke(action: Action) -> Any:
+            given = [argument(action) for argument in arguments]
+            taken: dict[str, object] = {}
+            for keyword, parameter, convert in keywords:
+                value = getattr(action, keyword.field)
+                if parameter is None:
+                    if is_set(value):
+                        raise TypeError(
+                            f"this pool's {method} has no {keyword.parameter} argument"
+                        )
+                elif keyword.always or is_set(value):
+                    taken[parameter] = convert(value)
+            returned = getattr(owner, method)(*given, **taken)
+            if refuses:
+                refused = refusal(name, returned, profile)
+                if refused is not None:
+                    raise refused
+            return read(returned)
+
+        return invoke
+
+    def _argument(self, argument: Argument) -> Callable[[Action], Any]:
+        """How the pool takes ``argument``, read off an action: its field's value in the
+        argument's form (with the peer's blocks of its ``foreign`` field appended, and
+        wrapped in one list per group where the pool wants that)."""
+        field, given = argument.field, self._given(argument.given_as)
         if argument.foreign is not None:
-            given += self._foreign(getattr(action, argument.foreign))
+            foreign = argument.foreign
+            return lambda action: (
+                given(getattr(action, field)) + self._foreign(getattr(action, foreign))
+            )
         if argument.per_group is not None and getattr(self.api, argument.per_group):
-            return (given,)
-        return given
+            return lambda action: (given(getattr(action, field)),)
+        if given is _as_it_is:
+            return attrgetter(field)
+        return lambda action: given(getattr(action, field))
 
-    def _given(self, given_as: GivenAs, value: Any) -> Any:
-        if given_as == "value" or given_as == "hash":
-            return value
+    def _given(self, given_as: GivenAs) -> Callable[[Any], Any]:
+        """How a field's value is handed to the pool as ``given_as`` says."""
         if given_as == "blocks":
-            return self._blocks(value)
+            return self._blocks
         if given_as == "block":
-            return self.pool.blocks[value]
+            return lambda block_id: self.pool.blocks[block_id]
         if given_as == "list":
-            return list(value)
+            return list
         if given_as == "set":
-            return set(value)
+            return set
         if given_as == "request":
-            return self._request(value)
-        return self._watcher(value)  # "watcher"
+            return self._request
+        if given_as == "watcher":
+            return self._watcher
+        return _as_it_is  # "value", "hash"
 
-    def _read(self, read_as: ReadAs, returned: Any) -> Any:
-        """The pool's answer, ``returned``, in the spec's vocabulary."""
-        if read_as == "nothing":
-            return None
-        if read_as == "block_ids" or (read_as == "block_ids_or_none" and returned is not None):
-            return tuple(b.block_id for b in returned)
+    def _reader(self, read_as: ReadAs) -> Callable[[Any], Any]:
+        """How the pool's answer is read, as ``read_as`` says, in the spec's vocabulary."""
+        if read_as == "block_ids":
+            return _block_ids
+        if read_as == "block_ids_or_none":
+            return lambda returned: None if returned is None else _block_ids(returned)
         if read_as == "key_or_none":
-            return None if returned is None else bytes(returned)
+            return lambda returned: None if returned is None else bytes(returned)
         if read_as == "bool":
-            return bool(returned)
+            return bool
         if read_as == "int":
-            return int(returned)
+            return int
         if read_as == "float":
-            return float(returned)
+            return float
         if read_as == "events":
-            return tuple(self.taken_events(returned))
-        return None  # block_ids_or_none: a miss
+            return lambda returned: tuple(self.taken_events(returned))
+        return _nothing  # "nothing"
 
     # --- events -------------------------------------------------------------------------
 
