@@ -229,6 +229,7 @@ READERS = {
     "engine/refusal.py",
     "engine/pool_call.py",
     "targets/vllm_api/adapter.py",
+    "targets/vllm_api/calls.py",
     "vectors/generate.py",
     "vectors/runner.py",
     "vectors/call_table.py",
@@ -239,7 +240,7 @@ READERS = {
 ALLOWED = {
     # the adapter remembers the coarse keys a caching call gives blocks, to read the 64-bit
     # integer hashes its events publish (events, not the call)
-    ("targets/vllm_api/adapter.py", "CacheFullBlocks"),
+    ("targets/vllm_api/calls.py", "CacheFullBlocks"),
     # what the adapter can observe follows from the operations the pool offers (a view,
     # not a call): lookups probe the index, events are taken, watchers fire, a peer exists
     ("targets/vllm_api/adapter.py", "get_cached_block"),

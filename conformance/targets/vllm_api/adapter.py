@@ -20,53 +20,23 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
-from kvpool.spec import Action, CacheFullBlocks, Event, Observation, PoolConfig, Profile
+from kvpool.spec import Action, Event, Observation, PoolConfig, Profile
 from kvpool.spec.keys import group_of, hash_of
 
 from ...engine import operations as table
-from ...engine.operations import PoolOperation
-from ...engine.pool_call import Argument, GivenAs, ReadAs, is_set, keyword_parameter
-from ...engine.refusal import refusal
+from ...engine.pool_call import is_set, keyword_parameter
 from ...engine.target import FINE_EVENT_HASHES, Index, Lookups, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
+from .calls import Call, call_for
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
 from .int_hashes import IntHashes
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """An operation's call on one pool, and what the adapter does around it."""
-
-    #: Makes the call for an action and reads the answer (a refusal raised).
-    invoke: Callable[[Action], Any]
-    #: The events it queues are tagged with their group (all but ``take_events``'s).
-    tags_events: bool
-    fires_in_any_order: bool
-    #: Optional fields the pool takes no parameter for: an action setting one is not taken.
-    untaken: tuple[str, ...]
-    #: It gives blocks coarse keys, which events may name by 64-bit integers.
-    names_coarse_keys: bool
-
-
-def _as_it_is(value: Any) -> Any:
-    return value
-
-
-def _block_ids(blocks: Any) -> tuple[int, ...]:
-    return tuple(b.block_id for b in blocks)
-
-
-def _nothing(returned: Any) -> None:
-    return None
 
 
 class VllmApiTarget:
@@ -105,7 +75,7 @@ class VllmApiTarget:
         )
         #: Each operation's call on this pool (by its action type), worked out when first
         #: made.
-        self._calls: dict[type[Action], _Call] = {}
+        self._calls: dict[type[Action], Call] = {}
         self.operations = self._detect_operations()
         self.observes = self._detect_observables()
 
@@ -165,10 +135,12 @@ class VllmApiTarget:
 
     # --- translating ids ----------------------------------------------------------------
 
-    def _blocks(self, ids: tuple[int, ...]) -> list[Any]:
+    def pool_blocks(self, ids: tuple[int, ...]) -> list[Any]:
+        """The pool's blocks of these ids."""
         return [self.pool.blocks[i] for i in ids]
 
-    def _foreign(self, ids: tuple[int, ...]) -> list[Any]:
+    def foreign_blocks(self, ids: tuple[int, ...]) -> list[Any]:
+        """The peer pool's blocks of these ids (a gone pool's, without a peer)."""
         if self.peer is not None:
             return [self.peer.blocks[i] for i in ids]
         return [self._orphan_block(i) for i in ids]
@@ -194,7 +166,8 @@ class VllmApiTarget:
             gc.collect(generation)
         return block
 
-    def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
+    def request(self, block_hashes: tuple[bytes, ...]) -> Any:
+        """A request object with these chained block hashes, as the pool reads one."""
         tokens = list(range(len(block_hashes) * self.config.hash_block_size))
         hashes = list(block_hashes)
         self._events.int_hashes.remember(hashes)
@@ -202,7 +175,8 @@ class VllmApiTarget:
             return self.api.request(hashes, tokens)
         return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
 
-    def _watcher(self, name: str) -> Callable[[Any], None]:
+    def watcher(self, name: str) -> Callable[[Any], None]:
+        """The ``on_reuse`` callback named ``name``: its firings are recorded."""
         def on_reuse(block: Any) -> None:
             self._fired.append((block.block_id, name))
 
@@ -219,7 +193,7 @@ class VllmApiTarget:
         if not self._index_readable:
             self._probe.remember(keys_named(action))
         try:
-            result = call.invoke(action)
+            result = call.invoke(self, action)
             if call.names_coarse_keys:
                 self._remember_coarse_keys(action)
         finally:
@@ -230,22 +204,14 @@ class VllmApiTarget:
             fired = tuple(sorted(fired))
         return Observation(result, fired)
 
-    def _call(self, action: Action) -> _Call:
-        """The call ``action`` makes on this pool, worked out when first made."""
+    def _call(self, action: Action) -> Call:
+        """The call ``action`` makes on this pool (from the operation table), worked out
+        when first made."""
         found = self._calls.get(type(action))
         if found is None:
             operation = table.of(action)
-            found = self._calls[type(action)] = _Call(
-                invoke=self._call_of(operation),
-                tags_events=operation.call.read_as != "events",
-                fires_in_any_order=operation.fires_in_any_order,
-                untaken=tuple(
-                    k.field
-                    for k in operation.call.keywords
-                    if not k.offered_as_operation and keyword_parameter(k, self.api) is None
-                ),
-                names_coarse_keys=operation.action is CacheFullBlocks,
-            )
+            found = call_for(operation, self.api, self.profile.refuses_by_return)
+            self._calls[type(action)] = found
         return found
 
     def _remember_coarse_keys(self, action: Any) -> None:
@@ -253,100 +219,8 @@ class VllmApiTarget:
         name by a 64-bit integer."""
         new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
         self.int_hashes.remember_blocks(
-            self._blocks(new), action.block_size, self.config.hash_block_size
+            self.pool_blocks(new), action.block_size, self.config.hash_block_size
         )
-
-    def _call_of(self, operation: PoolOperation) -> Callable[[Action], Any]:
-        """``operation``'s call on this pool, worked out once: each argument's field and
-        form, the keywords the pool takes, how its answer is read and which answers are
-        refusals."""
-        call = operation.call
-        owner = self.peer if call.on_peer else self.pool
-        method = call.method
-        arguments = [self._argument(a) for a in call.arguments]
-        keywords = [
-            (k, keyword_parameter(k, self.api), self._given(k.given_as)) for k in call.keywords
-        ]
-        read = self._reader(call.read_as)
-        refuses = bool(operation.refused_by_returning) and self.profile.refuses_by_return
-        name, profile = operation.name, self.profile
-        if not keywords and not refuses:  # most calls: the arguments, the answer read
-
-            def plain(action: Action) -> Any:
-                return read(getattr(owner, method)(*[get(action) for get in arguments]))
-
-            return plain
-
-        def invoke(action: Action) -> Any:
-            given = [argument(action) for argument in arguments]
-            taken: dict[str, object] = {}
-            for keyword, parameter, convert in keywords:
-                value = getattr(action, keyword.field)
-                if parameter is None:
-                    if is_set(value):
-                        raise TypeError(
-                            f"this pool's {method} has no {keyword.parameter} argument"
-                        )
-                elif keyword.always or is_set(value):
-                    taken[parameter] = convert(value)
-            returned = getattr(owner, method)(*given, **taken)
-            if refuses:
-                refused = refusal(name, returned, profile)
-                if refused is not None:
-                    raise refused
-            return read(returned)
-
-        return invoke
-
-    def _argument(self, argument: Argument) -> Callable[[Action], Any]:
-        """How the pool takes ``argument``, read off an action: its field's value in the
-        argument's form (with the peer's blocks of its ``foreign`` field appended, and
-        wrapped in one list per group where the pool wants that)."""
-        field, given = argument.field, self._given(argument.given_as)
-        if argument.foreign is not None:
-            foreign = argument.foreign
-            return lambda action: (
-                given(getattr(action, field)) + self._foreign(getattr(action, foreign))
-            )
-        if argument.per_group is not None and getattr(self.api, argument.per_group):
-            return lambda action: (given(getattr(action, field)),)
-        if given is _as_it_is:
-            return attrgetter(field)
-        return lambda action: given(getattr(action, field))
-
-    def _given(self, given_as: GivenAs) -> Callable[[Any], Any]:
-        """How a field's value is handed to the pool as ``given_as`` says."""
-        if given_as == "blocks":
-            return self._blocks
-        if given_as == "block":
-            return lambda block_id: self.pool.blocks[block_id]
-        if given_as == "list":
-            return list
-        if given_as == "set":
-            return set
-        if given_as == "request":
-            return self._request
-        if given_as == "watcher":
-            return self._watcher
-        return _as_it_is  # "value", "hash"
-
-    def _reader(self, read_as: ReadAs) -> Callable[[Any], Any]:
-        """How the pool's answer is read, as ``read_as`` says, in the spec's vocabulary."""
-        if read_as == "block_ids":
-            return _block_ids
-        if read_as == "block_ids_or_none":
-            return lambda returned: None if returned is None else _block_ids(returned)
-        if read_as == "key_or_none":
-            return lambda returned: None if returned is None else bytes(returned)
-        if read_as == "bool":
-            return bool
-        if read_as == "int":
-            return int
-        if read_as == "float":
-            return float
-        if read_as == "events":
-            return lambda returned: tuple(self.taken_events(returned))
-        return _nothing  # "nothing"
 
     # --- events -------------------------------------------------------------------------
 
