@@ -23,6 +23,7 @@ from .engine.expectations import Expectations, ExpectationsError, read_expectati
 from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS, Level
 from .engine.surface import surface_message, surface_problems
 from .engine.target import Target, TargetFactory
+from .hooks import manager_target_problems
 from .manager.machine import RunBuilder
 from .manager.runner import (
     ON_MANAGER,
@@ -249,6 +250,9 @@ def _check_manager(options: Options, console: Console, loaded: _Loaded) -> None:
             console,
             f"manager {manager_name!r} could not be built: {type(exc).__name__}: {exc}",
         )
+    hook_problems = manager_target_problems(built)
+    if hook_problems:
+        fail_usage(console, f"manager {manager_name!r}: " + "; ".join(hook_problems))
     if events_asked and not callable(getattr(built, "take_events", None)):
         fail_usage(
             console,

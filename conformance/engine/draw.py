@@ -451,17 +451,10 @@ def bad_foreign(data: Choices, state: PoolState, ctx: Context) -> Action | None:
 Drawer = Callable[[Choices, PoolState, "Context"], Action]
 BadDrawer = Callable[[Choices, PoolState, "Context"], Action | None]
 
-#: operation -> the out-of-contract drawers that need it
-BAD_DRAWERS: dict[str, tuple[BadDrawer, ...]] = {
-    "get_new_blocks": (bad_allocation,),
-    "free_blocks": (bad_double_free, bad_foreign),
-    "touch": (bad_touch,),
-    "unpin_blocks": (bad_unpin,),
-    "cache_full_blocks": (bad_cache,),
-    "cache_partial_block": (bad_partial,),
-    "evict_blocks": (bad_evict,),
-    "move_block_hashes": (bad_move,),
-}
+
+def always(action: Action) -> Drawer:
+    """The drawer of an operation that takes no argument: ``action`` every time."""
+    return lambda choices, state, ctx: action
 
 
 #: How many keys that recently lost a block drawing remembers, for lookups.

@@ -14,20 +14,7 @@ from __future__ import annotations
 
 from kvpool.spec import Profile
 
-#: The operations a pool may refuse by its return value: those whose taken call returns
-#: nothing in the contract (a ``False`` there is a status, not a result), and
-#: ``get_new_blocks`` (whose refusal returns no list). ``reset_prefix_cache``'s ``False`` is
-#: its result (blocks are held), never a refusal.
-STATUS_OPERATIONS = frozenset(
-    {
-        "free_blocks",
-        "touch",
-        "unpin_blocks",
-        "cache_full_blocks",
-        "evict_blocks",
-        "move_block_hashes",
-    }
-)
+from . import operations as table
 
 
 class RefusedByReturn(Exception):
@@ -44,14 +31,16 @@ def refusal(operation: str, returned: object, profile: Profile) -> RefusedByRetu
     """The refusal that ``returned`` (what the pool's ``operation`` call gave back) states,
     or ``None`` when the call was taken.
 
-    Only where the profile says ``refuses_by_return``: there a ``False`` from an operation of
-    :data:`STATUS_OPERATIONS`, or ``None``/``False`` from ``get_new_blocks``, is a refusal.
-    Elsewhere the return value of those calls is not read (the contract gives them none).
+    Only where the profile says ``refuses_by_return``: there a return value the operation's
+    :attr:`~.operations.PoolOperation.refused_by_returning` lists (a ``False`` where the
+    taken call returns nothing, no list where it returns blocks) is a refusal. Elsewhere
+    the return value of those calls is not read (the contract gives them none).
     """
     if not profile.refuses_by_return:
         return None
-    if operation == "get_new_blocks":
-        refused = returned is None or returned is False
-    else:
-        refused = operation in STATUS_OPERATIONS and returned is False
+    try:
+        statuses = table.named(operation).refused_by_returning
+    except KeyError:  # not a pool operation: nothing it returns is a refusal
+        return None
+    refused = any(returned is status for status in statuses)
     return RefusedByReturn(operation, returned) if refused else None

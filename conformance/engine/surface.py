@@ -18,8 +18,11 @@ from typing import Any, Literal
 
 from kvpool.spec import PoolConfig, Profile
 
+from ..hooks import pool_target_problems
+from . import operations as table
+from .pool_call import keyword_parameter
 from .refusal import RefusedByReturn
-from .target import TAKES, TargetFactory
+from .target import TargetFactory
 
 #: Where the docs say what each operation's call takes and returns.
 OPERATION_PAGE = (
@@ -30,44 +33,6 @@ TARGET_PAGE = "docs: Tutorial > Writing an adapter (tutorial/adapter.md)"
 #: What a Target (the protocol of :mod:`.target`) must define.
 TARGET_ATTRIBUTES = ("name", "operations", "observes")
 TARGET_METHODS = ("apply", "view", "structure_problems")
-
-#: The positional arguments the vLLM-API adapter passes to each pool method, and the
-#: keyword arguments it passes where the pool takes them (read off its signature).
-POOL_CALLS: dict[str, tuple[str, ...]] = {
-    "get_new_blocks": ("num_blocks",),
-    "free_blocks": ("ordered_blocks",),
-    "touch": ("blocks",),
-    "unpin_blocks": ("blocks", "on_reuse"),
-    "cache_full_blocks": (
-        "request",
-        "blocks",
-        "num_cached_blocks",
-        "num_full_blocks",
-        "block_size",
-        "kv_cache_group_id",
-    ),
-    "cache_partial_block": ("request", "block", "num_tokens", "kv_cache_group_id", "block_size"),
-    "get_cached_block": ("block_hash", "kv_cache_group_ids"),
-    "evict_blocks": ("block_ids",),
-    "move_block_hashes": ("src_block", "dst_block"),
-    "reset_prefix_cache": (),
-    "is_block_writable": ("block",),
-    "get_usage": (),
-    "get_num_free_blocks": (),
-    "take_events": (),
-}
-
-#: The pool methods every run calls: allocation, release, and the free count the suite
-#: reads after every step.
-REQUIRED_METHODS = ("get_new_blocks", "free_blocks", "get_num_free_blocks")
-
-#: What each required method is for, said in the message that asks for it.
-PURPOSE = {
-    "get_new_blocks": "get_new_blocks(num_blocks) -> list of blocks, taken from the free queue",
-    "free_blocks": "free_blocks(ordered_blocks) -> None, each block's ref_cnt down by one",
-    "get_num_free_blocks": "get_num_free_blocks() -> int, the free-queue length (read after "
-    "every step)",
-}
 
 
 class SurfaceMismatch(Exception):
@@ -120,9 +85,7 @@ def _target_problems(target: object) -> list[str]:
     for name in TARGET_METHODS:
         if not callable(getattr(target, name, None)):
             problems.append(f"the Target {kind} has no method {name}(); {TARGET_PAGE}")
-    takes = getattr(target, TAKES, None)
-    if takes is not None and not callable(takes):
-        problems.append(f"the Target {kind}'s {TAKES} is not callable; {TARGET_PAGE}")
+    problems += [f"{p}; {TARGET_PAGE}" for p in pool_target_problems(target)]
     return problems
 
 
@@ -132,17 +95,20 @@ def _pool_problems(pool: Any, api: Any, config: PoolConfig) -> list[str]:
     ids."""
     kind = type(pool).__name__
     problems = []
-    for method in REQUIRED_METHODS:
-        if not callable(getattr(pool, method, None)):
+    for op in table.POOL_OPERATIONS:
+        method = op.call.method
+        if op.required and not callable(getattr(pool, method, None)):
             problems.append(
-                f"the pool {kind} has no method {method}: add {PURPOSE[method]}; "
-                + OPERATION_PAGE.format(operation=method)
+                f"the pool {kind} has no method {method}: add {op.required}; "
+                + OPERATION_PAGE.format(operation=op.name)
             )
-    for method, arguments in POOL_CALLS.items():
+    for op in table.POOL_OPERATIONS:
+        method, arguments = op.call.method, op.call.positional
         found = getattr(pool, method, None)
-        if not callable(found):
+        if op.call.on_peer or not callable(found):
             continue
-        problem = _call_problem(found, arguments, _keywords(api, method))
+        keywords = (keyword_parameter(k, api) for k in op.call.keywords)
+        problem = _call_problem(found, arguments, [k for k in keywords if k is not None])
         if problem is not None:
             problems.append(
                 f"the pool {kind}'s {method} cannot be called as {method}"
@@ -152,17 +118,6 @@ def _pool_problems(pool: Any, api: Any, config: PoolConfig) -> list[str]:
             )
     problems += _block_problems(pool, kind, config)
     return problems
-
-
-def _keywords(api: Any, method: str) -> tuple[str, ...]:
-    """The keyword arguments the adapter passes to ``method`` of a pool read as ``api``."""
-    if method == "free_blocks" and api.evict_first_arg is not None:
-        return (api.evict_first_arg,)
-    if method == "cache_full_blocks" and api.block_mask:
-        return ("block_mask",)
-    if method == "cache_partial_block" and api.replace_existing_hashes:
-        return ("replace_existing_hashes",)
-    return ()
 
 
 def _call_problem(method: Any, arguments: tuple[str, ...], keywords: Iterable[str]) -> str | None:

@@ -29,6 +29,7 @@ from kvpool.spec.manager.lookup import needs
 
 from ..engine.lockstep import Nonconformance
 from ..engine.target import PoolView
+from .capabilities import Capabilities
 from .target import RequestSetup
 
 
@@ -92,9 +93,8 @@ class RequestChecks:
         self.requests: dict[str, Tracked] = {}
         #: The engine's KV data per block (the pool run reads the spec manager's instead).
         self.contents: dict[int, BlockData] = {}
-        #: The manager keys a block when it schedules it, before the engine writes it: a
-        #: write needs the block held once, its key does not forbid the write.
-        self.registers_when_scheduled = False
+        #: What the manager declares that changes how it is judged.
+        self.declared = Capabilities()
         #: The profile's ``scheduled_keys_within_pass``, for such a manager: a block keyed
         #: when its request was scheduled and not yet written (``pending``: block -> its key
         #: and that request) may be read by another request of the same forward pass, which
@@ -103,21 +103,6 @@ class RequestChecks:
         self.keys_within_pass = False
         self.pending: dict[int, tuple[bytes, str]] = {}
         self.stale: dict[int, tuple[bytes, str]] = {}
-        #: The manager may replace a full table entry (one the request's tokens fill) with
-        #: the cached block of the same prefix (SGLang's ``cache_unfinished_req`` frees its
-        #: computed duplicate and points the request at the tree's slot; LMDeploy's
-        #: ``BlockTrie.allocate`` does so when it schedules the block, computed or not):
-        #: ``append-only`` then lets exactly that change pass; what the request then reads
-        #: and writes there is still judged (``own-contents``, ``write-guard``).
-        self.swaps_in_cached = False
-        #: For a manager that keys a request's decoded tokens only when it finishes
-        #: (SGLang): how many leading tokens of a request it has keyed; ``hit-keys`` holds
-        #: the table to its key up to there (the hit and every prefill it cached).
-        self.keyed_tokens: Callable[[str], int] | None = None
-        #: The manager refuses ``reset_prefix_cache`` while any request is live, running
-        #: or preempted (SGLang's ``flush_cache``): ``idle-pool-free`` then asks a reset
-        #: to succeed only once no request is left at all.
-        self.resets_only_without_requests = False
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -148,7 +133,7 @@ class RequestChecks:
         broken: list[Broken] = []
         own_pass = self.pending_for(block) == request_id
         if view.ref_cnt is not None and view.keys is not None and 0 <= block < len(view.ref_cnt):
-            keys = frozenset() if self.registers_when_scheduled else view.keys[block]
+            keys = frozenset() if self.declared.registers_when_scheduled else view.keys[block]
             # the readers of the same pass hold it too: this pass writes it for them all
             holders = 1 if own_pass else view.ref_cnt[block]
             broken = props.write_guard(request_id, block, holders, keys, what)
@@ -231,7 +216,7 @@ class RequestChecks:
     def _left_by(self, block: int, key: bytes) -> Signature | None:
         """Who left ``block`` under ``key``: the writer of its data, or, for a manager
         keying when it schedules, the request it was keyed for."""
-        if not self.registers_when_scheduled:
+        if not self.declared.registers_when_scheduled:
             return self.origin.get(block)
         found = self.keyed_by.get(block)
         return found[1] if found is not None and found[0] == key else None
@@ -240,7 +225,7 @@ class RequestChecks:
         """For a manager keying blocks when it schedules them: each block of ``r``'s
         tables carrying ``r``'s key for its entry was keyed for ``r``."""
         keys_of = self._keys_of(view)
-        if not self.registers_when_scheduled or keys_of is None:
+        if not self.declared.registers_when_scheduled or keys_of is None:
             return
         hashes = r.hashes(self.hbs)
         full = len(r.tokens) // self.bs
@@ -316,7 +301,7 @@ class RequestChecks:
             self._count("append-only")
             if any(g.is_sliding for g in groups):
                 self._count("append-only-up-to-null")
-            before = self._swapped(r, result, view) if self.swaps_in_cached else r.tables
+            before = self._swapped(r, result, view) if self.declared.swaps_in_cached else r.tables
             broken += props.table_growth(request_id, groups, before, result.tables)
         r.tables, r.num_computed_tokens, r.running = result.tables, result.num_computed_tokens, True
         self._note_keyed(r, view)
@@ -325,8 +310,8 @@ class RequestChecks:
         if self.caching and keys_of is not None:
             self._count("hit-keys")
             keyed = r.num_computed_tokens
-            if self.keyed_tokens is not None:
-                keyed = min(keyed, self.keyed_tokens(request_id))
+            if self.declared.keyed_tokens is not None:
+                keyed = min(keyed, self.declared.keyed_tokens(request_id))
             broken += props.hit_keys(
                 request_id,
                 r.tables,
@@ -387,7 +372,8 @@ class RequestChecks:
         stays that request's: it keyed the block first, so a later request of the same pass
         with the block in its table reads it, and writing it too makes it a second writer."""
         keys_of = self._keys_of(view)
-        if not (self.keys_within_pass and self.registers_when_scheduled) or keys_of is None:
+        scheduled = self.keys_within_pass and self.declared.registers_when_scheduled
+        if not scheduled or keys_of is None:
             return
         self.pending = {b: kr for b, kr in self.pending.items() if kr[1] != request_id}
         hashes = r.hashes(self.hbs)
@@ -486,7 +472,7 @@ class RequestChecks:
             broken += props.refcounts(live, view.ref_cnt)
         if not any(b for tables in live for t in tables for b in t):
             self._count("idle-pool-free")
-            if self.resets_only_without_requests and self.requests:
+            if self.declared.resets_only_without_requests and self.requests:
                 reset_result = None  # a request still waits: its refusal is by design
             broken += props.idle_pool(self.setup.pool.num_gpu_blocks, view.free_count, reset_result)
         self._raise(broken)

@@ -244,16 +244,3 @@ def draw_evict(data: Choices, state: ManagerState, ctx: RequestContext) -> Reque
 def busy(state: ManagerState) -> bool:
     """Enough requests live that admitting more mostly meets a full pool."""
     return len(state.requests) >= 3
-
-
-#: operation -> (weight in this state, 0 when it cannot be drawn; drawer)
-DRAWERS: dict[str, tuple[Callable[[ManagerState], int], Drawer]] = {
-    "admit": (lambda s: 1 if busy(s) else 4, draw_admit),
-    "append": (lambda s: 3 if running(s) else 0, draw_append),
-    "compute": (lambda s: 6 if running(s) else 0, draw_compute),
-    "preempt": (lambda s: 1 if running(s) else 0, draw_preempt),
-    "resume": (lambda s: 2 if preempted(s) else 0, draw_resume),
-    "finish": (lambda s: (4 if busy(s) else 2) if s.requests else 0, draw_finish),
-    "reset_cache": (lambda s: 1, draw_reset),
-    "evict_cached": (lambda s: 3 if evictable(s) else 0, draw_evict),
-}

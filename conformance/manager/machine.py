@@ -15,6 +15,7 @@ from ..engine.lockstep import RunRecord
 from ..engine.seeded_search import Start, Step
 from . import draw
 from .manager_run import ManagerRun
+from .operations import REQUEST_OPERATIONS
 from .pool_run import PoolRequestRun
 from .target import RequestSetup
 
@@ -35,10 +36,9 @@ def next_request_action(
     """The next request action: its kind (weighted by the state), then the action."""
     state = run.state
     ctx.remember(state)
-    kinds = [(op, weight(state)) for op, (weight, _) in draw.DRAWERS.items()]
+    kinds = [(op.name, op.weight(state)) for op in REQUEST_OPERATIONS]
     kind = choices.weighted(kinds, "request operation")
-    _, drawer = draw.DRAWERS[kind]
-    return drawer(choices, state, ctx)
+    return next(op for op in REQUEST_OPERATIONS if op.name == kind).draw(choices, state, ctx)
 
 
 def request_case(build: RunBuilder, max_blocks: int) -> Start:

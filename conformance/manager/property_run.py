@@ -33,6 +33,7 @@ from ..consumers.judge import StreamJudge
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.target import PoolView
 from ..events.check import taken_events
+from .capabilities import declared_by
 from .manager_run import ManagerRun
 from .target import ManagerTargetFactory, RequestSetup
 
@@ -62,15 +63,8 @@ class PropertyRun(ManagerRun):
                 raise ValueError(f"manager {self.target.name!r} publishes no KV events")
             self.events = StreamJudge(consumer)
             self.judge_events("construction")
-        self.checks.registers_when_scheduled = bool(
-            getattr(self.target, "registers_when_scheduled", False)
-        )
+        self.checks.declared = declared_by(self.target)
         self.checks.keys_within_pass = profile.scheduled_keys_within_pass
-        self.checks.swaps_in_cached = bool(getattr(self.target, "swaps_in_cached", False))
-        self.checks.keyed_tokens = getattr(self.target, "keyed_tokens", None)
-        self.checks.resets_only_without_requests = bool(
-            getattr(self.target, "resets_only_without_requests", False)
-        )
 
     def allows(self, action: RequestAction) -> bool:
         """As :meth:`ManagerRun.allows`; and where keys registered at scheduling are safe

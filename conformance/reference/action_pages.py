@@ -17,7 +17,7 @@ from kvpool.spec.rules import RULES
 from .action_facts import PoolActionFacts
 from .code_facts import docstring_conditions, field_comments
 from .markdown import GENERATED, bullets, code, fence, paragraphs, prose, summary, table
-from .pool_calls import CONSTRUCTOR, POOL_CALLS, READ_BACK, signature
+from .pool_calls import CONSTRUCTOR, READ_BACK, call_of, signature
 from .pool_events import event_fields_section
 from .profile_values import shown
 
@@ -222,13 +222,13 @@ def _helpers(facts: PoolActionFacts) -> list[types.FunctionType]:
 
 def _pool_call(facts: PoolActionFacts) -> str:
     """The call a pool implements for this operation, with every argument explained."""
-    call = POOL_CALLS[facts.operation]
+    call = call_of(facts.operation)
     text = (
         f"The suite calls this on {call.on}, with vLLM's `BlockPool` signature (a pool "
         f"built as {code(CONSTRUCTOR)}):\n\n" + fence(signature(facts.operation), "python")
     )
-    if call.arguments:
-        rows = [(code(name), prose(what)) for name, what in call.arguments.items()]
+    if call.explained:
+        rows = [(code(name), prose(what)) for name, what in call.explained.items()]
         text += "\n" + table(("argument", "what the suite passes"), rows)
     text += f"\nIt returns {call.returns}. "
     text += "What the suite reads back between calls is listed on [Pool operations](index.md).\n"

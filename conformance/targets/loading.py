@@ -9,6 +9,7 @@ What each engine loads is its registry entry's business (:mod:`.registry`).
 from __future__ import annotations
 
 from ..engine.target import TargetFactory
+from ..hooks import manager_factory_problems
 from ..manager.target import ManagerTargetFactory
 from .description import Form, TargetDescription
 from .errors import TargetLoadError, TargetUsageError
@@ -61,6 +62,19 @@ def choose_profile(target: TargetDescription | str) -> ProfileChoice:
 
 
 def load_manager(
+    value: TargetDescription | str, target: TargetDescription | str
+) -> tuple[ManagerTargetFactory | None, str]:
+    """As :func:`_load_manager`, the factory checked against the hooks a manager factory
+    (and a class that is its own factory, a manager target) may declare: a misspelt hook or
+    one of another signature is a usage error naming it."""
+    factory, name = _load_manager(value, target)
+    problems = manager_factory_problems(factory) if factory is not None else []
+    if problems:
+        raise TargetUsageError(f"manager {name!r}: " + "; ".join(problems))
+    return factory, name
+
+
+def _load_manager(
     value: TargetDescription | str, target: TargetDescription | str
 ) -> tuple[ManagerTargetFactory | None, str]:
     """The manager factory for ``--manager`` and its display name: ``auto`` (the target's

@@ -20,9 +20,10 @@ from kvpool.spec import (
 )
 
 from ..engine import draw
+from ..engine import operations as table
 from ..engine.choices import RandomChoices
 from ..engine.levels import LEVELS, Level
-from ..engine.machine import DRAWERS, kinds, next_action
+from ..engine.machine import kinds, next_action
 from ..trace.files import dumps
 from ..trace.model import Trace, TraceMeta
 from ..trace.record import record
@@ -85,18 +86,18 @@ def _final(
     choices: RandomChoices, state: PoolState, ctx: draw.Context, operation: str, level: Level
 ) -> Action | None:
     if level.out_of_contract:
-        for drawer in draw.BAD_DRAWERS.get(operation, ()):
+        for drawer in table.named(operation).bad_draws:
             action = drawer(choices, state, ctx)
             if (
                 action is not None
                 and violation(state, action) is not None
-                and not (getattr(action, "foreign", ()) and not ctx.peer)
+                and not (table.names_peer_blocks(action) and not ctx.peer)
             ):
                 return action
         return None
     if operation not in dict(kinds(state, ctx, state.profile.operations, level)):
         return None  # nothing in this state to apply it to
-    action = DRAWERS[operation](choices, state, ctx)
+    action = table.named(operation).draw(choices, state, ctx)
     return action if violation(state, action) is None else None
 
 
@@ -119,7 +120,9 @@ def corpus() -> Iterator[tuple[str, Trace]]:
         for level_name in ("safety", "order", "robustness"):
             level = LEVELS[level_name]
             operations = sorted(
-                draw.BAD_DRAWERS if level.out_of_contract else profile.operations & set(DRAWERS)
+                op.name
+                for op in table.POOL_OPERATIONS
+                if op.bad_draws or not level.out_of_contract
             )
             for operation in operations:
                 if operation not in profile.operations:

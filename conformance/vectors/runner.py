@@ -1,13 +1,15 @@
 """A standalone replayer of kvpool test vectors for pools with vLLM's BlockPool API.
 
-It imports nothing from kvpool: only the standard library and the pool under test. It is
-the proof that the vector format stands alone, and a template for a runner in another
-language. For each vector it builds the pool the vector names, applies every action, and
-compares what the pool returns (blocks, lookups, flags, counts, usage, keys, events, reuse
-watcher firings, refusals of out-of-contract actions) and its free count after each step;
-for ``order`` vectors also the free queue's order when the pool exposes it. Vectors assume
-the eviction order of their profile; a pool with another policy is checked with
-``kvpool vectors check``, which re-derives the expectations as it goes.
+It imports nothing from kvpool: only the standard library and the pool under test; how
+each operation calls the pool it reads from ``pool_calls.json`` (data, written from
+kvpool's operation table), so it has no branch per operation. It is the proof that the
+vector format stands alone, and a template for a runner in another language (which reads
+the vectors and that file). For each vector it builds the pool the vector names, applies
+every action, and compares what the pool returns (blocks, lookups, flags, counts, usage,
+keys, events, reuse watcher firings, refusals of out-of-contract actions) and its free
+count after each step; for ``order`` vectors also the free queue's order when the pool
+exposes it. Vectors assume the eviction order of their profile; a pool with another policy
+is checked with ``kvpool vectors check``, which re-derives the expectations as it goes.
 
     python -m kvpool.conformance.vectors.runner VECTOR_DIR --pool mypkg.pool:make_pool
 """
@@ -107,8 +109,22 @@ def hashes(values: list[str]) -> list[bytes]:
     return [bytes.fromhex(v) for v in values]
 
 
+#: The call each operation makes on the pool, as data (``call_table.py`` writes it from
+#: kvpool's operation table): the method, where each argument comes from in the action and
+#: in what form, and what the answer is read as.
+CALLS = Path(__file__).with_name("pool_calls.json")
+
+
+def read_calls(path: Path = CALLS) -> dict[str, Any]:
+    """Operation -> its call, from the call table at ``path``."""
+    calls: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["operations"]
+    return calls
+
+
 class Replayer:
-    def __init__(self, factory: Any, config: dict[str, Any]) -> None:
+    def __init__(
+        self, factory: Any, config: dict[str, Any], calls: dict[str, Any] | None = None
+    ) -> None:
         options = {
             "enable_caching": config["enable_caching"],
             "hash_block_size": config["hash_block_size"],
@@ -121,6 +137,7 @@ class Replayer:
         self.pool = build(config["num_gpu_blocks"])
         self.peer: Any = build(config["peer_blocks"]) if config["peer_blocks"] else None
         self.fired: list[list[Any]] = []
+        self.calls = read_calls() if calls is None else calls
 
     def blocks(self, ids: list[int], pool: Any = None) -> list[Any]:
         owner = self.pool if pool is None else pool
@@ -129,61 +146,55 @@ class Replayer:
     def watcher(self, name: str) -> Any:
         return lambda block: self.fired.append([block.block_id, name])
 
+    def given(self, given_as: str, value: Any) -> Any:
+        """An action's field (as the vector writes it) in the form the pool takes."""
+        if isinstance(value, dict) and "tag" in value:
+            value = optional(value)
+        if value is None:
+            return None
+        if given_as == "hash":
+            return bytes.fromhex(value)
+        if given_as == "blocks":
+            return self.blocks(value)
+        if given_as == "block":
+            return self.pool.blocks[value]
+        if given_as == "list":
+            return list(value)
+        if given_as == "set":
+            return set(value)
+        if given_as == "request":
+            return Request(hashes(value))
+        if given_as == "watcher":
+            return self.watcher(value)
+        return value
+
     def apply(self, a: dict[str, Any]) -> Any:
-        pool, op = self.pool, a["operation"]
-        if op == "get_new_blocks":
-            return [b.block_id for b in pool.get_new_blocks(a["num_blocks"])]
-        if op == "peer_get_new_blocks":
-            return [b.block_id for b in self.peer.get_new_blocks(a["num_blocks"])]
-        if op == "free_blocks":
-            blocks = self.blocks(a["blocks"]) + self.blocks(a["foreign"], self.peer)
-            if a["evict_first"]:
-                return pool.free_blocks(blocks, evict_first=True)
-            return pool.free_blocks(blocks)
-        if op == "touch":
-            return pool.touch(self.blocks(a["blocks"]))
-        if op == "unpin_blocks":
-            return pool.unpin_blocks(self.blocks(a["blocks"]), self.watcher(a["watcher"]))
-        if op == "cache_full_blocks":
-            mask = optional(a["block_mask"])
-            extra = {} if mask is None else {"block_mask": mask}
-            return pool.cache_full_blocks(
-                Request(hashes(a["block_hashes"])),
-                self.blocks(a["blocks"]),
-                a["num_cached_blocks"],
-                a["num_full_blocks"],
-                a["block_size"],
-                a["group_id"],
-                **extra,
-            )
-        if op == "cache_partial_block":
-            key = pool.cache_partial_block(
-                Request(hashes(a["block_hashes"])),
-                pool.blocks[a["block"]],
-                a["num_tokens"],
-                a["group_id"],
-                a["block_size"],
-                replace_existing_hashes=a["replace_existing_hashes"],
-            )
-            return None if key is None else bytes(key)
-        if op == "get_cached_block":
-            hit = pool.get_cached_block(bytes.fromhex(a["block_hash"]), list(a["group_ids"]))
-            return None if hit is None else [b.block_id for b in hit]
-        if op == "evict_blocks":
-            return pool.evict_blocks(set(a["block_ids"]))
-        if op == "move_block_hashes":
-            return pool.move_block_hashes(pool.blocks[a["src"]], pool.blocks[a["dst"]])
-        if op == "reset_prefix_cache":
-            return pool.reset_prefix_cache()
-        if op == "is_block_writable":
-            return pool.is_block_writable(pool.blocks[a["block"]])
-        if op == "get_usage":
-            return pool.get_usage()
-        if op == "get_num_free_blocks":
-            return pool.get_num_free_blocks()
-        if op == "take_events":
-            return pool.take_events()
-        raise ValueError(f"unknown operation {op!r}")
+        op = a["operation"]
+        call = self.calls.get(op)
+        if call is None:
+            raise ValueError(f"unknown operation {op!r}")
+        arguments = []
+        for argument in call["arguments"]:
+            value = self.given(argument["given_as"], a[argument["field"]])
+            if "foreign" in argument:
+                value = value + self.blocks(a[argument["foreign"]], self.peer)
+            arguments.append(value)
+        keywords = {}
+        for keyword in call["keywords"]:
+            value = self.given(keyword["given_as"], a[keyword["field"]])
+            if keyword["always"] or (value is not None and value is not False):
+                keywords[keyword["parameter"]] = value
+        owner = self.peer if call["on"] == "peer" else self.pool
+        return read(call["read_as"], getattr(owner, call["method"])(*arguments, **keywords))
+
+
+def read(read_as: str, returned: Any) -> Any:
+    """The pool's answer as a vector states it: blocks by id, a key as bytes."""
+    if read_as == "block_ids" or (read_as == "block_ids_or_none" and returned is not None):
+        return [b.block_id for b in returned]
+    if read_as == "key_or_none" and returned is not None:
+        return bytes(returned)
+    return returned
 
 
 def event_pairs(events: Any, expected: bool) -> list[tuple[str, str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine import machine
+from kvpool.conformance.engine import operations
 from kvpool.conformance.engine.levels import SAFETY
 from kvpool.conformance.engine.runner import run_level
 from kvpool.conformance.engine.surface import SurfaceMismatch, fault_of
@@ -102,10 +102,10 @@ def test_a_crash_in_the_pools_own_code_is_a_finding_with_its_actions() -> None:
 def test_a_planted_crash_in_the_harness_exits_4_with_the_command_and_traceback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the harness's own table of draw weights loses an entry: drawing raises KeyError there
-    weights = dict(machine.WEIGHTS)
-    del weights["get_new_blocks"]
-    monkeypatch.setattr(machine, "WEIGHTS", weights)
+    # the harness's own index of the operation table loses an entry: drawing raises KeyError
+    operations.named("get_new_blocks")  # the index is built
+    index = {n: op for n, op in operations._Index.by_name.items() if n != "get_new_blocks"}
+    monkeypatch.setattr(operations._Index, "by_name", index)
     result = conform("--target", "impl", "--machine", "pool", "--level", "safety")
     assert result.exit_code == EXIT_BUG, result.output
     assert "this is a bug in kvpool" in result.output

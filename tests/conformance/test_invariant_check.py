@@ -11,7 +11,8 @@ from kvpool.conformance.engine import draw
 from kvpool.conformance.engine.choices import RandomChoices
 from kvpool.conformance.engine.invariant_check import FIELDS, READS, broken_since
 from kvpool.conformance.engine.levels import LEVELS
-from kvpool.conformance.engine.machine import DRAWERS, next_action
+from kvpool.conformance.engine.machine import next_action
+from kvpool.conformance.engine.operations import POOL_OPERATIONS
 from kvpool.spec import PoolState, broken_invariants, get_profile, initial_state, step, violation
 from kvpool.spec.invariants import INVARIANTS
 
@@ -37,7 +38,7 @@ def recording(state: PoolState) -> Recording:
 def reached_states() -> Iterator[PoolState]:
     """The states runs of the spec reach at every level's draws, peers and events included."""
     profile = get_profile("seed")
-    operations = frozenset(DRAWERS) | {"free_blocks:evict_first"}
+    operations = frozenset(op.name for op in POOL_OPERATIONS) | {"free_blocks:evict_first"}
     for level in ("safety", "robustness", "events"):
         choices = RandomChoices(f"invariant reads {level}")
         for _ in range(40):

@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 from kvpool.conformance.api import ManagerConfig, PoolView, RequestSetup
 from kvpool.conformance.cli import main
 from kvpool.conformance.engine.lockstep import Nonconformance
+from kvpool.conformance.manager.capabilities import Capabilities
 from kvpool.conformance.manager.checks import RequestChecks
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import FULL_ATTENTION
@@ -70,7 +71,8 @@ def test_the_pass_that_keyed_a_block_writes_it_though_a_reader_of_that_pass_hold
     setup = RequestSetup(ManagerConfig(2, (FULL_ATTENTION,)), PoolConfig(4))
     view = PoolView(free_count=2, ref_cnt=(0, 2, 0, 0), keys=(frozenset(), frozenset([b"k"])) * 2)
     checks = RequestChecks(setup, Counter())
-    checks.registers_when_scheduled = checks.keys_within_pass = True
+    checks.declared = Capabilities(registers_when_scheduled=True)
+    checks.keys_within_pass = True
     checks.pending[1] = (b"k", "a")  # keyed when 'a' was scheduled, not written yet
     checks.guard("a", 1, False, view, "write")  # 'a's pass writes it: b reads it in that pass
     with pytest.raises(Nonconformance, match="property 'write-guard'"):
@@ -85,7 +87,8 @@ def test_a_block_pending_for_one_request_stays_its_own_when_another_schedules_it
     keyed it first writes it; the other, writing it too, is the second writer, named."""
     setup = RequestSetup(ManagerConfig(2, (FULL_ATTENTION,)), PoolConfig(4))
     checks = RequestChecks(setup, Counter())
-    checks.registers_when_scheduled = checks.keys_within_pass = True
+    checks.declared = Capabilities(registers_when_scheduled=True)
+    checks.keys_within_pass = True
     checks.admitted("a", (1, 2), None)
     checks.admitted("b", (1, 2), None)
     key = props.expected_key(checks.requests["a"].hashes(checks.hbs), checks.hbs, 2, 0, 0)

@@ -31,6 +31,7 @@ from engine_managers import first_difference, loaded  # noqa: E402  (this folder
 from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord  # noqa: E402
 from kvpool.conformance.engine.signature import signature  # noqa: E402
 from kvpool.conformance.engine.target import PoolView  # noqa: E402
+from kvpool.conformance.manager.capabilities import Capabilities  # noqa: E402
 from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
 from kvpool.conformance.manager.property_run import PropertyRun  # noqa: E402
 from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
@@ -237,13 +238,13 @@ def test_computes_last_token_catches_a_full_hit() -> None:
 
 def test_write_guard_of_a_manager_keying_when_scheduled_still_needs_a_sole_holder() -> None:
     checks = RequestChecks(SETUP, Counter())
-    checks.registers_when_scheduled = True
+    checks.declared = Capabilities(registers_when_scheduled=True)
     keyed = frozenset([b"k"])
     view = PoolView(free_count=3, ref_cnt=(0, 1, 2), keys=(frozenset(), keyed, keyed))
     checks.guard("r", 1, True, view, "write")  # held once, keyed when scheduled: fine
     with pytest.raises(Nonconformance, match="property 'write-guard'"):
         checks.guard("r", 2, True, view, "write")
-    checks.registers_when_scheduled = False
+    checks.declared = Capabilities(registers_when_scheduled=False)
     with pytest.raises(Nonconformance, match="property 'write-guard'"):
         checks.guard("r", 1, True, view, "write")
 

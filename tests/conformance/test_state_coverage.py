@@ -15,6 +15,7 @@ from kvpool.conformance.engine import draw, runner
 from kvpool.conformance.engine.block_states import BLOCK_STATES
 from kvpool.conformance.engine.choices import Choices
 from kvpool.conformance.engine.levels import LEVELS
+from kvpool.conformance.engine.operations import POOL_OPERATIONS
 from kvpool.conformance.engine.runner import LevelResult, run_level
 from kvpool.conformance.engine.state_coverage import (
     Drawable,
@@ -242,7 +243,7 @@ def test_block_states_are_each_blocks_state() -> None:
             config = draw.pool_config(choices, 6, level == "robustness")
             state = initial_state(config, profile)
             ctx = draw.Context(evict_first=True, peer=True)
-            operations = frozenset(draw.BAD_DRAWERS) | frozenset(
+            operations = frozenset(op.name for op in POOL_OPERATIONS if op.bad_draws) | frozenset(
                 ("get_cached_block", "is_block_writable", "reset_prefix_cache")
             )
             for _ in range(30):

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from docs_build import build
 from kvpool.conformance.cli import main
+from kvpool.conformance.engine.operations import POOL_OPERATIONS
 from kvpool.conformance.reference.action_facts import all_pool_action_facts
 from kvpool.conformance.reference.cli_page import kvpool_group, walk
 from kvpool.conformance.reference.code_facts import field_comments
-from kvpool.conformance.reference.pool_calls import POOL_CALLS, unexplained
+from kvpool.conformance.reference.pool_calls import call_of, unexplained
 from kvpool.conformance.reference.spec_document import PARTS as SPEC_PARTS
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
 from kvpool.spec import profile as profile_module
@@ -168,7 +169,7 @@ def test_no_page_points_outside_the_site(built_site: Path, tmp_path: Path) -> No
 
 def test_every_pool_call_argument_is_explained() -> None:
     assert not unexplained()
-    assert set(POOL_CALLS) == {a.operation for a in ALL_ACTIONS}
+    assert {op.name for op in POOL_OPERATIONS} == {a.operation for a in ALL_ACTIONS}
 
 
 def test_each_operation_page_shows_its_call_its_source_and_each_release(
@@ -178,8 +179,8 @@ def test_each_operation_page_shows_its_call_its_source_and_each_release(
         raw = page(built_site, f"reference/actions/{f.operation}")
         text = re.sub(r"<[^>]+>", "", raw)  # code is highlighted: read it without its spans
         assert f"def {f.transition.__name__}(" in text, f"{f.operation}: no transition source"
-        assert POOL_CALLS[f.operation].method + "(" in text, f"{f.operation}: no pool call"
-        for name in POOL_CALLS[f.operation].arguments:
+        assert call_of(f.operation).method + "(" in text, f"{f.operation}: no pool call"
+        for name in call_of(f.operation).explained:
             assert name in text, f"{f.operation}'s page does not explain {name}"
         for first, _ in VLLM_RELEASES:
             tag = "v" + ".".join(map(str, first))

@@ -23,35 +23,16 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kvpool.spec import (
-    Action,
-    CacheFullBlocks,
-    CachePartialBlock,
-    Event,
-    EvictBlocks,
-    FreeBlocks,
-    GetCachedBlock,
-    GetNewBlocks,
-    GetNumFreeBlocks,
-    GetUsage,
-    IsBlockWritable,
-    MoveBlockHashes,
-    Observation,
-    PeerGetNewBlocks,
-    PoolConfig,
-    Profile,
-    ResetPrefixCache,
-    TakeEvents,
-    Touch,
-    UnpinBlocks,
-)
+from kvpool.spec import Action, Event, Observation, PoolConfig, Profile
 from kvpool.spec.keys import group_of, hash_of
 
-from ...engine.refusal import refusal
-from ...engine.target import EVICT_FIRST, FINE_EVENT_HASHES, Index, Lookups, PoolView
+from ...engine import operations as table
+from ...engine.pool_call import is_set, keyword_parameter
+from ...engine.target import FINE_EVENT_HASHES, Index, Lookups, PoolView
 from ..free_list import free_list_order, free_list_problems, sentinels
 from ..hash_index import read_index
 from ..index_probe import IndexProbe
+from .calls import Call, call_for
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
 from .features import Feature, declared_off, header_lines
@@ -59,24 +40,6 @@ from .int_hashes import IntHashes
 from .mismatch import described
 from .requests import FakeRequest
 from .views import Probe, key_pairs, keys_named, pool_view
-
-#: The pool methods the adapter can call, named as the spec's operations.
-_METHODS = (
-    "get_new_blocks",
-    "free_blocks",
-    "touch",
-    "unpin_blocks",
-    "cache_full_blocks",
-    "cache_partial_block",
-    "get_cached_block",
-    "evict_blocks",
-    "move_block_hashes",
-    "reset_prefix_cache",
-    "is_block_writable",
-    "get_usage",
-    "get_num_free_blocks",
-    "take_events",
-)
 
 
 class VllmApiTarget:
@@ -117,6 +80,9 @@ class VllmApiTarget:
         self._index_readable = (
             read_index(getattr(self.pool, "cached_block_hash_to_block", None)) is not None
         )
+        #: Each operation's call on this pool (by its action type), worked out when first
+        #: made.
+        self._calls: dict[type[Action], Call] = {}
         self.operations = self._detect_operations()
         #: What was inferred from the pool's names, and where (the run's header prints it).
         self.features = self._features()
@@ -128,18 +94,25 @@ class VllmApiTarget:
         """Whether the pool's call takes this action's optional arguments: a
         ``block_mask`` or ``replace_existing_hashes`` it has no parameter for is never
         drawn (the pool is judged on what it offers)."""
-        if isinstance(action, CacheFullBlocks) and action.block_mask is not None:
-            return self.api.block_mask
-        if isinstance(action, CachePartialBlock) and action.replace_existing_hashes:
-            return self.api.replace_existing_hashes
-        return True
+        untaken = self._call(action).untaken
+        return not untaken or not any(is_set(getattr(action, field)) for field in untaken)
 
     def _detect_operations(self) -> frozenset[str]:
-        ops = {op for op in _METHODS if callable(getattr(self.pool, op, None))}
-        if "free_blocks" in ops and self.api.evict_first_arg is not None:
-            ops.add(EVICT_FIRST)
-        if self.api.foreign_pool is not None:
-            ops.add("peer_get_new_blocks")
+        """The operations whose method the pool has (a peer's, when its blocks name their
+        pool), and ``method:keyword`` for each optional keyword offered that way."""
+        ops = set()
+        for op in table.POOL_OPERATIONS:
+            call = op.call
+            if call.on_peer and self.api.foreign_pool is None:
+                continue
+            if not callable(getattr(self.pool, call.method, None)):
+                continue
+            ops.add(op.name)
+            ops.update(
+                f"{op.name}:{k.parameter}"
+                for k in call.keywords
+                if k.offered_as_operation and keyword_parameter(k, self.api) is not None
+            )
         return frozenset(ops)
 
     def _features(self) -> tuple[Feature, ...]:
@@ -211,10 +184,12 @@ class VllmApiTarget:
 
     # --- translating ids ----------------------------------------------------------------
 
-    def _blocks(self, ids: tuple[int, ...]) -> list[Any]:
+    def pool_blocks(self, ids: tuple[int, ...]) -> list[Any]:
+        """The pool's blocks of these ids."""
         return [self.pool.blocks[i] for i in ids]
 
-    def _foreign(self, ids: tuple[int, ...]) -> list[Any]:
+    def foreign_blocks(self, ids: tuple[int, ...]) -> list[Any]:
+        """The peer pool's blocks of these ids (a gone pool's, without a peer)."""
         if self.peer is not None:
             return [self.peer.blocks[i] for i in ids]
         return [self._orphan_block(i) for i in ids]
@@ -240,7 +215,8 @@ class VllmApiTarget:
             gc.collect(generation)
         return block
 
-    def _request(self, block_hashes: tuple[bytes, ...]) -> Any:
+    def request(self, block_hashes: tuple[bytes, ...]) -> Any:
+        """A request object with these chained block hashes, as the pool reads one."""
         tokens = list(range(len(block_hashes) * self.config.hash_block_size))
         hashes = list(block_hashes)
         self._events.int_hashes.remember(hashes)
@@ -248,7 +224,8 @@ class VllmApiTarget:
             return self.api.request(hashes, tokens)
         return FakeRequest(block_hashes=hashes, all_token_ids=tokens)
 
-    def _watcher(self, name: str) -> Callable[[Any], None]:
+    def watcher(self, name: str) -> Callable[[Any], None]:
+        """The ``on_reuse`` callback named ``name``: its firings are recorded."""
         def on_reuse(block: Any) -> None:
             self._fired.append((block.block_id, name))
 
@@ -258,13 +235,16 @@ class VllmApiTarget:
 
     def apply(self, action: Action) -> Observation:
         self._fired = []
-        tagging = not self.api.events_carry_group and not isinstance(action, TakeEvents)
+        call = self._call(action)
+        tagging = not self.api.events_carry_group and call.tags_events
         queue_before = len(getattr(self.pool, "kv_event_queue", ())) if tagging else 0
         keys_before = self._key_pairs() if tagging else Counter()
         if not self._index_readable:
             self._probe.remember(keys_named(action))
         try:
-            result = self._dispatch(action)
+            result = call.invoke(self, action)
+            if call.names_coarse_keys:
+                self._remember_coarse_keys(action)
         except (AttributeError, TypeError) as exc:
             said = described(exc, self._release_name())
             if said is not None:
@@ -274,105 +254,27 @@ class VllmApiTarget:
             if tagging:
                 self._tag_new_events(action, queue_before, keys_before)
         fired = tuple(self._fired)
-        if isinstance(action, ResetPrefixCache):
+        if call.fires_in_any_order:
             fired = tuple(sorted(fired))
         return Observation(result, fired)
 
-    def _dispatch(self, action: Action) -> Any:
-        pool = self.pool
-        match action:
-            case GetNewBlocks(num_blocks=n):
-                return tuple(b.block_id for b in self._taken(action, pool.get_new_blocks(n)))
-            case PeerGetNewBlocks(num_blocks=n):
-                assert self.peer is not None
-                return tuple(b.block_id for b in self.peer.get_new_blocks(n))
-            case FreeBlocks(blocks=ids, evict_first=evict_first, foreign=foreign):
-                blocks = self._blocks(ids) + self._foreign(foreign)
-                if evict_first:
-                    if self.api.evict_first_arg is None:
-                        raise TypeError("this pool's free_blocks has no evict_first argument")
-                    returned = pool.free_blocks(blocks, **{self.api.evict_first_arg: True})
-                else:
-                    returned = pool.free_blocks(blocks)
-                self._taken(action, returned)
-                return None
-            case Touch(blocks=ids):
-                touched = (self._blocks(ids),) if self.api.touch_per_group else self._blocks(ids)
-                self._taken(action, pool.touch(touched))
-                return None
-            case UnpinBlocks(blocks=ids, watcher=name):
-                self._taken(action, pool.unpin_blocks(self._blocks(ids), self._watcher(name)))
-                return None
-            case CacheFullBlocks():
-                extra: dict[str, object] = {}
-                if action.block_mask is not None:
-                    if not self.api.block_mask:
-                        raise TypeError("this pool's cache_full_blocks has no block_mask argument")
-                    extra["block_mask"] = list(action.block_mask)
-                returned = pool.cache_full_blocks(
-                    self._request(action.block_hashes),
-                    self._blocks(action.blocks),
-                    action.num_cached_blocks,
-                    action.num_full_blocks,
-                    action.block_size,
-                    action.group_id,
-                    **extra,
-                )
-                self._taken(action, returned)
-                new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
-                self.int_hashes.remember_blocks(
-                    self._blocks(new), action.block_size, self.config.hash_block_size
-                )
-                return None
-            case CachePartialBlock():
-                if action.replace_existing_hashes and not self.api.replace_existing_hashes:
-                    raise TypeError(
-                        "this pool's cache_partial_block has no replace_existing_hashes argument"
-                    )
-                replace = (
-                    {"replace_existing_hashes": action.replace_existing_hashes}
-                    if self.api.replace_existing_hashes
-                    else {}
-                )
-                key = pool.cache_partial_block(
-                    self._request(action.block_hashes),
-                    pool.blocks[action.block],
-                    action.num_tokens,
-                    action.group_id,
-                    action.block_size,
-                    **replace,
-                )
-                return None if key is None else bytes(key)
-            case GetCachedBlock(block_hash=block_hash, group_ids=groups):
-                hits = pool.get_cached_block(block_hash, list(groups))
-                return None if hits is None else tuple(b.block_id for b in hits)
-            case EvictBlocks(block_ids=ids):
-                self._taken(action, pool.evict_blocks(set(ids)))
-                return None
-            case MoveBlockHashes(src=src, dst=dst):
-                moved = pool.move_block_hashes(pool.blocks[src], pool.blocks[dst])
-                self._taken(action, moved)
-                return None
-            case ResetPrefixCache():
-                return bool(pool.reset_prefix_cache())
-            case IsBlockWritable(block=b):
-                return bool(pool.is_block_writable(pool.blocks[b]))
-            case GetUsage():
-                return float(pool.get_usage())
-            case GetNumFreeBlocks():
-                return int(pool.get_num_free_blocks())
-            case TakeEvents():
-                return tuple(self.taken_events(pool.take_events()))
-        raise TypeError(f"unknown action {action!r}")
+    def _call(self, action: Action) -> Call:
+        """The call ``action`` makes on this pool (from the operation table), worked out
+        when first made."""
+        found = self._calls.get(type(action))
+        if found is None:
+            operation = table.of(action)
+            found = call_for(operation, self.api, self.profile.refuses_by_return)
+            self._calls[type(action)] = found
+        return found
 
-    def _taken(self, action: Action, returned: Any) -> Any:
-        """``returned``, the pool's answer to ``action``, unless it is a refusal by return
-        value (the profile's ``refuses_by_return``: see :mod:`...engine.refusal`), which is
-        raised as the pool's refusal."""
-        refused = refusal(action.operation, returned, self.profile)
-        if refused is not None:
-            raise refused
-        return returned
+    def _remember_coarse_keys(self, action: Any) -> None:
+        """The keys a ``cache_full_blocks`` gave its new blocks, which the pool's events may
+        name by a 64-bit integer."""
+        new = action.blocks[action.num_cached_blocks : action.num_full_blocks]
+        self.int_hashes.remember_blocks(
+            self.pool_blocks(new), action.block_size, self.config.hash_block_size
+        )
 
     # --- events -------------------------------------------------------------------------
 
