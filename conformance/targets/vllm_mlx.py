@@ -304,7 +304,9 @@ class VllmMlxTarget:
         # ``num_full_blocks`` past its end fails part-way, as the pool's own loop does.
         blocks = self._blocks(action.blocks)
         for index in range(action.num_cached_blocks, action.num_full_blocks):
-            self.pool.cache_full_blocks([blocks[index]], self._block_tokens(action, index), 0, 1)
+            # past the end the pool gets an empty list, and its own loop fails on it
+            tokens = self._block_tokens(action, index)
+            self.pool.cache_full_blocks(blocks[index : index + 1], tokens, 0, 1)
 
     # --- looking inside -----------------------------------------------------------------
 

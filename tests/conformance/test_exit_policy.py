@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance import cli, exits
 from kvpool.conformance.cli import COMMANDS, main
-from kvpool.conformance.engine import machine
+from kvpool.conformance.engine import operations
 from kvpool.conformance.reference.fragments import expand
 from kvpool.conformance.vectors import runner
 
@@ -136,10 +136,11 @@ def runner_bug(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[int, st
     return runner.main([str(VECTORS), "--pool", "kvpool.impl:BlockPool"]), ""
 
 
-def harness_weights(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[int, str]:
-    weights = dict(machine.WEIGHTS)
-    del weights["get_new_blocks"]  # drawing raises KeyError in kvpool's own code
-    monkeypatch.setattr(machine, "WEIGHTS", weights)
+def harness_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[int, str]:
+    # the harness's own index of the operation table loses an entry: drawing raises KeyError
+    operations.named("get_new_blocks")  # the index is built
+    index = {n: op for n, op in operations._Index.by_name.items() if n != "get_new_blocks"}
+    monkeypatch.setattr(operations._Index, "by_name", index)
     return kvpool("conform", "--machine", "pool", "--level", "safety", "-n", "5", "--seed", "1")(
         monkeypatch, tmp_path
     )
@@ -210,7 +211,7 @@ def table() -> dict[str, dict[str, Cell]]:
                     "1",
                     "--no-coverage",
                 ],
-                Run(harness_weights, exits.EXIT_BUG),
+                Run(harness_index, exits.EXIT_BUG),
                 Run(with_file("e.toml", "[[[", "conform", "--expect", "{file}"), exits.EXIT_USAGE),
             ),
             "undecided": NotApplicable(DECIDES + " (too few valid cases is status 3)"),
@@ -612,7 +613,7 @@ def test_kvpools_own_exception_is_never_counted_as_a_refusal(
     run = _refusing_run()
     # the adapter fails before it calls the pool: a KeyError raised in kvpool's own spec
     monkeypatch.setattr(
-        VllmApiTarget, "_blocks", lambda self, ids: get_profile("planted-no-such-profile")
+        VllmApiTarget, "_call", lambda self, action: get_profile("planted-no-such-profile")
     )
     with pytest.raises(KeyError, match="planted-no-such-profile"):
         run.apply(FreeBlocks((1,)))  # type: ignore[attr-defined]

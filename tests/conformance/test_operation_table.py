@@ -247,6 +247,11 @@ ALLOWED = {
     ("targets/vllm_api/adapter.py", "take_events"),
     ("targets/vllm_api/adapter.py", "unpin_blocks"),
     ("targets/vllm_api/adapter.py", "peer_get_new_blocks"),
+    # the run's header says where each inferred optional argument was found (a view of what
+    # the pool offers, printed, not a call the adapter makes)
+    ("targets/vllm_api/adapter.py", "free_blocks"),
+    ("targets/vllm_api/adapter.py", "cache_full_blocks"),
+    ("targets/vllm_api/adapter.py", "cache_partial_block"),
     # the surface check tells a pool lacking even an allocation it is no pool (and points
     # at the page that says what the blocks list holds)
     ("engine/surface.py", "get_new_blocks"),

@@ -54,7 +54,7 @@ def test_a_file_that_is_not_a_saved_stream_is_a_usage_error(tmp_path: Path) -> N
     code, out = monitor(str(bad))
     assert code == 2 and "line 2: a frame is not base64" in out
     code, out = monitor(str(tmp_path / "missing.jsonl"))
-    assert code == 2 and "cannot read" in out
+    assert code == 2 and "cannot be opened" in out and "missing.jsonl" in out
 
 
 def test_live_and_recorded_sources_do_not_mix() -> None:
