@@ -17,7 +17,10 @@ from .markdown import GENERATED, fence, paragraphs, prose
 #: The spec's modules in reading order, under the part each belongs to.
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("The state", ("config", "versions", "profile", "state", "keys", "hashing", "events")),
-    ("The invariants and the caller's contract", ("invariants", "errors", "rules", "bounds")),
+    (
+        "The invariants and the caller's contract",
+        ("invariants", "errors", "rules", "bounds", "files"),
+    ),
     ("The flat rules", ("flat",)),
     (
         "The operations",
