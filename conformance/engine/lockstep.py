@@ -36,10 +36,11 @@ from .compare import compare_observation, compare_views, view_changes
 from .contracts import spec_step
 from .coverage import situations
 from .expectations import Expectation
+from .fault import fault_of
 from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
-from .surface import SurfaceMismatch, fault_of
+from .surface import SurfaceMismatch
 from .target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 

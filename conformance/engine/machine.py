@@ -22,11 +22,11 @@ from . import draw
 from . import operations as table
 from .choices import Choices
 from .draw_facts import facts
+from .fault import fault_of
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
 from .seeded_search import Start, Step
 from .signature import signature
-from .surface import fault_of
 from .target import TargetFactory
 
 

@@ -14,6 +14,7 @@ from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 from kvpool.spec import Profile
 
+from .fault import fault_of
 from .levels import Level
 from .lockstep import Nonconformance, RunRecord
 from .machine import pool_case
@@ -21,7 +22,7 @@ from .seeded_search import Start, seeded_search
 from .shrink import shrink
 from .signature import signature
 from .source_constants import without_source_constants
-from .surface import SurfaceMismatch, fault_of
+from .surface import SurfaceMismatch
 from .sweep import explore_spec, sweep
 from .target import TargetFactory
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .choices import Choices, RandomChoices
+from .fault import fault_of
 from .lockstep import ExpectedEnd, Nonconformance, RunRecord
 from .signature import signature
-from .surface import fault_of
 
 #: One step of a test case: draw the next action from ``choices`` and run it.
 Step = Callable[[Choices], None]

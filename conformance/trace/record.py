@@ -14,9 +14,10 @@ from kvpool.spec import (
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
+from ..engine.fault import fault_of
 from ..engine.levels import level_for
 from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
-from ..engine.surface import SurfaceMismatch, fault_of
+from ..engine.surface import SurfaceMismatch
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
 from ..manager.property_run import PropertyRun

@@ -3,7 +3,7 @@ place of the adapter, and what changed.
 
 A release the suite has not met may have moved what the adapter uses: a block attribute
 renamed, a method's arguments changed, a result of another shape. Such an error, raised at
-the adapter's own call (:func:`~...engine.surface.fault_of` says ``mismatch``), stops the
+the adapter's own call (:func:`~...engine.fault.fault_of` says ``mismatch``), stops the
 run with a usage error (exit 2), never a finding; this module gives it a message that names
 the release, the adapter's line and function, and the error itself.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...engine.surface import fault_of
+from ...engine.fault import fault_of
 
 #: The folder of the suite's adapters (a frame there is the adapter's place).
 ADAPTERS = Path(__file__).resolve().parents[1]
