@@ -63,10 +63,19 @@ class BenchRecord:
     figures: tuple[Figure, ...]
 
 
-def record_field(data: dict[str, Any], name: str, kind: type, where: str) -> Any:
-    value = data.get(name)
+def record_field(
+    data: Any,
+    name: str,
+    kind: type | tuple[type, ...],
+    where: str,
+    error: type[ValueError] = BenchRecordError,
+) -> Any:
+    """``data[name]``, of ``kind`` (never a bool); ``error`` naming ``where`` and the field
+    otherwise. Every record under ``docs/data`` is read field by field through this."""
+    value = data.get(name) if isinstance(data, dict) else None
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise BenchRecordError(f"{where}: {name!r} must be a {kind.__name__}, not {value!r}")
+        shown = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise error(f"{where}: {name!r} must be a {shown}, not {value!r}")
     return value
 
 

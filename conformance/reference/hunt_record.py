@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bench_record import record_field
 from .markdown import code, table
 
 SCHEMA = "kvpool-hunt-record/1"
@@ -65,39 +66,35 @@ class HuntRecord:
     targets: tuple[TargetRuns, ...]
 
 
-def _get(data: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool):
-        shown = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise HuntRecordError(f"{where}: {name!r} must be a {shown}, not {value!r}")
-    return value
+def _field(data: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    return record_field(data, name, kind, where, HuntRecordError)
 
 
 def _non_negative(data: Any, name: str, where: str) -> float:
-    value = float(_get(data, name, (int, float), where))
+    value = float(_field(data, name, (int, float), where))
     if not value >= 0:  # NaN too
         raise HuntRecordError(f"{where}: {name!r} must be >= 0, not {value!r}")
     return value
 
 
 def _row(data: Any, where: str) -> Row:
-    steps = _get(data, "steps", int, where)
-    rate = _get(data, "steps_per_second", int, where)
+    steps = _field(data, "steps", int, where)
+    rate = _field(data, "steps_per_second", int, where)
     if steps < 0 or rate < 0:
         raise HuntRecordError(f"{where}: steps and steps_per_second must be >= 0")
-    return Row(_get(data, "run", str, where), _get(data, "result", str, where), steps, rate)
+    return Row(_field(data, "run", str, where), _field(data, "result", str, where), steps, rate)
 
 
 def _seed_run(data: Any, where: str) -> SeedRun:
     rows = tuple(
-        _row(r, f"{where}, row {i}") for i, r in enumerate(_get(data, "rows", list, where))
+        _row(r, f"{where}, row {i}") for i, r in enumerate(_field(data, "rows", list, where))
     )
     if not rows:
         raise HuntRecordError(f"{where}: no rows")
     if len({r.run for r in rows}) != len(rows):
         raise HuntRecordError(f"{where}: a run is listed twice")
     return SeedRun(
-        _get(data, "seed", int, where),
+        _field(data, "seed", int, where),
         rows,
         _non_negative(data, "cpu_seconds", where),
         _non_negative(data, "wall_seconds", where),
@@ -110,11 +107,11 @@ def parse(data: Any) -> HuntRecord:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise HuntRecordError(f"not a {SCHEMA} record")
     targets = []
-    for t, entry in enumerate(_get(data, "targets", list, "record")):
+    for t, entry in enumerate(_field(data, "targets", list, "record")):
         where = f"target {t}"
         runs = tuple(
             _seed_run(r, f"{where}, run {i}")
-            for i, r in enumerate(_get(entry, "runs", list, where))
+            for i, r in enumerate(_field(entry, "runs", list, where))
         )
         if not runs:
             raise HuntRecordError(f"{where}: no runs")
@@ -123,14 +120,16 @@ def parse(data: Any) -> HuntRecord:
         if len({tuple(row.run for row in r.rows) for r in runs}) != 1:
             raise HuntRecordError(f"{where}: the seeds' result tables have different runs")
         targets.append(
-            TargetRuns(_get(entry, "target", str, where), _get(entry, "command", str, where), runs)
+            TargetRuns(
+                _field(entry, "target", str, where), _field(entry, "command", str, where), runs
+            )
         )
     if not targets:
         raise HuntRecordError("record: no targets")
     return HuntRecord(
-        _get(data, "commit", str, "record"),
-        _get(data, "date", str, "record"),
-        _get(data, "machine", str, "record"),
+        _field(data, "commit", str, "record"),
+        _field(data, "date", str, "record"),
+        _field(data, "machine", str, "record"),
         tuple(targets),
     )
 

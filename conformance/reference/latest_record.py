@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bench_record import record_field
 from .markdown import code, table
 
 SCHEMA = "kvpool-latest-record/1"
@@ -57,10 +58,8 @@ class LatestRecord:
 
 
 def _text(data: Any, name: str, where: str) -> str:
-    value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, str):
-        raise LatestRecordError(f"{where}: {name!r} must be a string, not {value!r}")
-    return value
+    text: str = record_field(data, name, str, where, LatestRecordError)
+    return text
 
 
 def _row(data: Any, where: str) -> Release:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .bench_record import record_field
 from .markdown import code, table
 
 SCHEMA = "kvpool-mutants-record/1"
@@ -73,15 +74,12 @@ class MutantsRecord:
     runs: tuple[SeedRun, ...]
 
 
-def _get(data: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise MutantsRecordError(f"{where}: {name!r} is missing or of the wrong type")
-    return value
+def _field(data: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    return record_field(data, name, kind, where, MutantsRecordError)
 
 
 def _number(data: Any, name: str, where: str) -> float:
-    value = float(_get(data, name, (int, float), where))
+    value = float(_field(data, name, (int, float), where))
     if not 0 <= value < 1e9:  # NaN too
         raise MutantsRecordError(f"{where}: {name!r} must be a number >= 0, not {value!r}")
     return value
@@ -89,9 +87,9 @@ def _number(data: Any, name: str, where: str) -> float:
 
 def _run(data: Any, where: str) -> SeedRun:
     run = SeedRun(
-        seed=_get(data, "seed", int, where),
-        killed=_get(data, "killed", int, where),
-        mutants=_get(data, "mutants", int, where),
+        seed=_field(data, "seed", int, where),
+        killed=_field(data, "killed", int, where),
+        mutants=_field(data, "mutants", int, where),
         median_kill_seconds=_number(data, "median_kill_seconds", where),
         slowest_kill_seconds=_number(data, "slowest_kill_seconds", where),
         median_trace_actions=_number(data, "median_trace_actions", where),
@@ -109,15 +107,15 @@ def parse(data: Any) -> MutantsRecord:
     """The record in ``data`` (a parsed JSON value); :class:`MutantsRecordError` otherwise."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise MutantsRecordError(f"not a {SCHEMA} record")
-    runs = tuple(_run(r, f"run {i}") for i, r in enumerate(_get(data, "runs", list, "record")))
+    runs = tuple(_run(r, f"run {i}") for i, r in enumerate(_field(data, "runs", list, "record")))
     if not runs:
         raise MutantsRecordError("record: no runs")
     if len({r.seed for r in runs}) != len(runs):
         raise MutantsRecordError("record: a seed is run twice")
     return MutantsRecord(
-        _get(data, "commit", str, "record"),
-        _get(data, "date", str, "record"),
-        _get(data, "machine", str, "record"),
+        _field(data, "commit", str, "record"),
+        _field(data, "date", str, "record"),
+        _field(data, "machine", str, "record"),
         runs,
     )
 
