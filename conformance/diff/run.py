@@ -1,24 +1,22 @@
-"""Running a diff: explore with Hypothesis, collect distinct differences, shrink each.
+"""Running a diff: search, collect distinct differences, shrink each.
 
-Exploring, telling differences apart and shrinking are the suite's own
-(:func:`~..runner.find_all`, :func:`~..shrink.shrink_sequence`); only the replay differs:
-it runs pool A against pool B instead of a target against the spec. Shrinking keeps the
-kind of each difference, so it never swaps one for another that is easier to reach.
+The search, telling differences apart and shrinking are the suite's own, as for every
+machine (:func:`~..engine.runner.run_seeded`, :func:`~..engine.shrink.shrink_sequence`);
+only the test case differs: it runs pool A against pool B instead of a target against the
+spec (:mod:`.case`). Shrinking keeps the kind of each difference, so it never swaps one for
+another that is easier to reach.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hypothesis.stateful import RuleBasedStateMachine
-
 from ..engine.levels import Level
 from ..engine.lockstep import RunRecord
-from ..engine.runner import Failure, find_all, machine_search
+from ..engine.runner import Failure, run_seeded
+from .case import pair_case
 from .loading import Pair
-from .machine import pair_machine
 from .pair import PARTED
 from .shrink import shrink_difference
 
@@ -56,19 +54,21 @@ def run_diff(
     actions; up to ``max_findings`` distinct differences, each shrunk."""
     record = RunRecord()
 
-    def machine(known: frozenset[str]) -> type[RuleBasedStateMachine]:
-        return pair_machine(pair, level, max_blocks, record, on_example, known)
-
     def shrunk(found: Failure) -> Failure:
         return shrink_difference(pair, level, found, shrink_seconds)
 
-    start = time.perf_counter()
-    differences = find_all(
-        machine_search(machine, record, max_examples=max_examples, steps=steps),
+    result = run_seeded(
+        pair_case(pair, level, max_blocks),
         record,
+        level,
         shrunk,
+        machine="diff",
+        max_examples=max_examples,
+        steps=steps,
         seed=seed,
+        on_example=on_example,
         max_findings=max_findings,
-        budget_seconds=findings_seconds,
+        findings_seconds=findings_seconds,
+        min_valid=0,
     )
-    return DiffResult(pair, level, record, time.perf_counter() - start, differences)
+    return DiffResult(pair, level, record, result.seconds, result.failures)

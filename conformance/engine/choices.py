@@ -1,6 +1,6 @@
-"""Where the drawing of actions gets its choices: Hypothesis while exploring, a seeded
-``random.Random`` while generating test vectors (byte-identical on every run and every
-Hypothesis version). The drawers in :mod:`.draw` only ask for choices through this."""
+"""Where the drawing of actions gets its choices: a seeded ``random.Random``, the same on
+every run and every Python (a seed names one run, one vector). The drawers in :mod:`.draw`
+only ask for choices through this."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from itertools import accumulate
 from operator import itemgetter
 from typing import Protocol, TypeVar
-
-from hypothesis import strategies as st
 
 T = TypeVar("T")
 
@@ -38,35 +36,6 @@ class Choices(Protocol):
     ) -> list[T]:
         """Between ``min_size`` and ``max_size`` of ``options`` (distinct ones if ``unique``)."""
         ...
-
-
-class HypothesisChoices:
-    """Choices drawn from a Hypothesis ``data`` object (labels show in its reports)."""
-
-    def __init__(self, data: st.DataObject) -> None:
-        self.data = data
-
-    def integer(self, low: int, high: int, label: str) -> int:
-        return self.data.draw(st.integers(low, high), label=label)
-
-    def choice(self, options: Sequence[T], label: str) -> T:
-        return self.data.draw(st.sampled_from(options), label=label)
-
-    def weighted(self, options: Sequence[tuple[T, int]], label: str) -> T:
-        return self.choice(expanded(options), label)
-
-    def boolean(self, label: str) -> bool:
-        return self.data.draw(st.booleans(), label=label)
-
-    def items(
-        self, options: Sequence[T], min_size: int, max_size: int, label: str, unique: bool = False
-    ) -> list[T]:
-        if not options:
-            return []
-        elements = st.sampled_from(options)
-        return self.data.draw(
-            st.lists(elements, min_size=min_size, max_size=max_size, unique=unique), label=label
-        )
 
 
 class RandomChoices:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from hypothesis import strategies as st
 from kvpool.spec import (
     NULL_BLOCK,
     Action,
@@ -49,18 +48,6 @@ def pool_config(choices: Choices, max_blocks: int, robustness: bool) -> PoolConf
         hash_block_size=choices.choice([1, 2], "hash_block_size"),
         enable_kv_cache_events=choices.choice([True, True, False], "events"),
         peer_blocks=choices.choice([0, 3], "peer"),
-    )
-
-
-def configs(max_blocks: int, robustness: bool) -> st.SearchStrategy[PoolConfig]:
-    """Small pools, as :func:`pool_config` draws them, for a Hypothesis machine."""
-    return st.builds(
-        PoolConfig,
-        num_gpu_blocks=st.integers(1, max_blocks) if robustness else st.integers(2, max_blocks),
-        enable_caching=st.sampled_from([True, True, True, False]),
-        hash_block_size=st.sampled_from([1, 2]),
-        enable_kv_cache_events=st.sampled_from([True, True, False]),
-        peer_blocks=st.sampled_from([0, 3]),
     )
 
 

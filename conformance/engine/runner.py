@@ -7,11 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, settings
-from hypothesis import seed as use_seed
-from hypothesis.database import ExampleDatabase
-from hypothesis.errors import Flaky, HypothesisException, Unsatisfiable
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+from hypothesis.errors import Flaky, HypothesisException
 from kvpool.spec import Profile
 
 from .fault import fault_of
@@ -21,7 +17,6 @@ from .machine import pool_case
 from .seeded_search import Start, seeded_search
 from .shrink import shrink
 from .signature import signature
-from .source_constants import without_source_constants
 from .surface import SurfaceMismatch
 from .sweep import explore_spec, sweep
 from .target import TargetFactory
@@ -229,23 +224,6 @@ def swept(
 Search = Callable[[frozenset[str], int], Failure | None]
 
 
-def machine_search(
-    machine: Callable[[frozenset[str]], type[RuleBasedStateMachine]],
-    record: RunRecord,
-    *,
-    max_examples: int,
-    steps: int,
-) -> Search:
-    """A search by a Hypothesis machine (``machine(known)``), for :func:`find_all`."""
-
-    def search(known: frozenset[str], seed: int) -> Failure | None:
-        return explore(
-            machine(known), record, max_examples=max_examples, steps=steps, seed=seed
-        )
-
-    return search
-
-
 def find_all(
     search: Search,
     record: RunRecord,
@@ -280,28 +258,6 @@ def find_all(
     return tuple(failures)
 
 
-def lockstep_settings(
-    *,
-    max_examples: int,
-    steps: int,
-    phases: list[Phase],
-    database: ExampleDatabase | None = None,
-) -> settings:
-    """Hypothesis settings for one run of a lockstep machine: quiet, no deadline, no health
-    checks (a slow pool is not a bad test), one failure at a time."""
-    return settings(
-        max_examples=max_examples,
-        stateful_step_count=steps,
-        deadline=None,
-        database=database,
-        derandomize=False,
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        suppress_health_check=list(HealthCheck),
-        phases=phases,
-    )
-
-
 def failure_from(exc: Exception, record: RunRecord) -> Failure:
     """What a run that raised ``exc`` found, with the actions the record saw.
 
@@ -328,26 +284,3 @@ def failure_from(exc: Exception, record: RunRecord) -> Failure:
             raise exc
         message = f"{type(exc).__name__}: {exc}"  # the target crashed in its own code
     return Failure(message, tuple(record.trace), record.config)
-
-
-def explore(
-    machine: type[RuleBasedStateMachine],
-    record: RunRecord,
-    *,
-    max_examples: int,
-    steps: int,
-    seed: int,
-) -> Failure | None:
-    """Let Hypothesis run ``machine``; the first failure, unshrunk, as the record saw it."""
-    use_seed(seed)(machine)
-    run_settings = lockstep_settings(
-        max_examples=max_examples, steps=steps, phases=[Phase.explicit, Phase.generate]
-    )
-    try:
-        with without_source_constants():
-            run_state_machine_as_test(machine, settings=run_settings)
-    except Unsatisfiable:  # every test case ran into a known finding: nothing new found
-        return None
-    except Exception as exc:
-        return failure_from(exc, record)
-    return None

@@ -8,10 +8,8 @@ parts are read off the profile by who called whom (``cProfile`` records each cal
 function with the time spent in it for that caller), so a spec function the drawers call
 counts as drawing and the same function called by the comparison counts as the spec's:
 
-- drawing: choosing the next action (``next_action``), and inside it the draws Hypothesis
-  made where a Hypothesis machine drew (``HypothesisChoices``);
-- Hypothesis's engine: the rest of a Hypothesis run around the steps (choosing the rule,
-  bookkeeping its test cases, generating mutations);
+- drawing: choosing the next action (``next_action``);
+- the search around the steps (starting and bookkeeping its test cases);
 - the spec: its transition, its ``violation`` check and its invariants, and the adoption
   of the target's choice of blocks at ``safety``;
 - the target: its call, its view (the index probe inside it shown on its own), its
@@ -76,13 +74,9 @@ def breakdown(profile: Profile) -> list[tuple[str, float]]:
     """The parts of the run's time, in seconds, in the order the module docstring lists;
     the first row is the whole of the exploring."""
     p = profile
-    exploring = p.cum("engine/seeded_search.py", "seeded_search") + p.cum(
-        "engine/runner.py", "explore"
-    )
-    draws = [("engine/choices.py", n) for n in ("integer", "choice", "boolean", "items")]
-    hypothesis_draws = p.called("strategies/_internal/core.py", "draw", draws)
-    steps = p.cum("engine/machine.py", "step") + p.cum("engine/machine.py", "act")
-    starts = p.cum("engine/machine.py", "start") + p.cum("engine/machine.py", "build")
+    exploring = p.cum("engine/seeded_search.py", "seeded_search")
+    steps = p.cum("engine/machine.py", "step")
+    starts = p.cum("engine/machine.py", "start")
     viewers = [(LOCKSTEP, "check_view"), JUDGE, (LOCKSTEP, "refused")]
     view = p.called("", "view", viewers, any_file=True)
     probe = p.cum("targets/hash_index.py", "read_index")
@@ -91,9 +85,8 @@ def breakdown(profile: Profile) -> list[tuple[str, float]]:
     )
     compare = "engine/compare.py"
     parts = [
-        ("drawing: Hypothesis's draws", hypothesis_draws),
-        ("drawing: our drawers", p.cum("engine/machine.py", "next_action") - hypothesis_draws),
-        ("Hypothesis's engine around the steps", max(0.0, exploring - steps - starts)),
+        ("drawing: our drawers", p.cum("engine/machine.py", "next_action")),
+        ("the search around the steps", max(0.0, exploring - steps - starts)),
         ("spec: transition", p.called("engine/contracts.py", "spec_step", STEP_CALLERS)),
         ("spec: contract check (violation)", p.called("spec/step.py", "violation", [JUDGE])),
         ("spec: invariants", p.called("engine/invariant_check.py", "broken_since", STEP_CALLERS)),

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from unittest import SkipTest
 
-from hypothesis import Phase, given, reject
+from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
 from hypothesis import seed as use_seed
 from hypothesis import strategies as st
 from hypothesis.database import ExampleDatabase
@@ -27,7 +27,7 @@ from hypothesis.errors import Unsatisfiable
 
 from ..engine.choices import RandomChoices
 from ..engine.lockstep import RunRecord
-from ..engine.runner import Failure, failure_from, lockstep_settings
+from ..engine.runner import Failure, failure_from
 from ..engine.seeded_search import Dropped, Start, run_case
 from ..engine.source_constants import without_source_constants
 
@@ -43,6 +43,28 @@ class Cases:
     start: Start
     known: frozenset[str]
     tick: Callable[[RunRecord], None]
+
+
+def lockstep_settings(
+    *,
+    max_examples: int,
+    steps: int,
+    phases: list[Phase],
+    database: ExampleDatabase | None = None,
+) -> settings:
+    """Hypothesis settings for one run of a lockstep machine: quiet, no deadline, no health
+    checks (a slow pool is not a bad test), one failure at a time."""
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=database,
+        derandomize=False,
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        suppress_health_check=list(HealthCheck),
+        phases=phases,
+    )
 
 
 def hunt(
