@@ -1,16 +1,17 @@
 """Shrinking a difference to the shortest action sequence on the smallest pool.
 
-The suite's shrinker (:func:`~..shrink.shrink_sequence`) does the work and keeps the kind of
-the difference; the replay runs pool A against pool B. One more way to simplify an action
-is added here: naming a lower block (block 5 becomes block 1, say), so that the actions
-that only made block 5 exist can then be dropped and the pool made smaller, in one action
-or throughout the sequence; and, for short sequences, dropping one action while
-simplifying another.
+The suite's one shrinker (:func:`~..engine.shrink.shrink_sequence`) does the work and keeps
+the kind of the difference; the replay runs pool A against pool B. What a diff adds are
+ways to simplify and rewrite, handed to that shrinker: naming a lower block (block 5
+becomes block 1, say), so that the actions that only made block 5 exist can then be dropped
+and the pool made smaller, in one action or throughout the sequence; and, for short
+sequences, dropping one action while simplifying another.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -19,7 +20,6 @@ from kvpool.spec import NULL_BLOCK, PoolConfig
 from ..engine.levels import Level
 from ..engine.runner import Failure
 from ..engine.shrink import Replay, _simpler, _smaller_pools, shrink_sequence
-from ..engine.signature import signature
 from .loading import Pair
 from .pair import BLOCK_FIELDS, replay
 
@@ -75,22 +75,19 @@ def shrink_difference(
 
         return differs
 
-    deadline = time.monotonic() + budget_seconds
     config, trace, message = shrink_sequence(
-        replay_on, _smaller_pools, simpler, found.config, found.trace, budget_seconds
+        replay_on,
+        _smaller_pools,
+        simpler,
+        found.config,
+        found.trace,
+        budget_seconds,
+        rewrites=(_drop_and_simplify, _relabel),
     )
-    while time.monotonic() < deadline:
-        differs, kind = replay_on(config, True), signature(message)
-        fewer = _drop_and_simplify(differs, trace, kind, deadline) or _relabel(differs, trace, kind)
-        if fewer is None:
-            break
-        config, trace, message = shrink_sequence(
-            replay_on, _smaller_pools, simpler, config, fewer, deadline - time.monotonic()
-        )
     return Failure(message, trace, config)
 
 
-def mentioned(trace: tuple[Any, ...]) -> set[int]:
+def mentioned(trace: Sequence[Any]) -> set[int]:
     """The blocks of the pool that ``trace``'s actions name."""
     named: set[int] = set()
     for action in trace:
@@ -113,7 +110,7 @@ def relabelled(action: Any, old: int, new: int) -> Any:
     return replace(action, **changes) if changes else action
 
 
-def _relabel(differs: Replay, trace: tuple[Any, ...], kind: str) -> tuple[Any, ...] | None:
+def _relabel(differs: Replay, trace: list[Any], deadline: float) -> tuple[list[Any], str] | None:
     """The same sequence naming a lower block, unused so far, wherever it named a higher one
     (block 2 everywhere becomes block 1), if it still shows the same kind of difference;
     the allocations that only made the higher block exist can then be shrunk away."""
@@ -122,16 +119,18 @@ def _relabel(differs: Replay, trace: tuple[Any, ...], kind: str) -> tuple[Any, .
         for new in range(NULL_BLOCK + 1, old):
             if new in named:
                 continue
+            if time.monotonic() > deadline:
+                return None
             candidate = [relabelled(a, old, new) for a in trace]
             found, ran = differs(candidate)
-            if found is not None and signature(found) == kind and len(ran) == len(trace):
-                return tuple(ran)
+            if found is not None and len(ran) == len(trace):
+                return ran, found
     return None
 
 
 def _drop_and_simplify(
-    differs: Replay, trace: tuple[Any, ...], kind: str, deadline: float
-) -> tuple[Any, ...] | None:
+    differs: Replay, trace: list[Any], deadline: float
+) -> tuple[list[Any], str] | None:
     """A shorter sequence showing the same kind of difference, found by dropping one action
     and simplifying another at once (a ``touch`` goes together with one block fewer in the
     ``free_blocks`` it made legal); ``None`` when there is none. Only for short sequences."""
@@ -150,6 +149,6 @@ def _drop_and_simplify(
             if time.monotonic() > deadline:
                 return None
             found, ran = differs(candidate)
-            if found is not None and signature(found) == kind and len(ran) < len(trace):
-                return tuple(ran)
+            if found is not None and len(ran) < len(trace):
+                return ran, found
     return None

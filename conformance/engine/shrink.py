@@ -10,7 +10,7 @@ at the ``safety`` and ``order`` levels) is dropped as well.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
 
@@ -27,6 +27,10 @@ C = TypeVar("C")
 #: Replays a candidate sequence on one configuration: the failure (or ``None``) and the
 #: actions actually run (out-of-contract ones are skipped).
 Replay = Callable[[list[Any]], tuple[str | None, list[Any]]]
+#: A pass tried once the others shrink nothing more: given the replay (which counts only a
+#: failure of the kind being shrunk), the sequence and the deadline, another failing
+#: sequence to go on from (shorter, or naming lower blocks) and its message, or ``None``.
+Rewrite = Callable[[Replay, list[Any], float], tuple[list[Any], str] | None]
 
 
 def shrink(
@@ -56,9 +60,11 @@ def shrink_sequence(
     config: C,
     actions: tuple[Any, ...],
     budget_seconds: float,
+    rewrites: Sequence[Rewrite] = (),
 ) -> tuple[C, tuple[Any, ...], str]:
     """Shrink any failing sequence: drop chunks of actions, simplify single actions, try
-    smaller configurations, until nothing changes or the budget is spent.
+    smaller configurations, then the ``rewrites`` in order, until nothing changes or the
+    budget is spent. The one shrinker of every machine and of ``kvpool diff``.
 
     ``replay_on(config, skip)`` replays on ``config``, skipping out-of-contract actions when
     ``skip`` is set.
@@ -82,7 +88,12 @@ def shrink_sequence(
                 config, best, message = candidate, ran, found
                 break
         if (config, best) == previous:
-            break
+            fails = replay_on(config, True)
+            tried = (rewrite(fails, best, deadline) for rewrite in rewrites)
+            rewritten = next((r for r in tried if r is not None), None)
+            if rewritten is None:
+                break
+            best, message = rewritten
     return config, tuple(best), message
 
 
@@ -183,8 +194,7 @@ def _simpler(action: Any) -> list[Any]:
                 for j, block in enumerate(value):
                     lower = [b for b in range(1, block) if b not in value]
                     variants += [
-                        replace(action, **{f.name: (*value[:j], b, *value[j + 1 :])})
-                        for b in lower
+                        replace(action, **{f.name: (*value[:j], b, *value[j + 1 :])}) for b in lower
                     ]
         if f.name == "block_hashes" and value:
             variants.append(replace(action, block_hashes=value[:-1]))
