@@ -35,7 +35,9 @@ def pair_case(pair: Pair, level: Level, max_blocks: int) -> Start:
         def step(choices: Choices) -> None:
             if run.parted is not None:
                 return
-            action = next_action(choices, run.state, ctx, common.operations, level)
+            action = next_action(
+                choices, run.state, ctx, common.operations, level, allowed=run.can_apply
+            )
             if action is None or not run.can_apply(action):
                 record.skipped += 1
             else:

@@ -55,6 +55,12 @@ LEVELS = {SAFETY.name: SAFETY, ORDER.name: ORDER}
     "e.g. vllm-0.24 for vllm==0.24.0, else seed).",
 )
 @click.option("--profile-b", default=None, help="The same for B.")
+@click.option(
+    "--shared-only",
+    is_flag=True,
+    help="Draw only the actions both pools take (by default an action only one pool takes "
+    "is drawn too, and taking it is a difference).",
+)
 @max_examples_option("fresh pairs of pools")
 @steps_option
 @seed_option()
@@ -67,6 +73,7 @@ def diff(
     level: str,
     profile_a: str | None,
     profile_b: str | None,
+    shared_only: bool,
     max_examples: int,
     steps: int,
     seed: int | None,
@@ -83,8 +90,10 @@ def diff(
 
     A and B are targets as for `kvpool conform --target`: impl, spec, vllm==X.Y.Z (a
     release, fetched once), vllm@PATH (a source tree or wheel), module:factory. Actions
-    are drawn inside both pools' contracts (their profiles); only actions both pools offer
-    are drawn, and the header says which were left out and why.
+    are drawn inside both pools' contracts (their profiles). An action only one pool takes
+    (a new argument, a new operation) is drawn too, inside that pool's contract, and taking
+    it is a difference; --shared-only leaves such actions out. The header says what was
+    drawn, what was left out and why.
 
     \b
     Examples:
@@ -98,7 +107,7 @@ def diff(
     """
     console = Console()
     try:
-        pair = load_pair(pool_a, pool_b, profile_a, profile_b)
+        pair = load_pair(pool_a, pool_b, profile_a, profile_b, shared_only)
     except (TargetLoadError, KeyError) as exc:
         fail_usage(console, exc.args[0] if isinstance(exc, KeyError) else str(exc))
     chosen = LEVELS[level]
@@ -130,7 +139,8 @@ def diff(
     console.print(
         f"Reproduce with: kvpool diff {pool_a.text} {pool_b.text} --level {chosen.name} "
         f"--profile-a {pair.a.profile.name} --profile-b {pair.b.profile.name} "
-        f"--seed {run_seed} --max-examples {max_examples} --steps {steps} --blocks {blocks}",
+        + ("--shared-only " if shared_only else "")
+        + f"--seed {run_seed} --max-examples {max_examples} --steps {steps} --blocks {blocks}",
         highlight=False,
         soft_wrap=True,
     )

@@ -1,9 +1,12 @@
 """What two pools have in common: the actions both take and what both show of their state.
 
-Only actions both sides offer are drawn, and only what both show is compared; everything
-else is listed with the side that lacks it, so a reader knows what the diff did not look at.
-A side offers an operation when its target has it and its profile (the contract it is held
-to when actions are drawn) includes it.
+Actions both sides offer are drawn and compared. An action one side's pool takes and the
+other's pool lacks is drawn too (inside the contract of the side that takes it), and taking
+it is a difference: a caller written for one pool breaks on the other. With ``shared_only``
+such actions are left out instead. An action a side's *profile* leaves out (the contract
+chosen for the run) is never drawn. Only what both show is compared; everything else is
+listed with the side that lacks it, so a reader knows what the diff did not look at. A
+side offers an operation when its target has it and its profile includes it.
 """
 
 from __future__ import annotations
@@ -72,6 +75,16 @@ class CommonGround:
     left_out: tuple[tuple[str, str], ...]
     #: (observable, why) for every observable one side shows and the other does not.
     not_compared: tuple[tuple[str, str], ...]
+    #: operation -> (the letter of the side that takes it, why the other does not): drawn,
+    #: and a difference when taken (the other side's pool lacks it).
+    one_sided: tuple[tuple[str, str, str], ...] = ()
+
+    def taken_by_one(self, operation: str) -> tuple[str, str] | None:
+        """``(side, why the other lacks it)`` when only one side's pool takes ``operation``."""
+        for op, side, why in self.one_sided:
+            if op == operation:
+                return side, why
+        return None
 
     @property
     def evict_first(self) -> bool:
@@ -87,25 +100,36 @@ class CommonGround:
 
 
 def common_ground(
-    a: Side, b: Side, a_target_ops: frozenset[str], b_target_ops: frozenset[str]
+    a: Side,
+    b: Side,
+    a_target_ops: frozenset[str],
+    b_target_ops: frozenset[str],
+    shared_only: bool = False,
 ) -> CommonGround:
     """What A and B share; ``*_target_ops`` are the targets' own operations (to say whether
-    a side lacks an operation or only its profile leaves it out)."""
+    a side lacks an operation or only its profile leaves it out). Unless ``shared_only``,
+    an operation one side offers and the other's pool lacks is drawn (:attr:`one_sided`)."""
     left_out = []
+    one_sided = []
     for op in OPERATIONS:
         in_a, in_b = op in a.operations, op in b.operations
-        if in_a and not in_b:
-            left_out.append((label(op), b.why_not(op, b_target_ops)))
-        elif in_b and not in_a:
-            left_out.append((label(op), a.why_not(op, a_target_ops)))
+        if in_a == in_b:
+            continue
+        taker, other, other_ops = (a, b, b_target_ops) if in_a else (b, a, a_target_ops)
+        why = other.why_not(op, other_ops)
+        if op in other_ops or shared_only:  # the other's profile leaves it out, or asked so
+            left_out.append((label(op), why))
+        else:
+            one_sided.append((op, taker.letter, why))
     not_compared = []
     for seen in COMPARED:
         if (seen in a.observes) != (seen in b.observes):
             lacking = b if seen in a.observes else a
             not_compared.append((seen, f"{lacking.letter} ({lacking.spec}) does not show it"))
     return CommonGround(
-        a.operations & b.operations,
+        (a.operations & b.operations) | {op for op, _, _ in one_sided},
         (a.observes & b.observes) - {"structure"},
         tuple(left_out),
         tuple(not_compared),
+        tuple(one_sided),
     )

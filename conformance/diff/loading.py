@@ -51,13 +51,16 @@ def load_pair(
     spec_b: TargetDescription | str,
     profile_a: str | None = None,
     profile_b: str | None = None,
+    shared_only: bool = False,
 ) -> Pair:
     """Load both targets (a vLLM release is fetched once into the cache).
 
     Each side is held to its own profile when actions are drawn (``None``: the target's
     default, e.g. ``vllm-0.24`` for ``vllm==0.24.0``, else ``seed``). Raises
     :class:`~..targets.loading.TargetLoadError` or ``KeyError`` (an unknown profile).
+    ``shared_only`` leaves out the operations only one side's pool takes (by default they
+    are drawn, and taking one is a difference).
     """
     a, build_a, ops_a = _side("A", spec_a, profile_a)
     b, build_b, ops_b = _side("B", spec_b, profile_b)
-    return Pair(a, b, build_a, build_b, common_ground(a, b, ops_a, ops_b))
+    return Pair(a, b, build_a, build_b, common_ground(a, b, ops_a, ops_b, shared_only))

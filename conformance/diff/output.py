@@ -14,7 +14,7 @@ from ..engine.signature import signature
 from ..report import config_line
 from ..trace.model import Trace
 from ..trace.show import action_text, outcome_text
-from .common import COMPARED
+from .common import COMPARED, label
 from .loading import Pair
 from .run import DiffResult
 
@@ -44,6 +44,9 @@ def print_header(console: Console, pair: Pair, level: Level, seed: int) -> None:
     _line(console, f"  level {level.name} ({MEANING[level.name]}), seed {seed}")
     drawn = common.drawn()
     _line(console, f"  actions drawn ({len(drawn)}): {', '.join(drawn)}")
+    if common.one_sided:
+        one = "; ".join(f"{label(op)} ({taker} only: {why})" for op, taker, why in common.one_sided)
+        _line(console, f"  taken by one side only, a difference when taken: {one}")
     if common.left_out:
         left = "; ".join(f"{op} ({why})" for op, why in common.left_out)
         _line(console, f"  left out ({len(common.left_out)}): {left}")

@@ -33,7 +33,9 @@ from kvpool.spec import (
 
 from ..engine.levels import Level
 from ..engine.lockstep import Nonconformance, RunRecord, replay_actions
-from ..engine.target import Target
+from ..engine.target import EVICT_FIRST, Target
+from ..trace.outcomes import NotOffered
+from .common import label
 from .compare import block_ids, compare_results, compare_views
 from .loading import Pair
 from .renaming import Renaming
@@ -113,7 +115,8 @@ class PairRun:
     # --- what may be drawn ---------------------------------------------------------------
 
     def can_apply(self, action: Action) -> bool:
-        """Whether ``action`` is one both pools take, inside both sides' contracts now."""
+        """Whether ``action`` is one the pair draws, inside both sides' contracts now (an
+        action only one side's pool takes: inside that side's contract)."""
         common = self.pair.common
         if action.operation not in common.operations:
             return False
@@ -121,6 +124,9 @@ class PairRun:
             return False
         if getattr(action, "foreign", ()) and not common.peer:
             return False
+        one_side = common.taken_by_one(_operation(action))
+        if one_side is not None:
+            return violation(self.state if one_side[0] == "A" else self.state_b, action) is None
         return violation(self.state, action) is None and violation(self.state_b, action) is None
 
     # --- one step ------------------------------------------------------------------------
@@ -155,6 +161,9 @@ class PairRun:
         self.record.trace.append(action)
         self.record.steps += 1
         self.record.operations[action.operation] += 1
+        one_side = self.pair.common.taken_by_one(_operation(action))
+        if one_side is not None:
+            self._one_sided(action, one_side[0])
         outcome_a = _try(self.a, action)
         outcome_b = _try(self.b, self.for_b(action))
         self.last = Outcomes(outcome_a, outcome_b)
@@ -183,6 +192,17 @@ class PairRun:
             return
         self.check_views(f"after {op}")
         self.check_structure(op)
+
+    def _one_sided(self, action: Action, taker: str) -> None:
+        """``action``, which only ``taker``'s pool takes: called on that side alone, and a
+        difference whatever it answers."""
+        name = label(_operation(action))
+        lacking = "B" if taker == "A" else "A"
+        if taker == "A":
+            self.last = Outcomes(_try(self.a, action), NotOffered(f"B lacks {name}"))
+        else:
+            self.last = Outcomes(NotOffered(f"A lacks {name}"), _try(self.b, self.for_b(action)))
+        raise Difference(f"{name}: taken by {taker} only; {lacking}'s pool lacks it")
 
     def _parts(self, action: Action, a: Observation, b: Observation) -> bool:
         """Rename B's newly handed-out blocks onto A's; whether the run parts here."""
@@ -233,6 +253,12 @@ class PairRun:
             raise Difference(
                 f"after {op}: free list of {who} only corrupted: " + "; ".join(problems)
             )
+
+
+def _operation(action: Action) -> str:
+    """The operation ``action`` is, as the pair's operations name it (``free_blocks``
+    freeing to the front is :data:`~..engine.target.EVICT_FIRST`)."""
+    return EVICT_FIRST if getattr(action, "evict_first", False) else action.operation
 
 
 def _try(target: Target, action: Action) -> Observation | Exception:

@@ -73,10 +73,13 @@ def next_action(
     ctx: draw.Context,
     operations: frozenset[str],
     level: Level,
+    allowed: Callable[[Action], bool] | None = None,
 ) -> Action | None:
     """The next action: first its kind (weighted towards the ones that build state), then
     the action itself; at the robustness level sometimes one that breaks a rule. ``None``
-    when the broken rule drawn cannot be broken in this state."""
+    when the broken rule drawn cannot be broken in this state. ``allowed`` says what is
+    inside the contract at the levels that stay inside it (default: ``state``'s profile
+    allows it; a diff asks both sides')."""
     ctx.observe(state)
     options = kinds(state, ctx, operations, level)
     # Hypothesis draws the first option far more often than its weight says (get_new_blocks
@@ -86,7 +89,8 @@ def next_action(
     kind = choices.weighted(options[start:] + options[:start], "operation")
     if kind != OUT_OF_CONTRACT:
         drawn = table.named(kind).draw(choices, state, ctx)
-        if not level.out_of_contract and violation(state, drawn) is not None:
+        inside = violation(state, drawn) is None if allowed is None else allowed(drawn)
+        if not level.out_of_contract and not inside:
             # The drawers follow the seed's contract; a profile may narrow it (an older
             # release's cache_full_blocks taking no null block, say): such an action is
             # not drawn at the levels that stay inside the contract.

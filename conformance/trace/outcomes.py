@@ -34,8 +34,15 @@ def result_json(action: Any, result: Any) -> Json:
     return variant("Blocks", [int(b) for b in result])
 
 
+class NotOffered(Exception):
+    """The outcome of a side of a diff whose pool lacks the call: it was not called."""
+
+
 def outcome_json(action: Any, outcome: Any) -> Json:
-    """What one side made of an action: a result, a refusal, an exception, or nothing."""
+    """What one side made of an action: a result, a refusal, an exception, a call its pool
+    lacks, or nothing."""
+    if isinstance(outcome, NotOffered):
+        return variant("Lacks", str(outcome))
     if isinstance(outcome, Observation):
         fired = [{"#tup": [b, name]} for b, name in outcome.fired]
         return variant("Returned", {"result": result_json(action, outcome.result), "fired": fired})

@@ -55,6 +55,8 @@ def outcome_text(value: Json) -> str:
         return _json_text(inner)
     if tag == "Nothing":
         return "nothing"
+    if tag == "Lacks":
+        return "not called: its pool lacks this call"
     return _json_text(value)
 
 

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
 from kvpool.conformance.diff.command import diff
+from kvpool.conformance.diff.common import label
 from kvpool.conformance.diff.loading import load_pair
 from kvpool.conformance.diff.pair import Difference, PairRun, replay
 from kvpool.conformance.diff.renaming import Renaming
@@ -226,7 +227,8 @@ def test_one_side_refusing_is_a_difference() -> None:
 
 
 def test_left_out_actions_are_named_with_the_side_that_lacks_them() -> None:
-    pair = load_pair("spec", "tiny_pool:TinyPool")
+    pair = load_pair("spec", "tiny_pool:TinyPool", shared_only=True)
+    assert pair.common.one_sided == ()
     left = dict(pair.common.left_out)
     assert left["cache_full_blocks"] == "B (tiny_pool:TinyPool) lacks it"
     assert left["free_blocks(evict_first)"] == "B (tiny_pool:TinyPool) lacks it"
@@ -242,10 +244,41 @@ def test_left_out_actions_are_named_with_the_side_that_lacks_them() -> None:
     assert dict(by_profile.common.left_out)["unpin_blocks"] == (
         "B's profile vllm-0.24 leaves it out"
     )
-    result = kvpool_diff("tiny_pool:TinyPool", "spec", "-n", "15", "--seed", "2")
+    result = kvpool_diff("tiny_pool:TinyPool", "spec", "-n", "15", "--seed", "2", "--shared-only")
     assert result.exit_code == 0, result.output
     assert "cache_full_blocks (A (tiny_pool:TinyPool) lacks it)" in result.output
     assert "not compared: free_queue (A (tiny_pool:TinyPool) does not show it)" in result.output
+
+
+def test_an_action_only_one_pool_takes_is_drawn_and_is_a_difference() -> None:
+    pair = load_pair("spec", "tiny_pool:TinyPool")
+    one_sided = {op: (side, why) for op, side, why in pair.common.one_sided}
+    assert one_sided["cache_full_blocks"] == ("A", "B (tiny_pool:TinyPool) lacks it")
+    assert one_sided["free_blocks:evict_first"] == ("A", "B (tiny_pool:TinyPool) lacks it")
+    assert pair.common.left_out == ()  # what a profile leaves out is still left out
+    found = run_diff(
+        pair,
+        ORDER,
+        max_examples=40,
+        steps=20,
+        seed=1,
+        max_blocks=6,
+        max_findings=len(one_sided) + 1,
+        findings_seconds=120.0,
+    ).differences
+    kinds = {d.message: d.trace for d in found}
+    for op in one_sided:  # each drawn, each a difference of its own, each shrunk
+        message = f"{label(op)}: taken by A only; B's pool lacks it"
+        assert message in kinds, (message, list(kinds))
+        assert len(kinds[message]) <= 2, kinds[message]
+    taken = kinds["cache_full_blocks: taken by A only; B's pool lacks it"]
+    assert isinstance(taken[-1], CacheFullBlocks)  # after the block its contract needs
+    flag = kinds["free_blocks(evict_first): taken by A only; B's pool lacks it"]
+    assert isinstance(flag[-1], FreeBlocks) and flag[-1].evict_first
+    result = kvpool_diff("tiny_pool:TinyPool", "spec", "-n", "15", "--seed", "2")
+    assert result.exit_code == 1, result.output
+    assert "taken by one side only, a difference when taken:" in result.output
+    assert "taken by B only; A's pool lacks it" in result.output
 
 
 # --- the command, its traces ---------------------------------------------------------------

@@ -18,9 +18,9 @@ from kvpool.conformance.targets.loading import TargetLoadError
 from kvpool.spec import CacheFullBlocks, FreeBlocks, GetNewBlocks
 
 
-def release_pair(a: str, b: str) -> Pair:
+def release_pair(a: str, b: str, shared_only: bool = False) -> Pair:
     try:
-        return load_pair(a, b)
+        return load_pair(a, b, shared_only=shared_only)
     except TargetLoadError as exc:
         if "could not download" not in str(exc):
             raise  # the wheel is there: loading it failed, a bug to see
@@ -41,7 +41,13 @@ def diff(pair: Pair, level: Level, examples: int = 120, findings: int = 4) -> Di
 
 
 def test_0_23_to_0_24_moves_freed_unkeyed_blocks_to_the_front() -> None:
-    pair = release_pair("vllm==0.23.0", "vllm==0.24.0")
+    one_sided = release_pair("vllm==0.23.0", "vllm==0.24.0").common.one_sided
+    assert one_sided == (
+        ("free_blocks:evict_first", "A", "B (vllm==0.24.0) lacks it"),
+        ("cache_partial_block", "B", "A (vllm==0.23.0) lacks it"),
+    )
+    # what changed in the calls both take: drawn alone
+    pair = release_pair("vllm==0.23.0", "vllm==0.24.0", shared_only=True)
     left = dict(pair.common.left_out)
     assert left == {
         "free_blocks(evict_first)": "B (vllm==0.24.0) lacks it",
@@ -82,3 +88,19 @@ def test_two_copies_of_one_release_agree() -> None:
     result = diff(pair, ORDER, examples=80)
     assert result.differences == ()
     assert result.record.steps > 1000
+
+
+def test_0_33_to_0_34_takes_evict_first_again() -> None:
+    """0.34.0's ``free_blocks`` takes ``evict_first`` again (0.33.0's does not); inside the
+    calls both take, the two releases agree at order (the weak pool reference, ``ref_cnt =
+    1`` in ``get_new_blocks`` and block ids in the index show nowhere a caller can see)."""
+    pair = release_pair("vllm==0.33.0", "vllm==0.34.0")
+    assert pair.common.one_sided == (("free_blocks:evict_first", "B", "A (vllm==0.33.0) lacks it"),)
+    result = diff(pair, ORDER)
+    assert [d.message for d in result.differences] == [
+        "free_blocks(evict_first): taken by B only; A's pool lacks it"
+    ]
+    (taken,) = result.differences
+    assert taken.trace == (FreeBlocks((), True, ()),)
+    shared = release_pair("vllm==0.33.0", "vllm==0.34.0", shared_only=True)
+    assert diff(shared, ORDER).differences == ()
