@@ -37,15 +37,12 @@ from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.manager import (
     Admit,
     Append,
-    Compute,
-    Finish,
     ManagerConfig,
-    Preempt,
     RequestAction,
-    Resume,
     Scheduled,
 )
 
+from ..manager.operations import named
 from ..manager.target import ManagerTarget, RequestSetup
 from .measure import collector_off
 
@@ -286,60 +283,13 @@ class Digests:
 # ------------------------------------------------------------------ one step, per action
 
 
-def _admit(t: ManagerTarget, rid: str, tokens: tuple[int, ...], salt: str | None) -> Answer:
-    result = t.admit(rid, tokens, salt)
-    if result is not None:
-        t.copies_done(rid)  # the engine has made the copies of a partial hit
-    return result
-
-
-def _resume(t: ManagerTarget, rid: str) -> Answer:
-    result = t.resume(rid)
-    if result is not None:
-        t.copies_done(rid)
-    return result
-
-
-def _append(t: ManagerTarget, rid: str, tokens: tuple[int, ...]) -> Answer:
-    return t.append(rid, tokens)
-
-
-def _compute(t: ManagerTarget, rid: str, cache_partial: bool) -> Answer:
-    prepared = t.prepare_write(rid)
-    if prepared is None:
-        return None
-    t.copies_done(rid)
-    final = t.commit(rid, cache_partial)
-    return Scheduled(final.num_computed_tokens, final.tables, prepared.copies)
-
-
-def _preempt(t: ManagerTarget, rid: str) -> Answer:
-    t.preempt(rid)
-    return None
-
-
-def _finish(t: ManagerTarget, rid: str) -> Answer:
-    t.finish(rid)
-    return None
-
-
 def compile_action(target: ManagerTarget, action: RequestAction) -> Compiled:
-    """``action`` as one function call on ``target`` (the calls a scheduler step makes)."""
-    rid = action.request_id
-    match action:
-        case Admit(tokens=tokens, salt=salt):
-            return _admit, (target, rid, tokens, salt)
-        case Resume():
-            return _resume, (target, rid)
-        case Append(tokens=tokens):
-            return _append, (target, rid, tokens)
-        case Compute(cache_partial=cache_partial):
-            return _compute, (target, rid, cache_partial)
-        case Preempt():
-            return _preempt, (target, rid)
-        case Finish():
-            return _finish, (target, rid)
-    raise ValueError(f"the request workload has no {action.operation} step")
+    """``action`` as one function call on ``target`` (the calls a scheduler step makes: its
+    record's ``bare`` drive in the request table)."""
+    bare = named(action.operation).bare
+    if bare is None:
+        raise ValueError(f"the request workload has no {action.operation} step")
+    return bare, (target, action)
 
 
 def step(target: ManagerTarget, action: RequestAction) -> Answer:

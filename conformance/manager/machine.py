@@ -15,7 +15,7 @@ from ..engine.lockstep import RunRecord
 from ..engine.seeded_search import Start, Step
 from . import draw
 from .manager_run import ManagerRun
-from .operations import REQUEST_OPERATIONS
+from .operations import REQUEST_OPERATIONS, named
 from .pool_run import PoolRequestRun
 from .target import RequestSetup
 
@@ -38,7 +38,7 @@ def next_request_action(
     ctx.remember(state)
     kinds = [(op.name, op.weight(state)) for op in REQUEST_OPERATIONS]
     kind = choices.weighted(kinds, "request operation")
-    return next(op for op in REQUEST_OPERATIONS if op.name == kind).draw(choices, state, ctx)
+    return named(kind).draw(choices, state, ctx)
 
 
 def request_case(build: RunBuilder, max_blocks: int) -> Start:

@@ -8,7 +8,7 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 from kvpool.spec import (
     Action,
@@ -24,18 +24,9 @@ from kvpool.spec import (
 )
 from kvpool.spec.events import as_consumers_read
 from kvpool.spec.manager import (
-    NO_EXTRA,
-    Admit,
-    Append,
-    Compute,
-    EvictCached,
-    Finish,
     ManagerResult,
     ManagerState,
-    Preempt,
     RequestAction,
-    ResetCache,
-    Resume,
     Scheduled,
     SpecPool,
     apply_request,
@@ -47,6 +38,7 @@ from ..consumers.judge import StreamJudge
 from ..engine.compare import compare_views
 from ..engine.lockstep import Nonconformance, RunRecord
 from ..engine.target import PoolView
+from . import operations
 from .checks import RequestChecks
 from .coverage import request_situations
 from .pool_run import ANSWERS, QUERIES
@@ -202,47 +194,9 @@ class ManagerRun:
     # --- the target side: protocol calls, engine copies and writes, property checks ------
 
     def drive(self, action: RequestAction) -> ManagerResult:
-        t, checks = self.target, self.checks
-        rid = action.request_id
-        match action:
-            case Admit(tokens=tokens, salt=salt, extra=extra):
-                checks.admitted(rid, tokens, salt, extra)
-                cached = checks.cached_prefix(rid, t.view())
-                if extra == NO_EXTRA:
-                    result = t.admit(rid, tokens, salt)
-                else:  # only a manager that declares extra_keys_taken is given them
-                    admit: Any = t.admit
-                    result = admit(rid, tokens, salt, extra=extra)
-                if result is None:
-                    del checks.requests[rid]
-                    return None
-                return self.copied(rid, result, fresh=True, cached=cached)
-            case Resume():
-                kept = checks.kept_blocks(rid, t.view())
-                result = t.resume(rid)
-                return None if result is None else self.copied(rid, result, True, kept)
-            case Append(tokens=tokens):
-                result = t.append(rid, tokens)
-                if result is not None:
-                    checks.appended(rid, tokens)
-                    checks.scheduled(rid, result, t.view(), fresh=False)
-                return result
-            case Compute(cache_partial=cache_partial):
-                return self.compute(rid, cache_partial)
-            case Preempt():
-                t.preempt(rid)
-                checks.released(rid, t.view(), finished=False)
-                return None
-            case Finish():
-                t.finish(rid)
-                checks.released(rid, t.view(), finished=True)
-                return None
-            case ResetCache():
-                return t.reset_prefix_cache()
-            case EvictCached(block_ids=block_ids):
-                t.evict_cached(block_ids)
-                return None
-        raise TypeError(f"not a request action: {action!r}")
+        """The calls of ``action`` on the target, checked (its record's ``checked`` drive in
+        the request table)."""
+        return operations.named(action.operation).checked(self, action)
 
     def make_copies(self, rid: str, copies: tuple[tuple[int, int], ...]) -> None:
         """The engine copies data for a copy-on-write, into blocks that must be writable."""
