@@ -38,6 +38,7 @@ from kvpool.spec.manager import (
     Admit,
     Append,
     ManagerConfig,
+    ManagerResult,
     RequestAction,
     Scheduled,
 )
@@ -90,8 +91,9 @@ TIMING = (
     "the spec's canonical encoding against vLLM hashing its own way"
 )
 
-#: What a step answers: the request's tables, or ``None`` (no room; nothing changed).
-Answer = Scheduled | None
+#: What a step answers: the request's tables, or ``None`` (no room; nothing changed); the
+#: workload has no reset, so never a reset's verdict.
+Answer = ManagerResult
 #: A compiled step: a function and its arguments (the target first).
 Compiled = tuple[Callable[..., Answer], tuple[Any, ...]]
 
