@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any, Union, get_args, get_origin
 
-from kvpool.spec import ALL_ACTIONS, Action, Event, Observation
+from kvpool.spec import Action, Event, Observation
 
+from ..engine import operations
 from ..engine.target import PoolView
 from ..trace.itf import ItfError, Json, decode, encode, hints_of
 from ..trace.outcomes import result_json, variant
@@ -50,12 +51,20 @@ def encode_action(action: Action) -> Json:
     return encode(action, type(action))
 
 
+def pool_actions() -> tuple[type[Action], ...]:
+    """The pool actions the protocol carries: those of the operation table
+    (:data:`~..engine.operations.POOL_OPERATIONS`), read at each call, so that an
+    operation declared there is carried with nothing else changed."""
+    return tuple(op.action for op in operations.POOL_OPERATIONS)
+
+
 def decode_action(
-    data: Json, actions: Iterable[type[Action]] = ALL_ACTIONS, where: str = "action"
+    data: Json, actions: Iterable[type[Action]] | None = None, where: str = "action"
 ) -> Action:
-    """The action ``data`` records, one of ``actions`` chosen by its ``operation``;
-    :class:`ItfError` names ``where`` when it is none of them or malformed."""
-    by_operation = {a.operation: a for a in actions}
+    """The action ``data`` records, one of ``actions`` (default: :func:`pool_actions`)
+    chosen by its ``operation``; :class:`ItfError` names ``where`` when it is none of them
+    or malformed."""
+    by_operation = {a.operation: a for a in (pool_actions() if actions is None else actions)}
     operation = data.get("operation") if isinstance(data, dict) else None
     kind = by_operation.get(operation) if isinstance(operation, str) else None
     if kind is None:

@@ -18,12 +18,12 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any, Union, get_args, get_origin
 
-from kvpool.spec import ALL_ACTIONS, Action, PoolConfig
+from kvpool.spec import Action, PoolConfig
 
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..manager.target import RequestSetup
 from ..trace.itf import hints_of
-from .codec import NOTHING, REFUSED, RESULT_TYPES, RETURNED, view_fields
+from .codec import NOTHING, REFUSED, RESULT_TYPES, RETURNED, pool_actions, view_fields
 from .manager import MANAGER_METHODS, MANAGER_OFFERS, signature
 from .session import ERROR, PROTOCOL, REPLIES, pool_offers
 
@@ -117,10 +117,11 @@ def message(kind: str, fields: Schema, optional: Iterable[str] = (), reply: bool
     return record(properties, [n for n in properties if n not in set(optional)])
 
 
-def protocol_schema(actions: Iterable[type[Action]] = ALL_ACTIONS) -> Schema:
-    """Every message of the protocol, with ``actions`` as the actions an ``apply`` carries."""
+def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
+    """Every message of the protocol, with ``actions`` (default: the operation table's,
+    :func:`~.codec.pool_actions`) as the actions an ``apply`` carries."""
     defs: dict[str, Schema] = {}
-    action_refs = [value_schema(a, defs) for a in actions]
+    action_refs = [value_schema(a, defs) for a in (pool_actions() if actions is None else actions)]
     results = [variant(NOTHING, NONE)] + [
         variant(tag, value_schema(hint, defs)) for tag, hint in RESULT_TYPES.items()
     ]

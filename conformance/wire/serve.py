@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
+from kvpool.spec import PoolConfig, get_profile
 
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
@@ -28,6 +28,7 @@ from .codec import (
     encode_outcome,
     encode_returned,
     optional_arguments,
+    pool_actions,
     shown_type,
 )
 from .manager import MANAGER_METHODS, MANAGER_OFFERS, decode_arguments, signature
@@ -135,7 +136,7 @@ def taken_arguments(target: Target) -> frozenset[str]:
     of its own, which the target lists or not)."""
     takes = getattr(target, TAKES, None)
     taken = set()
-    for kind in ALL_ACTIONS:
+    for kind in pool_actions():
         if kind.operation not in target.operations:
             continue
         hints = hints_of(kind)

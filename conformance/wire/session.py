@@ -18,10 +18,9 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, TypeVar
 
-from kvpool.spec import ALL_ACTIONS, Action, Observation, PoolConfig
+from kvpool.spec import Action, Observation, PoolConfig
 
 from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..manager.target import RequestSetup
@@ -34,6 +33,7 @@ from .codec import (
     decode_returned,
     encode_action,
     optional_arguments,
+    pool_actions,
 )
 
 T = TypeVar("T")
@@ -231,13 +231,12 @@ def hello(reply: dict[str, Any], offerable: frozenset[str]) -> Hello:
     return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
 
 
-@cache
 def pool_offers() -> frozenset[str]:
-    """What ``operations`` may name: every action's operation, and ``OPERATION:FIELD`` for
-    each of its optional arguments."""
+    """What ``operations`` may name: every operation of the table, and ``OPERATION:FIELD``
+    for each of its optional arguments."""
     return frozenset(
         name
-        for kind in ALL_ACTIONS
+        for kind in pool_actions()
         for name in (
             kind.operation,
             *(f"{kind.operation}:{field}" for field in optional_arguments(kind)),

@@ -1,7 +1,8 @@
 """The operation table is the one place an operation is declared: a made-up operation
 added there (with its action, its rule and a pool that has the method) is drawn inside
 and outside the contract, dispatched to the pool, refused by its return value, called by
-the standalone vectors runner and shown on a reference page, with nothing else changed;
+the standalone vectors runner, carried over the wire and shown on a reference page, with
+nothing else changed;
 and no module outside the table names an operation's draw, call shape or refusal."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -340,3 +342,16 @@ def test_the_naming_check_catches_a_table_of_its_own(
     assert "engine/machine.py:1: a table per operation" in found
     assert "engine/machine.py names the drawer draw_touch" in found
     assert "engine/machine.py names the operation 'touch'" in found
+
+
+@pytest.mark.usefixtures("with_mark")
+def test_a_made_up_operation_is_carried_over_the_wire() -> None:
+    from kvpool.conformance.wire.codec import decode_action, encode_action
+    from kvpool.conformance.wire.schema import protocol_schema
+    from kvpool.conformance.wire.session import pool_offers
+
+    sent = json.loads(json.dumps(encode_action(MarkBlock(3))))
+    assert sent["operation"] == "mark_block"
+    assert decode_action(sent) == MarkBlock(3)
+    assert "mark_block" in pool_offers()  # a program may offer it in its handshake
+    assert "MarkBlock" in protocol_schema()["$defs"]  # and the schema describes it
