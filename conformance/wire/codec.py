@@ -151,20 +151,32 @@ def encode_view(view: PoolView) -> Json:
 
 class ViewWriter:
     """Writes a pool's views one after another: a field equal to the one in the view
-    before is not encoded again (the other side of :class:`ViewReader`)."""
+    before is not encoded again (the other side of :class:`ViewReader`). With ``changes``
+    (protocol 2) a later view leaves such a field out altogether; :meth:`restart` makes the
+    next view whole (a new pool's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: bool = False) -> None:
         self.last: dict[str, tuple[Any, Json]] = {}
+        self.changes = changes
+        self.whole = True
+
+    def restart(self, changes: bool) -> None:
+        """The next view is a new pool's, written whole; later ones only their changes
+        when ``changes``."""
+        self.changes, self.whole = changes, True
 
     def write(self, view: PoolView) -> Json:
         record: dict[str, Json] = {}
+        leave_out = self.changes and not self.whole
+        self.whole = False
         for name, hint in view_fields().items():
             value = getattr(view, name)
             if value is None:
                 continue
             kept = self.last.get(name)
             if kept is not None and kept[0] == value:
-                record[name] = kept[1]
+                if not leave_out or name == "free_count":
+                    record[name] = kept[1]
                 continue
             record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
             self.last[name] = (value, record[name])
@@ -179,10 +191,24 @@ def decode_view(data: Json, where: str = "view") -> PoolView:
 class ViewReader:
     """Reads a program's views one after another: a field whose JSON is the same as in the
     view before is not decoded again (a step changes a few fields of the view; the keys
-    and the index of a pool nobody caches into do not change at all)."""
+    and the index of a pool nobody caches into do not change at all).
+
+    Under protocol 2 (:meth:`start` with ``changes``) a pool shows the fields of its first
+    view, and a later view may leave out a field that has not changed since the view
+    before: it keeps that value."""
 
     def __init__(self) -> None:
         self.last: dict[str, tuple[Json, Any]] = {}
+        #: The fields the current pool shows, when later views hold only their changes.
+        self.shown: frozenset[str] | None = None
+
+    def start(self, data: Json, changes: bool, where: str = "view") -> PoolView:
+        """A new pool's first view (whole); later ones hold only changes when ``changes``."""
+        self.shown = None
+        view = self.read(data, where)
+        if changes:
+            self.shown = frozenset(data)
+        return view
 
     def read(self, data: Json, where: str = "view") -> PoolView:
         fields = view_fields()
@@ -193,6 +219,12 @@ class ViewReader:
             raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
         if "free_count" not in data:
             raise ItfError(f"{where}: a view needs the field 'free_count'")
+        shown = self.shown
+        if shown is not None and not shown.issuperset(data):
+            raise ItfError(
+                f"{where}: field(s) {sorted(set(data) - shown)} not in the pool's first view "
+                f"(it shows {sorted(shown)})"
+            )
         values: dict[str, Any] = {}
         for name, value in data.items():
             kept = self.last.get(name)
@@ -204,6 +236,9 @@ class ViewReader:
             else:
                 values[name] = decode(value, fields[name], f"{where}.{name}")
             self.last[name] = (value, values[name])
+        if shown is not None:
+            for name in shown.difference(data):
+                values[name] = self.last[name][1]
         return PoolView(**values)
 
 
