@@ -22,8 +22,9 @@ from typing import Any, Union, get_args, get_origin
 from kvpool.spec import ALL_ACTIONS, Action, Event, Observation
 
 from ..engine.target import PoolView
-from ..trace.itf import ItfError, Json, decode, encode, hints_of
+from ..trace.itf import ItfError, Json, encode, hints_of
 from ..trace.outcomes import result_json, variant
+from .compiled import decode_fast, encode_fast
 
 #: The result tags of :func:`..trace.outcomes.result_json`, each with the type it decodes
 #: to (``Nothing`` is ``None``).
@@ -36,6 +37,8 @@ RESULT_TYPES: dict[str, Any] = {
     "Events": tuple[Event, ...],
 }
 NOTHING = "Nothing"
+#: The watchers an action fired: (block, watcher) pairs.
+FIRED = tuple[tuple[int, str], ...]
 #: An outcome's tags: the pool returned, or it refused the action (with its reason).
 RETURNED = "Returned"
 REFUSED = "Refused"
@@ -47,7 +50,7 @@ class Refusal(Exception):
 
 def encode_action(action: Action) -> Json:
     """``action`` as its trace record: ``{"operation": ..., field: value, ...}``."""
-    return encode(action, type(action))
+    return encode_fast(action, type(action))
 
 
 def decode_action(
@@ -62,7 +65,7 @@ def decode_action(
         raise ItfError(
             f"{where}: unknown operation {operation!r}; expected one of {sorted(by_operation)}"
         )
-    decoded: Action = decode(data, kind, where)
+    decoded: Action = decode_fast(data, kind, where)
     return decoded
 
 
@@ -86,7 +89,7 @@ def decode_outcome(data: Json, where: str = "outcome") -> Observation | Refusal:
     if tag != RETURNED:
         raise ItfError(f"{where}: expected the tag {RETURNED} or {REFUSED}, got {tag!r}")
     value = _record(data["value"], ("result", "fired"), f"{where}.value")
-    fired = decode(value["fired"], tuple[tuple[int, str], ...], f"{where}.value.fired")
+    fired = decode_fast(value["fired"], FIRED, f"{where}.value.fired")
     return Observation(decode_result(value["result"], f"{where}.value.result"), fired)
 
 
@@ -97,7 +100,7 @@ def encode_returned(result: Any, returns: Any) -> Json:
         return variant(REFUSED, f"{type(result).__name__}: {result}")
     if returns is type(None):
         return variant(RETURNED)
-    return variant(RETURNED, encode(result, returns))
+    return variant(RETURNED, encode_fast(result, returns))
 
 
 def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
@@ -113,7 +116,7 @@ def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
         if data["value"] != {"#tup": []}:
             raise ItfError(f'{where}.value: the method returns nothing: {{"#tup": []}}')
         return None
-    return decode(data["value"], returns, f"{where}.value")
+    return decode_fast(data["value"], returns, f"{where}.value")
 
 
 def decode_result(data: Json, where: str) -> Any:
@@ -127,7 +130,7 @@ def decode_result(data: Json, where: str) -> Any:
             f"{where}: unknown result tag {tag!r}; expected {NOTHING} or one of "
             f"{sorted(RESULT_TYPES)}"
         )
-    return decode(data["value"], hint, f"{where}.value")
+    return decode_fast(data["value"], hint, f"{where}.value")
 
 
 @cache
@@ -178,7 +181,7 @@ class ViewWriter:
                 if not leave_out or name == "free_count":
                     record[name] = kept[1]
                 continue
-            record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
+            record[name] = encode_view(value) if hint is PoolView else encode_fast(value, hint)
             self.last[name] = (value, record[name])
         return record
 
@@ -214,7 +217,7 @@ class ViewReader:
         fields = view_fields()
         if not isinstance(data, dict):
             raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(fields))
+        unknown = sorted(data.keys() - fields.keys())
         if unknown:
             raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
         if "free_count" not in data:
@@ -234,7 +237,7 @@ class ViewReader:
             if fields[name] is PoolView:
                 values[name] = decode_view(value, f"{where}.{name}")
             else:
-                values[name] = decode(value, fields[name], f"{where}.{name}")
+                values[name] = decode_fast(value, fields[name], f"{where}.{name}")
             self.last[name] = (value, values[name])
         if shown is not None:
             for name in shown.difference(data):

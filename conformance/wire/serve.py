@@ -22,6 +22,7 @@ from kvpool.spec import ALL_ACTIONS, PoolConfig, get_profile
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..trace.itf import ItfError, decode, hints_of
+from .child import LINE
 from .codec import (
     ViewWriter,
     decode_action,
@@ -189,7 +190,7 @@ def serve(server: Server, source: TextIO, sink: TextIO) -> None:
         except ValueError as exc:
             message = {"type": f"not JSON: {exc}"}
         reply = server.answer(message if isinstance(message, dict) else {})
-        sink.write(json.dumps(reply, separators=(",", ":")) + "\n")
+        sink.write(LINE.encode(reply) + "\n")
         sink.flush()
 
 

@@ -137,4 +137,4 @@ def _same(first: Observation | Refusal, second: Observation | Refusal) -> bool:
     """Whether two outcomes are the same answer (refusals by their reason)."""
     if isinstance(first, Refusal) or isinstance(second, Refusal):
         return type(first) is type(second) and str(first) == str(second)
-    return first == second
+    return bool(first == second)
