@@ -38,7 +38,7 @@ from ..manager.target import RequestSetup
 from ..stream.recording import FORMAT as RECORDING_FORMAT
 from ..stream.recording import VERSION as RECORDING_VERSION
 from ..targets.loading import load_target
-from .request_log import LoggedRequest, LogError, RequestLog, read_log, write_log
+from .request_log import LogError, LoggedRequest, RequestLog, read_log, write_log
 
 BLOCK_SIZE = 4
 NUM_GPU_BLOCKS = 48

@@ -71,7 +71,11 @@ def compare(
                 f" (in all: {sum(ours.values())} {what} in the spec's stream, "
                 f"{sum(theirs.values())} in the engine's)"
             )
-    expected, answered = hits
+    return hit_difference(*hits)
+
+
+def hit_difference(expected: int, answered: int | None) -> tuple[str, str] | None:
+    """The ``hits`` difference, when the engine answered a hit other than the spec's."""
     if answered is not None and answered != expected:
         return "hits", f"the engine answered {answered} cached tokens, the spec {expected}"
     return None
@@ -81,7 +85,8 @@ def _counts(
     what: str, ours: Counter[Prefix], theirs: Counter[Prefix], block_size: int
 ) -> list[str]:
     return [
-        f"{blocks_of(p, block_size)}: {ours[p]} {what} in the spec's stream, {theirs[p]} in the engine's"
+        f"{blocks_of(p, block_size)}: {ours[p]} {what} in the spec's stream, "
+        f"{theirs[p]} in the engine's"
         for p in sorted(set(ours) | set(theirs), key=lambda p: (len(p), p))
         if ours[p] != theirs[p]
     ]

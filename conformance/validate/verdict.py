@@ -9,7 +9,7 @@ from pathlib import Path
 from kvpool.spec import Profile
 
 from .engine_side import feed, windows
-from .judge import Difference, compare
+from .judge import Difference, compare, hit_difference
 from .ledger import Ledger
 from .request_log import RequestLog
 from .spec_side import SpecReplay
@@ -48,13 +48,8 @@ def validate(log: RequestLog, recording: Path, profile: Profile) -> Verdict:
             kind = compare(
                 spec, engine, log.block_size, (done.cached_tokens, request.cached_tokens)
             )
-        elif request.cached_tokens not in (None, done.cached_tokens):
-            kind = (
-                "hits",
-                f"the engine answered {request.cached_tokens} cached tokens, the spec {done.cached_tokens}",
-            )
         else:
-            kind = None
+            kind = hit_difference(done.cached_tokens, request.cached_tokens)
         if kind is not None:
             found = Difference(kind[0], index, request.request_id, kind[1])
             break

@@ -346,6 +346,8 @@ ELSEWHERE = {
     "route-check": SLOW_OR_NETWORK + "test_route_check.py",
     "profile": "it measures a profile with the conform machinery (the conform row)",
     "rules": "it prints the spec's rule texts: no input, no target, nothing undecided",
+    "validate": "it reads an engine's files and starts no target (a --rerun driver's failure "
+    "is an attempt that does not reproduce); its statuses are tested in tests/validate/",
 }
 
 
