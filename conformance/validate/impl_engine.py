@@ -106,7 +106,8 @@ def run(
     )
     tokens: dict[bytes, tuple[int, ...]] = {}
     planted = LogicalPresence() if fault == "per-copy" else None
-    logged, lines = [], []
+    logged: list[LoggedRequest] = []
+    lines: list[dict[str, Any]] = []
     for number, asked in enumerate(requests):
         rid = asked.request_id
         decoded = asked.decoded or decoded_for(asked.prompt)
@@ -120,7 +121,7 @@ def run(
         for index, h in enumerate(block_hashes(state, BLOCK_SIZE)):
             tokens.setdefault(h, state.tokens[index * BLOCK_SIZE : (index + 1) * BLOCK_SIZE])
         engine.apply(Finish(rid))
-        taken = engine.call(TakeEvents()).result
+        taken: tuple[spec_events.Event, ...] = engine.call(TakeEvents()).result  # type: ignore[assignment]
         events = [e for e in taken if planted is None or planted.keep(e) is not None]
         if events:
             payload = msgspec.msgpack.encode(
