@@ -217,20 +217,21 @@ class ViewReader:
         fields = view_fields()
         if not isinstance(data, dict):
             raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
-        unknown = sorted(data.keys() - fields.keys())
-        if unknown:
+        if not data.keys() <= fields.keys():
+            unknown = sorted(data.keys() - fields.keys())
             raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
         if "free_count" not in data:
             raise ItfError(f"{where}: a view needs the field 'free_count'")
         shown = self.shown
-        if shown is not None and not shown.issuperset(data):
+        if shown is not None and not data.keys() <= shown:
             raise ItfError(
-                f"{where}: field(s) {sorted(set(data) - shown)} not in the pool's first view "
+                f"{where}: field(s) {sorted(data.keys() - shown)} not in the pool's first view "
                 f"(it shows {sorted(shown)})"
             )
         values: dict[str, Any] = {}
+        last = self.last
         for name, value in data.items():
-            kept = self.last.get(name)
+            kept = last.get(name)
             if kept is not None and kept[0] == value:
                 values[name] = kept[1]
                 continue
@@ -238,10 +239,11 @@ class ViewReader:
                 values[name] = decode_view(value, f"{where}.{name}")
             else:
                 values[name] = decode_fast(value, fields[name], f"{where}.{name}")
-            self.last[name] = (value, values[name])
+            last[name] = (value, values[name])
         if shown is not None:
-            for name in shown.difference(data):
-                values[name] = self.last[name][1]
+            for name in shown:
+                if name not in values:
+                    values[name] = last[name][1]
         return PoolView(**values)
 
 

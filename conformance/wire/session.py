@@ -166,8 +166,8 @@ class Session:
             self.child.send({"type": kind, "id": message_id, **body}, what)
             line = self.child.receive(what)
             try:  # the line's length is bounded by the child; its nesting by the decoders
-                reply = json.loads(line)
-            except (ValueError, RecursionError) as exc:
+                reply = json.loads(line.decode())
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
                 raise self.fail(
                     f"the reply to {what} is not JSON ({exc}): {_quote(line)}"
                 ) from None
@@ -301,12 +301,12 @@ def pool_offers() -> frozenset[str]:
 def _fields(
     reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
 ) -> None:
-    missing = sorted(required - set(reply))
-    if missing:
-        raise ItfError(f"missing field(s) {missing}")
-    unknown = sorted(set(reply) - required - set(optional))
-    if unknown:
-        raise ItfError(f"unknown field(s) {unknown}")
+    keys = reply.keys()
+    if not required <= keys:
+        raise ItfError(f"missing field(s) {sorted(required - keys)}")
+    extra = keys - required
+    if extra and not extra <= optional:
+        raise ItfError(f"unknown field(s) {sorted(extra - optional)}")
 
 
 def _quote(line: bytes) -> str:
