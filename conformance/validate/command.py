@@ -150,15 +150,18 @@ def _report(
         else "once, after the last request (no 'sent' times)"
     )
     console.print(
-        f"kvpool validate: {engine}, {verdict.requests} requests judged {when}", highlight=False
+        f"kvpool validate: {engine}, {verdict.requests} requests judged {when}",
+        highlight=False,
+        soft_wrap=True,
     )
-    console.print(f"  the engine's stream up to there: {counts}", highlight=False)
+    console.print(f"  the engine's stream up to there: {counts}", highlight=False, soft_wrap=True)
     if verdict.difference is None:
         console.print("[green]no difference[/green]: the stream is the spec's, copy by copy")
         return
     assert shrunk is not None
-    console.print("[red]difference[/red] ", end="")
-    console.print(verdict.difference.text(), markup=False, highlight=False)
+    console.print(
+        f"difference: {verdict.difference.text()}", markup=False, highlight=False, soft_wrap=True
+    )
     how = (
         f"re-running the engine ({shrunk.attempts} attempts)"
         if shrunk.rerun
@@ -168,6 +171,10 @@ def _report(
         f"shrunk to {len(shrunk.log.requests)} request(s) by {how}: "
         + ", ".join(r.request_id for r in shrunk.log.requests),
         highlight=False,
+        soft_wrap=True,
     )
-    console.print(shrunk.difference.text(), markup=False, highlight=False)
-    console.print(f"trace: {path}", highlight=False)
+    if shrunk.difference != verdict.difference:
+        console.print(
+            f"shrunk: {shrunk.difference.text()}", markup=False, highlight=False, soft_wrap=True
+        )
+    console.print(f"trace: {path}", highlight=False, soft_wrap=True)

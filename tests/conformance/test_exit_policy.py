@@ -329,6 +329,18 @@ def table() -> dict[str, dict[str, Cell]]:
             "kvpool crash": NotApplicable("a crash is the group's exit 4 (the conform row)"),
             "undecided": NotApplicable(DECIDES),
         },
+        "validate": {
+            **{
+                case: NotApplicable(NO_TARGET + ": it reads an engine's request log and stream")
+                for case in POOLS
+            },
+            "malformed input": Run(
+                with_file("log.jsonl", "{", "validate", "{file}", "{file}", "-p", "seed"),
+                exits.EXIT_USAGE,
+            ),
+            "kvpool crash": NotApplicable("a crash is the group's exit 4 (the conform row)"),
+            "undecided": NotApplicable(DECIDES),
+        },
     }
     for name in ("bench", "fuzz", "monitor", "publish", "route-check", "profile", "rules"):
         rows[name] = _row_elsewhere(name)
@@ -346,8 +358,6 @@ ELSEWHERE = {
     "route-check": SLOW_OR_NETWORK + "test_route_check.py",
     "profile": "it measures a profile with the conform machinery (the conform row)",
     "rules": "it prints the spec's rule texts: no input, no target, nothing undecided",
-    "validate": "it reads an engine's files and starts no target (a --rerun driver's failure "
-    "is an attempt that does not reproduce); its statuses are tested in tests/validate/",
 }
 
 

@@ -46,7 +46,7 @@ def test_the_planted_per_copy_fault_is_caught_with_a_shrunk_trace(
     trace = tmp_path / "trace.jsonl"
     result = validate(*engine_run(tmp_path, seed, "per-copy"), "--trace", str(trace))
     assert result.exit_code == 1, result.output
-    assert "difference per-copy: after request" in result.output
+    assert "difference: per-copy: after request" in result.output
     assert "2 stores in the spec's stream, 1 in the engine's" in result.output
     shrunk = read_log(trace)
     assert 1 <= len(shrunk.requests) < 24
@@ -112,7 +112,7 @@ def test_a_parent_never_stored_is_a_stream_difference(tmp_path: Path) -> None:
     _edit_events(recording, "BlockStored", orphan)
     result = validate(log, recording)
     assert result.exit_code == 1, result.output
-    assert "difference stream: after request" in result.output
+    assert "difference: stream: after request" in result.output
     assert "a hash never stored" in " ".join(result.output.split())
 
 
@@ -124,7 +124,7 @@ def test_a_block_the_engine_never_computed_is_a_presence_difference(tmp_path: Pa
     _edit_events(recording, "BlockStored", lambda events: [*events, extra])
     result = validate(log, recording)
     assert result.exit_code == 1, result.output
-    assert "difference presence: after request 1" in result.output
+    assert "difference: presence: after request 1" in result.output
     assert "ending [..., 600, 601, 602, 603] held by the engine only" in (
         " ".join(result.output.split())
     )
@@ -139,7 +139,7 @@ def test_a_wrong_hit_is_a_hits_difference(tmp_path: Path) -> None:
     _write(log, lines)
     result = validate(log, recording)
     assert result.exit_code == 1, result.output
-    assert "difference hits: after request 2" in result.output
+    assert "difference: hits: after request 2" in result.output
 
 
 @pytest.mark.parametrize(
