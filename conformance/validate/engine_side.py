@@ -18,7 +18,7 @@ from pathlib import Path
 from kvpool.spec.files import UnreadableFile, open_regular_file
 
 from ..bounds import MAX_RECORDING_LINE_BYTES, BoundsError, load_json
-from ..stream.recording import RecordingError, read_recording
+from ..stream.recording import FORMAT, RecordingError, read_recording
 from ..stream.wire import MalformedFrame, WireEvent, decode_message
 from .ledger import Ledger
 from .request_log import RequestLog
@@ -39,7 +39,12 @@ def started_at(path: Path) -> float:
             header = load_json(lines.readline(MAX_RECORDING_LINE_BYTES + 1), f"{path} line 1")
     except (UnreadableFile, BoundsError) as exc:
         raise RecordingError(str(exc)) from None
-    started = header.get("started") if isinstance(header, dict) else None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RecordingError(
+            f"{path} line 1: not a saved KV-event stream (expected a header with "
+            f'"format": "{FORMAT}", as kvpool monitor --save writes)'
+        )
+    started = header.get("started")
     if isinstance(started, bool) or not isinstance(started, int | float):
         raise RecordingError(f"{path} line 1: the header has no 'started' time")
     return float(started)

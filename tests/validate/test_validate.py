@@ -149,15 +149,19 @@ def test_a_wrong_hit_is_a_hits_difference(tmp_path: Path) -> None:
         ("log", '{"request_id": "r9", "prompt": []}', "'prompt' must be a non-empty list"),
         ("log", '{"request_id": "r9", "prompt": [1], "colour": 1}', "unknown field(s) ['colour']"),
         ("recording", '{"t": 1, "frames": ["%%%"]}', "a frame is not base64"),
+        ("recording", None, "not a saved KV-event stream"),
         ("log", '{"request_id": "r9", "prompt": [' + ",".join(["1"] * 4000) + "]}", "no room"),
     ],
 )
 def test_malformed_files_are_exit_2_naming_the_problem(
-    tmp_path: Path, which: str, line: str, says: str
+    tmp_path: Path, which: str, line: str | None, says: str
 ) -> None:
     log, recording = engine_run(tmp_path, 1, requests=2)
     path = log if which == "log" else recording
-    _write(path, [*_lines(path)[:2], line])
+    if line is None:  # the log given as the recording
+        recording = log
+    else:
+        _write(path, [*_lines(path)[:2], line])
     result = validate(log, recording)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
