@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from kvpool.conformance.cli import main
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.trace.itf import ItfError
 from kvpool.conformance.wire import child
@@ -26,6 +28,7 @@ from kvpool.spec import (
     get_profile,
 )
 
+VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 SERVED = (sys.executable, "-m", "kvpool.conformance.wire.serve", "impl")
 
 
@@ -125,3 +128,12 @@ def test_a_view_may_leave_out_only_what_its_first_view_shows(tmp_path: Path) -> 
     with pytest.raises(ItfError, match=rf"\['{hidden}'\] not in the pool's first view"):
         session.views.read({"free_count": 3, hidden: []})
     session.close()
+
+
+def test_a_replayed_vector_goes_to_the_program_in_one_batch(sent: list[str]) -> None:
+    vector = sorted((VECTORS / "seed" / "free_blocks").glob("*.itf.json"))[0]
+    served = "exec,timeout=60:" + " ".join(SERVED)
+    result = CliRunner().invoke(main, ["replay", str(vector), "--target", served])
+    assert result.exit_code == 0, result.output
+    applies = [kind for kind in sent if kind in ("apply", "batch")]
+    assert "batch" in applies and applies.count("apply") <= 1, applies
