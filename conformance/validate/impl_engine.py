@@ -33,6 +33,7 @@ from kvpool.spec.manager.actions import Admit, Append, Compute, Finish
 from kvpool.spec.manager.state import Scheduled, block_hashes
 
 from ..engine.lockstep import RunRecord
+from ..events.check import taken_events
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
 from ..stream.recording import FORMAT as RECORDING_FORMAT
@@ -121,7 +122,7 @@ def run(
         for index, h in enumerate(block_hashes(state, BLOCK_SIZE)):
             tokens.setdefault(h, state.tokens[index * BLOCK_SIZE : (index + 1) * BLOCK_SIZE])
         engine.apply(Finish(rid))
-        taken: tuple[spec_events.Event, ...] = engine.call(TakeEvents()).result  # type: ignore[assignment]
+        taken = taken_events(engine.call(TakeEvents()).result)
         events = [e for e in taken if planted is None or planted.keep(e) is not None]
         if events:
             payload = msgspec.msgpack.encode(

@@ -77,7 +77,13 @@ def read_log(path: Path) -> RequestLog:
         engine = header.get("engine", "engine")
         block_size = header.get("block_size")
         blocks = header.get("num_gpu_blocks")
-        if not isinstance(engine, str) or not _count(block_size, 1) or not _count(blocks, 2):
+        if (
+            not isinstance(engine, str)
+            or not isinstance(block_size, int)
+            or not isinstance(blocks, int)
+            or not _count(block_size, 1)
+            or not _count(blocks, 2)
+        ):
             raise LogError(
                 f"{path} line 1: the header needs 'block_size' (>= 1) and 'num_gpu_blocks' "
                 "(>= 2), integers, and 'engine' a string"
@@ -90,7 +96,7 @@ def read_log(path: Path) -> RequestLog:
     seen = [r.request_id for r in requests]
     if len(set(seen)) != len(seen):
         raise LogError(f"{path}: a request id is used twice")
-    return RequestLog(engine, block_size, blocks, tuple(requests))  # type: ignore[arg-type]
+    return RequestLog(engine, block_size, blocks, tuple(requests))
 
 
 def write_log(out: IO[str], log: RequestLog) -> None:

@@ -24,6 +24,7 @@ from kvpool.spec.manager.actions import Admit, Append, Compute, Finish, RequestA
 from kvpool.spec.manager.state import Scheduled, block_hashes, initial_manager_state
 from kvpool.spec.manager.step import manager_step
 
+from ..events.check import taken_events
 from .ledger import Ledger
 from .request_log import LoggedRequest, RequestLog
 
@@ -78,8 +79,7 @@ class SpecReplay:
         self.learn(rid)
         self.act(Finish(rid), request)
         self.pool, taken = step(self.pool, TakeEvents())
-        events: tuple[spec_events.Event, ...] = taken.result  # type: ignore[assignment]
-        return SpecStep(admitted.num_computed_tokens, tuple(events))
+        return SpecStep(admitted.num_computed_tokens, taken_events(taken.result))
 
     def act(self, action: RequestAction, request: LoggedRequest) -> object:
         try:
@@ -102,9 +102,9 @@ class SpecReplay:
         """The spec's events into ``ledger``."""
         for event in events:
             if isinstance(event, spec_events.BlockStored):
-                chunks = [self.tokens.get(h) for h in event.block_hashes]
-                known = None if any(c is None for c in chunks) else chunks
-                ledger.stored(event.group_id, event.block_hashes, event.parent_block_hash, known)  # type: ignore[arg-type]
+                chunks = [self.tokens[h] for h in event.block_hashes if h in self.tokens]
+                known = chunks if len(chunks) == len(event.block_hashes) else None
+                ledger.stored(event.group_id, event.block_hashes, event.parent_block_hash, known)
             elif isinstance(event, spec_events.BlockRemoved):
                 ledger.removed(event.group_id, event.block_hash)
             else:
