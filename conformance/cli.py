@@ -56,6 +56,10 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "show": CommandEntry(".trace.show_command:show_trace", "Render TRACE_FILE as it was recorded."),
     "targets": CommandEntry(".targets.command:targets", "The targets that can be checked."),
+    "validate": CommandEntry(
+        ".validate.command:validate_command",
+        "Validate an engine's KV-event stream against the spec.",
+    ),
     "vectors": CommandEntry(".vectors.command:vectors", "Test vectors: the contract as data."),
     "workload": CommandEntry(
         ".manager.workload_command:workload", "Run a seeded serving workload in lockstep."

@@ -705,8 +705,9 @@ fresh process: events per second (CPU time) and memory per held key (resident me
     is_flag=True,
     help="Time the wire protocol instead: the pool machine's lockstep runs (every level, "
     "the same seed) on our pool in process and served over the protocol by a child process "
-    "(python -m kvpool.conformance.wire.serve impl); --repeat repetitions, 50 test cases "
-    "per level (20 with --quick).",
+    "(python -m kvpool.conformance.wire.serve impl), and the replay of the seed profile's "
+    "test vectors (sequences known in advance: batches); --repeat repetitions, 50 test "
+    "cases per level (20 with --quick).",
 )
 @seed_option(0)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")

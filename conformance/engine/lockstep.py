@@ -41,7 +41,7 @@ from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch
-from .target import EVICT_FIRST, TAKES, Target, TargetFactory
+from .target import EVICT_FIRST, PLAN, TAKES, Target, TargetFactory
 
 
 class Nonconformance(AssertionError):
@@ -218,6 +218,8 @@ class LockstepRun:
         expected_violation = violation(self.state, action)
         self.last = Outcomes(expected_violation, None)
         before = self.target.view() if expected_violation else None
+        if self.events is not None and not isinstance(action, TakeEvents):
+            plan_ahead(self.target, (action, TakeEvents()))  # the events it publishes next
         try:
             actual = self.target.apply(action)
         except Exception as exc:  # the pool refused; whether it may is judged here
@@ -390,6 +392,15 @@ class LockstepRun:
             raise differences(f"after {action.operation}: free list corrupted: ", problems)
 
 
+def plan_ahead(target: Target, actions: Sequence[Action]) -> None:
+    """Tell a target that takes several actions at once (one with :data:`PLAN`: the wire
+    protocol's batches) which actions the runner applies next; each still comes by
+    ``apply``, and the runner may leave some out."""
+    plan = getattr(target, PLAN, None)
+    if plan is not None:
+        plan(actions)
+
+
 def replay(
     factory: TargetFactory,
     profile: Profile,
@@ -406,6 +417,7 @@ def replay(
     when dropping an earlier action makes a later one meaningless.
     """
     run = LockstepRun(factory, profile, level, config)
+    plan_ahead(run.target, actions)
 
     def skip(action: Any) -> bool:
         return skip_out_of_contract and (

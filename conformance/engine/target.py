@@ -95,6 +95,10 @@ class Target(Protocol):
 #: it does not take are never drawn for it, so a pool is judged on what it offers, as
 #: :data:`EVICT_FIRST` does for ``free_blocks``.
 TAKES = "takes"
+#: The name of a target's optional method ``plan(actions)``: the runner says which actions
+#: it applies next (a replayed sequence), so a target that takes several at once (the wire
+#: protocol's batches) can send them together. Each still comes by ``apply``.
+PLAN = "plan"
 
 
 #: Builds a fresh target for one test case.

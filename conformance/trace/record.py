@@ -16,7 +16,7 @@ from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
 from ..engine.fault import fault_of
 from ..engine.levels import level_for
-from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord
+from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord, plan_ahead
 from ..engine.surface import SurfaceMismatch
 from ..manager.manager_run import ManagerRun
 from ..manager.pool_run import PoolRequestRun
@@ -86,6 +86,7 @@ def _record_pool(trace: Trace, target: str, profile: Profile) -> Trace:
     level = level_for(meta.level, meta.consumer)
     run = _built(lambda: LockstepRun(factory, profile, level, config, RunRecord()))
     initial = state_json(run.state)
+    plan_ahead(run.target, trace.actions)  # a program over the wire takes them in a batch
     steps = []
     for action in trace.actions:
         assert isinstance(action, Action)

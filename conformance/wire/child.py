@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import selectors
+import select
 import subprocess
 import tempfile
 import time
@@ -22,6 +22,9 @@ from typing import Any
 from ..bounds import MAX_WIRE_LINE_BYTES
 from ..engine.surface import SurfaceMismatch
 
+#: Writes a message as one compact line (built once: ``json.dumps`` with options builds an
+#: encoder per call).
+LINE = json.JSONEncoder(separators=(",", ":"))
 #: How long a program has to exit after its stdin is closed, before it is killed.
 EXIT_GRACE = 0.5
 #: How much of the program's stderr an error quotes.
@@ -55,8 +58,8 @@ class Child:
         self.stdin = self.process.stdin
         self.stdout = self.process.stdout.fileno()
         os.set_blocking(self.stdout, False)
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(self.stdout, selectors.EVENT_READ)
+        self.poller = select.poll()  # one file to wait on: poll itself, no selector around it
+        self.poller.register(self.stdout, select.POLLIN)
         self.buffer = b""
 
     @property
@@ -66,7 +69,7 @@ class Child:
     def send(self, message: dict[str, Any], what: str) -> None:
         """Write ``message`` as one line; :class:`WireError` naming ``what`` if the program
         is gone."""
-        line = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+        line = LINE.encode(message).encode() + b"\n"
         try:
             self.stdin.write(line)
             self.stdin.flush()
@@ -88,7 +91,7 @@ class Child:
                     f"the reply to {what} is longer than {MAX_WIRE_LINE_BYTES} bytes"
                 )
             left = deadline - time.monotonic()
-            if left <= 0 or not self.selector.select(left):
+            if left <= 0 or not self.poller.poll(max(1, int(left * 1000) + 1)):
                 raise self.failure(f"no reply to {what} within {self.timeout:g} s")
             try:
                 chunk = os.read(self.stdout, 1 << 16)
@@ -130,7 +133,8 @@ class Child:
             self.process.wait()
             return None
         finally:
-            self.selector.close()
+            with contextlib.suppress(KeyError, ValueError):
+                self.poller.unregister(self.stdout)
 
     def close(self) -> None:
         """End the program and let go of its stderr file."""

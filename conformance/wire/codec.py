@@ -23,8 +23,9 @@ from kvpool.spec import Action, Event, Observation
 
 from ..engine import operations
 from ..engine.target import PoolView
-from ..trace.itf import ItfError, Json, decode, encode, hints_of
+from ..trace.itf import ItfError, Json, encode, hints_of
 from ..trace.outcomes import result_json, variant
+from .compiled import decode_fast, encode_fast
 
 #: The result tags of :func:`..trace.outcomes.result_json`, each with the type it decodes
 #: to (``Nothing`` is ``None``).
@@ -37,6 +38,8 @@ RESULT_TYPES: dict[str, Any] = {
     "Events": tuple[Event, ...],
 }
 NOTHING = "Nothing"
+#: The watchers an action fired: (block, watcher) pairs.
+FIRED = tuple[tuple[int, str], ...]
 #: An outcome's tags: the pool returned, or it refused the action (with its reason).
 RETURNED = "Returned"
 REFUSED = "Refused"
@@ -48,7 +51,7 @@ class Refusal(Exception):
 
 def encode_action(action: Action) -> Json:
     """``action`` as its trace record: ``{"operation": ..., field: value, ...}``."""
-    return encode(action, type(action))
+    return encode_fast(action, type(action))
 
 
 def pool_actions() -> tuple[type[Action], ...]:
@@ -71,7 +74,7 @@ def decode_action(
         raise ItfError(
             f"{where}: unknown operation {operation!r}; expected one of {sorted(by_operation)}"
         )
-    decoded: Action = decode(data, kind, where)
+    decoded: Action = decode_fast(data, kind, where)
     return decoded
 
 
@@ -95,7 +98,7 @@ def decode_outcome(data: Json, where: str = "outcome") -> Observation | Refusal:
     if tag != RETURNED:
         raise ItfError(f"{where}: expected the tag {RETURNED} or {REFUSED}, got {tag!r}")
     value = _record(data["value"], ("result", "fired"), f"{where}.value")
-    fired = decode(value["fired"], tuple[tuple[int, str], ...], f"{where}.value.fired")
+    fired = decode_fast(value["fired"], FIRED, f"{where}.value.fired")
     return Observation(decode_result(value["result"], f"{where}.value.result"), fired)
 
 
@@ -106,7 +109,7 @@ def encode_returned(result: Any, returns: Any) -> Json:
         return variant(REFUSED, f"{type(result).__name__}: {result}")
     if returns is type(None):
         return variant(RETURNED)
-    return variant(RETURNED, encode(result, returns))
+    return variant(RETURNED, encode_fast(result, returns))
 
 
 def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
@@ -122,7 +125,7 @@ def decode_returned(data: Json, returns: Any, where: str = "outcome") -> Any:
         if data["value"] != {"#tup": []}:
             raise ItfError(f'{where}.value: the method returns nothing: {{"#tup": []}}')
         return None
-    return decode(data["value"], returns, f"{where}.value")
+    return decode_fast(data["value"], returns, f"{where}.value")
 
 
 def decode_result(data: Json, where: str) -> Any:
@@ -136,7 +139,7 @@ def decode_result(data: Json, where: str) -> Any:
             f"{where}: unknown result tag {tag!r}; expected {NOTHING} or one of "
             f"{sorted(RESULT_TYPES)}"
         )
-    return decode(data["value"], hint, f"{where}.value")
+    return decode_fast(data["value"], hint, f"{where}.value")
 
 
 @cache
@@ -160,22 +163,34 @@ def encode_view(view: PoolView) -> Json:
 
 class ViewWriter:
     """Writes a pool's views one after another: a field equal to the one in the view
-    before is not encoded again (the other side of :class:`ViewReader`)."""
+    before is not encoded again (the other side of :class:`ViewReader`). With ``changes``
+    (protocol 2) a later view leaves such a field out altogether; :meth:`restart` makes the
+    next view whole (a new pool's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, changes: bool = False) -> None:
         self.last: dict[str, tuple[Any, Json]] = {}
+        self.changes = changes
+        self.whole = True
+
+    def restart(self, changes: bool) -> None:
+        """The next view is a new pool's, written whole; later ones only their changes
+        when ``changes``."""
+        self.changes, self.whole = changes, True
 
     def write(self, view: PoolView) -> Json:
         record: dict[str, Json] = {}
+        leave_out = self.changes and not self.whole
+        self.whole = False
         for name, hint in view_fields().items():
             value = getattr(view, name)
             if value is None:
                 continue
             kept = self.last.get(name)
             if kept is not None and kept[0] == value:
-                record[name] = kept[1]
+                if not leave_out or name == "free_count":
+                    record[name] = kept[1]
                 continue
-            record[name] = encode_view(value) if hint is PoolView else encode(value, hint)
+            record[name] = encode_view(value) if hint is PoolView else encode_fast(value, hint)
             self.last[name] = (value, record[name])
         return record
 
@@ -188,31 +203,56 @@ def decode_view(data: Json, where: str = "view") -> PoolView:
 class ViewReader:
     """Reads a program's views one after another: a field whose JSON is the same as in the
     view before is not decoded again (a step changes a few fields of the view; the keys
-    and the index of a pool nobody caches into do not change at all)."""
+    and the index of a pool nobody caches into do not change at all).
+
+    Under protocol 2 (:meth:`start` with ``changes``) a pool shows the fields of its first
+    view, and a later view may leave out a field that has not changed since the view
+    before: it keeps that value."""
 
     def __init__(self) -> None:
         self.last: dict[str, tuple[Json, Any]] = {}
+        #: The fields the current pool shows, when later views hold only their changes.
+        self.shown: frozenset[str] | None = None
+
+    def start(self, data: Json, changes: bool, where: str = "view") -> PoolView:
+        """A new pool's first view (whole); later ones hold only changes when ``changes``."""
+        self.shown = None
+        view = self.read(data, where)
+        if changes:
+            self.shown = frozenset(data)
+        return view
 
     def read(self, data: Json, where: str = "view") -> PoolView:
         fields = view_fields()
         if not isinstance(data, dict):
             raise ItfError(f"{where}: expected a record, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(fields))
-        if unknown:
+        if not data.keys() <= fields.keys():
+            unknown = sorted(data.keys() - fields.keys())
             raise ItfError(f"{where}: unknown field(s) {unknown}; a view has {sorted(fields)}")
         if "free_count" not in data:
             raise ItfError(f"{where}: a view needs the field 'free_count'")
+        shown = self.shown
+        if shown is not None and not data.keys() <= shown:
+            raise ItfError(
+                f"{where}: field(s) {sorted(data.keys() - shown)} not in the pool's first view "
+                f"(it shows {sorted(shown)})"
+            )
         values: dict[str, Any] = {}
+        last = self.last
         for name, value in data.items():
-            kept = self.last.get(name)
+            kept = last.get(name)
             if kept is not None and kept[0] == value:
                 values[name] = kept[1]
                 continue
             if fields[name] is PoolView:
                 values[name] = decode_view(value, f"{where}.{name}")
             else:
-                values[name] = decode(value, fields[name], f"{where}.{name}")
-            self.last[name] = (value, values[name])
+                values[name] = decode_fast(value, fields[name], f"{where}.{name}")
+            last[name] = (value, values[name])
+        if shown is not None:
+            for name in shown:
+                if name not in values:
+                    values[name] = last[name][1]
         return PoolView(**values)
 
 

@@ -25,7 +25,7 @@ from ..manager.target import RequestSetup
 from ..trace.itf import hints_of
 from .codec import NOTHING, REFUSED, RESULT_TYPES, RETURNED, pool_actions, view_fields
 from .manager import MANAGER_METHODS, MANAGER_OFFERS, signature
-from .session import ERROR, PROTOCOL, REPLIES, pool_offers
+from .session import ERROR, PROTOCOL, PROTOCOLS, REPLIES, pool_offers
 
 Schema = dict[str, Any]
 SCHEMA_ID = "https://kvpool-spec.dev/schemas/wire-protocol.json"
@@ -141,10 +141,23 @@ def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
     }
     defs["View"] = {
         "description": "What the pool shows of its state: free_count, and each other field it "
-        "observes (a field left out is not shown).",
+        "observes (protocol 1: a field left out is not shown; protocol 2: the fields of the "
+        "init_ok view are shown, and a later view may leave out one that did not change).",
         **record(view_properties, ["free_count"]),
     }
     defs["Action"] = {"oneOf": action_refs}
+    defs["Step"] = {
+        "description": "One action's step in an applied_batch (protocol 2): its outcome and "
+        "the view after it.",
+        **record(
+            {
+                "outcome": {"$ref": "#/$defs/Outcome"},
+                "view": {"$ref": "#/$defs/View"},
+                "structure_problems": {"type": "array", "items": {"type": "string"}},
+            },
+            ["outcome", "view"],
+        ),
+    }
     defs["Outcome"] = outcome
     calls, returns = [], [NONE]
     for method in sorted(MANAGER_METHODS):
@@ -167,7 +180,7 @@ def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
         "init": message(
             "init",
             {
-                "protocol": {"const": PROTOCOL},
+                "protocol": {"enum": list(PROTOCOLS)},
                 "config": {
                     "oneOf": [value_schema(PoolConfig, defs), value_schema(RequestSetup, defs)]
                 },
@@ -177,7 +190,7 @@ def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
         REPLIES["init"]: message(
             REPLIES["init"],
             {
-                "protocol": {"const": PROTOCOL},
+                "protocol": {"enum": list(PROTOCOLS)},
                 "name": {"type": "string", "minLength": 1},
                 "profile": {"type": "string", "minLength": 1},
                 "operations": names,
@@ -195,6 +208,14 @@ def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
                 "structure_problems": {"type": "array", "items": {"type": "string"}},
             },
             optional=["structure_problems"],
+            reply=True,
+        ),
+        "batch": message(
+            "batch", {"actions": {"type": "array", "items": {"$ref": "#/$defs/Action"}}}
+        ),
+        REPLIES["batch"]: message(
+            REPLIES["batch"],
+            {"steps": {"type": "array", "items": {"$ref": "#/$defs/Step"}}},
             reply=True,
         ),
         "call": {

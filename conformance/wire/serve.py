@@ -22,6 +22,7 @@ from kvpool.spec import PoolConfig, get_profile
 from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
 from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..trace.itf import ItfError, decode, hints_of
+from .child import LINE
 from .codec import (
     ViewWriter,
     decode_action,
@@ -32,7 +33,7 @@ from .codec import (
     shown_type,
 )
 from .manager import MANAGER_METHODS, MANAGER_OFFERS, decode_arguments, signature
-from .session import PROTOCOL
+from .session import BATCHES, PROTOCOL, PROTOCOLS
 
 
 class Server:
@@ -49,6 +50,8 @@ class Server:
         self.pool: Target | None = None
         self.manager: ManagerTarget | None = None
         self.views = ViewWriter()
+        #: The protocol version agreed in the latest ``init``.
+        self.protocol = 1
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         kind, message_id = message.get("type"), message.get("id")
@@ -57,6 +60,8 @@ class Server:
                 body = self.init(message)
             elif kind == "apply":
                 body = self.apply(message)
+            elif kind == "batch" and self.protocol >= BATCHES:
+                body = self.batch(message)
             elif kind == "call":
                 body = self.call(message)
             else:
@@ -67,6 +72,10 @@ class Server:
 
     def init(self, message: dict[str, Any]) -> dict[str, Any]:
         config = decode(message["config"], PoolConfig | RequestSetup, "config")
+        asked = message["protocol"]
+        if not isinstance(asked, int) or asked < min(PROTOCOLS):
+            raise ItfError(f"protocol {asked!r}: this program speaks protocols {PROTOCOLS}")
+        self.protocol = min(asked, PROTOCOL)
         profile = get_profile(message["profile"] or self.default_profile)
         if isinstance(config, RequestSetup):
             if self.managers is None:
@@ -78,9 +87,10 @@ class Server:
             self.pool, self.manager = self.factory(config, profile), None
             operations = set(self.pool.operations | taken_arguments(self.pool))
             shown = self.pool
+        self.views.restart(self.protocol >= BATCHES)
         return {
             "type": "init_ok",
-            "protocol": PROTOCOL,
+            "protocol": self.protocol,
             "name": f"served {shown.name}",
             "profile": self.default_profile,
             "operations": sorted(operations),
@@ -103,17 +113,28 @@ class Server:
             "view": self.views.write(manager.view()),
         }
 
+    def batch(self, message: dict[str, Any]) -> dict[str, Any]:
+        actions = message["actions"]
+        if not isinstance(actions, list):
+            raise ItfError("actions: expected a list of actions")
+        steps = [self.step(action) for action in actions]
+        return {"type": "applied_batch", "steps": steps}
+
     def apply(self, message: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "applied", **self.step(message["action"])}
+
+    def step(self, data: Any) -> dict[str, Any]:
+        """Apply the action ``data`` records: its outcome, the view after it and, where
+        the pool shows its structure, the problems found in it."""
         pool = self.pool
         if pool is None:
             raise ItfError("apply without a pool: init one first")
-        action = decode_action(message["action"])
+        action = decode_action(data)
         try:
             outcome: Any = pool.apply(action)
         except Exception as exc:  # the pool refused the action: its answer, sent back
             outcome = exc
         reply = {
-            "type": "applied",
             "outcome": encode_outcome(action, outcome),
             "view": self.views.write(pool.view()),
         }
@@ -170,7 +191,7 @@ def serve(server: Server, source: TextIO, sink: TextIO) -> None:
         except ValueError as exc:
             message = {"type": f"not JSON: {exc}"}
         reply = server.answer(message if isinstance(message, dict) else {})
-        sink.write(json.dumps(reply, separators=(",", ":")) + "\n")
+        sink.write(LINE.encode(reply) + "\n")
         sink.flush()
 
 

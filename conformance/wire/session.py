@@ -2,10 +2,14 @@
 
 Every message the suite sends has a ``type`` and an ``id``; every reply names the message
 it answers (``in_reply_to``) and has the reply type of that message. The first message of
-a pool is ``init`` (the protocol version, the pool's config and the profile it is judged
-by); the program answers ``init_ok`` with its version, its name, the operations it offers,
-what it shows and its profile. Then each ``apply`` carries one action and is answered by
-``applied``: the outcome and the pool's view after it. A program that cannot go on
+a pool is ``init`` (the newest protocol version the suite speaks, the pool's config and
+the profile it is judged by); the program answers ``init_ok`` with the version it speaks
+(1 or 2: the suite then speaks that one), its name, the operations it offers, what it
+shows and its profile. Then each ``apply`` carries one action and is answered by
+``applied``: the outcome and the pool's view after it. Under protocol 2 a ``batch``
+carries several actions (a sequence the suite knows in advance) and is answered by
+``applied_batch``, one step per action, and a view may leave out the fields that did not
+change since the view before (:class:`~.codec.ViewReader`). A program that cannot go on
 answers ``error`` with a text. Anything else is a :class:`~.child.WireError` naming the
 message, and the program is ended: the session is then broken, and every later message
 raises the same error.
@@ -37,10 +41,14 @@ from .codec import (
 )
 
 T = TypeVar("T")
-#: The protocol version this suite speaks.
-PROTOCOL = 1
+#: The newest protocol version this suite speaks.
+PROTOCOL = 2
+#: The versions a program may answer with: 1 (one action per message, whole views) and 2.
+PROTOCOLS = (1, 2)
+#: The first version with ``batch`` messages and views holding only their changes.
+BATCHES = 2
 #: Each message type the suite sends, with the type of its reply.
-REPLIES = {"init": "init_ok", "apply": "applied", "call": "returned"}
+REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "call": "returned"}
 #: A program's answer to any message when it cannot go on.
 ERROR = "error"
 
@@ -53,6 +61,8 @@ class Hello:
     profile: str
     operations: frozenset[str]
     observes: frozenset[str]
+    #: The protocol version the program speaks (one of :data:`PROTOCOLS`).
+    protocol: int = PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class Session:
         #: Bumped by every ``init``: a target built before the latest one is stale.
         self.generation = 0
         self.views = ViewReader()
+        #: The version the program answered its latest ``init`` with.
+        self.protocol = 1
 
     def init(
         self,
@@ -96,7 +108,13 @@ class Session:
         self.generation += 1
         allowed = pool_offers() if offerable is None else offerable
         said = self.read(reply, "init", lambda r: hello(r, allowed))
+        self.protocol = said.protocol
         return said, self.read(reply, "init", self.initial_view)
+
+    @property
+    def batches(self) -> bool:
+        """Whether the program takes ``batch`` messages (protocol 2)."""
+        return self.protocol >= BATCHES
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -114,6 +132,14 @@ class Session:
         what = f"apply {action.operation}"
         reply = self.exchange("apply", {"action": encode_action(action)}, what)
         return self.read(reply, what, self.step)
+
+    def batch(self, actions: list[Action]) -> list[Step]:
+        """Send several actions in one ``batch`` (protocol 2); the program's outcome and
+        view after each, in order."""
+        what = f"batch of {len(actions)} actions"
+        body: dict[str, Json] = {"actions": [encode_action(a) for a in actions]}
+        reply = self.exchange("batch", body, what)
+        return self.read(reply, what, lambda r: self.steps(r, len(actions)))
 
     def call(self, method: str, arguments: dict[str, Json], hints: dict[str, Any]) -> Step:
         """Call a manager's ``method`` with ``arguments`` (ITF values); the program's
@@ -140,8 +166,8 @@ class Session:
             self.child.send({"type": kind, "id": message_id, **body}, what)
             line = self.child.receive(what)
             try:  # the line's length is bounded by the child; its nesting by the decoders
-                reply = json.loads(line)
-            except (ValueError, RecursionError) as exc:
+                reply = json.loads(line.decode())
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
                 raise self.fail(
                     f"the reply to {what} is not JSON ({exc}): {_quote(line)}"
                 ) from None
@@ -175,12 +201,34 @@ class Session:
 
     def initial_view(self, reply: dict[str, Any]) -> PoolView:
         """The new pool's view in an ``init_ok`` record."""
-        return self.views.read(reply["view"])
+        return self.views.start(reply["view"], self.protocol >= BATCHES)
 
-    def step(self, reply: dict[str, Any], returns: Any = None) -> Step:
+    def steps(self, reply: dict[str, Any], count: int) -> list[Step]:
+        """The ``applied_batch`` record's steps, ``count`` of them; :class:`ItfError` when
+        malformed."""
+        _fields(reply, {"type", "in_reply_to", "steps"})
+        steps = reply["steps"]
+        if not isinstance(steps, list) or len(steps) != count:
+            raise ItfError(f"steps: expected a list of {count} steps, one per action")
+        read = []
+        for number, step in enumerate(steps):
+            if not isinstance(step, dict):
+                raise ItfError(f"steps[{number}]: expected a record")
+            try:
+                read.append(self.step(step, header=()))
+            except ItfError as exc:
+                raise ItfError(f"steps[{number}]: {exc}") from None
+        return read
+
+    def step(
+        self,
+        reply: dict[str, Any],
+        returns: Any = None,
+        header: tuple[str, ...] = ("type", "in_reply_to"),
+    ) -> Step:
         """The ``applied`` (or ``returned``: a result of type ``returns``) record as a
-        :class:`Step`; :class:`ItfError` when malformed."""
-        _fields(reply, {"type", "in_reply_to", "outcome", "view"}, {"structure_problems"})
+        :class:`Step` (a batch's step has no ``header``); :class:`ItfError` when malformed."""
+        _fields(reply, {*header, "outcome", "view"}, {"structure_problems"})
         problems = reply.get("structure_problems", [])
         if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
             raise ItfError("structure_problems: expected a list of strings")
@@ -211,8 +259,11 @@ def hello(reply: dict[str, Any], offerable: frozenset[str]) -> Hello:
         reply,
         {"type", "in_reply_to", "protocol", "name", "profile", "operations", "observes", "view"},
     )
-    if reply["protocol"] != PROTOCOL:
-        raise ItfError(f"protocol {reply['protocol']!r}: this suite speaks protocol {PROTOCOL}")
+    if reply["protocol"] not in PROTOCOLS or isinstance(reply["protocol"], bool):
+        raise ItfError(
+            f"protocol {reply['protocol']!r}: this suite speaks protocols "
+            f"{', '.join(map(str, PROTOCOLS))}"
+        )
     for key in ("name", "profile"):
         if not isinstance(reply[key], str) or not reply[key]:
             raise ItfError(f"{key}: expected a non-empty string")
@@ -228,7 +279,9 @@ def hello(reply: dict[str, Any], offerable: frozenset[str]) -> Hello:
     unknown = sorted(lists["operations"] - offerable)
     if unknown:
         raise ItfError(f"operations: unknown {unknown}; expected some of {sorted(offerable)}")
-    return Hello(reply["name"], reply["profile"], lists["operations"], lists["observes"])
+    return Hello(
+        reply["name"], reply["profile"], lists["operations"], lists["observes"], reply["protocol"]
+    )
 
 
 def pool_offers() -> frozenset[str]:
@@ -247,12 +300,12 @@ def pool_offers() -> frozenset[str]:
 def _fields(
     reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
 ) -> None:
-    missing = sorted(required - set(reply))
-    if missing:
-        raise ItfError(f"missing field(s) {missing}")
-    unknown = sorted(set(reply) - required - set(optional))
-    if unknown:
-        raise ItfError(f"unknown field(s) {unknown}")
+    keys = reply.keys()
+    if not required <= keys:
+        raise ItfError(f"missing field(s) {sorted(required - keys)}")
+    extra = keys - required
+    if extra and not extra <= optional:
+        raise ItfError(f"unknown field(s) {sorted(extra - optional)}")
 
 
 def _quote(line: bytes) -> str:

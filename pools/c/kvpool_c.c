@@ -6,7 +6,8 @@
  * and checked with
  *     kvpool conform --target exec:./kvpool_c
  * It reads one JSON message per line on stdin and answers each with one line on stdout
- * (docs: Guide > The wire protocol). It offers get_new_blocks, free_blocks (with
+ * (docs: Guide > The wire protocol). It speaks protocol 2 (and 1, to a suite that asks
+ * for it): an apply or a batch of actions, each step answered with the whole view. It offers get_new_blocks, free_blocks (with
  * evict_first), touch, cache_full_blocks (with block_mask), get_cached_block,
  * evict_blocks, reset_prefix_cache, is_block_writable, get_usage, get_num_free_blocks and
  * take_events, under the seed profile, and shows its free queue, reference counts, keys
@@ -34,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PROTOCOL 1
+#define PROTOCOL 2 /* the newest version it speaks; a suite asking for 1 gets 1 */
 #define GROUP_HEX 8 /* a key is the block hash followed by the group id, 4 bytes, in hex */
 
 /* --- JSON values ------------------------------------------------------------------- */
@@ -696,34 +697,39 @@ static void reply_error(long long id, const char *text) {
     put("}");
 }
 
+static long long speaks; /* the version agreed in the latest init */
+
 static void init(const json *m, long long id) {
     const json *config = get(m, "config"), *caching = get(config, "enable_caching");
     const json *events_on = get(config, "enable_kv_cache_events");
     long long n, hbs, protocol;
-    if (!get_int(m, "protocol", &protocol) || protocol != PROTOCOL) {
-        reply_error(id, "this pool speaks protocol 1");
+    if (!get_int(m, "protocol", &protocol) || protocol < 1) {
+        reply_error(id, "this pool speaks protocols 1 and 2");
         return;
     }
+    speaks = protocol < PROTOCOL ? protocol : PROTOCOL;
     if (!get_int(config, "num_gpu_blocks", &n) || n < 1 || !get_int(config, "hash_block_size", &hbs) ||
         hbs < 1 || !caching || !events_on) {
         reply_error(id, "config: expected a PoolConfig record");
         return;
     }
     new_pool(n, (int)caching->num, hbs, (int)events_on->num);
-    put("{\"type\":\"init_ok\",\"in_reply_to\":%lld,\"protocol\":%d,\"name\":\"kvpool_c\","
+    put("{\"type\":\"init_ok\",\"in_reply_to\":%lld,\"protocol\":%lld,\"name\":\"kvpool_c\","
         "\"profile\":\"seed\",\"operations\":%s,\"observes\":%s,\"view\":",
-        id, PROTOCOL, OPERATIONS, OBSERVES);
+        id, speaks, OPERATIONS, OBSERVES);
     put_view();
     put("}");
 }
 
-static void apply(const json *m, long long id) {
-    const json *a = get(m, "action"), *op = get(a, "operation");
+/* One step: apply action a and write "outcome":...,"view":...; 0 (an error reply written in
+ * place of everything) when the action is not one this pool offers. */
+static int step(const json *a, long long id) {
+    const json *op = get(a, "operation");
     const char *name;
-    if (!op || op->kind != J_STR) { reply_error(id, "action: expected a record with an operation"); return; }
+    if (!op || op->kind != J_STR) { reply_error(id, "action: expected a record with an operation"); return 0; }
     name = op->str;
     refusal = NULL;
-    put("{\"type\":\"applied\",\"in_reply_to\":%lld,\"outcome\":", id);
+    put("\"outcome\":");
     {
         size_t start = out.len;
         put("{\"tag\":\"Returned\",\"value\":{\"result\":");
@@ -742,7 +748,7 @@ static void apply(const json *m, long long id) {
             char text[200];
             snprintf(text, sizeof text, "this pool does not offer %.100s", name);
             reply_error(id, text);
-            return;
+            return 0;
         }
         if (refusal) { /* nothing changed: say why, in place of the result */
             out.len = start;
@@ -755,7 +761,26 @@ static void apply(const json *m, long long id) {
     }
     put(",\"view\":");
     put_view();
-    put("}");
+    return 1;
+}
+
+static void apply(const json *m, long long id) {
+    put("{\"type\":\"applied\",\"in_reply_to\":%lld,", id);
+    if (step(get(m, "action"), id)) put("}");
+}
+
+/* Protocol 2: several actions, one step each, in order. */
+static void batch(const json *m, long long id) {
+    const json *actions = get(m, "actions");
+    size_t i;
+    if (!actions || actions->kind != J_ARR) { reply_error(id, "actions: expected a list"); return; }
+    put("{\"type\":\"applied_batch\",\"in_reply_to\":%lld,\"steps\":[", id);
+    for (i = 0; i < actions->n; i++) {
+        put(i ? ",{" : "{");
+        if (!step(actions->items[i], id)) return;
+        put("}");
+    }
+    put("]}");
 }
 
 int main(void) {
@@ -785,6 +810,8 @@ int main(void) {
         else if (P.n == 0) reply_error(id, "the first message must be init");
         else if (get(m, "type") && get(m, "type")->kind == J_STR && strcmp(get(m, "type")->str, "apply") == 0)
             apply(m, id);
+        else if (speaks >= 2 && get(m, "type") && get(m, "type")->kind == J_STR && strcmp(get(m, "type")->str, "batch") == 0)
+            batch(m, id);
         else reply_error(id, "unknown message type");
         put("\n");
         fwrite(out.text, 1, out.len, stdout);

@@ -329,6 +329,18 @@ def table() -> dict[str, dict[str, Cell]]:
             "kvpool crash": NotApplicable("a crash is the group's exit 4 (the conform row)"),
             "undecided": NotApplicable(DECIDES),
         },
+        "validate": {
+            **{
+                case: NotApplicable(NO_TARGET + ": it reads an engine's request log and stream")
+                for case in POOLS
+            },
+            "malformed input": Run(
+                with_file("log.jsonl", "{", "validate", "{file}", "{file}", "-p", "seed"),
+                exits.EXIT_USAGE,
+            ),
+            "kvpool crash": NotApplicable("a crash is the group's exit 4 (the conform row)"),
+            "undecided": NotApplicable(DECIDES),
+        },
     }
     for name in ("bench", "fuzz", "monitor", "publish", "route-check", "profile", "rules"):
         rows[name] = _row_elsewhere(name)

@@ -14,12 +14,14 @@ from kvpool.conformance.wire import bench
 
 def test_the_report_has_both_clocks_and_the_same_steps_on_both_sides() -> None:
     report = bench.run_wire_bench("impl", examples=3, repeat=2, seed=1)
-    assert report["same_steps"] is True
-    assert report["steps"] > 0
-    for clock in ("cpu", "wall"):
-        row = report[clock]
-        assert row["in_process_steps_per_s"] > 0 and row["wire_steps_per_s"] > 0
-        assert row["ratio_min"] <= row["ratio_median"] <= row["ratio_max"]
+    assert report["replay"]["traces"] > 100  # the seed profile's vectors
+    for part in (report, report["replay"]):
+        assert part["same_steps"] is True
+        assert part["steps"] > 0
+        for clock in ("cpu", "wall"):
+            row = part[clock]
+            assert row["in_process_steps_per_s"] > 0 and row["wire_steps_per_s"] > 0
+            assert row["ratio_min"] <= row["ratio_median"] <= row["ratio_max"]
 
 
 def test_the_command_prints_the_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -36,6 +38,7 @@ def test_the_command_prints_the_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (
         "wire / in process" in printed.output and "aim: wire / in process >= 0.5" in printed.output
     )
+    assert "search CPU" in printed.output and "replay CPU" in printed.output
     as_json = CliRunner().invoke(main, ["bench", "--wire", "--quick", "--json"])
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output)["cpu"]["ratio_median"] > 0

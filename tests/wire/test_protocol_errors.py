@@ -124,7 +124,7 @@ def test_a_program_answering_error_is_quoted(tmp_path: Path) -> None:
 def test_a_wrong_protocol_version_is_refused(tmp_path: Path) -> None:
     result, _ = conform(program(tmp_path, init=HELLO.replace('"protocol": 1', '"protocol": 9')))
     usage_error(
-        result, r"message 1 \(init\) is malformed: protocol 9: this suite speaks protocol 1"
+        result, r"message 1 \(init\) is malformed: protocol 9: this suite speaks protocols 1, 2"
     )
 
 

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.wire import child
+from kvpool.conformance.wire import child, session
 from kvpool.conformance.wire.schema import schema_text
 
 SCHEMA_FILE = Path(child.__file__).with_name("schema.json")
@@ -51,10 +51,16 @@ def conversation(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return seen
 
 
+@pytest.mark.parametrize("protocol", [1, 2])
 @pytest.mark.parametrize("program", ["c", "served impl"])
 def test_every_message_of_a_run_fits_the_schema(
-    program: str, conversation: list[Any], build_c_pool: Callable[[str | None], Path]
+    program: str,
+    protocol: int,
+    conversation: list[Any],
+    build_c_pool: Callable[[str | None], Path],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(session, "PROTOCOL", protocol)  # the version the suite asks for
     command = (
         str(build_c_pool(None))
         if program == "c"
@@ -77,7 +83,9 @@ def test_every_message_of_a_run_fits_the_schema(
     )
     assert result.exit_code == 0, result.output
     kinds = {m["type"] for m in conversation}
-    assert kinds == {"init", "init_ok", "apply", "applied"}
+    batches = {"batch", "applied_batch"} if protocol == 2 else set()  # the events level's
+    assert kinds == {"init", "init_ok", "apply", "applied"} | batches
+    assert {m["protocol"] for m in conversation if m["type"] == "init_ok"} == {protocol}
     assert any(m.get("outcome", {}).get("tag") == "Refused" for m in conversation)
     check = validator()
     for message in conversation:
