@@ -8,9 +8,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fuzz_helpers import PLANTED, actions_run, fuzz_command, run_fuzz
+from kvpool.conformance.fuzz import supervise
+from kvpool.conformance.fuzz.command import campaign_status
 from kvpool.conformance.trace.replay import replay_file
 
 
@@ -102,7 +105,7 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
 @pytest.mark.parametrize("to", ["terminal", "parent"])
 def test_ctrl_c_stops_the_campaign_cleanly(to: str, tmp_path: Path) -> None:
     """SIGINT to the whole process group (a Ctrl-C in a terminal) or to the parent alone:
-    the final table, exit 0 (nothing found), no traceback, no worker left."""
+    the final table, exit 130 (interrupted; nothing found), no traceback, no worker left."""
     campaign, started = _start("--target", "impl", "--workers", "2")
     time.sleep(4)
     if to == "terminal":
@@ -111,9 +114,9 @@ def test_ctrl_c_stops_the_campaign_cleanly(to: str, tmp_path: Path) -> None:
         campaign.send_signal(signal.SIGINT)
     out, err = campaign.communicate(timeout=60)
     output = started + out
-    assert campaign.returncode == 0, output + err
+    assert campaign.returncode == 130, output + err  # interrupted, per conformance/exits.py
     assert "interrupted (Ctrl-C)" in output
-    assert "no failure found" in output
+    assert "no failure found before Ctrl-C" in output
     assert actions_run(output) > 0
     assert "Traceback" not in output + err, err
     assert err.strip() == "", err
@@ -133,8 +136,60 @@ def test_a_worker_stuck_in_the_pool_is_ended_by_a_second_ctrl_c() -> None:
     start = time.monotonic()
     out, err = campaign.communicate(timeout=60)
     output = started + out
-    assert campaign.returncode == 0, output + err
+    assert campaign.returncode == 130, output + err  # the user's Ctrl-C ended it
     assert "Ctrl-C again to end them at once" in output
     assert "worker 1 did not stop when asked and was terminated" in output
     assert time.monotonic() - start < 15
     assert _session_processes(campaign.pid) == []
+
+
+def test_a_worker_killed_at_the_deadline_leaves_the_campaign_undecided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool that never returns holds its worker past the deadline and past SIGINT: the
+    worker is killed, its round never ended, so the campaign exits 5 (undecided), not 0."""
+    monkeypatch.setattr(supervise, "ROUND_GRACE", 0.5)
+    monkeypatch.setattr(supervise, "INTERRUPT_GRACE", 1.0)
+    result = run_fuzz(
+        "--target", "hanging_pool:HangingPool", "--machine", "pool", "--level", "safety",
+        "--workers", "1", "--seconds", "8",
+    )  # fmt: skip
+    assert "worker 1 did not stop when asked and was terminated" in result.output
+    assert result.exit_code == 5, result.output
+    assert "undecided: a worker hung and was killed" in result.output
+    assert "no failure found" not in result.output
+
+
+def _outcome(
+    reason: str, *, found: bool = False, crashed: bool = False, killed: bool = False
+) -> supervise.Outcome:
+    tally = SimpleNamespace(findings={("job", "sig"): object()} if found else {})
+    return supervise.Outcome(
+        tally,  # type: ignore[arg-type]  (only its findings are read)
+        1.0,
+        reason,
+        ["worker 1: OSError"] if crashed else [],
+        [1] if killed else [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [
+        (_outcome(supervise.DEADLINE), 0),
+        (_outcome(supervise.ENOUGH_ACTIONS), 0),
+        (_outcome(supervise.INTERRUPTED), 130),
+        (_outcome(supervise.INTERRUPTED, found=True), 1),
+        (_outcome(supervise.INTERRUPTED, killed=True), 130),
+        (_outcome(supervise.DEADLINE, killed=True), 5),
+        (_outcome(supervise.FIRST_FAILURE, found=True, killed=True), 1),
+        (_outcome(supervise.CRASHED, crashed=True), 4),
+        (_outcome(supervise.DEADLINE, crashed=True, killed=True), 4),
+    ],
+)
+def test_the_campaign_status_follows_the_exit_policy(
+    outcome: supervise.Outcome, status: int
+) -> None:
+    """A finding stands whatever ended the campaign; then kvpool's own failure; then
+    Ctrl-C; then a killed worker (undecided); else a pass."""
+    assert campaign_status(outcome) == status
