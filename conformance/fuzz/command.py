@@ -13,6 +13,7 @@ from rich.console import Console
 
 from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ..exits import EXIT_BUG, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNDECIDED
+from ..install import extra_hint
 from ..manager.target import RequestSetup
 from ..run_options import (
     blocks_option,
@@ -84,8 +85,8 @@ def _until(duration: float, max_actions: int | None) -> str:
     default=None,
     metavar="URL",
     help="Share failing examples with every campaign using this Redis server "
-    "(redis://host:6379/0), on this machine and others; needs "
-    "pip install 'kvpool-spec[fuzz]'.",
+    "(redis://host:6379/0), on this machine and others; needs the redis client: "
+    f"{extra_hint('fuzz')}.",
 )
 @click.option(
     "--db-dir",
