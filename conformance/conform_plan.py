@@ -37,6 +37,7 @@ from .manager.target import RequestSetup
 from .targets.description import TargetDescription
 from .targets.loading import TargetLoadError, choose_profile, entry_of, load_manager, load_target
 from .targets.registry import describe_target
+from .targets.vllm_api.features import inferred_lines
 from .usage import comma_names, fail_usage
 
 
@@ -350,3 +351,6 @@ def print_plan(console: Console, chosen: Plan) -> None:
     console.print("kvpool conform --plan (nothing has run):", highlight=False)
     for key, value in lines.items():
         console.print(f"  {key:<17} {value}", highlight=False, markup=False, soft_wrap=True)
+    # in full: each feature inferred from the pool's names, and where it was found
+    for line in inferred_lines(chosen.probe, in_full=True):
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)

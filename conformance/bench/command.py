@@ -539,8 +539,7 @@ def write_chart(report: dict[str, Any], path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise click.ClickException(
-            f"--chart needs matplotlib: {extra_hint('bench')} "
-            "(or pip install 'matplotlib>=3.7')"
+            f"--chart needs matplotlib: {extra_hint('bench')} (or pip install 'matplotlib>=3.7')"
         ) from None
     workloads = report["workloads"]
     fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 3.6), squeeze=False)

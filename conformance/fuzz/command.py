@@ -205,7 +205,7 @@ def fuzz(
         highlight=False,
         soft_wrap=True,
     )
-    for line in inferred_lines(probe):
+    for line in inferred_lines(probe, engine=target.engine):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     outcome = supervise(
         plan,

@@ -144,7 +144,8 @@ def _latest(as_json: bool) -> None:
         columns = ("engine", "newest release", "supported", "result", "profile", "what is missing")
         for column in columns:
             # names never wrap; the rest wraps, a long word folded, never cut
-            table.add_column(column, no_wrap=column in ("engine", "newest release"), overflow="fold")
+            names = column in ("engine", "newest release")
+            table.add_column(column, no_wrap=names, overflow="fold")
         for row in rows:
             profile = row.profile if not row.reason else f"{row.profile}: {row.reason}"
             result = row.result + (f": {', '.join(row.rules)}" if row.rules else "")

@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 for _module in ("xxhash", "numpy"):
-    pytest.importorskip(
-        _module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'"
-    )
+    pytest.importorskip(_module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'")
 
 from click.testing import CliRunner  # noqa: E402
 from kvpool.conformance.cli import main  # noqa: E402

@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 for _module in ("xxhash", "numpy"):
-    pytest.importorskip(
-        _module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'"
-    )
+    pytest.importorskip(_module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'")
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
 from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord  # noqa: E402

@@ -59,10 +59,11 @@ def test_the_results_table_stays_one_table_where_it_fits() -> None:
 
 def test_the_actions_table_turns_round_at_80_columns_and_cuts_nothing() -> None:
     rows = (("get_new_blocks", "get_new_blocks"), ("free_blocks(evict_first)", "evict"))
-    targets = tuple(
+    releases = [
         Described(f"vllm==0.{n}.0", f"0.{n}.0", "vllm-0.30", frozenset({"get_new_blocks"}))
         for n in range(10, 30)
-    ) + (Described("nanovllm-fork==20260210", "", "", "unavailable: no wheel"),)
+    ]
+    targets = (*releases, Described("nanovllm-fork==20260210", "", "", "unavailable: no wheel"))
     text = rendered(ActionsTable(targets, rows))
     assert overflows(text) == []
     for target in targets:
