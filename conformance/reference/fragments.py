@@ -31,6 +31,8 @@ from .pool_events import event_fields_section
 from .pool_record import growth_table, pools_table
 from .pool_record import load as load_pool_record
 from .profiles_page import consumer_table, version_table
+from .soak_record import load as load_soak_record
+from .soak_record import soak_tables
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -204,6 +206,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "every engine's newest release on the package index, run by kvpool targets --latest: "
         "ran or refused, and what it found, from the run kept in docs/data/latest.json",
         lambda link, docs_dir: latest_table(load_latest_record(docs_dir)),
+    ),
+    "monitor-soak": (
+        "each soak of kvpool monitor under .ci/soak-monitor's hostile publisher: what was "
+        "sent, handled and dropped, memory, exit status, from docs/data/monitor-soak.json",
+        lambda link, docs_dir: soak_tables(load_soak_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "
