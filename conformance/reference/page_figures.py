@@ -4,10 +4,11 @@ comes from a record (rendered by a ``<!-- kvpool:NAME -->`` fragment from a file
 docs tests re-run, never from someone's memory of a run.
 
 A figure is a number with a unit of time, rate, share or ratio (``4.2 s``, ``920 µs``,
-``12%``, a ratio, ``9,500 a CPU second``), a number grouped in thousands (``64,000``)
-or a decimal (``0.83``), in a page's prose or in a fenced block the docs tests do not
-compare with what its command prints today (a block of made-up numbers, such as a file
-format's example, says so in a ``<!-- figures: REASON -->`` line before its fence).
+``12%``, a ratio, ``9,500 a CPU second``), a number grouped in thousands (``64,000``), a
+count of outcomes (``6 of 16``) or a decimal (``0.83``), in a page's prose or in a
+fenced block the docs tests do not compare with what its command prints today (a block of
+made-up numbers, such as a file format's example, says so in a ``<!-- figures: REASON -->``
+line before its fence).
 Text in backticks (a command, a commit, an option's value), a version (``0.33.0``) and a
 marker are not figures. The pages checked are :data:`PAGES`; a page joins the list once
 its figures are all rendered.
@@ -37,11 +38,13 @@ _UNIT = (
 )
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)"
 #: A figure anywhere: a number with its unit, a number grouped in thousands, a range of
-#: decimals (``1.69`` to ``2.03``, with an en dash or a hyphen).
+#: decimals (``1.69`` to ``2.03``, with an en dash or a hyphen), a count of a run's outcomes
+#: (``6 of 16``).
 FIGURE = re.compile(
     rf"(?<![\w.`/-]){_NUMBER}(?:\s?[\u2013-]\s?{_NUMBER})?\s?{_UNIT}(?!\w|\.\d)"
     r"|(?<![\w.,/-])\d{1,3}(?:,\d{3})+(?!\w|\.\d)"
     r"|(?<![\w./-])\d+\.\d+\s?[\u2013-]\s?\d+\.\d+(?!\w|\.\d)"
+    r"|(?<![\w.,/-])\d+ of \d[\d,]*(?!\w|\.\d)"
 )
 #: A figure in a block's output, or a table cell that is a number alone: any decimal too
 #: (``1.416``), which in a sentence is more often a release (``vLLM 0.30``).

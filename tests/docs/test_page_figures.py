@@ -33,10 +33,12 @@ def test_figures_are_caught_in_prose_tables_and_shown_blocks() -> None:
         "| workload | blocks | ours µs/call |\n|---|---|---|\n| churn | `1000` | 1.416 |\n"
         "\n"
         "```text\n│ pool/safety │ pass │ 157 │ 11.6s │\n```\n"
+        "\n"
+        "Caught by 6 of 16 runs.\n"
     )
     found = [line.split(": ", 1)[1] for line in typed_figures(page, "p.md")]
     assert found == ["7.61 s", "920 µs", "69%", "9,500 a CPU second", "1.69\u20132.03", "1.416",
-                     "11.6s"]  # fmt: skip
+                     "11.6s", "6 of 16"]  # fmt: skip
 
 
 def test_what_is_not_a_figure_passes() -> None:
