@@ -15,6 +15,8 @@ from kvpool.conformance.exits import markdown_table
 from .bench_record import load as load_bench_record
 from .bench_record import managers_table
 from .events_matrix import events_matrix
+from .floor_record import floor_table
+from .floor_record import load as load_floor_record
 from .hunt_record import load as load_hunt_record
 from .hunt_record import rates_table
 from .latest_record import latest_table
@@ -181,6 +183,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "kvpool bench --compiled's figures: ours and the compiled build against vLLM's "
         "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
+    ),
+    "floor-bench": (
+        "python -m kvpool.conformance.bench.floor's table: ours, vLLM's and the floor pool's "
+        "time per call, and vLLM's over each, from the run kept in docs/data/bench-floor.json",
+        lambda link, docs_dir: floor_table(load_floor_record(docs_dir)),
     ),
     "pool-growth": (
         "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
