@@ -40,8 +40,9 @@ def test_someone_elses_pool_gets_each_feature_and_where_it_was_found() -> None:
 def test_the_plan_says_where_each_feature_of_our_own_pool_was_found() -> None:
     result = CliRunner().invoke(main, [*RUN, "--target", "impl", "--plan"])
     assert result.exit_code == 0, result.output
-    assert "ref_cnt: blocks[i].ref_cnt" in result.output
-    assert "free_queue: free_block_queue, walked by its links" in result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("  inferred ")]
+    assert "ref_cnt: blocks[i].ref_cnt; " in line
+    assert "free_queue: free_block_queue, walked by its links; " in line
 
 
 def make_pool(**kwargs: object) -> BlockPool:
