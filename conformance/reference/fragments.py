@@ -19,6 +19,8 @@ from .floor_record import floor_table
 from .floor_record import load as load_floor_record
 from .hunt_record import load as load_hunt_record
 from .hunt_record import rates_table
+from .instructions_record import instructions_table
+from .instructions_record import load as load_instructions_record
 from .latest_record import latest_table
 from .latest_record import load as load_latest_record
 from .lifecycle_svg import lifecycle_svg
@@ -188,6 +190,12 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "python -m kvpool.conformance.bench.floor's table: ours, vLLM's and the floor pool's "
         "time per call, and vLLM's over each, from the run kept in docs/data/bench-floor.json",
         lambda link, docs_dir: floor_table(load_floor_record(docs_dir)),
+    ),
+    "instructions-bench": (
+        "instructions per call of ours, vLLM's and the floor pool, counted by callgrind, "
+        "and vLLM's over each, computed from the counts kept in "
+        "docs/data/bench-instructions.json",
+        lambda link, docs_dir: instructions_table(load_instructions_record(docs_dir)),
     ),
     "pool-growth": (
         "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
