@@ -4,6 +4,7 @@ pool runs clean, the deadline and Ctrl-C stop the campaign with no process left 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -102,12 +103,28 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
     return campaign, started
 
 
+def _until_actions_run(campaign: subprocess.Popen[str], within: float = 120.0) -> str:
+    """The campaign's status lines (one a second) up to the first that counts actions run:
+    on a loaded machine the workers may take longer than any fixed sleep to start."""
+    assert campaign.stdout is not None
+    seen = ""
+    until = time.monotonic() + within
+    while time.monotonic() < until:
+        line = campaign.stdout.readline()
+        assert line, "the campaign ended before its workers ran an action"
+        seen += line
+        counted = re.search(r"  ([\d,]+) actions \(", line)
+        if counted and int(counted.group(1).replace(",", "")) > 0:
+            return seen
+    raise AssertionError(f"no action run within {within} s:\n{seen}")
+
+
 @pytest.mark.parametrize("to", ["terminal", "parent"])
 def test_ctrl_c_stops_the_campaign_cleanly(to: str, tmp_path: Path) -> None:
     """SIGINT to the whole process group (a Ctrl-C in a terminal) or to the parent alone:
     the final table, exit 130 (interrupted; nothing found), no traceback, no worker left."""
     campaign, started = _start("--target", "impl", "--workers", "2")
-    time.sleep(4)
+    started += _until_actions_run(campaign)
     if to == "terminal":
         os.killpg(campaign.pid, signal.SIGINT)
     else:
