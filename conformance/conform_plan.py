@@ -37,6 +37,7 @@ from .manager.target import RequestSetup
 from .targets.description import TargetDescription
 from .targets.loading import TargetLoadError, choose_profile, entry_of, load_manager, load_target
 from .targets.registry import describe_target
+from .targets.vllm_api.features import inferred_lines
 from .usage import comma_names, fail_usage
 
 
@@ -347,6 +348,11 @@ def print_plan(console: Console, chosen: Plan) -> None:
         + ("; the whole command at its first finding" if chosen.fail_fast else "")
         + f"; a run under {chosen.floor} valid test cases fails (--min-valid)",
     }
+    # in full: each feature inferred from the pool's names and where it was found (the
+    # header's lines after its title), for kvpool's own pool too
+    inferred = inferred_lines(chosen.probe, in_full=True)[1:]
+    if inferred:
+        lines["inferred"] = "; ".join(line.strip() for line in inferred)
     console.print("kvpool conform --plan (nothing has run):", highlight=False)
     for key, value in lines.items():
         console.print(f"  {key:<17} {value}", highlight=False, markup=False, soft_wrap=True)

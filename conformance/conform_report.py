@@ -37,7 +37,7 @@ def print_header(console: Console, plan: Plan) -> None:
         highlight=False,
         soft_wrap=True,  # the profile's reason is one line a reader (or grep) can find
     )
-    for line in inferred_lines(plan.probe):
+    for line in inferred_lines(plan.probe, engine=plan.target.engine):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     if plan.alone:
         console.print(

@@ -66,14 +66,15 @@ STATUSES: tuple[ExitStatus, ...] = (
         EXIT_UNDECIDED,
         "undecided",
         "the check could not reach a verdict: a solver answered unknown, a tool (CrossHair) "
-        "failed, the docs build failed, or the baseline (the unmutated pool) did not pass",
+        "failed, the docs build failed, the baseline (the unmutated pool) did not pass, or a "
+        "kvpool fuzz worker hung and was killed before its round ended",
         "read the message: raise the timeout, install the tool, fix the baseline",
     ),
     ExitStatus(
         EXIT_INTERRUPTED,
         "interrupted",
-        "the user interrupted the command (Ctrl-C) outside the target's code (kvpool fuzz, "
-        "which runs until Ctrl-C when given no duration, ends with its verdict instead)",
+        "the user interrupted the command (Ctrl-C) outside the target's code, kvpool fuzz "
+        "included (a campaign that found something before Ctrl-C still ends with 1)",
         "run it again",
     ),
 )

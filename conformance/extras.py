@@ -7,6 +7,7 @@ import sys
 
 from rich.console import Console
 
+from .install import extra_hint
 from .usage import EXIT_USAGE
 
 
@@ -15,7 +16,7 @@ def require(module: str, package: str, command: str) -> None:
     if importlib.util.find_spec(module) is None:
         Console(stderr=True).print(
             f"[red]error:[/red] {command} needs {package}: pip install {package} "
-            f"(or install kvpool-spec with its test extra: pip install 'kvpool-spec[test]')",
+            f"(or kvpool-spec's test extra: {extra_hint('test')})",
             highlight=False,
             soft_wrap=True,
         )

@@ -7,7 +7,8 @@ from typing import Any
 
 from kvpool.spec import Action, PoolConfig
 from kvpool.spec.manager import PROPERTIES, RequestAction
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 
 from .engine.block_states import BLOCK_STATES
@@ -57,41 +58,75 @@ def config_line(config: Any) -> str:
     )
 
 
-def results_table(target: str, profile: str, results: list[LevelResult]) -> Table:
-    """One row per run: its verdict, the valid test cases it ran and those it dropped
-    (rejected: ran into a known finding; skipped: draws outside the contract, not run),
-    its steps and their rate while exploring, and its time (shrinking included)."""
-    table = Table(title=f"kvpool conform — target {target}, profile {profile}")
-    columns = (
-        "run",
-        "result",
-        "valid",
-        "rejected",
-        "skipped",
-        "steps",
-        "steps/s",
-        "ops",
-        "refusals",
-        "time",
-    )
-    for column in columns:
-        table.add_column(
-            column, justify="left" if column in ("run", "result") else "right", no_wrap=True
-        )
-    for r in results:
-        table.add_row(
-            r.label,
-            _verdict(r),
-            str(r.valid),
-            str(r.record.rejected),
-            str(r.record.skipped),
-            str(r.record.steps),
-            f"{r.steps_per_second:,.0f}",
-            str(len(r.record.operations)),
-            str(sum(r.record.refusals.values())) if r.level.out_of_contract else "-",
-            f"{r.seconds:.1f}s",
-        )
-    return table
+#: The results table's columns: the verdict half, then the exploring half (``run`` heads
+#: both halves when the table is stacked to fit a narrow terminal).
+VERDICT_COLUMNS = ("run", "result", "valid", "rejected", "skipped", "time")
+EXPLORING_COLUMNS = ("run", "steps", "steps/s", "ops", "refusals")
+#: Wider than any results table: measured in it, a table shows its natural width.
+NATURAL_WIDTH = 1000
+RESULTS_COLUMNS = (
+    "run",
+    "result",
+    "valid",
+    "rejected",
+    "skipped",
+    "steps",
+    "steps/s",
+    "ops",
+    "refusals",
+    "time",
+)
+
+
+class ResultsTable:
+    """The results table, one row per run: its verdict, the valid test cases it ran and
+    those it dropped (rejected: ran into a known finding; skipped: draws outside the
+    contract, not run), its steps and their rate while exploring, and its time (shrinking
+    included). On a terminal too narrow for its ten columns it is printed as two tables
+    stacked, the verdict and the exploring, each row led by its run: nothing is cut."""
+
+    def __init__(self, title: str, rows: list[dict[str, str]]) -> None:
+        self.title = title
+        self.rows = rows
+
+    def table(self, columns: tuple[str, ...], title: str) -> Table:
+        table = Table(title=title)
+        for column in columns:
+            table.add_column(
+                column, justify="left" if column in ("run", "result") else "right", no_wrap=True
+            )
+        for row in self.rows:
+            table.add_row(*(row[column] for column in columns))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        wide = self.table(RESULTS_COLUMNS, self.title)
+        unbounded = options.update_width(NATURAL_WIDTH)  # a measure is clamped to its width
+        if Measurement.get(console, unbounded, wide).maximum <= options.max_width:
+            yield wide
+            return
+        yield self.table(VERDICT_COLUMNS, self.title)
+        yield self.table(EXPLORING_COLUMNS, "exploring: steps, their rate, operations, refusals")
+
+
+def results_table(target: str, profile: str, results: list[LevelResult]) -> ResultsTable:
+    """The results table of ``results`` (:class:`ResultsTable`)."""
+    rows = [
+        {
+            "run": r.label,
+            "result": _verdict(r),
+            "valid": str(r.valid),
+            "rejected": str(r.record.rejected),
+            "skipped": str(r.record.skipped),
+            "steps": str(r.record.steps),
+            "steps/s": f"{r.steps_per_second:,.0f}",
+            "ops": str(len(r.record.operations)),
+            "refusals": str(sum(r.record.refusals.values())) if r.level.out_of_contract else "-",
+            "time": f"{r.seconds:.1f}s",
+        }
+        for r in results
+    ]
+    return ResultsTable(f"kvpool conform — target {target}, profile {profile}", rows)
 
 
 def _verdict(r: LevelResult) -> str:
@@ -194,9 +229,10 @@ def _cell(count: int, reachable: bool) -> str:
 
 def _coverage(title: str, rows: list[LevelResult], situations: tuple[str, ...]) -> Table:
     table = Table(title=title)
-    table.add_column("situation", no_wrap=True)
+    # a narrow terminal wraps the situations, never a level's name or a count
+    table.add_column("situation", overflow="fold")
     for r in rows:
-        table.add_column(r.level.name, justify="right")
+        table.add_column(r.level.name, justify="right", no_wrap=True)
     for situation in situations:
         table.add_row(situation, *(_count(r.record.situations[situation]) for r in rows))
     for op in sorted({op for r in rows for op in r.record.operations}):

@@ -18,7 +18,7 @@ import pytest
 
 #: What the reason of a skip for a missing engine says: an install line or a download.
 MISSING_ENGINE = (
-    "pip install 'kvpool-spec[",
+    "pip install -e '.[",
     "pip install triton",
     "could not download",
 )

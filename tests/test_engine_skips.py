@@ -21,14 +21,14 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 import pytest
 
 def test_needs_torch():
-    pytest.skip("SGLang's allocator needs torch: pip install 'kvpool-spec[sglang]'")
+    pytest.skip("SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
 def test_opt_in():
     pytest.skip("opt-in: KVPOOL_FULL_VLLM=1 with vLLM installed")
 """,
         test_module_level="""
 import pytest
-pytest.importorskip("no_such_module_kvpool", reason="needs it: pip install 'kvpool-spec[lmdeploy]'")
+pytest.importorskip("no_such_module_kvpool", reason="needs it: pip install -e '.[lmdeploy]'")
 
 def test_never_collected():
     pass
@@ -43,7 +43,7 @@ def test_engine_skips_fail_when_engines_are_required(
     monkeypatch.setenv("KVPOOL_REQUIRE_ENGINES", "1")
     result = project.runpytest("-p", "no:cacheprovider", "--continue-on-collection-errors")
     result.assert_outcomes(failed=1, skipped=1, errors=1)
-    result.stdout.fnmatch_lines(["*KVPOOL_REQUIRE_ENGINES is set*kvpool-spec[[]sglang]*"])
+    result.stdout.fnmatch_lines(["*KVPOOL_REQUIRE_ENGINES is set*.[[]sglang]*"])
 
 
 def test_engine_skips_stay_skips_otherwise(

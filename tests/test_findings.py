@@ -35,10 +35,10 @@ def collect() -> ModuleType:
 def test_the_finding_still_reproduces(path: Path) -> None:
     needs = EXTRAS.get(path.parent.name.split("-")[0])
     if needs is not None and importlib.util.find_spec(needs[0]) is None:
-        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install 'kvpool-spec[{needs[1]}]'")
+        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install -e '.[{needs[1]}]'")
     trace = read_trace(path)
     if trace.meta.consumer == "dynamo" and importlib.util.find_spec("dynamo") is None:
-        pytest.skip("a Dynamo router finding needs pip install 'kvpool-spec[dynamo]'")
+        pytest.skip("a Dynamo router finding needs pip install -e '.[dynamo]'")
     # a file's pool and manager are loaded when we say so
     verdict = replay_trace(trace, trace.meta.target, trace.meta.manager)
     assert not verdict.conforms, f"{path.name} no longer diverges: {verdict.describe()}"

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..install import extra_hint
 from ..run_options import seed_option
 from ..targets.description import TargetDescription
 from ..targets.options import TARGET
@@ -538,8 +539,7 @@ def write_chart(report: dict[str, Any], path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise click.ClickException(
-            "--chart needs matplotlib: pip install 'kvpool-spec[bench]' "
-            "(or pip install 'matplotlib>=3.7')"
+            f"--chart needs matplotlib: {extra_hint('bench')} (or pip install 'matplotlib>=3.7')"
         ) from None
     workloads = report["workloads"]
     fig, axes = plt.subplots(1, len(workloads), figsize=(4.2 * len(workloads), 3.6), squeeze=False)
@@ -612,7 +612,7 @@ Examples:
   kvpool bench                       # 1k, 100k, 1M blocks, all workloads
   kvpool bench --quick               # a smoke run in a few seconds
   kvpool bench --sizes 1000,100000 --json > bench.json
-  kvpool bench --chart bench.png     # needs pip install 'kvpool-spec[bench]'
+  kvpool bench --chart bench.png     # needs the bench extra (matplotlib)
   kvpool bench --compiled            # also our pool compiled by mypyc (built once)
   kvpool bench --manager vllm --target vllm==0.33.0   # the managers, side by side
   kvpool bench --monitor --sizes 1000,1000000 --ops 200000   # kvpool monitor's speed

@@ -33,6 +33,7 @@ from typing import Any
 from kvpool.spec.consumer import EventViolation
 from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 
+from ..install import extra_hint
 from .protocol import ConsumerError
 
 #: The distribution the extra installs, and the release this mapping was tested on.
@@ -54,7 +55,7 @@ def load_core() -> Any:
     except ImportError as exc:
         raise ConsumerError(
             f"the dynamo consumer needs Dynamo's router core: pip install "
-            f"'{PACKAGE}=={TESTED_RELEASE}' (or pip install 'kvpool-spec[dynamo]'): {exc}"
+            f"'{PACKAGE}=={TESTED_RELEASE}' (or {extra_hint('dynamo')}): {exc}"
         ) from exc
 
 

@@ -12,6 +12,8 @@ from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
 from ..engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
+from ..exits import EXIT_BUG, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_PASS, EXIT_UNDECIDED
+from ..install import extra_hint
 from ..manager.target import RequestSetup
 from ..run_options import (
     blocks_option,
@@ -26,12 +28,12 @@ from ..run_options import (
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError, choose_profile, load_manager, load_target
 from ..targets.vllm_api.features import inferred_lines
-from ..usage import EXIT_BUG, EXIT_FINDING, comma_names, fail_usage
+from ..usage import comma_names, fail_usage
 from .database import DatabaseError, open_database
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors
 from .status import clock, coverage_lines, findings_lines, jobs_table
-from .supervise import CRASHED, supervise
+from .supervise import CRASHED, INTERRUPTED, Outcome, supervise
 
 
 def _until(duration: float, max_actions: int | None) -> str:
@@ -83,8 +85,8 @@ def _until(duration: float, max_actions: int | None) -> str:
     default=None,
     metavar="URL",
     help="Share failing examples with every campaign using this Redis server "
-    "(redis://host:6379/0), on this machine and others; needs "
-    "pip install 'kvpool-spec[fuzz]'.",
+    "(redis://host:6379/0), on this machine and others; needs the redis client: "
+    f"{extra_hint('fuzz')}.",
 )
 @click.option(
     "--db-dir",
@@ -203,7 +205,7 @@ def fuzz(
         highlight=False,
         soft_wrap=True,
     )
-    for line in inferred_lines(probe):
+    for line in inferred_lines(probe, engine=target.engine):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     outcome = supervise(
         plan,
@@ -250,10 +252,31 @@ def fuzz(
         highlight=False,
         soft_wrap=True,
     )
-    if tally.findings:
+    status = campaign_status(outcome)
+    if status == EXIT_FINDING:
         kinds = len(tally.findings)
         console.print(f"[red]{kinds} kind{'s' if kinds > 1 else ''} of failure found[/red]")
-        sys.exit(EXIT_FINDING)
+    elif status == EXIT_UNDECIDED:
+        console.print(
+            "[yellow]undecided: a worker hung and was killed before its round ended[/yellow]"
+        )
+    elif status == EXIT_INTERRUPTED:
+        console.print("[yellow]interrupted: no failure found before Ctrl-C[/yellow]")
+    elif status == EXIT_PASS:
+        console.print("[green]no failure found[/green]")
+    sys.exit(status)
+
+
+def campaign_status(outcome: Outcome) -> int:
+    """The campaign's exit status: a finding stands whatever ended the campaign (1); then
+    kvpool's own failure in a worker (4); Ctrl-C (130); a worker that hung and was killed
+    leaves its round undecided (5); else the campaign ran to its end and passed (0)."""
+    if outcome.tally.findings:
+        return EXIT_FINDING
     if outcome.crashes or outcome.reason == CRASHED:
-        sys.exit(EXIT_BUG)
-    console.print("[green]no failure found[/green]")
+        return EXIT_BUG
+    if outcome.reason == INTERRUPTED:
+        return EXIT_INTERRUPTED
+    if outcome.terminated:
+        return EXIT_UNDECIDED
+    return EXIT_PASS

@@ -26,6 +26,7 @@ from hypothesis.database import (
 from kvpool.spec.files import UnreadableFile, read_regular_file
 
 from ..bounds import MAX_EXAMPLE_BYTES
+from ..install import extra_hint
 from .plan import CampaignPlan, DatabaseSpec, JobSpec
 from .sharing import DatabaseErrors, Tolerant
 
@@ -33,7 +34,7 @@ from .sharing import DatabaseErrors, Tolerant
 KEY_FORMAT = 2
 #: Redis keys start with this (Hypothesis's own default), then the job's key.
 REDIS_PREFIX = b"hypothesis-example:"
-FUZZ_EXTRA = "pip install 'kvpool-spec[fuzz]'"
+FUZZ_EXTRA = extra_hint("fuzz")
 
 
 class DatabaseError(Exception):

@@ -15,8 +15,12 @@ from kvpool.conformance.exits import markdown_table
 from .bench_record import load as load_bench_record
 from .bench_record import managers_table
 from .events_matrix import events_matrix
+from .floor_record import floor_table
+from .floor_record import load as load_floor_record
 from .hunt_record import load as load_hunt_record
 from .hunt_record import rates_table
+from .instructions_record import instructions_table
+from .instructions_record import load as load_instructions_record
 from .latest_record import latest_table
 from .latest_record import load as load_latest_record
 from .lifecycle_svg import lifecycle_svg
@@ -31,6 +35,8 @@ from .pool_events import event_fields_section
 from .pool_record import growth_table, pools_table
 from .pool_record import load as load_pool_record
 from .profiles_page import consumer_table, version_table
+from .soak_record import load as load_soak_record
+from .soak_record import soak_tables
 
 #: The checkout's docs folder (the default for fragments that read data kept there).
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -180,6 +186,17 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "BlockPool, computed from the runs kept in docs/data/bench-pools.json",
         lambda link, docs_dir: pools_table(load_pool_record(docs_dir)),
     ),
+    "floor-bench": (
+        "python -m kvpool.conformance.bench.floor's table: ours, vLLM's and the floor pool's "
+        "time per call, and vLLM's over each, from the run kept in docs/data/bench-floor.json",
+        lambda link, docs_dir: floor_table(load_floor_record(docs_dir)),
+    ),
+    "instructions-bench": (
+        "instructions per call of ours, vLLM's and the floor pool, counted by callgrind, "
+        "and vLLM's over each, computed from the counts kept in "
+        "docs/data/bench-instructions.json",
+        lambda link, docs_dir: instructions_table(load_instructions_record(docs_dir)),
+    ),
     "pool-growth": (
         "per workload, what a call of ours and of vLLM's pool added from 1k to 1M blocks, "
         "computed from the runs kept in docs/data/bench-pools.json",
@@ -204,6 +221,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "every engine's newest release on the package index, run by kvpool targets --latest: "
         "ran or refused, and what it found, from the run kept in docs/data/latest.json",
         lambda link, docs_dir: latest_table(load_latest_record(docs_dir)),
+    ),
+    "monitor-soak": (
+        "each soak of kvpool monitor under .ci/soak-monitor's hostile publisher: what was "
+        "sent, handled and dropped, memory, exit status, from docs/data/monitor-soak.json",
+        lambda link, docs_dir: soak_tables(load_soak_record(docs_dir)),
     ),
     "mutmut-survivors": (
         "every mutant mutmut's run did not kill: the test that kills it now, or why it is "

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..engine.target import EVICT_FIRST
+from .actions_table import ActionsTable, Described
 from .description import Form, TargetDescription
 from .errors import TargetLoadError
 from .factory_entry import FACTORY
@@ -78,19 +79,9 @@ def targets(
     listed = [text for entry in entries if entry.has_pool for text in _listed(entry)]
     for text in [*listed, *(d.text for d in extra)]:
         described.append(_describe_target(text))
-    matrix = Table(title="actions each target takes (profile: the default --profile)")
-    matrix.add_column("action", no_wrap=True)
-    for name, version, profile, _ in described:
-        matrix.add_column(f"{name}\n{version}\n{profile}", justify="center")
     rows = [(a.operation, a.operation) for a in ALL_ACTIONS]
     rows.insert(2, ("free_blocks(evict_first)", EVICT_FIRST))
-    for label, operation in rows:
-        marks = [
-            ("yes" if operation in ops else "-") if isinstance(ops, frozenset) else "?"
-            for _, _, _, ops in described
-        ]
-        matrix.add_row(label, *marks)
-    console.print(matrix)
+    console.print(ActionsTable(tuple(Described(*d) for d in described), tuple(rows)))
     for name, _, _, ops in described:
         if isinstance(ops, str):
             console.print(f"  {name}: {ops}", markup=False, highlight=False, soft_wrap=True)
@@ -152,7 +143,9 @@ def _latest(as_json: bool) -> None:
         table = Table(title="newest releases on the package index (kvpool targets --latest)")
         columns = ("engine", "newest release", "supported", "result", "profile", "what is missing")
         for column in columns:
-            table.add_column(column, no_wrap=column in ("engine", "newest release"))
+            # names never wrap; the rest wraps, a long word folded, never cut
+            names = column in ("engine", "newest release")
+            table.add_column(column, no_wrap=names, overflow="fold")
         for row in rows:
             profile = row.profile if not row.reason else f"{row.profile}: {row.reason}"
             result = row.result + (f": {', '.join(row.rules)}" if row.rules else "")

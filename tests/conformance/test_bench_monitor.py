@@ -36,7 +36,7 @@ def test_each_monitor_contender_is_measured(contender: str) -> None:
 
 def test_dynamo_is_fed_the_same_recording() -> None:
     if monitor.dynamo_missing():
-        pytest.skip("needs ai-dynamo-runtime (pip install 'kvpool-spec[dynamo]')")
+        pytest.skip("needs ai-dynamo-runtime (pip install -e '.[dynamo]')")
     got = monitor.measure("dynamo RadixTree", 1_000, 2_000, seed=0)
     assert got["keys_held"] == 1_000 and got["events_per_second"] > 0
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip(
     "dynamo._core",
     reason="the dynamo consumer needs Dynamo's router core: "
-    "pip install 'kvpool-spec[dynamo]' (ai-dynamo-runtime==1.6.1)",
+    "pip install -e '.[dynamo]' (ai-dynamo-runtime==1.6.1)",
 )
 
 from click.testing import CliRunner

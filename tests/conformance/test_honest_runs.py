@@ -30,7 +30,8 @@ def _importable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def conform(*args: str) -> Result:
-    return CliRunner().invoke(main, ["conform", "--no-coverage", *args])
+    # wide: the rows are read as one table (at 80 columns it is stacked in two)
+    return CliRunner(env={"COLUMNS": "200"}).invoke(main, ["conform", "--no-coverage", *args])
 
 
 def row(output: str, label: str) -> list[str]:

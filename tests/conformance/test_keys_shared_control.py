@@ -141,7 +141,7 @@ def _engine(name: str) -> tuple[Engine, Any]:
     engine = ENGINES[name]
     for module in engine.needs:
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{engine.target} needs {module}: pip install 'kvpool-spec[all]'")
+            pytest.skip(f"{engine.target} needs {module}: pip install -e '.[all]'")
     factory, _ = load_manager(engine.target, engine.target)
     return engine, factory
 

@@ -11,7 +11,7 @@ only, stamped in whole seconds; preallocation; adapters as salts), every structu
 is shown to catch a planted fault, and a planted fault in the trie is caught by the
 request machine on several seeds.
 
-Needs numpy only (``pip install 'kvpool-spec[lmdeploy]'``): torch, which LMDeploy's
+Needs numpy only (``pip install -e '.[lmdeploy]'``): torch, which LMDeploy's
 ``messages`` module imports, is a stand-in. Without numpy every test here is skipped, and
 says so. The 0.18.0 wheel is downloaded once into the cache (~110 MB).
 """
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "numpy", reason="LMDeploy's block manager needs numpy: pip install 'kvpool-spec[lmdeploy]'"
+    "numpy", reason="LMDeploy's block manager needs numpy: pip install -e '.[lmdeploy]'"
 )
 
 import numpy as np

@@ -4,7 +4,7 @@ Each profile knob of ``lmdeploy`` is measured here on the real allocator, the tw
 issue names are shown on it directly and found by the suite on several seeds, and the
 adapter's own structure checks are shown to catch planted faults.
 
-Needs numpy (``pip install 'kvpool-spec[lmdeploy]'``): without it every test here is
+Needs numpy (``pip install -e '.[lmdeploy]'``): without it every test here is
 skipped, and says so. The 0.18.0 wheel is downloaded once into the cache (~110 MB).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "numpy", reason="LMDeploy's allocator needs numpy: pip install 'kvpool-spec[lmdeploy]'"
+    "numpy", reason="LMDeploy's allocator needs numpy: pip install -e '.[lmdeploy]'"
 )
 
 import numpy as np

@@ -10,7 +10,7 @@ a shrunk client/model sequence that replays, and the unplanted release does not 
 nano-vllm-fork 20260210's rewritten decode loop preempts a sequence without taking it out
 of ``running``: shown here on its own scheduler's state.
 
-Needs xxhash and numpy (``pip install 'kvpool-spec[nanovllm]'``): without them every test
+Needs xxhash and numpy (``pip install -e '.[nanovllm]'``): without them every test
 here is skipped, and says so.
 """
 
@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 for _module in ("xxhash", "numpy"):
-    pytest.importorskip(
-        _module, reason=f"nano-vllm needs {_module}: pip install 'kvpool-spec[nanovllm]'"
-    )
+    pytest.importorskip(_module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'")
 
 from click.testing import CliRunner  # noqa: E402
 from kvpool.conformance.cli import main  # noqa: E402

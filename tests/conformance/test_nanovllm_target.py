@@ -7,7 +7,7 @@ the real code and found by the suite on several seeds; the fork's patch for #163
 it costs (a preempted request loses its prefix) are shown too. The checks the property
 run adds are shown to catch planted faults.
 
-Needs xxhash and numpy (``pip install 'kvpool-spec[nanovllm]'``): without them every test
+Needs xxhash and numpy (``pip install -e '.[nanovllm]'``): without them every test
 here is skipped, and says so. The distributions' wheels are small (~40 kB) and are
 downloaded once into the cache.
 """
@@ -23,9 +23,7 @@ from typing import Any
 import pytest
 
 for _module in ("xxhash", "numpy"):
-    pytest.importorskip(
-        _module, reason=f"nano-vllm needs {_module}: pip install 'kvpool-spec[nanovllm]'"
-    )
+    pytest.importorskip(_module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'")
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
 from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord  # noqa: E402

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "docs" / "data" / "route-check"
 NEEDS_DYNAMO = pytest.mark.skipif(
     importlib.util.find_spec("dynamo") is None,
-    reason="the live check needs Dynamo's indexer: pip install 'kvpool-spec[dynamo]' "
+    reason="the live check needs Dynamo's indexer: pip install -e '.[dynamo]' "
     "(ai-dynamo-runtime==1.6.1)",
 )
 

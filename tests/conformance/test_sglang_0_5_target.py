@@ -11,7 +11,7 @@ one-line fault planted in each of those functions of the release (in a copy load
 ``sglang@PATH``) is caught by the rule it breaks; a checkout laid out like the release's
 source runs.
 
-Needs torch and numpy (``pip install 'kvpool-spec[sglang]'``), a C++ compiler and
+Needs torch and numpy (``pip install -e '.[sglang]'``), a C++ compiler and
 OpenSSL's headers for the events tests (the release's node hash is compiled on first use).
 """
 
@@ -27,7 +27,7 @@ import pytest
 
 for _module in ("torch", "numpy"):
     pytest.importorskip(
-        _module, reason=f"SGLang's allocator needs {_module}: pip install 'kvpool-spec[sglang]'"
+        _module, reason=f"SGLang's allocator needs {_module}: pip install -e '.[sglang]'"
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)

@@ -25,7 +25,7 @@ import pytest
 
 for _module in ("torch", "numpy"):
     pytest.importorskip(
-        _module, reason=f"SGLang's allocator needs {_module}: pip install 'kvpool-spec[sglang]'"
+        _module, reason=f"SGLang's allocator needs {_module}: pip install -e '.[sglang]'"
     )
 if importlib.util.find_spec("triton") is None:
     pytest.skip(

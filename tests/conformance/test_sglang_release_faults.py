@@ -3,7 +3,7 @@
 files loaded as ``sglang@PATH``, is caught by the rule the fault breaks. (Had the adapter
 restated those functions, as it once did, the planted line would never run.)
 
-Needs torch and numpy (``pip install 'kvpool-spec[sglang]'``).
+Needs torch and numpy (``pip install -e '.[sglang]'``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 for _module in ("torch", "numpy"):
     pytest.importorskip(
-        _module, reason=f"SGLang's allocator needs {_module}: pip install 'kvpool-spec[sglang]'"
+        _module, reason=f"SGLang's allocator needs {_module}: pip install -e '.[sglang]'"
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)

@@ -11,7 +11,7 @@ stay until evicted; freed slots go to the back of the free list, freed pages to 
 a flush refused while any request runs or waits; no salt), and every structure check is
 shown to catch a planted fault.
 
-Needs torch and numpy (``pip install 'kvpool-spec[sglang]'``): without them every test
+Needs torch and numpy (``pip install -e '.[sglang]'``): without them every test
 here is skipped, and says so. The wheel (1.4 MB) is downloaded once into the cache.
 """
 
@@ -28,7 +28,7 @@ import pytest
 
 for _module in ("torch", "numpy"):
     pytest.importorskip(
-        _module, reason=f"SGLang's allocator needs {_module}: pip install 'kvpool-spec[sglang]'"
+        _module, reason=f"SGLang's allocator needs {_module}: pip install -e '.[sglang]'"
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)

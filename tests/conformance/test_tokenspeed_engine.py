@@ -17,7 +17,7 @@ from kvpool.conformance.targets.registry import describe_target
 from kvpool.conformance.targets.tokenspeed.entry import ENTRY
 
 pytest.importorskip(
-    "tokenspeed_scheduler", reason="pip install 'kvpool-spec[tokenspeed]' (tokenspeed-scheduler)"
+    "tokenspeed_scheduler", reason="pip install -e '.[tokenspeed]' (tokenspeed-scheduler)"
 )
 
 

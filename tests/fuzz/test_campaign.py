@@ -4,13 +4,17 @@ pool runs clean, the deadline and Ctrl-C stop the campaign with no process left 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fuzz_helpers import PLANTED, actions_run, fuzz_command, run_fuzz
+from kvpool.conformance.fuzz import supervise
+from kvpool.conformance.fuzz.command import campaign_status
 from kvpool.conformance.trace.replay import replay_file
 
 
@@ -99,21 +103,37 @@ def _start(*args: str) -> tuple[subprocess.Popen[str], str]:
     return campaign, started
 
 
+def _until_actions_run(campaign: subprocess.Popen[str], within: float = 120.0) -> str:
+    """The campaign's status lines (one a second) up to the first that counts actions run:
+    on a loaded machine the workers may take longer than any fixed sleep to start."""
+    assert campaign.stdout is not None
+    seen = ""
+    until = time.monotonic() + within
+    while time.monotonic() < until:
+        line = campaign.stdout.readline()
+        assert line, "the campaign ended before its workers ran an action"
+        seen += line
+        counted = re.search(r"  ([\d,]+) actions \(", line)
+        if counted and int(counted.group(1).replace(",", "")) > 0:
+            return seen
+    raise AssertionError(f"no action run within {within} s:\n{seen}")
+
+
 @pytest.mark.parametrize("to", ["terminal", "parent"])
 def test_ctrl_c_stops_the_campaign_cleanly(to: str, tmp_path: Path) -> None:
     """SIGINT to the whole process group (a Ctrl-C in a terminal) or to the parent alone:
-    the final table, exit 0 (nothing found), no traceback, no worker left."""
+    the final table, exit 130 (interrupted; nothing found), no traceback, no worker left."""
     campaign, started = _start("--target", "impl", "--workers", "2")
-    time.sleep(4)
+    started += _until_actions_run(campaign)
     if to == "terminal":
         os.killpg(campaign.pid, signal.SIGINT)
     else:
         campaign.send_signal(signal.SIGINT)
     out, err = campaign.communicate(timeout=60)
     output = started + out
-    assert campaign.returncode == 0, output + err
+    assert campaign.returncode == 130, output + err  # interrupted, per conformance/exits.py
     assert "interrupted (Ctrl-C)" in output
-    assert "no failure found" in output
+    assert "no failure found before Ctrl-C" in output
     assert actions_run(output) > 0
     assert "Traceback" not in output + err, err
     assert err.strip() == "", err
@@ -133,8 +153,60 @@ def test_a_worker_stuck_in_the_pool_is_ended_by_a_second_ctrl_c() -> None:
     start = time.monotonic()
     out, err = campaign.communicate(timeout=60)
     output = started + out
-    assert campaign.returncode == 0, output + err
+    assert campaign.returncode == 130, output + err  # the user's Ctrl-C ended it
     assert "Ctrl-C again to end them at once" in output
     assert "worker 1 did not stop when asked and was terminated" in output
     assert time.monotonic() - start < 15
     assert _session_processes(campaign.pid) == []
+
+
+def test_a_worker_killed_at_the_deadline_leaves_the_campaign_undecided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pool that never returns holds its worker past the deadline and past SIGINT: the
+    worker is killed, its round never ended, so the campaign exits 5 (undecided), not 0."""
+    monkeypatch.setattr(supervise, "ROUND_GRACE", 0.5)
+    monkeypatch.setattr(supervise, "INTERRUPT_GRACE", 1.0)
+    result = run_fuzz(
+        "--target", "hanging_pool:HangingPool", "--machine", "pool", "--level", "safety",
+        "--workers", "1", "--seconds", "8",
+    )  # fmt: skip
+    assert "worker 1 did not stop when asked and was terminated" in result.output
+    assert result.exit_code == 5, result.output
+    assert "undecided: a worker hung and was killed" in result.output
+    assert "no failure found" not in result.output
+
+
+def _outcome(
+    reason: str, *, found: bool = False, crashed: bool = False, killed: bool = False
+) -> supervise.Outcome:
+    tally = SimpleNamespace(findings={("job", "sig"): object()} if found else {})
+    return supervise.Outcome(
+        tally,  # type: ignore[arg-type]  (only its findings are read)
+        1.0,
+        reason,
+        ["worker 1: OSError"] if crashed else [],
+        [1] if killed else [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [
+        (_outcome(supervise.DEADLINE), 0),
+        (_outcome(supervise.ENOUGH_ACTIONS), 0),
+        (_outcome(supervise.INTERRUPTED), 130),
+        (_outcome(supervise.INTERRUPTED, found=True), 1),
+        (_outcome(supervise.INTERRUPTED, killed=True), 130),
+        (_outcome(supervise.DEADLINE, killed=True), 5),
+        (_outcome(supervise.FIRST_FAILURE, found=True, killed=True), 1),
+        (_outcome(supervise.CRASHED, crashed=True), 4),
+        (_outcome(supervise.DEADLINE, crashed=True, killed=True), 4),
+    ],
+)
+def test_the_campaign_status_follows_the_exit_policy(
+    outcome: supervise.Outcome, status: int
+) -> None:
+    """A finding stands whatever ended the campaign; then kvpool's own failure; then
+    Ctrl-C; then a killed worker (undecided); else a pass."""
+    assert campaign_status(outcome) == status

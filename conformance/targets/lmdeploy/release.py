@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ...install import extra_hint
 from ..isolated_files import IsolatedLoadError, load_isolated
 from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
@@ -27,7 +28,7 @@ DEFAULT_VERSION = "0.18.0"
 #: :mod:`.generations`), their findings in ``findings/``.
 CHECKED = ("0.16.0", DEFAULT_VERSION)
 #: What to run when numpy is missing.
-INSTALL_LINE = "pip install 'kvpool-spec[lmdeploy]'"
+INSTALL_LINE = extra_hint("lmdeploy")
 
 MODULE = "lmdeploy.pytorch.paging.block_manager.base_block_manager"
 FILE = "lmdeploy/pytorch/paging/block_manager/base_block_manager.py"

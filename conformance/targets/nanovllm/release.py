@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ...install import extra_hint
 from ..isolated_files import IsolatedLoadError, load_isolated
 from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
-INSTALL_LINE = "pip install 'kvpool-spec[nanovllm]'"
+INSTALL_LINE = extra_hint("nanovllm")
 #: name -> (distribution, version, package): the distributions the suite knows.
 DISTRIBUTIONS: dict[str, tuple[str, str, str]] = {
     "nanovllm": ("nano-vllm-npu", "0.0.2", "nanovllmnpu"),

@@ -13,10 +13,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ...install import extra_hint
 from ..isolated_files import IsolatedLoadError, load_isolated
 from ..releases.files import ReleaseFiles, ReleaseFilesError, cached_files
 
-INSTALL_LINE = "pip install 'kvpool-spec[sglang]'"
+INSTALL_LINE = extra_hint("sglang")
 
 
 class SglangUnavailable(Exception):

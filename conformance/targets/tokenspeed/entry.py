@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ...engine_machine.driver import EngineDriverFactory, EngineSetup
+from ...install import extra_hint
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError
@@ -62,7 +63,7 @@ class TokenSpeedEntry(EngineEntry):
             ts = importlib.import_module("tokenspeed_scheduler")  # C++ bindings, untyped
         except (metadata.PackageNotFoundError, ImportError) as exc:
             raise TargetLoadError(
-                f"{described.text} needs {DISTRIBUTION}: pip install 'kvpool-spec[tokenspeed]' "
+                f"{described.text} needs {DISTRIBUTION}: {extra_hint('tokenspeed')} "
                 f"(or pip install {DISTRIBUTION}=={VERSION}): {exc}"
             ) from exc
         wanted = described.version

@@ -35,7 +35,7 @@ from ..index_probe import IndexProbe
 from .calls import Call, call_for
 from .detection import PoolApi, PoolFactory, build_pool, detect_api
 from .events import EventReader
-from .features import Feature, declared_off, header_lines
+from .features import Feature, declared_off, header_lines, summary_lines
 from .int_hashes import IntHashes
 from .mismatch import described
 from .requests import FakeRequest
@@ -151,13 +151,16 @@ class VllmApiTarget:
         return tuple(f for f in found if f.name not in self.features_off)
 
     def header_lines(self) -> list[str]:
-        """What was inferred from the pool's names, for the run's header."""
-        notes = (
-            []
-            if self.api.foreign_pool_note is None
-            else [f"foreign_pool: {self.api.foreign_pool_note}"]
-        )
-        return header_lines(self.features, self.features_off, notes)
+        """What was inferred from the pool's names and where, for the run's header."""
+        return header_lines(self.features, self.features_off, self._notes())
+
+    def summary_lines(self) -> list[str]:
+        """:meth:`header_lines` in short (kvpool's own pools): the features on one line."""
+        return summary_lines(self.features, self.features_off, self._notes())
+
+    def _notes(self) -> list[str]:
+        note = self.api.foreign_pool_note
+        return [] if note is None else [f"foreign_pool: {note}"]
 
     def _detect_observables(self) -> frozenset[str]:
         seen = set()

@@ -94,8 +94,33 @@ def header_lines(
     return lines
 
 
-def inferred_lines(target: object) -> list[str]:
+def summary_lines(
+    features: Iterable[Feature], off: Iterable[str], notes: Iterable[str] = ()
+) -> list[str]:
+    """:func:`header_lines` in short, for kvpool's own pools, whose names hold no
+    surprise: the features found on one line (where each was found: ``--plan``), then those
+    declared off and the notes, as in full."""
+    names = ", ".join(f.name for f in features) or "nothing beyond the methods it has"
+    lines = [f"inferred from the pool's names (where each was found: --plan): {names}"]
+    declared = sorted(off)
+    if declared:
+        lines.append(f"  declared off ({OFF_ATTRIBUTE}): {', '.join(declared)}")
+    lines += [f"  not inferred: {note}" for note in notes]
+    return lines
+
+
+#: The engines whose pools are kvpool's own: their names hold no surprise, so the header
+#: says in one line what was inferred (``--plan`` says where).
+OWN_POOLS = frozenset({"impl", "spec"})
+
+
+def inferred_lines(target: object, *, engine: str = "", in_full: bool = False) -> list[str]:
     """The header lines of a target that infers its features from a pool's names (one
-    with ``header_lines``, the vLLM-API adapter); none for a target that declares them."""
-    lines = getattr(target, "header_lines", None)
+    with ``header_lines``, the vLLM-API adapter); none for a target that declares them.
+    For kvpool's own pools (``engine`` in :data:`OWN_POOLS`) and not ``in_full``, the
+    adapter's ``summary_lines``; for every other pool each feature and where it was found."""
+    short = engine in OWN_POOLS and not in_full
+    lines = getattr(target, "summary_lines" if short else "header_lines", None)
+    if not callable(lines):
+        lines = getattr(target, "header_lines", None)
     return list(lines()) if callable(lines) else []
