@@ -12,6 +12,7 @@ from types import MappingProxyType
 from kvpool.spec import PoolConfig, Profile
 
 from ...engine.target import Target, TargetFactory
+from ...engine_machine.driver import EngineDriverFactory, EngineSetup
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError
@@ -84,6 +85,19 @@ class LmdeployEntry(EngineEntry):
         release = _load(described, load_manager_tree, load_manager_release)
         name = release_name(described)
         return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
+
+    def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of the release's own ``Scheduler`` (``--machine engine``)."""
+        from .driver import LmdeployDriver
+        from .manager_release import load_manager_release, load_manager_tree
+
+        release = _load(described, load_manager_tree, load_manager_release)
+        label = f"{release_name(described)} (Scheduler)"
+
+        def factory(setup: EngineSetup) -> LmdeployDriver:
+            return LmdeployDriver(release, setup, label)
+
+        return factory, label
 
     def manager_on_auto(
         self, described: TargetDescription

@@ -80,6 +80,12 @@ PREFILL_SCHEDULER = (
     "pytorch.long_context",
     "pytorch.paging.kv_load_coordinator",
     "pytorch.paging.prefill_scheduler",
+    "pytorch.paging.block_manager.window_block_manager",
+    "pytorch.paging.block_manager",
+    "pytorch.paging.seq_states",
+    "pytorch.paging.eviction_helper",
+    "pytorch.paging.kv_save_coordinator",
+    "pytorch.paging.scheduler",
 )
 #: Trees whose admission lives in ``paging/scheduler.py`` (the 0.16.0 source): the eviction
 #: helper is built from a ``Scheduler``, so the ``Scheduler`` runs, with the builders it calls.
@@ -226,7 +232,12 @@ def _stand_ins() -> dict[str, dict[str, object]]:
             "opt_ttft_policy": Envs.opt_ttft_policy,
             "opt_ttft_aging_sec": Envs.opt_ttft_aging_sec,
         },
-        "lmdeploy.pytorch.kv_connector": {"KVLoadResult": _NeverBuilt},
+        "lmdeploy.pytorch.kv_connector": {
+            "KVLoadResult": _NeverBuilt,
+            "KVConnectorStepInput": _NeverBuilt,
+            "KVConnectorMetadata": _NeverBuilt,
+            "KVOperationId": _NeverBuilt,
+        },
         "lmdeploy.pytorch.engine.model_agent": {"BatchedOutputs": _NeverBuilt},
         "lmdeploy.pytorch.model_inputs": {
             "ModelInputs": _NeverBuilt,
