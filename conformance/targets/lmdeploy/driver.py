@@ -202,10 +202,13 @@ class LmdeployDriver:
         )
         return Batch(tuple(self.planned(seq) for seq in batch), preempted)
 
+    def request_of(self, seq: Any) -> str:
+        return self.request_ids[int(seq.seq_id)]
+
     def planned(self, seq: Any) -> ScheduledRequest:
         table = self.scheduler.get_block_tables([seq])[0]
         return ScheduledRequest(
-            self.request_ids[int(seq.seq_id)],
+            self.request_of(seq),
             int(seq.num_history_ids),
             int(seq.num_token_ids),
             (tuple(int(b) + 1 for b in table),),
@@ -213,12 +216,12 @@ class LmdeployDriver:
 
     def report(self, results: Sequence[Sampled]) -> None:
         sampled = {r.request_id: r for r in results}
-        missing = [rid for s in self.batch if (rid := self.request_ids[int(s.seq_id)]) not in sampled]
+        missing = [self.request_of(s) for s in self.batch if self.request_of(s) not in sampled]
         if missing:
             raise DriverError(f"LMDeploy samples every sequence of a batch; none for {missing}")
         if self.batch:
             np = self.np
-            got = [sampled[self.request_ids[int(s.seq_id)]] for s in self.batch]
+            got = [sampled[self.request_of(s)] for s in self.batch]
             outputs = ModelOutputs(
                 HostTensor(np.array([r.token for r in got], dtype=np.int64)),
                 np.array([r.stop for r in got], dtype=bool),
