@@ -11,11 +11,13 @@ engine machine         LMDeploy
 =====================  ==================================================================
 ``submit``             ``add_session`` and ``SchedulerSession.add_sequence`` with a
                        ``SamplingParam`` of the request's ``max_new_tokens``
-``step``               a prefill turn: ``schedule(is_prefill=True, prealloc_size)``;
-                       when it admits nothing and the inputs maker's running list is not
-                       empty, a decode turn: ``schedule_running(running, 1,
-                       prealloc_size)``; then ``activate_seqs`` (the dispatch)
-``report``             ``ARSequenceStrategy.update_running`` with the sampled tokens and
+``step``               the batch planned ahead (else one planned now) dispatched:
+                       ``activate_seqs``; a plan is a prefill turn,
+                       ``schedule(is_prefill=True, prealloc_size)``, or when it admits
+                       nothing and the inputs maker's running list is not empty, a
+                       decode turn, ``schedule_running(running, 1, prealloc_size)``
+``report``             the next batch planned ahead; then
+                       ``ARSequenceStrategy.update_running`` with the sampled tokens and
                        stops; the rejected decode sequences back to waiting
                        (``preempt_seqs`` on 0.18, ``deactivate_seqs`` and
                        ``evict_seqs`` on 0.16.0); a finished request's client ends its
@@ -25,14 +27,21 @@ engine machine         LMDeploy
 
 **The turn order.** Which turn comes next is the inputs maker's choice, not the
 scheduler's. With chunked prefill on (``do_prefill_chunked``) the engine tries a prefill
-turn whenever no sequence is ``READY`` (always, here: a batch is dispatched before the next
-is planned) and falls back to decode when the prefill admits nothing
+turn whenever no sequence is ``READY`` (always, here: a planned batch is dispatched
+before the next is planned) and falls back to decode when the prefill admits nothing
 (``_ForwardInputsTask.run``): the driver takes that order. The inputs maker's running list
-(``running_seqs``) is kept as it keeps it: after a prefill turn, the sequences still
-``RUNNING`` and those the turn admitted; after a decode turn, the valid ones. The engine
-prefetches the next batch before the last one's output is applied; the driver applies
-each output before planning the next batch (one order the engine also takes when the
-model is slower than the scheduler, never a decision of the scheduler's).
+(``running_seqs``) is kept as it keeps it: at a prefill plan, the sequences still
+``RUNNING``; at dispatch, those a prefill admitted added, or a decode's valid ones.
+
+**Planning ahead.** The engine loop plans the next batch while the model runs the last
+one, before that batch's output is in (``_main_loop_get_outputs``: the prefetch, then
+the output): so a decode plan sees each sequence one token short, and keys in the trie
+only blocks the passes already dispatched compute. The driver keeps that order, and
+declares ``plans_ahead``: between ``report`` and the next ``step`` the block manager
+already holds the next plan. A sequence that ended after its batch was planned is still
+computed (the engine drops its output): the batch shows it when it prefills (its prompt
+is written into blocks the trie may have keyed), and leaves it out when it decodes (its
+one token lands past every block keyed by then, in a block freed at its end).
 
 **Preemption.** LMDeploy's preemption does not free: a sequence the decode turn has no
 room for goes back to ``WAITING`` with its blocks and history, and resumes where it was;
@@ -109,6 +118,21 @@ class ForwardShape:
     is_decoding: bool
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A batch as the engine planned it: its sequences, their block tables then (the
+    forward pass's ``block_offsets``, in the suite's ids) and whether it is a prefill."""
+
+    seqs: list[Any]
+    tables: list[tuple[int, ...]]
+    prefill: bool
+    #: Tokens each sequence computes (``seq_length``): its pending ones for a prefill,
+    #: one for a decode.
+    lengths: list[int]
+    #: Where each sequence's computed tokens begin, for a prefill (its history then).
+    starts: list[int]
+
+
 class LmdeployDriver:
     """One LMDeploy ``Scheduler`` for one engine setup."""
 
@@ -118,7 +142,16 @@ class LmdeployDriver:
     #: ``BlockTrie.allocate`` replaces a sequence's block by the trie's block of the same
     #: tokens and frees its own.
     capabilities = frozenset(
-        {"tables", "abort", "free_count", "ref_counts", "keys_within_pass", "swaps_in_cached"}
+        {
+            "tables",
+            "abort",
+            "free_count",
+            "ref_counts",
+            "keys_within_pass",
+            "swaps_in_cached",
+            "plans_ahead",
+            "drops_results",
+        }
     )
 
     def __init__(self, release: LmdeployManagerRelease, setup: EngineSetup, name: str) -> None:
@@ -157,12 +190,14 @@ class LmdeployDriver:
         #: request id -> (session id, sequence), while its client waits for it.
         self.requests: dict[str, tuple[int, Any]] = {}
         self.request_ids: dict[int, str] = {}
-        #: The inputs maker's ``running_seqs``, the last batch and whether it prefilled,
-        #: and the decode turn's rejected sequences (``to_evict_seqs``).
+        #: The inputs maker's ``running_seqs`` and the decode turn's rejected sequences
+        #: (``to_evict_seqs``); the batch dispatched and the one planned ahead.
         self.running: list[Any] = []
-        self.batch: list[Any] = []
-        self.prefill = False
         self.to_evict: list[Any] = []
+        self.dispatched: Planned | None = None
+        self.next: Planned | None = None
+        #: The requests whose last result the engine dropped (``drops_results``).
+        self.dropped_ids: tuple[str, ...] = ()
 
     # --- the engine's calls ---------------------------------------------------------------
 
@@ -177,72 +212,106 @@ class LmdeployDriver:
         self.request_ids[int(seq.seq_id)] = request.request_id
 
     def step(self) -> Batch:
+        """The batch the engine dispatches: the one it planned ahead, else one planned
+        now; then the next one planned ahead (``_main_loop_get_outputs``)."""
+        planned = self.next if self.next is not None else self.plan()
+        self.next = None
+        preempted = self.preempted(self.released)
         self.released = set()
-        before = {rid: seq.num_blocks > 0 for rid, (_, seq) in self.requests.items()}
-        output = self.scheduler.schedule(is_prefill=True, prealloc_size=PREALLOC_TOKENS)
-        batch = list(output.running)
-        self.prefill = bool(batch)
+        if planned is None:
+            self.dispatched = None
+            return Batch(preempted=preempted)
+        self.scheduler.activate_seqs(planned.seqs)
+        self.dispatched = planned
+        if planned.prefill:  # update_running_seqs
+            self.running += [s for s in planned.seqs if s.sampling_param.max_new_tokens > 0]
+        else:
+            self.running = list(planned.seqs)
+        shown = []
+        for i, seq in enumerate(planned.seqs):
+            rid, table = self.request_of(seq), (planned.tables[i],)
+            if seq.status == self.messages.MessageStatus.RUNNING:
+                start, count = int(seq.num_history_ids), int(seq.num_token_ids)
+                shown.append(ScheduledRequest(rid, start, count, table))
+            elif planned.prefill:  # ended since: the pass still computes its prompt
+                shown.append(ScheduledRequest(rid, planned.starts[i], planned.lengths[i], table))
+        return Batch(tuple(shown), preempted)
+
+    def preempted(self, released: set[int]) -> tuple[str, ...]:
+        """The live requests whose blocks the eviction helper reclaimed (``released``
+        holds the sequence ids ``block_manager.free`` saw since the last batch)."""
+        return tuple(rid for rid, (_, seq) in self.requests.items() if seq.seq_id in released)
+
+    def plan(self) -> Planned | None:
+        """One turn of the inputs maker (see the module docstring): a prefill, else a
+        decode of its running list; ``None`` when neither has work."""
         running = self.messages.MessageStatus.RUNNING
-        if batch:
-            kept = [seq for seq in self.running if seq.status == running]
-            self.running = kept + [s for s in batch if s.sampling_param.max_new_tokens > 0]
-        elif self.running:
-            valid = self.scheduler.schedule_running(
-                self.running, num_required_tokens=1, prealloc_size=PREALLOC_TOKENS
-            )
-            batch = [seq for seq, ok in zip(self.running, valid, strict=True) if ok]
-            self.to_evict = [seq for seq, ok in zip(self.running, valid, strict=True) if not ok]
-            self.running = batch
-        self.scheduler.activate_seqs(batch)
-        self.batch = batch
-        preempted = tuple(
-            rid
-            for rid, (_, seq) in self.requests.items()
-            if before[rid] and int(seq.seq_id) in self.released
+        output = self.scheduler.schedule(is_prefill=True, prealloc_size=PREALLOC_TOKENS)
+        seqs = list(output.running)
+        if seqs:  # _build_prefill_inputs keeps the running list's valid sequences
+            self.running = [seq for seq in self.running if seq.status == running]
+            return self.planned(seqs, prefill=True)
+        if not self.running:
+            return None
+        valid = self.scheduler.schedule_running(
+            self.running, num_required_tokens=1, prealloc_size=PREALLOC_TOKENS
         )
-        return Batch(tuple(self.planned(seq) for seq in batch), preempted)
+        pairs = list(zip(self.running, valid, strict=True))
+        self.to_evict = [seq for seq, ok in pairs if not ok]
+        seqs = [seq for seq, ok in pairs if ok]
+        return self.planned(seqs, prefill=False) if seqs else None
+
+    def planned(self, seqs: list[Any], prefill: bool) -> Planned:
+        tables = [tuple(int(b) + 1 for b in t) for t in self.scheduler.get_block_tables(seqs)]
+        lengths = [int(s.num_token_ids) if prefill else 1 for s in seqs]
+        return Planned(seqs, tables, prefill, lengths, [int(s.num_history_ids) for s in seqs])
 
     def request_of(self, seq: Any) -> str:
         return self.request_ids[int(seq.seq_id)]
 
-    def planned(self, seq: Any) -> ScheduledRequest:
-        table = self.scheduler.get_block_tables([seq])[0]
-        return ScheduledRequest(
-            self.request_of(seq),
-            int(seq.num_history_ids),
-            int(seq.num_token_ids),
-            (tuple(int(b) + 1 for b in table),),
-        )
-
     def report(self, results: Sequence[Sampled]) -> None:
+        """The batch's output as the engine loop takes it in: after the next batch is
+        planned, then the rejected decode sequences back to waiting, then each finished
+        request's client ends its session."""
+        dispatched, self.dispatched = self.dispatched, None
+        self.dropped_ids = ()
+        if dispatched is None:  # nothing ran: the engine waits, plans nothing ahead
+            return
+        self.next = self.plan()
         sampled = {r.request_id: r for r in results}
-        missing = [self.request_of(s) for s in self.batch if self.request_of(s) not in sampled]
+        running = self.messages.MessageStatus.RUNNING
+        seqs = dispatched.seqs
+        live = [self.request_of(s) for s in seqs if s.status == running]
+        missing = [rid for rid in live if rid not in sampled]
         if missing:
             raise DriverError(f"LMDeploy samples every sequence of a batch; none for {missing}")
-        if self.batch:
-            np = self.np
-            got = [sampled[self.request_of(s)] for s in self.batch]
-            outputs = ModelOutputs(
-                HostTensor(np.array([r.token for r in got], dtype=np.int64)),
-                np.array([r.stop for r in got], dtype=bool),
-            )
-            shape = ForwardShape(
-                np.array([int(s.num_token_ids) for s in self.batch]), not self.prefill
-            )
-            self.strategy.update_running(
-                running=self.batch,
-                batched_outputs=outputs,
-                model_inputs=shape if self.prefill else None,
-                delta=None if self.prefill else shape,
-            )
-            release = getattr(self.scheduler, "release_completed_prefill_reservations", None)
-            if release is not None:  # 0.18: after the output advanced the history
-                release(self.batch)
+        # the plan just made preempted these: update_running skips them, no output is sent
+        self.dropped_ids = tuple(rid for rid in sampled if rid not in live)
+        # a sequence that ended before the batch ran is computed and its output dropped
+        # (update_running skips it): any token stands for it
+        got = [sampled.get(self.request_of(s), Sampled("", 0, False)) for s in seqs]
+        np = self.np
+        outputs = ModelOutputs(
+            HostTensor(np.array([r.token for r in got], dtype=np.int64)),
+            np.array([r.stop for r in got], dtype=bool),
+        )
+        shape = ForwardShape(np.array(dispatched.lengths), not dispatched.prefill)
+        self.strategy.update_running(
+            running=seqs,
+            batched_outputs=outputs,
+            model_inputs=shape if dispatched.prefill else None,
+            delta=None if dispatched.prefill else shape,
+        )
+        release = getattr(self.scheduler, "release_completed_prefill_reservations", None)
+        if release is not None:  # 0.18: once the output advanced the history
+            release(seqs)
         self.preempt_rejected()
         for r in results:
-            if r.stop:
+            if r.stop and r.request_id not in self.dropped_ids:
                 self.end(r.request_id)
-        self.batch = []
+
+    def dropped(self) -> tuple[str, ...]:
+        return self.dropped_ids
 
     def preempt_rejected(self) -> None:
         """The decode turn's rejected sequences back to waiting, as the engine loop does
