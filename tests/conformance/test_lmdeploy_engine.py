@@ -10,7 +10,9 @@ another request holds. A fault planted in a copy of the release's
 1-3 with a shrunk client/model sequence that replays, and the unplanted release does not
 show it. The engine loop's prefetch is kept: driven without it, the decode turn would key
 a block its own pass is still to complete and two sequences would write it in one pass,
-which the engine never does.
+which the engine never does. What the prefetch brings is pinned too: a sequence the plan
+ahead preempts loses the token its running batch samples (``drops_results``), and a
+prefill planned ahead is still written when its client aborts before it runs.
 
 Needs numpy (``pip install 'kvpool-spec[lmdeploy]'``): without it every test here is
 skipped, and says so.
@@ -28,7 +30,8 @@ pytest.importorskip("numpy", reason="LMDeploy needs numpy: pip install 'kvpool-s
 
 from kvpool.conformance.engine.runner import LevelResult
 from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.engine_machine.actions import Arrive, RunStep
+from kvpool.conformance.engine_machine import engine_run
+from kvpool.conformance.engine_machine.actions import Abort, Arrive, RunStep
 from kvpool.conformance.engine_machine.driver import (
     EngineSetup,
     Sampled,
@@ -118,6 +121,53 @@ def test_a_cached_aligned_prompt_rewrites_the_tries_block(release: LmdeployManag
     second = next(p for p in shown if p.request_id == "r5")
     assert (second.start, second.num_tokens) == (6, 2)
     assert second.tables[0][3] == first.tables[0][3]  # type: ignore[index]
+
+
+def test_a_sequence_the_plan_ahead_preempts_loses_its_sampled_token(
+    release: LmdeployManagerRelease,
+) -> None:
+    """The decode planned while ``b``'s batch runs has no block for it: ``b`` goes back to
+    waiting, its result of that batch is dropped (``drops_results``), and once reclaimed
+    for ``a`` it is reported preempted; the run judges all of it without a finding."""
+    prompts = {"a": (1, 2, 3, 4, 1, 2), "b": (4, 3, 2, 1, 4)}
+    driver = LmdeployDriver(release, EngineSetup(8, 2, 32, 2), "lmdeploy")
+    for rid, prompt in prompts.items():
+        driver.submit(Submission(rid, prompt, None, 5))
+    dropped: list[str] = []
+    preempted: list[str] = []
+    for _ in range(4):
+        batch = driver.step()
+        preempted += batch.preempted
+        driver.report([Sampled(p.request_id, 9, False) for p in batch.scheduled])
+        dropped += driver.dropped()
+    assert dropped == ["b"] and preempted == ["b"]
+    actions = [*(Arrive(r, p, None, 5) for r, p in prompts.items()), *[RunStep()] * 8]
+    found, _ = replay_engine(drivers(release), EngineSetup(8, 2, 32, 2), actions, skip=False)
+    assert found is None
+
+
+def test_an_aborted_prefill_planned_ahead_still_writes_its_blocks(
+    release: LmdeployManagerRelease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``b``'s prefill is planned (and dispatched) before its client aborts: the pass still
+    writes its prompt into the blocks the trie keyed, which ``c`` then hits. Without that
+    write the run would call ``c``'s hit unwritten (``own-contents``)."""
+    prompt = (4, 1, 4, 1, 4, 1, 2)
+    actions = [
+        Arrive("a", (1,), None, 3),
+        RunStep(),
+        Arrive("b", prompt, None, 2),
+        RunStep(),
+        Abort("b"),
+        Arrive("c", prompt, None, 2),
+        *[RunStep()] * 3,
+    ]
+    setup = EngineSetup(8, 2, 32, 3)
+    found, ran = replay_engine(drivers(release), setup, actions, skip=False)
+    assert found is None and len(ran) == len(actions)
+    monkeypatch.setattr(engine_run.EngineRun, "write_ended", lambda self, planned: None)
+    found, _ = replay_engine(drivers(release), setup, actions, skip=False)
+    assert found is not None and "property 'own-contents' broken (request 'c'" in found
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
