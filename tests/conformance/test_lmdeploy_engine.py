@@ -30,6 +30,7 @@ pytest.importorskip("numpy", reason="LMDeploy needs numpy: pip install 'kvpool-s
 
 from kvpool.conformance.engine.runner import LevelResult
 from kvpool.conformance.engine.signature import signature
+from kvpool.conformance.engine.surface import SurfaceMismatch
 from kvpool.conformance.engine_machine import engine_run
 from kvpool.conformance.engine_machine.actions import Abort, Arrive, RunStep
 from kvpool.conformance.engine_machine.driver import (
@@ -90,6 +91,20 @@ def test_the_driver_drives_the_scheduler_its_constructor_built(
     assert type(scheduler.block_trie).__module__ == "lmdeploy.pytorch.paging.block_trie.trie"
     assert scheduler.block_manager.num_gpu_blocks == 7  # no null block of its own
     assert driver.free_count() == 7 and driver.ref_counts() == (0,) * 8
+
+
+def test_a_stand_in_the_scheduler_reaches_is_a_loading_error(
+    release: LmdeployManagerRelease,
+) -> None:
+    """What the files name but cannot run here (torch's, the model's, the engine's
+    configs) is a stand-in; reaching one is a usage error naming it, never a finding."""
+    metrics = release.everything["lmdeploy.messages"].ScheduleMetrics
+    with pytest.raises(SurfaceMismatch, match=r"lmdeploy\.messages\.ScheduleMetrics"):
+        metrics(active_seqs=0)
+    if release.version == "0.16.0":  # its schedule_metrics reads nothing else first
+        driver = LmdeployDriver(release, EngineSetup(8, 2), "lmdeploy")
+        with pytest.raises(SurfaceMismatch, match="ScheduleMetrics"):
+            driver.scheduler.schedule_metrics  # noqa: B018
 
 
 def test_a_decode_turn_keys_only_what_earlier_passes_compute(
