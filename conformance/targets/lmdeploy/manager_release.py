@@ -134,7 +134,7 @@ def generation_of(root: Path) -> str:
 #: What the suite fetches of a release on the index, per generation: the newer layout is
 #: tried first, and a wheel that lacks its files is fetched again for the older one.
 FILES = ReleaseFiles(
-    "lmdeploy-manager",
+    "lmdeploy-prefill-scheduler",
     "lmdeploy",
     frozenset({VERSION_FILE, *(file_of(m) for m in PREFILL_SCHEDULER)}),
     label="LMDeploy",
