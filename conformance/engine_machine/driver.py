@@ -50,6 +50,14 @@ CAPABILITIES = MappingProxyType(
         "batch's forward pass writes it (each layer stores its KV before it attends); "
         "write-guard lets exactly that write pass: a block whose every other holder is a "
         "request this batch started (own-contents still judges what each of them reads)",
+        "drops_results": "dropped() -> tuple of request ids, called after each report(): "
+        "the requests whose result the engine dropped (it preempted them while the batch "
+        "ran): their sampled token and stop never reach the client, which keeps waiting",
+        "plans_ahead": "a declaration, no call: the engine plans the next batch before the "
+        "last one's results are in (it prefetches), so between report() and the next step() "
+        "its tables and ref counts already hold that plan: refcounts-match-tables is judged "
+        "after each batch's writes, before report(), and idle-pool-free only while no "
+        "request is live",
         "salts": "the engine takes a request's cache salt (Submission.salt) and partitions "
         "its prefix cache by it; without it every request is drawn without a salt",
     }
@@ -184,6 +192,7 @@ def driver_problems(driver: object) -> list[str]:
         "free_count": "free_count",
         "ref_counts": "ref_counts",
         "flush": "flush",
+        "drops_results": "dropped",
     }
     problems += [
         f"declares {cap!r} but has no method {method}()"

@@ -21,6 +21,7 @@ from kvpool.spec import PoolConfig
 from kvpool.spec.manager import Broken, ManagerConfig, Scheduled, Tables
 from kvpool.spec.manager import properties as props
 from kvpool.spec.manager.compute import write
+from kvpool.spec.manager.extra_keys import Signature
 
 from ..consumers.judge import StreamJudge
 from ..engine.lockstep import Nonconformance, RunRecord
@@ -93,6 +94,9 @@ class EngineRun:
         #: sessions' next turns start from these.
         self.sent: set[str] = set()
         self.finished: list[tuple[tuple[int, ...], str | None]] = []
+        #: Requests that ended (finished or aborted) with what their KV depends on: a
+        #: batch planned ahead may still compute one (``plans_ahead``).
+        self.gone: dict[str, Signature] = {}
         #: The requests the current batch starts, with their tables (``keys_within_pass``).
         self.started: dict[str, Tables] = {}
         judged = consumer is not None and "events" in self.can
@@ -152,6 +156,7 @@ class EngineRun:
         client = self.clients[rid]
         if finished:
             del self.clients[rid]
+            self.gone[rid] = Signature(client.tokens, client.salt)
             self.finished.append((client.tokens, client.salt))
         else:
             client.status = "waiting"
@@ -176,35 +181,80 @@ class EngineRun:
         for block in batch.zeroed:
             self.checks.contents.pop(block, None)
             self.checks.origin.pop(block, None)
-        for planned in batch.scheduled:
+        in_flight = [p for p in batch.scheduled if self.in_flight(p)]
+        live = [p for p in batch.scheduled if p not in in_flight]
+        for planned in live:
             self.known(planned.request_id, "scheduled")
         self.started = {
             p.request_id: p.tables or ()
-            for p in batch.scheduled
+            for p in live
             if self.clients[p.request_id].status == "waiting"
         }
         for planned in batch.scheduled:
-            self.schedule(planned, batch.copies)
+            if planned in in_flight:
+                self.write_ended(planned)
+            else:
+                self.schedule(planned, batch.copies)
+        if "plans_ahead" in self.can:  # settled now; after report() the next plan shows
+            self.raise_broken(self.refcounts_match(self.view()))
         results = []
-        for planned in batch.scheduled:
+        for planned in live:
             client = self.clients[planned.request_id]
             if planned.start + planned.num_tokens < len(client.tokens):
                 continue  # a chunk of its prompt: nothing to sample yet
             token = model_token(client.tokens)
-            client.output += (token,)
-            stop = planned.request_id in action.stops or len(client.output) >= client.max_new_tokens
-            results.append(Sampled(planned.request_id, token, stop))
-            if not stop:
-                self.checks.appended(planned.request_id, (token,))
+            last = len(client.output) + 1 >= client.max_new_tokens
+            results.append(
+                Sampled(planned.request_id, token, planned.request_id in action.stops or last)
+            )
         self.driver.report(results)
+        dropped = frozenset(self.driver_dropped())
         for result in results:
+            if result.request_id in dropped:
+                continue  # the engine never took it in: the client never sees it
+            self.clients[result.request_id].output += (result.token,)
             if result.stop:
                 self.leave(result.request_id, finished=True)
+            else:
+                self.checks.appended(result.request_id, (result.token,))
         for rid in batch.ended:
             if rid in self.clients:
                 self.leave(rid, finished=True)
         self.judge_events("step")
         self.step_done()
+
+    def driver_dropped(self) -> tuple[str, ...]:
+        """The requests whose result of the last batch the engine dropped
+        (``drops_results``)."""
+        if "drops_results" not in self.can:
+            return ()
+        driver: Any = self.driver
+        return tuple(driver.dropped())
+
+    def in_flight(self, planned: ScheduledRequest) -> bool:
+        """Whether ``planned`` is a request that ended after a driver that ``plans_ahead``
+        planned (and dispatched) the batch: the pass still computes it."""
+        rid = planned.request_id
+        return "plans_ahead" in self.can and rid not in self.clients and rid in self.gone
+
+    def write_ended(self, planned: ScheduledRequest) -> None:
+        """The pass writes an ended request's tokens into the blocks its table held when
+        the batch was planned (what a hit on them later reads); nothing of it is judged:
+        the request is gone, its blocks given back, the write is the pass's."""
+        signature = self.gone[planned.request_id]
+        bs = self.setup.block_size
+        end = min(planned.start + planned.num_tokens, len(signature.tokens))
+        for table in planned.tables or ():
+            for i in range(planned.start // bs, min(-(-end // bs), len(table))):
+                lo, hi = max(planned.start, i * bs), min(end, (i + 1) * bs)
+                block = table[i]
+                self.checks.contents[block] = write(
+                    self.checks.contents.get(block),
+                    signature.salt,
+                    lo - i * bs,
+                    signature.tokens[lo:hi],
+                )
+                self.checks.origin[block] = signature
 
     def known(self, rid: str, what: str) -> None:
         if rid not in self.clients:
@@ -339,18 +389,29 @@ class EngineRun:
 
     def step_done(self, reset_result: bool | None = None) -> None:
         """``refcounts-match-tables`` and ``idle-pool-free``, where the driver shows the
-        data they need."""
+        data they need (for a driver that ``plans_ahead``, the first after each batch's
+        writes instead, and the second only while no request is live)."""
         view = self.view()
-        live = [r.tables for r in self.checks.requests.values() if r.running]
-        broken: list[Broken] = []
-        if view.ref_cnt is not None and "tables" in self.can:
-            self.record.properties["refcounts-match-tables"] += 1
-            broken += props.refcounts(live, view.ref_cnt)
+        settled = "plans_ahead" not in self.can
+        broken = self.refcounts_match(view) if settled else []
         idle = not any(c.status == "running" for c in self.clients.values())
+        idle = idle and (settled or not self.clients)  # else a waiting one may be planned
         if idle and (view.free_count >= 0 or reset_result is not None):
             self.record.properties["idle-pool-free"] += 1
             free = view.free_count if view.free_count >= 0 else self.setup.num_blocks - 1
             broken += props.idle_pool(self.setup.num_blocks, free, reset_result)
+        self.raise_broken(broken)
+
+    def refcounts_match(self, view: PoolView) -> list[Broken]:
+        """``refcounts-match-tables`` on ``view``, where the driver shows the data."""
+        if view.ref_cnt is None or "tables" not in self.can:
+            return []
+        self.record.properties["refcounts-match-tables"] += 1
+        live = [r.tables for r in self.checks.requests.values() if r.running]
+        return props.refcounts(live, view.ref_cnt)
+
+    @staticmethod
+    def raise_broken(broken: list[Broken]) -> None:
         if broken:
             raise PropertyBroken(broken)
 

@@ -127,19 +127,21 @@ def test_manager_forms_load_the_same_files(lmdeploy: LmdeployManagerFactory) -> 
 def test_each_generation_admits_through_the_releases_own_scheduler(
     lmdeploy: LmdeployManagerFactory,
 ) -> None:
-    """0.18.0 admits through its ``_PrefillScheduler``, 0.16.0 through its ``Scheduler``:
+    """Both generations build their owners through the release's ``Scheduler``; 0.18.0
+    admits through the ``_PrefillScheduler`` it built, 0.16.0 through the ``Scheduler``:
     objects of the release's classes, not of ours."""
     t = target(lmdeploy)
     release = lmdeploy.release
+    scheduler = t.engine.scheduler  # type: ignore[attr-defined]
+    assert type(scheduler).__module__ == "lmdeploy.pytorch.paging.scheduler"
+    assert scheduler.block_trie is t.trie and scheduler.block_manager is t.block_manager
     if release.version == VERSION:
         assert release.generation == "prefill-scheduler"
-        owner = t.engine.prefill  # type: ignore[attr-defined]
+        owner = scheduler._prefill_scheduler
         assert type(owner).__module__ == "lmdeploy.pytorch.paging.prefill_scheduler"
+        assert owner.block_trie is t.trie and owner.block_manager is t.block_manager
     else:
         assert release.generation == "scheduler"
-        owner = t.engine.scheduler  # type: ignore[attr-defined]
-        assert type(owner).__module__ == "lmdeploy.pytorch.paging.scheduler"
-    assert owner.block_trie is t.trie and owner.block_manager is t.block_manager
     # a request too large for the pool is refused by the release's rollback, which leaves
     # the sequence unmatched and the trie's blocks as they were
     assert served(t, "a", (1, 2, 3, 4, 5)) == 0

@@ -5,8 +5,9 @@ release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDepl
 allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
 0.5.23: of a file the suite reads only a few definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
-(:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy, LMDeploy
-0.18.0's ``paging/scheduler.py``, nano-vllm's engine loop and model runner), two ways:
+(:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
+nano-vllm's engine loop and model runner; LMDeploy's ``paging/scheduler.py`` is loaded, 0.18.0's
+and 0.16.0's), two ways:
 
 - **as written**: Python's own tokens (``tokenize``) less layout and comments; any run of
   :data:`MIN_RUN` (40) or more shared tokens fails, naming both places. Calls into an
@@ -72,17 +73,6 @@ MIRRORED: dict[str, list[tuple[ReleaseFiles, str]]] = {
                 label="SGLang",
             ),
             NEWEST_CHECKED,
-        )
-    ],
-    "LMDeploy": [
-        (
-            ReleaseFiles(
-                "lmdeploy-mirrored",
-                "lmdeploy",
-                frozenset({"lmdeploy/pytorch/paging/scheduler.py"}),
-                label="LMDeploy",
-            ),
-            lmdeploy_release.DEFAULT_VERSION,
         )
     ],
     "nano-vllm": [

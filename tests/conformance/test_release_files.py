@@ -41,7 +41,7 @@ FAKE = ReleaseFiles("fakeengine", "fakeengine", frozenset({POOL}), label="Fake",
 EVERY_ENGINE = {
     "vllm": VLLM_DISTRIBUTION.files(),
     "lmdeploy": lmdeploy_release.FILES,
-    "lmdeploy-manager": manager_release.FILES,
+    "lmdeploy-prefill-scheduler": manager_release.FILES,
     "nanovllm": nanovllm_release.files_of("nanovllm"),
     "sglang": sglang_release.files_of(),
     "vllm-mlx": VLLM_MLX_FILES,

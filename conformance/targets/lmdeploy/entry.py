@@ -1,7 +1,8 @@
 """``lmdeploy`` / ``lmdeploy==X.Y.Z`` / ``lmdeploy@PATH``: LMDeploy's ``LogicalAllocator`` as
-a pool without a prefix cache, and its block manager with the prefix trie as the request
-machine's manager (``--manager auto`` on an LMDeploy target, or ``--manager lmdeploy``).
-``lmdeploy`` alone is the default release (0.18.0)."""
+a pool without a prefix cache, its block manager with the prefix trie as the request
+machine's manager (``--manager auto`` on an LMDeploy target, or ``--manager lmdeploy``),
+and its ``Scheduler`` at the engine machine (``--machine engine``). ``lmdeploy`` alone is
+the default release (0.18.0)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from types import MappingProxyType
 from kvpool.spec import PoolConfig, Profile
 
 from ...engine.target import Target, TargetFactory
+from ...engine_machine.driver import EngineDriverFactory, EngineSetup
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError
@@ -21,12 +23,13 @@ from ..releases.forms import Loaded, load_form, release_name
 
 class LmdeployEntry(EngineEntry):
     name = "lmdeploy"
-    summary = "LMDeploy's LogicalAllocator and its block manager with the prefix trie"
+    summary = "LMDeploy's LogicalAllocator, its block manager with the prefix trie, its Scheduler"
     forms = MappingProxyType(
         {
             "lmdeploy==X.Y.Z": "LMDeploy's LogicalAllocator (PyTorch engine) as a pool without a "
-            "prefix cache, and its block manager with the prefix trie as the requests machine's "
-            "manager; 'lmdeploy' alone is 0.18.0 (needs the lmdeploy extra: numpy)",
+            "prefix cache, its block manager with the prefix trie as the requests machine's "
+            "manager, and its Scheduler at the engine machine; 'lmdeploy' alone is 0.18.0 "
+            "(needs the lmdeploy extra: numpy)",
             "lmdeploy@PATH": "an LMDeploy checkout or unpacked wheel at PATH",
         }
     )
@@ -84,6 +87,19 @@ class LmdeployEntry(EngineEntry):
         release = _load(described, load_manager_tree, load_manager_release)
         name = release_name(described)
         return LmdeployManagerFactory(release, f"{name} (block manager and prefix trie)"), name
+
+    def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of the release's own ``Scheduler`` (``--machine engine``)."""
+        from .driver import LmdeployDriver
+        from .manager_release import load_manager_release, load_manager_tree
+
+        release = _load(described, load_manager_tree, load_manager_release)
+        label = f"{release_name(described)} (Scheduler)"
+
+        def factory(setup: EngineSetup) -> LmdeployDriver:
+            return LmdeployDriver(release, setup, label)
+
+        return factory, label
 
     def manager_on_auto(
         self, described: TargetDescription

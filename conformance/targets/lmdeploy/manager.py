@@ -3,9 +3,11 @@
 LMDeploy's PyTorch engine keeps a ``DefaultBlockManager`` (a ``LogicalAllocator`` with ref
 counts) and a ``BlockTrie`` over it: a trie of full blocks per adapter, each node keyed by
 its block's tokens (a Python ``hash`` confirmed by comparing the tokens) and holding one
-reference on its block. The adapter runs the release's prefill scheduler for admission and makes the
-calls LMDeploy's ``Scheduler`` makes for the rest (the ``Scheduler`` class itself, with its
-queues, is not loaded), on the release's own ``SchedulerSequenceDefault``:
+reference on its block. The adapter builds the release's ``Scheduler`` and makes its calls
+one request at a time (:mod:`.generations`): its prefill admission for one sequence, and
+the calls the scheduler and engine make for the rest, on the release's own
+``SchedulerSequenceDefault`` (``--machine engine`` drives the ``Scheduler`` itself, with
+its queues: :mod:`.driver`):
 
 =======================  ================================================================
 protocol call            LMDeploy
@@ -27,7 +29,8 @@ protocol call            LMDeploy
                          moves the pending tokens into the history (the sampled token
                          is the protocol's next ``append``)
 ``preempt``              ``preempt_seqs`` (to ``WAITING``) and the recompute eviction's
-                         reclaim: ``release_paging_resources`` (its blocks freed)
+                         reclaim: ``release_paging_resources`` (its blocks freed; 0.16.0:
+                         ``deactivate_seqs``, ``evict_seqs``, ``state.free()``)
 ``finish``               ``finish`` (or ``stop``) and ``end_sequence``: its blocks freed
 ``reset_prefix_cache``   not drawn: the trie has no flush
 =======================  ================================================================
@@ -73,7 +76,7 @@ from kvpool.spec.manager.properties import expected_key
 from ...engine.target import PoolView
 from ...manager.target import RequestSetup
 from .allocator import allocator_problems, spec_id
-from .generations import scheduling_for
+from .generations import SchedulerCalls
 from .manager_release import LmdeployManagerRelease
 from .release import numpy_module
 
@@ -148,7 +151,7 @@ class LmdeployManagerTarget:
         self.prealloc = prealloc
         self.num_blocks = setup.pool.num_gpu_blocks - 1
         self.messages = release.module("pytorch.messages")
-        self.engine = scheduling_for(release, self.num_blocks, self.bs, self.caching)
+        self.engine = SchedulerCalls(release, self.num_blocks, self.bs, self.caching)
         self.block_manager: Any = self.engine.block_manager
         self.trie: Any = self.engine.trie
         self.requests: dict[str, _Request] = {}

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ...engine.surface import SurfaceMismatch
 from ..isolated_files import IsolatedLoadError, load_isolated
 from ..releases.files import ReleaseFiles, release_dir, valid_cache
 from .release import LmdeployUnavailable, numpy_module, release_root
@@ -80,6 +81,12 @@ PREFILL_SCHEDULER = (
     "pytorch.long_context",
     "pytorch.paging.kv_load_coordinator",
     "pytorch.paging.prefill_scheduler",
+    "pytorch.paging.block_manager.window_block_manager",
+    "pytorch.paging.block_manager",
+    "pytorch.paging.seq_states",
+    "pytorch.paging.eviction_helper",
+    "pytorch.paging.kv_save_coordinator",
+    "pytorch.paging.scheduler",
 )
 #: Trees whose admission lives in ``paging/scheduler.py`` (the 0.16.0 source): the eviction
 #: helper is built from a ``Scheduler``, so the ``Scheduler`` runs, with the builders it calls.
@@ -127,7 +134,7 @@ def generation_of(root: Path) -> str:
 #: What the suite fetches of a release on the index, per generation: the newer layout is
 #: tried first, and a wheel that lacks its files is fetched again for the older one.
 FILES = ReleaseFiles(
-    "lmdeploy-manager",
+    "lmdeploy-prefill-scheduler",
     "lmdeploy",
     frozenset({VERSION_FILE, *(file_of(m) for m in PREFILL_SCHEDULER)}),
     label="LMDeploy",
@@ -142,11 +149,18 @@ SCHEDULER_FILES = ReleaseFiles(
 )
 
 
-class _NeverBuilt:
-    """A class a file names (annotations, defaults) but the manager never builds."""
+def _never_built(module: str, name: str) -> type:
+    """A stand-in for ``module.name``, a class or function a file names (annotations,
+    defaults) but the suite's runs never reach. Reaching it is a loading error, never a
+    finding: :class:`SurfaceMismatch` (exit 2) naming it."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError("a stand-in of kvpool's LMDeploy loader was called")
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise SurfaceMismatch(
+            f"LMDeploy called {module}.{name}, which kvpool's loader gives as a stand-in "
+            "(it needs what does not run here: torch, the model, the engine's configs)"
+        )
+
+    return type(name, (), {"__init__": refuse, "__call__": refuse})
 
 
 class Tensor:
@@ -205,34 +219,37 @@ class SecondsClock:
         return float(self.now)
 
 
+#: What the loaded files name (annotations, defaults) but the suite's runs never reach,
+#: by module: each a stand-in that refuses to be used (:func:`_never_built`).
+NEVER_BUILT = {
+    "lmdeploy.messages": ("ScheduleMetrics", "GenerationConfig", "LogitsProcessor"),
+    "lmdeploy.pytorch.disagg.conn.protocol": ("MigrationRequest",),
+    "lmdeploy.pytorch.multimodal.data_type": ("MultiModalInputs", "make_multimodal_content_hash"),
+    "lmdeploy.vl.constants": ("Modality",),
+    "lmdeploy.pytorch.config": ("CacheConfig", "SchedulerConfig"),
+    "lmdeploy.pytorch.kv_connector": (
+        "KVLoadResult",
+        "KVConnectorStepInput",
+        "KVConnectorMetadata",
+        "KVOperationId",
+    ),
+    "lmdeploy.pytorch.engine.model_agent": ("BatchedOutputs",),
+    "lmdeploy.pytorch.model_inputs": ("ModelInputs", "ModelInputsDelta"),
+}
+
+
 def _stand_ins() -> dict[str, dict[str, object]]:
-    return {
-        "lmdeploy.messages": {
-            "ScheduleMetrics": _NeverBuilt,
-            "EngineEvent": EngineEvent,
-            "EventType": EventType,
-            "GenerationConfig": _NeverBuilt,
-            "LogitsProcessor": _NeverBuilt,
-        },
-        "lmdeploy.pytorch.disagg.conn.protocol": {"MigrationRequest": _NeverBuilt},
-        "lmdeploy.pytorch.multimodal.data_type": {
-            "MultiModalInputs": _NeverBuilt,
-            "make_multimodal_content_hash": _NeverBuilt,
-        },
-        "lmdeploy.utils": {"get_logger": _get_logger},
-        "lmdeploy.vl.constants": {"Modality": _NeverBuilt},
-        "lmdeploy.pytorch.config": {"CacheConfig": _NeverBuilt, "SchedulerConfig": _NeverBuilt},
-        "lmdeploy.pytorch.envs": {
-            "opt_ttft_policy": Envs.opt_ttft_policy,
-            "opt_ttft_aging_sec": Envs.opt_ttft_aging_sec,
-        },
-        "lmdeploy.pytorch.kv_connector": {"KVLoadResult": _NeverBuilt},
-        "lmdeploy.pytorch.engine.model_agent": {"BatchedOutputs": _NeverBuilt},
-        "lmdeploy.pytorch.model_inputs": {
-            "ModelInputs": _NeverBuilt,
-            "ModelInputsDelta": _NeverBuilt,
-        },
+    found: dict[str, dict[str, object]] = {
+        module: {name: _never_built(module, name) for name in names}
+        for module, names in NEVER_BUILT.items()
     }
+    found["lmdeploy.messages"].update({"EngineEvent": EngineEvent, "EventType": EventType})
+    found["lmdeploy.utils"] = {"get_logger": _get_logger}
+    found["lmdeploy.pytorch.envs"] = {
+        "opt_ttft_policy": Envs.opt_ttft_policy,
+        "opt_ttft_aging_sec": Envs.opt_ttft_aging_sec,
+    }
+    return found
 
 
 @dataclass(frozen=True)
