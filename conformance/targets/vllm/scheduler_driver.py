@@ -1,0 +1,86 @@
+"""vLLM's v1 ``Scheduler`` (with its ``KVCacheManager``) as an engine driver: every
+decision is the release's own.
+
+vLLM's engine core does ``scheduler.add_request(Request.from_engine_core_request(...))``
+for an arrival, ``output = scheduler.schedule()``, runs the model on ``output``, then
+``scheduler.update_from_output(output, model_runner_output)``; an abort is
+``scheduler.finish_requests(ids, FINISHED_ABORTED)``. The driver makes exactly those calls
+and reads what they leave through vLLM's own accessors: the block tables
+(``KVCacheManager.get_block_ids``), the hit a new or resumed request was granted (its
+``num_computed_tokens`` in the plan), the preempted ids, the copies and zeroed blocks the
+plan orders, the pool's free count and each block's ``ref_cnt``.
+
+**Setup.** The scheduler is built as vLLM's own scheduler unit tests build it, through
+vLLM's public config classes: a ``ModelConfig`` of a one-layer model folder the suite
+writes (no weights, no tokenizer), a ``SchedulerConfig`` with the setup's batch budget, a
+``CacheConfig`` with its block size and block count, and a ``KVCacheConfig`` of one
+full-attention group. These classes import torch and transformers, so the scheduler runs
+from an installed vLLM (:mod:`.scheduler_loading`), never from the isolated files.
+
+A stop the suite's model makes before a request's last allowed token is the model
+sampling a stop token (:data:`STOP`, outside the suite's vocabulary); the last allowed
+token stops it by its own ``max_tokens``. The first request's block (0) is vLLM's null
+block, as in the pool's vocabulary. No KV events are read yet (not declared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...engine_machine.driver import Batch, EngineSetup, Sampled, ScheduledRequest, Submission
+
+#: The model's stop token: none of the suite's tokens (its vocabulary is 1-9).
+STOP = 0
+
+
+class VllmSchedulerDriver:
+    """One vLLM ``Scheduler`` for one engine setup (``vllm`` is the release's modules)."""
+
+    capabilities = frozenset({"tables", "abort", "free_count", "ref_counts", "flush", "salts"})
+
+    def __init__(self, vllm: Any, setup: EngineSetup, name: str) -> None:
+        self.name, self.vllm = name, vllm
+        self.scheduler, self.hasher = vllm.scheduler(setup), vllm.block_hasher(setup.block_size)
+        self.output: Any = None
+
+    def submit(self, request: Submission) -> None:
+        params = self.vllm.SamplingParams(max_tokens=request.max_new_tokens, stop_token_ids=[STOP])
+        self.scheduler.add_request(self.vllm.request(request, params, self.hasher))
+
+    def step(self) -> Batch:
+        self.output = out = self.scheduler.schedule()
+        manager, cached = self.scheduler.kv_cache_manager, out.scheduled_cached_reqs
+        starts = {new.req_id: new.num_computed_tokens for new in out.scheduled_new_reqs}
+        starts.update(zip(cached.req_ids, cached.num_computed_tokens, strict=True))
+        runs = tuple(
+            ScheduledRequest(rid, starts[rid], n, tuple(map(tuple, manager.get_block_ids(rid))))
+            for rid, n in out.num_scheduled_tokens.items()
+        )
+        copies = tuple((c.src_block_id, c.dst_block_id) for c in out.kv_cache_block_copies or ())
+        preempted = tuple(sorted(out.preempted_req_ids or ()))
+        return Batch(runs, preempted, copies, tuple(out.new_block_ids_to_zero or ()))
+
+    def report(self, results: Sequence[Sampled]) -> None:
+        ids, sampled = list(self.output.num_scheduled_tokens), {r.request_id: r for r in results}
+        tokens = [[self.token(sampled[rid])] if rid in sampled else [] for rid in ids]
+        ran = self.vllm.ModelRunnerOutput(ids, {rid: i for i, rid in enumerate(ids)}, tokens)
+        self.scheduler.update_from_output(self.output, ran)
+
+    def token(self, sampled: Sampled) -> int:
+        """The token the model samples: :data:`STOP` for a stop before the last allowed."""
+        request = self.scheduler.requests[sampled.request_id]
+        last = request.num_output_tokens + 1 >= request.max_tokens
+        return STOP if sampled.stop and not last else sampled.token
+
+    def abort(self, request_id: str) -> None:
+        self.scheduler.finish_requests(request_id, self.vllm.RequestStatus.FINISHED_ABORTED)
+
+    def free_count(self) -> int:
+        return int(self.scheduler.kv_cache_manager.block_pool.get_num_free_blocks())
+
+    def ref_counts(self) -> tuple[int, ...]:
+        return tuple(int(b.ref_cnt) for b in self.scheduler.kv_cache_manager.block_pool.blocks)
+
+    def flush(self) -> bool:
+        return bool(self.scheduler.reset_prefix_cache())
