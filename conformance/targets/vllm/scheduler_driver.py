@@ -37,7 +37,12 @@ STOP = 0
 class VllmSchedulerDriver:
     """One vLLM ``Scheduler`` for one engine setup (``vllm`` is the release's modules)."""
 
-    capabilities = frozenset({"tables", "abort", "free_count", "ref_counts", "flush", "salts"})
+    #: ``keys_within_pass``: ``KVCacheManager.allocate_slots`` caches the full blocks of
+    #: the tokens it schedules (``num_tokens_to_cache`` counts this step's new tokens), so
+    #: a request later in the same batch may hit a block the batch's pass writes.
+    capabilities = frozenset(
+        {"tables", "abort", "free_count", "ref_counts", "flush", "salts", "keys_within_pass"}
+    )
 
     def __init__(self, vllm: Any, setup: EngineSetup, name: str) -> None:
         self.name, self.vllm = name, vllm
@@ -64,8 +69,7 @@ class VllmSchedulerDriver:
     def report(self, results: Sequence[Sampled]) -> None:
         ids, sampled = list(self.output.num_scheduled_tokens), {r.request_id: r for r in results}
         tokens = [[self.token(sampled[rid])] if rid in sampled else [] for rid in ids]
-        ran = self.vllm.ModelRunnerOutput(ids, {rid: i for i, rid in enumerate(ids)}, tokens)
-        self.scheduler.update_from_output(self.output, ran)
+        self.scheduler.update_from_output(self.output, self.vllm.model_output(ids, tokens))
 
     def token(self, sampled: Sampled) -> int:
         """The token the model samples: :data:`STOP` for a stop before the last allowed."""

@@ -15,6 +15,7 @@ inspects its architecture once per process.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import tempfile
@@ -65,9 +66,14 @@ class InstalledVllm:
     def SamplingParams(self) -> Any:  # noqa: N802 (vLLM's class)
         return self.modules["sampling"].SamplingParams
 
-    @property
-    def ModelRunnerOutput(self) -> Any:  # noqa: N802 (vLLM's class)
-        return self.modules["outputs"].ModelRunnerOutput
+    def model_output(self, req_ids: list[str], sampled: list[list[int]]) -> Any:
+        """vLLM's ``ModelRunnerOutput`` of one step: each scheduled request's sampled
+        tokens, by its index (0.33.0 takes the index map as a field; 0.34.0 computes it)."""
+        output = self.modules["outputs"].ModelRunnerOutput
+        fields = {f.name for f in dataclasses.fields(output)}
+        index = {"req_id_to_index": {r: i for i, r in enumerate(req_ids)}}
+        taken = {k: v for k, v in index.items() if k in fields}
+        return output(req_ids=req_ids, sampled_token_ids=sampled, **taken)
 
     @property
     def RequestStatus(self) -> Any:  # noqa: N802 (vLLM's class)
