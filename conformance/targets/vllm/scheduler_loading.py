@@ -63,7 +63,7 @@ class InstalledVllm:
     modules: dict[str, Any]
 
     @property
-    def SamplingParams(self) -> Any:  # noqa: N802 (vLLM's class)
+    def SamplingParams(self) -> Any:
         return self.modules["sampling"].SamplingParams
 
     def model_output(self, req_ids: list[str], sampled: list[list[int]]) -> Any:
@@ -76,7 +76,7 @@ class InstalledVllm:
         return output(req_ids=req_ids, sampled_token_ids=sampled, **taken)
 
     @property
-    def RequestStatus(self) -> Any:  # noqa: N802 (vLLM's class)
+    def RequestStatus(self) -> Any:
         return self.modules["request"].RequestStatus
 
     def scheduler(self, setup: EngineSetup) -> Any:
