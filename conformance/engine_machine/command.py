@@ -148,8 +148,7 @@ def conform_engine(
         console.print(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
         console.print(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
         console.print(
-            "  Replay it with:  python -m kvpool.conformance.engine_machine.command "
-            f"{path} --target {target.text}",
+            f"  Replay it with:  kvpool replay {path} --target {target.text}",
             highlight=False,
             soft_wrap=True,
         )
@@ -201,13 +200,74 @@ def print_finding(console: Console, result: LevelResult, number: int) -> None:
     )
     for i, action in enumerate(failure.trace, 1):
         marker = "  <- fails here" if i == len(failure.trace) else ""
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(action).items() if k != "operation")
         console.print(
-            f"    {i:>3}. {action.operation}({args}){marker}",
+            f"    {i:>3}. {action_text(action)}{marker}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+
+
+def replay_engine_file(console: Console, trace_path: Path, target: str | None) -> None:
+    """``kvpool replay`` of an engine trace on the engine ``target`` names (a trace names
+    its engine as text only, never loaded from the file): exit 1 while the engine still
+    fails, 0 once it passes, 2 for an unusable file or target."""
+    from ..targets.registry import describe_target
+
+    try:
+        trace = read_engine_trace(trace_path)
+        if target is None:
+            raise EngineTraceError(
+                f"{trace_path} is an engine trace of {trace.target}: name the engine that "
+                f"replays it (a trace file never chooses code to run); run: kvpool replay "
+                f"{trace_path} --target {trace.target}"
+            )
+        factory, _ = load_driver(describe_target(target))
+    except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
+        fail_usage(console, str(exc))
+    console.print(
+        f"kvpool replay: {trace_path} on {target} (engine/scheduler), "
+        f"{len(trace.actions)} actions",
+        highlight=False,
+        markup=False,
+    )
+    found = replay_engine_trace(trace, factory)
+    if found is None:
+        console.print("the engine passes this trace now", style="green", highlight=False)
+        return
+    console.print(found, style="red", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_FINDING)
+
+
+def show_engine_file(console: Console, trace_path: Path) -> None:
+    """``kvpool show`` of an engine trace: the engine, its setup, the client/model actions
+    and what the engine did wrong, as recorded (nothing is run)."""
+    try:
+        trace = read_engine_trace(trace_path)
+    except EngineTraceError as exc:
+        fail_usage(console, str(exc))
+    for line in engine_trace_lines(trace):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def engine_trace_lines(trace: EngineTrace) -> list[str]:
+    """An engine trace as text: header, numbered actions (the last marked), finding."""
+    lines = [
+        f"engine trace of {trace.target} (machine engine, seed {trace.seed}"
+        + (f", {trace.consumer} consumer" if trace.consumer else "")
+        + ")",
+        f"engine built as {trace.setup}",
+    ]
+    for i, action in enumerate(trace.actions, 1):
+        marker = "  <- fails here" if i == len(trace.actions) else ""
+        lines.append(f"  {i:>3}. {action_text(action)}{marker}")
+    return [*lines, trace.message]
+
+
+def action_text(action: Any) -> str:
+    """One client or model action as a call: ``arrive(request_id='r1', ...)``."""
+    args = ", ".join(f"{k}={v!r}" for k, v in vars(action).items() if k != "operation")
+    return f"{action.operation}({args})"
 
 
 @click.command()
@@ -215,20 +275,7 @@ def print_finding(console: Console, result: LevelResult, number: int) -> None:
 @click.option("--target", "-t", required=True, help="The engine that replays the trace.")
 def replay(trace_path: Path, target: str) -> None:
     """Replay an engine trace: exit 1 while the engine still fails, 0 once it passes."""
-    from ..targets.registry import describe_target
-
-    console = Console()
-    try:
-        trace = read_engine_trace(trace_path)
-        factory, _ = load_driver(describe_target(target))
-    except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
-        fail_usage(console, str(exc))
-    found = replay_engine_trace(trace, factory)
-    if found is None:
-        console.print("the engine passes this trace now", highlight=False)
-        return
-    console.print(found, markup=False, highlight=False, soft_wrap=True)
-    sys.exit(EXIT_FINDING)
+    replay_engine_file(Console(), trace_path, target)
 
 
 if __name__ == "__main__":  # python -m kvpool.conformance.engine_machine.command TRACE
