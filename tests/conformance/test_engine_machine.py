@@ -300,7 +300,8 @@ def test_conform_exits_1_on_a_fault_and_its_trace_replays(tmp_path: Path) -> Non
     assert bad.exit_code == 2 and "not an engine trace" in bad.output
     via_kvpool = CliRunner().invoke(main, ["replay", str(trace), "-t", "toy_faults:SaltBlind"])
     assert via_kvpool.exit_code == 1 and "own-contents" in via_kvpool.output
-    assert CliRunner().invoke(main, ["replay", str(trace), "-t", "toy_driver:ToyDriver"]).exit_code == 0
+    passing = CliRunner().invoke(main, ["replay", str(trace), "-t", "toy_driver:ToyDriver"])
+    assert passing.exit_code == 0, passing.output
     unnamed = CliRunner().invoke(main, ["replay", str(trace)])  # a file never chooses code
     assert unnamed.exit_code == 2 and "--target toy_faults:SaltBlind" in unnamed.output
     shown = CliRunner().invoke(main, ["show", str(trace)])
