@@ -226,8 +226,7 @@ def replay_engine_file(console: Console, trace_path: Path, target: str | None) -
     except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
         fail_usage(console, str(exc))
     console.print(
-        f"kvpool replay: {trace_path} on {target} (engine/scheduler), "
-        f"{len(trace.actions)} actions",
+        f"kvpool replay: {trace_path} on {target} (engine/scheduler), {len(trace.actions)} actions",
         highlight=False,
         markup=False,
     )
