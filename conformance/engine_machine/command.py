@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from kvpool.spec.manager import PROPERTIES
 from rich.console import Console
 from rich.table import Table
 
+from ..engine.expectations import Expectation, Expectations, ExpectationsError, read_expectations
 from ..engine.runner import LevelResult
 from ..report import results_table
 from ..targets.description import Form, TargetDescription
@@ -46,8 +48,10 @@ EVENT_PROPERTIES = ("events-parent-known", "events-removed-known")
 
 
 #: ``kvpool conform`` options the engine machine does not take (given, they are refused
-#: rather than silently ignored): the expectations (``--expect``) are not yet matched here.
-NOT_AT_THE_ENGINE_MACHINE = ("profile", "levels", "manager", "expect_file", "check_contracts")
+#: rather than silently ignored).
+NOT_AT_THE_ENGINE_MACHINE = ("profile", "levels", "manager", "check_contracts")
+#: The level name an expectations entry's ``level`` may give to match here only.
+ENGINE_LEVEL = "scheduler"
 
 
 def given(parameter: str) -> bool:
@@ -100,9 +104,15 @@ def conform_engine(
     min_valid: float,
     trace_dir: str,
     consumer: str | None,
+    expect_file: Path | None = None,
 ) -> None:
     """Run the engine machine on ``target`` and exit as ``kvpool conform`` does (0 passed,
-    1 a finding, 2 a usage error, 3 too few valid test cases)."""
+    1 a finding, 2 a usage error, 3 too few valid test cases).
+
+    With ``expect_file`` (``--expect``, as at every machine) a finding an entry matches is
+    reported as known, not as a finding; one that no run meets, and every finding no
+    entry matches, fail the run. There is no spec state to adopt here, so a known finding
+    ends its test case, and the search looks for one more distinct finding per entry."""
     not_here = [f"--{name.replace('_', '-')}" for name in NOT_AT_THE_ENGINE_MACHINE if given(name)]
     if not_here:
         fail_usage(
@@ -114,6 +124,7 @@ def conform_engine(
         factory, name = load_driver(target)
     except (TargetLoadError, click.BadParameter) as exc:
         fail_usage(console, str(exc))
+    expected = read_expected(console, expect_file)
     capabilities = probe(console, factory, name)
     judged = consumer or ("count" if "events" in capabilities else None)
     if consumer is not None and "events" not in capabilities:
@@ -133,9 +144,12 @@ def conform_engine(
         seed=run_seed,
         max_blocks=blocks,
         consumer=judged,
-        max_findings=max_findings,
+        max_findings=max_findings + (len(expected.entries) if expected else 0),
         min_valid=math.ceil(min_valid * max_examples),
     )
+    unmet: list[Expectation] = []
+    if expected is not None:
+        result, unmet = known_findings(console, result, expected)
     console.print(results_table(name, "none (judged by the properties)", [result]))
     console.print(properties_table(result, capabilities))
     for number, failure in enumerate(result.failures, 1):
@@ -164,9 +178,55 @@ def conform_engine(
             soft_wrap=True,
         )
         sys.exit(EXIT_FINDING)
+    if unmet:
+        sys.exit(EXIT_FINDING)
     if not result.passed:
         sys.exit(EXIT_TOO_FEW)
     console.print("[green]every run passed[/green]")
+
+
+def read_expected(console: Console, path: Path | None) -> Expectations | None:
+    """The expectations ``--expect`` names (exit 2 naming what is wrong in the file)."""
+    if path is None:
+        return None
+    try:
+        return read_expectations(path)
+    except ExpectationsError as exc:
+        fail_usage(console, str(exc))
+
+
+def known_findings(
+    console: Console, result: LevelResult, expected: Expectations
+) -> tuple[LevelResult, list[Expectation]]:
+    """``result`` without the findings ``expected`` knows (each printed as known, with its
+    situation and link), and the entries no finding met (each printed)."""
+    left = []
+    for failure in result.failures:
+        entry = expected.match(failure.message, ENGINE_LEVEL)
+        if entry is None:
+            left.append(failure)
+            continue
+        console.print(
+            f"\nknown finding ({entry.rule}): {entry.situation} ({entry.upstream})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
+    unmet = expected.unmet({ENGINE_LEVEL})
+    for entry in unmet:
+        console.print(
+            f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
+            highlight=False,
+        )
+        console.print(
+            f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
+            "if it was fixed",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return replace(result, failures=tuple(left)), unmet
 
 
 def properties_table(result: LevelResult, capabilities: frozenset[str]) -> Table:
