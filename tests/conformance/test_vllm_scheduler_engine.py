@@ -38,6 +38,7 @@ from kvpool.conformance.targets.vllm.scheduler_loading import (
     InstalledVllm,
     installed_vllm,
 )
+from kvpool.spec.events import BlockStored
 
 #: The planted fault: ``_preempt_request`` no longer resets the request's computed tokens.
 PREEMPT_LINES = (
@@ -53,7 +54,7 @@ def drivers(vllm: InstalledVllm) -> Any:
 
 def run(vllm: InstalledVllm, seed: int) -> LevelResult:
     return run_engine(drivers(vllm), max_examples=60, steps=40, seed=seed, max_blocks=12,
-                      max_findings=3)  # fmt: skip
+                      consumer="count", max_findings=3)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +84,18 @@ def test_the_driver_drives_the_releases_own_scheduler(release: InstalledVllm) ->
     assert len(manager.block_pool.blocks) == 8 and driver.free_count() == 7  # null block
 
 
+def test_the_published_events_are_read_in_the_specs_vocabulary(release: InstalledVllm) -> None:
+    driver = VllmSchedulerDriver(release, EngineSetup(8, 2, 8, 2, enable_kv_cache_events=True),
+                                 "vllm")  # fmt: skip
+    driver.submit(Submission("a", (1, 2, 3, 4, 5), None, 1))
+    driver.step()
+    driver.report([Sampled("a", 1, True)])
+    (stored,) = driver.drain_events()  # the prompt's two full blocks, then freed: kept cached
+    assert isinstance(stored, BlockStored) and len(stored.block_hashes) == 2
+    assert stored.parent_block_hash is None and stored.num_tokens == 4
+    assert driver.drain_events() == []
+
+
 def test_a_prompt_is_chunked_and_a_stop_finishes_it(release: InstalledVllm) -> None:
     driver = VllmSchedulerDriver(release, EngineSetup(8, 2, 4, 2), "vllm")
     driver.submit(Submission("a", (1, 2, 3, 4, 1, 2), None, 4))
@@ -101,7 +114,8 @@ def test_it_passes_with_hits_and_preemptions(release: InstalledVllm, seed: int) 
     assert not result.failures, [f.message for f in result.failures]
     judged = result.record.properties
     for name in ("append-only", "own-contents", "write-guard", "refcounts-match-tables",
-                 "idle-pool-free", "keys-partitioned"):  # fmt: skip
+                 "idle-pool-free", "keys-partitioned", "events-parent-known",
+                 "events-removed-known"):  # fmt: skip
         assert judged[name] > 0, name
     assert result.record.situations["hit"] > 0 and result.record.situations["preempted"] > 0
 
@@ -115,7 +129,7 @@ def test_a_preemption_that_keeps_its_computed_tokens_is_caught_shrunk(
     assert caught, [f.message for f in result.failures]
     failure = caught[0]
     assert 2 <= len(failure.trace) <= 10, failure.trace
-    found, _ = replay_engine(drivers(planted), failure.config, failure.trace, skip=False)
+    found, _ = replay_engine(drivers(planted), failure.config, failure.trace, False, "count")
     assert found is not None and signature(found) == signature(failure.message)
-    again, _ = replay_engine(drivers(release), failure.config, failure.trace, skip=False)
+    again, _ = replay_engine(drivers(release), failure.config, failure.trace, False, "count")
     assert again is None

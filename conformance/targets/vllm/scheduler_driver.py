@@ -28,7 +28,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
+
 from ...engine_machine.driver import Batch, EngineSetup, Sampled, ScheduledRequest, Submission
+from .scheduler_loading import Received
 
 #: The model's stop token: none of the suite's tokens (its vocabulary is 1-9).
 STOP = 0
@@ -41,13 +44,15 @@ class VllmSchedulerDriver:
     #: the tokens it schedules (``num_tokens_to_cache`` counts this step's new tokens), so
     #: a request later in the same batch may hit a block the batch's pass writes.
     capabilities = frozenset(
-        {"tables", "abort", "free_count", "ref_counts", "flush", "salts", "keys_within_pass"}
-    )
+        {"tables", "abort", "free_count", "ref_counts", "flush", "salts", "keys_within_pass",
+         "events"}
+    )  # fmt: skip
 
     def __init__(self, vllm: Any, setup: EngineSetup, name: str) -> None:
         self.name, self.vllm = name, vllm
         self.scheduler, self.hasher = vllm.scheduler(setup), vllm.block_hasher(setup.block_size)
         self.output: Any = None
+        self.received = self.scheduler.kv_event_publisher = Received()
 
     def submit(self, request: Submission) -> None:
         params = self.vllm.SamplingParams(max_tokens=request.max_new_tokens, stop_token_ids=[STOP])
@@ -88,3 +93,27 @@ class VllmSchedulerDriver:
 
     def flush(self) -> bool:
         return bool(self.scheduler.reset_prefix_cache())
+
+    def drain_events(self) -> list[Event]:
+        batches, self.received.batches = self.received.batches, []
+        return [s for batch in batches for e in batch.events for s in spec_events(e)]
+
+
+def spec_hash(value: bytes | int) -> bytes:
+    """A published block hash as the spec's events name hashes (32 bytes): vLLM publishes
+    the hash's bytes, or its low 64 bits as an integer."""
+    return value if isinstance(value, bytes) else int(value).to_bytes(32, "big")
+
+
+def spec_events(event: Any) -> list[Event]:
+    """One of vLLM's published events in the spec's vocabulary."""
+    group = int(getattr(event, "group_idx", None) or 0)
+    if type(event).__name__ == "BlockRemoved":
+        return [BlockRemoved(spec_hash(h), group) for h in event.block_hashes]
+    if type(event).__name__ == "AllBlocksCleared":
+        return [AllBlocksCleared()]
+    parent = event.parent_block_hash
+    hashes = tuple(spec_hash(h) for h in event.block_hashes)
+    stored = BlockStored(hashes, None if parent is None else spec_hash(parent), group,
+                         int(event.block_size), len(event.token_ids))  # fmt: skip
+    return [stored]

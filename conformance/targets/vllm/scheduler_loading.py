@@ -99,6 +99,9 @@ class InstalledVllm:
             scheduler_config=scheduler_config,
             cache_config=cache_config,
             device_config=config.DeviceConfig(device="cpu"),
+            kv_events_config=config.KVEventsConfig(
+                enable_kv_cache_events=setup.enable_kv_cache_events, publisher="null"
+            ),
         )
         spec = interface.FullAttentionSpec(
             block_size=setup.block_size, num_kv_heads=1, head_size=1, dtype=torch_float()
@@ -129,6 +132,23 @@ class InstalledVllm:
             cache_salt=submission.salt,
             block_hasher=hasher,
         )
+
+
+class Received:
+    """What receives the scheduler's published KV event batches (in vLLM's engine core a
+    ZMQ publisher, whose subscriber is the router): the batches, kept until drained."""
+
+    def __init__(self) -> None:
+        self.batches: list[Any] = []
+
+    def publish(self, events: Any) -> None:
+        self.batches.append(events)
+
+    def shutdown(self) -> None:
+        self.batches.clear()
+
+    def get_publisher_config(self) -> None:
+        return None
 
 
 def torch_float() -> Any:
