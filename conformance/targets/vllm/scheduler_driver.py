@@ -19,8 +19,15 @@ from an installed vLLM (:mod:`.scheduler_loading`), never from the isolated file
 
 A stop the suite's model makes before a request's last allowed token is the model
 sampling a stop token (:data:`STOP`, outside the suite's vocabulary); the last allowed
-token stops it by its own ``max_tokens``. The first request's block (0) is vLLM's null
-block, as in the pool's vocabulary. No KV events are read yet (not declared).
+token stops it by its own ``max_tokens``. Block 0 is vLLM's null block, as in the pool's
+vocabulary.
+
+**Events.** ``update_from_output`` takes the manager's KV events and publishes them as one
+batch through the scheduler's ``kv_event_publisher`` (a ZMQ publisher in production, whose
+subscriber is the router). The driver puts a receiver there (:class:`.Received`, vLLM's
+publisher interface: ``publish``, ``shutdown``) and hands the batches over as the spec's
+events: the stream is what vLLM publishes, when it publishes it (an abort's or a flush's
+events with the next step's batch).
 """
 
 from __future__ import annotations
