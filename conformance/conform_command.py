@@ -174,6 +174,7 @@ def conform(show_plan: bool, **options: object) -> None:
             min_valid=given.min_valid,
             trace_dir=given.trace_dir,
             consumer=given.consumer,
+            expect_file=given.expect_file,
         )
         return
     chosen = plan(given, console)

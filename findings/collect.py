@@ -75,6 +75,10 @@ ROUTERS = ("dynamo",)
 ROUTER_TARGETS = ("vllm==0.33.0",)
 #: What the events level of a target that publishes no events says (exit status 2).
 NO_EVENTS = "no events"
+#: The engine machine's traces (``--machine engine``): kept beside a target's other traces
+#: (collected by hand for now: ``kvpool conform --target T --machine engine``), replayed by
+#: the engine the page names, and listed in a section of their own.
+ENGINE_SUFFIX = ".engine.itf.json"
 
 
 def conform(target: str, options: list[str], trace_dir: str) -> int:
@@ -139,12 +143,15 @@ def main() -> None:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             expect = out / folder / EXPECT_FILE  # the known findings stay: written by hand
             kept = expect.read_bytes() if expect.exists() else None
+            engine_traces = {p.name: p.read_bytes() for p in engine_paths(out / folder)}
             if target in ROUTER_TARGETS and not manager_runs_only:
                 collect_routers(target, tmp)
             shutil.rmtree(out / folder, ignore_errors=True)
             keep_traces(tmp, out / folder, signature, read_trace)
             if kept is not None:
                 expect.write_bytes(kept)
+            for name, data in engine_traces.items():
+                (out / folder / name).write_bytes(data)
     (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
 
 
@@ -159,7 +166,7 @@ def collect_routers(target: str, tmp: str) -> None:
 def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None:
     """Copy the traces a run wrote into ``folder``, named by run and kind of finding."""
     folder.mkdir(parents=True, exist_ok=True)
-    for path in sorted(Path(tmp).glob("*.itf.json")):
+    for path in pool_paths(Path(tmp)):
         trace = read_trace(path)
         events_run = trace.meta.consumer is not None
         judged = ("property 'events-", "property 'router-")
@@ -357,6 +364,23 @@ TARGET_NOTES = {
     # trie's block (block_trie/trie.py), `_free_seq` (seq_states/states.py)
     "lmdeploy-0.16.0": _LMDEPLOY_NOTES,
 }
+#: An engine-machine finding's heading and why it is real, by the end of its file name.
+ENGINE_NOTES = {
+    "preempted-still-running": (
+        "a sequence the decode loop preempts stays in `running` (`IndexError`)",
+        "The fork's decode loop (`nanovllm/engine/scheduler.py`, "
+        "`Scheduler.schedule`, the `while not self.block_manager.can_append(seq)` branch) takes "
+        "`other_seq` from `temp_running`, a copy of `self.running`, and calls "
+        "`self.preempt(other_seq)`, which frees its blocks and puts it at the front of "
+        "`waiting`, but never removes it from `self.running`; upstream's loop preempts "
+        "`self.running.pop()`, taking it out first. The sequence is then both waiting and "
+        "running: the next prefill allocates it again and appends it to `running` a second "
+        "time, and a later decode step calls `may_append` on a copy whose block table the "
+        "preemption emptied (`IndexError` in `block_manager.py`). The driver makes only "
+        "`LLMEngine.step`'s calls (`schedule`, then `postprocess`), so every decision here is "
+        "the fork's own; upstream's scheduler passes the same actions.",
+    ),
+}
 #: What a kind of finding means, by the end of its file name.
 NOTES = {
     "get-new-blocks-count": "`get_new_blocks(-1)` is not refused: it returns no blocks and "
@@ -416,8 +440,7 @@ def page() -> str:
         "|---|" + "---|" * (len(RUNS) + len(EVENT_RUNS)),
     ]
     traces = {
-        folder: [read_trace(p) for p in sorted((out / folder).glob("*.itf.json"))]
-        for folder in TARGETS.values()
+        folder: [read_trace(p) for p in pool_paths(out / folder)] for folder in TARGETS.values()
     }
 
     by_folder = {folder: target for target, folder in TARGETS.items()}
@@ -476,9 +499,10 @@ def page() -> str:
     for folder, found in traces.items():
         lines += ["", f"## {folder}", "", ABOUT[folder] + ".", ""]
         lines += known_findings(out / folder / EXPECT_FILE, folder)
-        paths = sorted((out / folder).glob("*.itf.json"))
+        paths = pool_paths(out / folder)
         kept = [(p, t) for p, t in zip(paths, found, strict=True) if t.meta.consumer not in ROUTERS]
-        if not kept:
+        engine_lines = engine_findings(out, folder)
+        if not kept and not engine_lines:
             lines.append("No findings.")
         for path, trace in kept:
             stem = path.name.removesuffix(".itf.json")
@@ -511,7 +535,51 @@ def page() -> str:
                 f"`{replay_command(where, trace.meta)}`",
                 "",
             ]
+        lines += engine_lines
     return "\n".join(lines).rstrip() + "\n"
+
+
+def pool_paths(folder: Path) -> list[Path]:
+    """The traces of the pool and requests machines in ``folder`` (not the engine's)."""
+    return [p for p in sorted(folder.glob("*.itf.json")) if not p.name.endswith(ENGINE_SUFFIX)]
+
+
+def engine_paths(folder: Path) -> list[Path]:
+    """The engine machine's traces in ``folder``."""
+    return sorted(folder.glob(f"*{ENGINE_SUFFIX}"))
+
+
+def engine_findings(out: Path, folder: str) -> list[str]:
+    """The page's lines for a target's engine-machine findings: each trace's finding, the
+    note on why it is real, its client/model actions and the command that replays it."""
+    from kvpool.conformance.engine_machine.command import engine_trace_lines
+    from kvpool.conformance.engine_machine.trace_file import read_engine_trace
+
+    lines: list[str] = []
+    for path in engine_paths(out / folder):
+        trace = read_engine_trace(path)
+        where = f"findings/{folder}/{path.name}"
+        stem = path.name.removesuffix(ENGINE_SUFFIX)
+        about = next((text for end, text in ENGINE_NOTES.items() if stem.endswith(end)), None)
+        heading, note = about or (f"`{trace.message[:80]}`", "")
+        _, setup, *actions, message = engine_trace_lines(trace)
+        lines += [
+            f"### engine/scheduler: {heading}",
+            "",
+            *([note, ""] if note else []),
+            f"> {message}",
+            "",
+            "```",
+            f"{setup}, seed {trace.seed}",
+            *actions,
+            "```",
+            "",
+            f"Trace: [`{where}`](../{where}). Replay it from the repository's root "
+            f"(or give the path of the downloaded file): `kvpool replay {where} "
+            f"--target {trace.target}`",
+            "",
+        ]
+    return lines
 
 
 def known_findings(path: Path, folder: str) -> list[str]:
@@ -570,7 +638,7 @@ def consumers_section(
         "[the KV events contract](guide/kv-events-contract.md#routers-on-a-live-stream).",
     ]
     for folder, found in traces.items():
-        paths = sorted((out / folder).glob("*.itf.json"))
+        paths = pool_paths(out / folder)
         for path, trace in zip(paths, found, strict=True):
             router = trace.meta.consumer
             if router not in ROUTERS:

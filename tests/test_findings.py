@@ -14,7 +14,12 @@ from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.replay import replay_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-FINDINGS = sorted((ROOT / "findings").rglob("*.itf.json"))
+ENGINE_SUFFIX = ".engine.itf.json"
+FINDINGS = [
+    p for p in sorted((ROOT / "findings").rglob("*.itf.json")) if not p.name.endswith(ENGINE_SUFFIX)
+]
+#: The engine machine's findings, replayed on the engine each names (a built-in entry).
+ENGINE_FINDINGS = sorted((ROOT / "findings").rglob(f"*{ENGINE_SUFFIX}"))
 #: Targets whose pool needs an optional extra: the module it needs, and the extra.
 EXTRAS = {
     "lmdeploy": ("numpy", "lmdeploy"),
@@ -47,6 +52,26 @@ def test_the_finding_still_reproduces(path: Path) -> None:
     assert verdict.step == len(trace.actions)
 
 
+@pytest.mark.parametrize(
+    "path", ENGINE_FINDINGS, ids=[f"{p.parent.name}/{p.name}" for p in ENGINE_FINDINGS]
+)
+def test_the_engine_finding_still_reproduces(path: Path) -> None:
+    from kvpool.conformance.engine_machine.command import load_driver
+    from kvpool.conformance.engine_machine.runner import replay_engine
+    from kvpool.conformance.engine_machine.trace_file import read_engine_trace
+    from kvpool.conformance.targets.registry import describe_target
+
+    needs = EXTRAS.get(path.parent.name.split("-")[0])
+    if needs is not None and importlib.util.find_spec(needs[0]) is None:
+        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install 'kvpool-spec[{needs[1]}]'")
+    trace = read_engine_trace(path)
+    factory, _ = load_driver(describe_target(trace.target))  # the registry's entry only
+    found, ran = replay_engine(factory, trace.setup, list(trace.actions), False, trace.consumer)
+    assert found is not None, f"{path.name} no longer fails"
+    assert signature(found) == signature(trace.message), found
+    assert len(ran) == len(trace.actions)
+
+
 def test_vllm_0_33_robustness_findings_include_the_known_bugs() -> None:
     names = {p.name for p in FINDINGS if p.parent.name == "vllm-0.33.0"}
     for kind in (
@@ -61,7 +86,7 @@ def test_vllm_0_33_robustness_findings_include_the_known_bugs() -> None:
 
 def test_every_target_has_a_row_and_the_page_is_current() -> None:
     module = collect()
-    folders = {p.parent.name for p in FINDINGS}
+    folders = {p.parent.name for p in [*FINDINGS, *ENGINE_FINDINGS]}
     assert folders <= set(module.TARGETS.values())  # a target that passes has no traces
     page = module.page()
     for folder in module.TARGETS.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from kvpool.spec.manager import PROPERTIES
 from rich.console import Console
 from rich.table import Table
 
+from ..engine.expectations import Expectation, Expectations, ExpectationsError, read_expectations
 from ..engine.runner import LevelResult
 from ..report import results_table
 from ..targets.description import Form, TargetDescription
@@ -46,8 +48,10 @@ EVENT_PROPERTIES = ("events-parent-known", "events-removed-known")
 
 
 #: ``kvpool conform`` options the engine machine does not take (given, they are refused
-#: rather than silently ignored): the expectations (``--expect``) are not yet matched here.
-NOT_AT_THE_ENGINE_MACHINE = ("profile", "levels", "manager", "expect_file", "check_contracts")
+#: rather than silently ignored).
+NOT_AT_THE_ENGINE_MACHINE = ("profile", "levels", "manager", "check_contracts")
+#: The level name an expectations entry's ``level`` may give to match here only.
+ENGINE_LEVEL = "scheduler"
 
 
 def given(parameter: str) -> bool:
@@ -100,9 +104,15 @@ def conform_engine(
     min_valid: float,
     trace_dir: str,
     consumer: str | None,
+    expect_file: Path | None = None,
 ) -> None:
     """Run the engine machine on ``target`` and exit as ``kvpool conform`` does (0 passed,
-    1 a finding, 2 a usage error, 3 too few valid test cases)."""
+    1 a finding, 2 a usage error, 3 too few valid test cases).
+
+    With ``expect_file`` (``--expect``, as at every machine) a finding an entry matches is
+    reported as known, not as a finding; one that no run meets, and every finding no
+    entry matches, fail the run. There is no spec state to adopt here, so a known finding
+    ends its test case, and the search looks for one more distinct finding per entry."""
     not_here = [f"--{name.replace('_', '-')}" for name in NOT_AT_THE_ENGINE_MACHINE if given(name)]
     if not_here:
         fail_usage(
@@ -114,6 +124,7 @@ def conform_engine(
         factory, name = load_driver(target)
     except (TargetLoadError, click.BadParameter) as exc:
         fail_usage(console, str(exc))
+    expected = read_expected(console, expect_file)
     capabilities = probe(console, factory, name)
     judged = consumer or ("count" if "events" in capabilities else None)
     if consumer is not None and "events" not in capabilities:
@@ -133,9 +144,12 @@ def conform_engine(
         seed=run_seed,
         max_blocks=blocks,
         consumer=judged,
-        max_findings=max_findings,
+        max_findings=max_findings + (len(expected.entries) if expected else 0),
         min_valid=math.ceil(min_valid * max_examples),
     )
+    unmet: list[Expectation] = []
+    if expected is not None:
+        result, unmet = known_findings(console, result, expected)
     console.print(results_table(name, "none (judged by the properties)", [result]))
     console.print(properties_table(result, capabilities))
     for number, failure in enumerate(result.failures, 1):
@@ -148,8 +162,7 @@ def conform_engine(
         console.print(f"\n  Trace written to {path}", highlight=False, soft_wrap=True)
         console.print(f"  pytest file:     {test}", highlight=False, soft_wrap=True)
         console.print(
-            "  Replay it with:  python -m kvpool.conformance.engine_machine.command "
-            f"{path} --target {target.text}",
+            f"  Replay it with:  kvpool replay {path} --target {target.text}",
             highlight=False,
             soft_wrap=True,
         )
@@ -165,9 +178,55 @@ def conform_engine(
             soft_wrap=True,
         )
         sys.exit(EXIT_FINDING)
+    if unmet:
+        sys.exit(EXIT_FINDING)
     if not result.passed:
         sys.exit(EXIT_TOO_FEW)
     console.print("[green]every run passed[/green]")
+
+
+def read_expected(console: Console, path: Path | None) -> Expectations | None:
+    """The expectations ``--expect`` names (exit 2 naming what is wrong in the file)."""
+    if path is None:
+        return None
+    try:
+        return read_expectations(path)
+    except ExpectationsError as exc:
+        fail_usage(console, str(exc))
+
+
+def known_findings(
+    console: Console, result: LevelResult, expected: Expectations
+) -> tuple[LevelResult, list[Expectation]]:
+    """``result`` without the findings ``expected`` knows (each printed as known, with its
+    situation and link), and the entries no finding met (each printed)."""
+    left = []
+    for failure in result.failures:
+        entry = expected.match(failure.message, ENGINE_LEVEL)
+        if entry is None:
+            left.append(failure)
+            continue
+        console.print(
+            f"\nknown finding ({entry.rule}): {entry.situation} ({entry.upstream})",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
+    unmet = expected.unmet({ENGINE_LEVEL})
+    for entry in unmet:
+        console.print(
+            f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
+            highlight=False,
+        )
+        console.print(
+            f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
+            "if it was fixed",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return replace(result, failures=tuple(left)), unmet
 
 
 def properties_table(result: LevelResult, capabilities: frozenset[str]) -> Table:
@@ -201,13 +260,73 @@ def print_finding(console: Console, result: LevelResult, number: int) -> None:
     )
     for i, action in enumerate(failure.trace, 1):
         marker = "  <- fails here" if i == len(failure.trace) else ""
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(action).items() if k != "operation")
         console.print(
-            f"    {i:>3}. {action.operation}({args}){marker}",
+            f"    {i:>3}. {action_text(action)}{marker}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+
+
+def replay_engine_file(console: Console, trace_path: Path, target: str | None) -> None:
+    """``kvpool replay`` of an engine trace on the engine ``target`` names (a trace names
+    its engine as text only, never loaded from the file): exit 1 while the engine still
+    fails, 0 once it passes, 2 for an unusable file or target."""
+    from ..targets.registry import describe_target
+
+    try:
+        trace = read_engine_trace(trace_path)
+        if target is None:
+            raise EngineTraceError(
+                f"{trace_path} is an engine trace of {trace.target}: name the engine that "
+                f"replays it (a trace file never chooses code to run); run: kvpool replay "
+                f"{trace_path} --target {trace.target}"
+            )
+        factory, _ = load_driver(describe_target(target))
+    except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
+        fail_usage(console, str(exc))
+    console.print(
+        f"kvpool replay: {trace_path} on {target} (engine/scheduler), {len(trace.actions)} actions",
+        highlight=False,
+        markup=False,
+    )
+    found = replay_engine_trace(trace, factory)
+    if found is None:
+        console.print("the engine passes this trace now", style="green", highlight=False)
+        return
+    console.print(found, style="red", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(EXIT_FINDING)
+
+
+def show_engine_file(console: Console, trace_path: Path) -> None:
+    """``kvpool show`` of an engine trace: the engine, its setup, the client/model actions
+    and what the engine did wrong, as recorded (nothing is run)."""
+    try:
+        trace = read_engine_trace(trace_path)
+    except EngineTraceError as exc:
+        fail_usage(console, str(exc))
+    for line in engine_trace_lines(trace):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def engine_trace_lines(trace: EngineTrace) -> list[str]:
+    """An engine trace as text: header, numbered actions (the last marked), finding."""
+    lines = [
+        f"engine trace of {trace.target} (machine engine, seed {trace.seed}"
+        + (f", {trace.consumer} consumer" if trace.consumer else "")
+        + ")",
+        f"engine built as {trace.setup}",
+    ]
+    for i, action in enumerate(trace.actions, 1):
+        marker = "  <- fails here" if i == len(trace.actions) else ""
+        lines.append(f"  {i:>3}. {action_text(action)}{marker}")
+    return [*lines, trace.message]
+
+
+def action_text(action: Any) -> str:
+    """One client or model action as a call: ``arrive(request_id='r1', ...)``."""
+    args = ", ".join(f"{k}={v!r}" for k, v in vars(action).items() if k != "operation")
+    return f"{action.operation}({args})"
 
 
 @click.command()
@@ -215,20 +334,7 @@ def print_finding(console: Console, result: LevelResult, number: int) -> None:
 @click.option("--target", "-t", required=True, help="The engine that replays the trace.")
 def replay(trace_path: Path, target: str) -> None:
     """Replay an engine trace: exit 1 while the engine still fails, 0 once it passes."""
-    from ..targets.registry import describe_target
-
-    console = Console()
-    try:
-        trace = read_engine_trace(trace_path)
-        factory, _ = load_driver(describe_target(target))
-    except (EngineTraceError, TargetLoadError, click.BadParameter) as exc:
-        fail_usage(console, str(exc))
-    found = replay_engine_trace(trace, factory)
-    if found is None:
-        console.print("the engine passes this trace now", highlight=False)
-        return
-    console.print(found, markup=False, highlight=False, soft_wrap=True)
-    sys.exit(EXIT_FINDING)
+    replay_engine_file(Console(), trace_path, target)
 
 
 if __name__ == "__main__":  # python -m kvpool.conformance.engine_machine.command TRACE

@@ -50,13 +50,21 @@ def replay(
 
     A trace file is data: it may name the built-in impl or spec, anything else (a vLLM
     release or tree, module:factory, a manager, a diff's pool B) is loaded only when you
-    name it with --target, --manager or --versus; the error says which."""
+    name it with --target, --manager or --versus; the error says which. An engine trace
+    (``*.engine.itf.json``, from ``--machine engine``) replays on the engine --target names."""
     from . import show
     from .files import TraceFileError, read_trace
     from .replay import replay_trace
     from .trust import NamedInFile
 
     console = Console()
+    from ..engine_machine.trace_file import SUFFIX as ENGINE_SUFFIX
+
+    if trace_file.endswith(ENGINE_SUFFIX):  # the engine machine's: its engine replays it
+        from ..engine_machine.command import replay_engine_file
+
+        replay_engine_file(console, Path(trace_file), text_of(target))
+        return
     try:
         if consumer is not None:
             from ..consumers.naming import parse_consumer

@@ -298,6 +298,15 @@ def test_conform_exits_1_on_a_fault_and_its_trace_replays(tmp_path: Path) -> Non
         replay_command, [str(tmp_path / "bad.json"), "--target", "toy_driver:ToyDriver"]
     )
     assert bad.exit_code == 2 and "not an engine trace" in bad.output
+    via_kvpool = CliRunner().invoke(main, ["replay", str(trace), "-t", "toy_faults:SaltBlind"])
+    assert via_kvpool.exit_code == 1 and "own-contents" in via_kvpool.output
+    passing = CliRunner().invoke(main, ["replay", str(trace), "-t", "toy_driver:ToyDriver"])
+    assert passing.exit_code == 0, passing.output
+    unnamed = CliRunner().invoke(main, ["replay", str(trace)])  # a file never chooses code
+    assert unnamed.exit_code == 2 and "--target toy_faults:SaltBlind" in unnamed.output
+    shown = CliRunner().invoke(main, ["show", str(trace)])
+    assert shown.exit_code == 0 and "<- fails here" in shown.output
+    assert "own-contents" in shown.output and "engine built as EngineSetup(" in shown.output
 
 
 def test_options_the_engine_machine_does_not_take_are_refused() -> None:
@@ -307,3 +316,25 @@ def test_options_the_engine_machine_does_not_take_are_refused() -> None:
         )
         assert result.exit_code == 2, result.output
         assert "not taken by the engine machine" in result.output
+
+
+def test_expect_files_work_at_the_engine_machine(tmp_path: Path) -> None:
+    expect = tmp_path / "expect.toml"
+    expect.write_text(
+        '[[expected]]\nrule = "own-contents"\nsituation = "keys leave the salt out"\n'
+        'upstream = "https://example.invalid/toy"\n',
+        encoding="utf-8",
+    )
+    args = ["conform", "--machine", "engine", "--seed", "1", "-n", "40", "--expect", str(expect),
+            "--trace-dir", str(tmp_path)]  # fmt: skip
+    known = CliRunner().invoke(main, [*args, "--target", "toy_faults:SaltBlind"])
+    assert known.exit_code == 0, known.output
+    assert "known finding (own-contents): keys leave the salt out" in known.output
+    assert not list(tmp_path.glob("*.engine.itf.json"))  # a known finding writes no trace
+    fixed = CliRunner().invoke(main, [*args, "--target", "toy_driver:ToyDriver"])
+    assert fixed.exit_code == 1 and "A known finding no longer shows up" in fixed.output
+    other = CliRunner().invoke(main, [*args, "--target", "toy_faults:LeakOnPreempt"])
+    assert other.exit_code == 1 and "refcounts-match-tables" in other.output
+    expect.write_text("rule =", encoding="utf-8")
+    bad = CliRunner().invoke(main, [*args, "--target", "toy_driver:ToyDriver"])
+    assert bad.exit_code == 2 and "not valid TOML" in bad.output

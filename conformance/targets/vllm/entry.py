@@ -8,6 +8,9 @@ vllm``, its ``KVCacheManager``) as a registry entry.
   importing vLLM or torch;
 - ``vllm@PATH`` — a vLLM source tree or unpacked wheel (PATH holds
   ``vllm/v1/core/block_pool.py``) or a wheel file, loaded the same way.
+
+At the engine machine (``--machine engine``) ``vllm`` and ``vllm==X.Y.Z`` run the installed
+vLLM's v1 ``Scheduler`` (:mod:`.scheduler_loading`: its config classes need torch).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ...engine.target import TargetFactory
+from ...engine_machine.driver import EngineDriverFactory, EngineSetup
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetLoadError, TargetUsageError
@@ -122,6 +126,24 @@ class VllmEntry(EngineEntry):
             )
         except VllmLoadError as exc:
             raise TargetLoadError(str(exc)) from exc
+
+    def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of the installed release's v1 ``Scheduler`` (``--machine engine``)."""
+        from .scheduler_driver import VllmSchedulerDriver
+        from .scheduler_loading import installed_vllm
+
+        if not self.dist.is_vllm or described.form not in (Form.INSTALLED, Form.RELEASE):
+            raise TargetLoadError(
+                f"{described.text}: the engine machine runs vLLM's scheduler from an "
+                "installed vLLM only (--target vllm, or vllm==X.Y.Z naming the installed one)"
+            )
+        vllm = installed_vllm(described.version if described.form is Form.RELEASE else None)
+        label = f"{described.text} (vLLM {vllm.version} Scheduler, installed)"
+
+        def factory(setup: EngineSetup) -> VllmSchedulerDriver:
+            return VllmSchedulerDriver(vllm, setup, label)
+
+        return factory, label
 
     def profile(self, described: TargetDescription) -> ProfileChoice:
         package = package_of(described)
