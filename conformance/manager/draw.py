@@ -9,7 +9,7 @@ scheduler's contract.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import (
@@ -50,7 +50,8 @@ LORAS: tuple[LoraAdapter | None, ...] = (
 #: Multimodal identifiers and their lengths (an identifier hashes the content, so it
 #: always spans the same number of placeholder tokens).
 IMAGES = {"img-a": 2, "img-b": 3}
-#: KV-cache group layouts: one or two full-attention groups, a hybrid, a sliding window.
+#: KV-cache group layouts: one or two full-attention groups, a hybrid, a sliding window
+#: (each window's tokens past its whole blocks drawn with the block size: :func:`windows`).
 LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
     (FULL_ATTENTION,),
     (FULL_ATTENTION,),
@@ -60,11 +61,28 @@ LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
 )
 
 
+def windows(data: Choices, groups: tuple[KVGroup, ...], block_size: int) -> tuple[KVGroup, ...]:
+    """``groups`` with each sliding window's size drawn: ``blocks * block_size + rest``
+    tokens for any ``rest`` from 1 to the block size. Real windows are any token count
+    (4096 tokens over 16-token blocks is ``rest == block_size``), and a window's block
+    counts (the blocks a hit needs, the blocks it skips) are where rounding goes wrong.
+
+    Windows stay longer than one block: a window of at most one block frees a block's
+    parent before the block is full, so its ``BlockStored`` names a parent the stream
+    already removed (the spec's pool too), a case the consumer contract does not state."""
+    return tuple(
+        replace(g, sliding_window_rest=data.integer(1, block_size, "window rest"))
+        if g.is_sliding
+        else g
+        for g in groups
+    )
+
+
 def request_setup(data: Choices, max_blocks: int) -> RequestSetup:
     """A small manager over a small pool."""
     hbs = data.choice([1, 2], "hash_block_size")
     block_size = hbs * data.choice([2, 2, 3], "hash blocks per block")
-    groups = data.choice(LAYOUTS, "groups")
+    groups = windows(data, data.choice(LAYOUTS, "groups"), block_size)
     pool = PoolConfig(
         num_gpu_blocks=data.integer(5, max(5, max_blocks), "num_gpu_blocks"),
         enable_caching=data.choice([True, True, True, False], "caching"),
