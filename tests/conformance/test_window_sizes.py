@@ -1,0 +1,129 @@
+"""Sliding windows of any token count: the spec's window arithmetic is vLLM's, the request
+machine draws windows that are not a whole number of blocks plus one token, and a fault in
+the release's window rounding (planted in a copy of vLLM 0.33.0's
+``single_type_kv_cache_manager.py``) is caught at default settings on seeds 1, 2 and 3,
+where windows of the old sizes alone never show it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kvpool.conformance.cli import main
+from kvpool.conformance.engine.choices import RandomChoices
+from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.manager import draw
+from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.impl import KVCacheGroupSpec, KVCacheManager
+from kvpool.spec.manager import FULL_ATTENTION, KVGroup, ManagerConfig
+from manager_faults import FAULTS, planted_manager_tree  # on sys.path via pytest
+
+ROUNDED_DOWN = FAULTS["sliding window hit blocks rounded down"]
+
+
+def config(window: int, block_size: int) -> ManagerConfig:
+    blocks, rest = divmod(window, block_size)
+    return ManagerConfig(block_size, (FULL_ATTENTION, KVGroup(blocks, rest)))
+
+
+@pytest.mark.parametrize(
+    ("window", "block_size", "hit_blocks"),
+    [
+        (4096, 16, 256),  # cdiv(4095, 16): a real window over vLLM's default block size
+        (4097, 16, 256),  # a whole number of blocks plus one token (the old drawn size)
+        (4098, 16, 257),
+        (8, 4, 2),  # vLLM's own docstring example: sliding window 8 over 4-token blocks
+        (5, 4, 1),
+        (6, 4, 2),
+    ],
+)
+def test_a_hit_reads_the_window_tokens_before_the_next_rounded_up(
+    window: int, block_size: int, hit_blocks: int
+) -> None:
+    manager = config(window, block_size)
+    assert manager.window_tokens(1) == window
+    assert manager.window_hit_blocks(1) == hit_blocks
+    assert manager.window_hit_blocks(0) == 0  # full attention reads every block
+
+
+@pytest.mark.parametrize(
+    ("window", "block_size", "computed", "skipped"),
+    [
+        (4, 2, 7, 2),  # vLLM's docstring: window 4, 7 computed -> tokens 0..3 skipped
+        (4, 4, 7, 1),
+        (4, 4, 6, 0),
+        (4096, 16, 4096, 0),
+        (4096, 16, 4111, 1),  # tokens 0..15 are outside the next token's window
+        (4097, 16, 4112, 1),
+        (4097, 16, 4111, 0),
+    ],
+)
+def test_skipped_blocks_are_the_whole_blocks_before_the_window(
+    window: int, block_size: int, computed: int, skipped: int
+) -> None:
+    manager = config(window, block_size)
+    assert manager.skipped_blocks(1, computed) == skipped
+    assert manager.skipped_blocks(0, computed) == 0
+
+
+def test_a_window_of_one_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one token before"):
+        ManagerConfig(1, (KVGroup(1, 0),))
+    with pytest.raises(ValueError, match="at least one token before"):
+        KVCacheManager(
+            num_gpu_blocks=4,
+            block_size=1,
+            groups=(KVCacheGroupSpec(sliding_window_blocks=1, sliding_window_rest=0),),
+        )
+
+
+def test_the_machine_draws_windows_of_every_rest_from_one_to_the_block_size() -> None:
+    seen: Counter[tuple[int, int]] = Counter()
+    for seed in range(400):
+        setup = draw.request_setup(RandomChoices(str(seed)), REQUEST_MIN_BLOCKS)
+        bs = setup.manager.block_size
+        for g in setup.manager.groups:
+            if g.is_sliding:
+                assert 1 <= g.sliding_window_rest <= bs
+                assert setup.manager.window_tokens(setup.manager.groups.index(g)) > bs
+                seen[(bs, g.sliding_window_rest)] += 1
+    for bs in (2, 3, 4, 6):
+        assert {rest for b, rest in seen if b == bs} == set(range(1, bs + 1)), bs
+
+
+@pytest.fixture(scope="module")
+def rounded_down(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of vLLM 0.33.0's manager whose sliding-window hit needs
+    ``(window - 1) // block_size`` blocks instead of ``cdiv(window - 1, block_size)``."""
+    release = cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
+    return planted_manager_tree(release, tmp_path_factory.mktemp("rounded"), ROUNDED_DOWN)
+
+
+def conform(tree: Path, seed: int, traces: Path) -> tuple[int, str]:
+    args = ["conform", "--target", f"vllm@{tree}", "--machine", "requests", "--manager", "vllm"]
+    result = CliRunner().invoke(main, [*args, "--seed", str(seed), "--trace-dir", str(traces)])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_rounding_fault_is_caught_at_default_settings(
+    rounded_down: Path, seed: int, tmp_path: Path
+) -> None:
+    code, output = conform(rounded_down, seed, tmp_path)
+    assert code == 1, output
+    assert "Nonconformance: requests/manager" in output
+    assert any(text in output for text in ROUNDED_DOWN.caught_by), output
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_windows_of_the_old_sizes_alone_never_show_it(
+    rounded_down: Path, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every window a whole number of blocks plus one token (as drawn before): ``window - 1``
+    is a multiple of the block size, both roundings agree, and the fault passes."""
+    monkeypatch.setattr(draw, "windows", lambda data, groups, block_size: groups)
+    code, output = conform(rounded_down, seed, tmp_path)
+    assert code == 0, output
