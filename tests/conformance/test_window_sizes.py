@@ -127,3 +127,28 @@ def test_windows_of_the_old_sizes_alone_never_show_it(
     monkeypatch.setattr(draw, "windows", lambda data, groups, block_size: groups)
     code, output = conform(rounded_down, seed, tmp_path)
     assert code == 0, output
+
+
+@pytest.mark.parametrize("rest", [-1, True, 1.5])
+def test_the_impl_refuses_a_bad_window_rest(rest: object) -> None:
+    with pytest.raises(ValueError, match="sliding_window_rest must be an int >= 0"):
+        KVCacheGroupSpec(sliding_window_blocks=1, sliding_window_rest=rest)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sliding_window_rest cannot be negative"):
+        KVGroup(1, -1)
+
+
+@pytest.mark.parametrize(("window", "block_size"), [(8, 4), (6, 4), (9, 4), (12, 3)])
+def test_the_impl_keeps_the_spec_window(window: int, block_size: int) -> None:
+    """The impl's hit blocks and skipped blocks for a window are the spec's."""
+    blocks, rest = divmod(window, block_size)
+    spec = config(window, block_size)
+    manager = KVCacheManager(
+        num_gpu_blocks=16,
+        block_size=block_size,
+        groups=(KVCacheGroupSpec(), KVCacheGroupSpec(blocks, rest)),
+    )
+    tokens = tuple(range(1, 5 * block_size + 2))
+    assert manager.admit("r", tokens) is not None  # no hit in an empty pool
+    table = manager.commit("r").block_ids[1]
+    cut = spec.skipped_blocks(1, len(tokens))
+    assert cut > 0 and list(table[:cut]) == [0] * cut and 0 not in table[cut:]
