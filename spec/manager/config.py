@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -20,8 +20,8 @@ class KVGroup:
 
     sliding_window_blocks: int = 0
     #: Tokens of the window past its whole blocks (1: the window a spec of
-    #: ``sliding_window_blocks`` blocks always meant).
-    sliding_window_rest: int = 1
+    #: ``sliding_window_blocks`` blocks always meant; a trace leaves that default out).
+    sliding_window_rest: int = field(default=1, metadata={"itf": "omit-default"})
 
     def __post_init__(self) -> None:
         if self.sliding_window_blocks < 0:
