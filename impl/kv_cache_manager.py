@@ -81,9 +81,9 @@ class KVCacheManagerError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class KVCacheGroupSpec:
-    """One KV-cache group: full attention (``sliding_window_blocks == 0``) or a sliding
-    window of ``sliding_window_blocks * block_size + sliding_window_rest`` tokens: the token
-    written reads itself and the ``window - 1`` tokens before it."""
+    """One KV-cache group: full attention (the defaults) or a sliding window of
+    ``sliding_window_blocks * block_size + sliding_window_rest`` tokens (at least 2): the
+    token written reads itself and the ``window - 1`` tokens before it."""
 
     sliding_window_blocks: int = 0
     #: Tokens of the window past its whole blocks.
@@ -105,7 +105,7 @@ class KVCacheGroupSpec:
 
     @property
     def is_sliding(self) -> bool:
-        return self.sliding_window_blocks > 0
+        return self.sliding_window_blocks > 0 or self.sliding_window_rest > 1
 
     @classmethod
     def full_attention(cls) -> KVCacheGroupSpec:

@@ -62,20 +62,24 @@ LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
 
 
 def windows(data: Choices, groups: tuple[KVGroup, ...], block_size: int) -> tuple[KVGroup, ...]:
-    """``groups`` with each sliding window's size drawn: ``blocks * block_size + rest``
-    tokens for any ``rest`` from 1 to the block size. Real windows are any token count
-    (4096 tokens over 16-token blocks is ``rest == block_size``), and a window's block
+    """``groups`` with each sliding window's size drawn: any token count from 2 up to one
+    block past the layout's ``sliding_window_blocks`` (a window of ``w`` tokens is
+    ``(w - 1) // block_size`` whole blocks and the rest). Real windows are any token count
+    (4096 tokens over 16-token blocks is a whole number of blocks), and a window's block
     counts (the blocks a hit needs, the blocks it skips) are where rounding goes wrong.
 
-    Windows stay longer than one block: a window of at most one block frees a block's
-    parent before the block is full, so its ``BlockStored`` names a parent the stream
-    already removed (the spec's pool too), a case the consumer contract does not state."""
-    return tuple(
-        replace(g, sliding_window_rest=data.integer(1, block_size, "window rest"))
-        if g.is_sliding
-        else g
-        for g in groups
-    )
+    A window of at most one block frees a block's parent before the block is full, so its
+    ``BlockStored`` may name a parent the stream already removed, as vLLM's does: the
+    request machine judges ``events-parent-known`` only on the other groups
+    (:meth:`~kvpool.spec.manager.ManagerConfig.parent_known_groups`)."""
+    drawn = []
+    for g in groups:
+        if g.is_sliding:
+            top = (g.sliding_window_blocks + 1) * block_size
+            whole, rest = divmod(data.integer(2, top, "window tokens") - 1, block_size)
+            g = replace(g, sliding_window_blocks=whole, sliding_window_rest=rest + 1)
+        drawn.append(g)
+    return tuple(drawn)
 
 
 def request_setup(data: Choices, max_blocks: int) -> RequestSetup:

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 class KVGroup:
     """One KV-cache group. Every group keeps its own block table per request.
 
-    ``sliding_window_blocks`` is 0 for full attention. A sliding-window group's window is
-    ``sliding_window_blocks * block_size + sliding_window_rest`` tokens (an engine's
-    ``sliding_window``, any token count from one block up): the token being written reads
+    A sliding-window group's window is ``sliding_window_blocks * block_size +
+    sliding_window_rest`` tokens (an engine's ``sliding_window``, any token count from 2
+    up; a window of at most one block has no whole block and all its tokens as the rest);
+    the defaults, no whole block and a rest of 1, are full attention. The token being written reads
     itself and the ``window - 1`` tokens before it. Entries of its table holding only
     tokens no later token reads are replaced by the null block and their blocks freed
     (:meth:`ManagerConfig.skipped_blocks`); a hit needs the last
@@ -31,7 +32,7 @@ class KVGroup:
 
     @property
     def is_sliding(self) -> bool:
-        return self.sliding_window_blocks > 0
+        return self.sliding_window_blocks > 0 or self.sliding_window_rest > 1
 
 
 FULL_ATTENTION = KVGroup()
@@ -86,3 +87,15 @@ class ManagerConfig:
         if not window:
             return 0
         return max(0, num_computed_tokens - window + 1) // self.block_size
+
+    def parent_known_groups(self) -> frozenset[int]:
+        """The groups whose ``BlockStored`` always names a parent the stream still holds
+        (``events-parent-known``): full attention, and windows longer than one block. A
+        window of at most one block frees a block's parent before the block is full, and
+        an allocation may evict that parent before the block is stored (vLLM's
+        ``allocate_slots`` frees skipped blocks, allocates, then caches)."""
+        return frozenset(
+            i
+            for i, g in enumerate(self.groups)
+            if not g.is_sliding or self.window_tokens(i) > self.block_size
+        )

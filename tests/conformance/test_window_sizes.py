@@ -25,6 +25,7 @@ ROUNDED_DOWN = FAULTS["sliding window hit blocks rounded down"]
 
 
 def config(window: int, block_size: int) -> ManagerConfig:
+    """A hybrid whose group 1 is a window of ``window`` tokens."""
     blocks, rest = divmod(window, block_size)
     return ManagerConfig(block_size, (FULL_ATTENTION, KVGroup(blocks, rest)))
 
@@ -80,18 +81,66 @@ def test_a_window_of_one_token_is_refused() -> None:
         )
 
 
-def test_the_machine_draws_windows_of_every_rest_from_one_to_the_block_size() -> None:
+def test_the_machine_draws_windows_of_every_size_from_two_tokens() -> None:
+    """Every window from 2 tokens to one block past the layout's whole blocks is drawn,
+    windows of at most one block among them."""
     seen: Counter[tuple[int, int]] = Counter()
-    for seed in range(400):
+    for seed in range(2000):
         setup = draw.request_setup(RandomChoices(str(seed)), REQUEST_MIN_BLOCKS)
-        bs = setup.manager.block_size
-        for g in setup.manager.groups:
+        manager = setup.manager
+        for i, g in enumerate(manager.groups):
             if g.is_sliding:
-                assert 1 <= g.sliding_window_rest <= bs
-                assert setup.manager.window_tokens(setup.manager.groups.index(g)) > bs
-                seen[(bs, g.sliding_window_rest)] += 1
+                assert 1 <= g.sliding_window_rest <= manager.block_size
+                seen[(manager.block_size, manager.window_tokens(i))] += 1
     for bs in (2, 3, 4, 6):
-        assert {rest for b, rest in seen if b == bs} == set(range(1, bs + 1)), bs
+        assert {w for b, w in seen if b == bs} == set(range(2, 3 * bs + 1)), bs
+
+
+@pytest.mark.parametrize(
+    ("window", "block_size", "promised"),
+    [(2, 2, False), (4, 4, False), (3, 4, False), (5, 4, True), (4097, 16, True)],
+)
+def test_stores_promise_a_held_parent_except_in_windows_of_at_most_one_block(
+    window: int, block_size: int, promised: bool
+) -> None:
+    blocks, rest = divmod(window - 1, block_size)
+    manager = ManagerConfig(block_size, (FULL_ATTENTION, KVGroup(blocks, rest + 1)))
+    assert manager.window_tokens(1) == window
+    assert manager.parent_known_groups() == ({0, 1} if promised else {0})
+
+
+def short_window_runs(monkeypatch: pytest.MonkeyPatch, seed: int) -> str | None:
+    """The spec's manager on our pool, events judged by the count consumer, every setup a
+    hybrid with a window of at most one block; the first finding's message."""
+    from kvpool.conformance.manager.runner import events_on_pool, pool_builder, run_requests
+    from kvpool.conformance.targets.loading import load_target
+    from kvpool.spec.profile import SEED
+
+    def short(data: object, groups: tuple[KVGroup, ...], block_size: int) -> tuple[KVGroup, ...]:
+        return (FULL_ATTENTION, KVGroup(0, block_size))
+
+    monkeypatch.setattr(draw, "LAYOUTS", ((FULL_ATTENTION, KVGroup(1)),))
+    monkeypatch.setattr(draw, "windows", short)
+    factory, _ = load_target("impl")
+    result = run_requests(
+        pool_builder(factory, SEED, "count"), events_on_pool("count"), max_examples=60,
+        steps=30, seed=seed, max_blocks=REQUEST_MIN_BLOCKS, shrink_seconds=0.5,
+    )  # fmt: skip
+    return None if result.failure is None else result.failure.message
+
+
+def test_a_window_of_one_block_names_removed_parents_and_is_not_judged_on_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The case the scoping exists for happens (judged on every group, the spec's own
+    manager and our pool break ``events-parent-known`` in the window's group), and with
+    the property scoped to the groups that promise it, the same runs pass."""
+    judged_everywhere = monkeypatch.context()
+    with judged_everywhere as m:
+        m.setattr(ManagerConfig, "parent_known_groups", lambda self: None)
+        found = [short_window_runs(m, seed) for seed in (1, 2, 3)]
+    assert any(f and "property 'events-parent-known'" in f and "group 1" in f for f in found), found
+    assert [short_window_runs(monkeypatch, seed) for seed in (1, 2, 3)] == [None] * 3
 
 
 @pytest.fixture(scope="module")
