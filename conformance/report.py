@@ -39,9 +39,10 @@ def action_line(action: Action | RequestAction) -> str:
 
 def config_line(config: Any) -> str:
     if isinstance(config, RequestSetup):
+        manager = config.manager
         groups = ", ".join(
-            f"sliding window {g.sliding_window_blocks}" if g.is_sliding else "full"
-            for g in config.manager.groups
+            f"sliding window of {manager.window_tokens(i)} tokens" if g.is_sliding else "full"
+            for i, g in enumerate(manager.groups)
         )
         return (
             f"KVCacheManager(block_size={config.manager.block_size}, groups=[{groups}]) over "

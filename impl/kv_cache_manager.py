@@ -81,19 +81,31 @@ class KVCacheManagerError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class KVCacheGroupSpec:
-    """One KV-cache group: full attention (``sliding_window_blocks == 0``) or a sliding
-    window reading only the last ``sliding_window_blocks`` blocks before the one written."""
+    """One KV-cache group: full attention (the defaults) or a sliding window of
+    ``sliding_window_blocks * block_size + sliding_window_rest`` tokens (at least 2): the
+    token written reads itself and the ``window - 1`` tokens before it."""
 
     sliding_window_blocks: int = 0
+    #: Tokens of the window past its whole blocks.
+    sliding_window_rest: int = 1
 
     def __post_init__(self) -> None:
         w = self.sliding_window_blocks
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:
             raise ValueError(f"sliding_window_blocks must be an int >= 0, got {w!r}")
+        r = self.sliding_window_rest
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ValueError(f"sliding_window_rest must be an int >= 0, got {r!r}")
+
+    def window_tokens(self, block_size: int) -> int:
+        """The window in tokens over blocks of ``block_size`` (0 for full attention)."""
+        if not self.is_sliding:
+            return 0
+        return self.sliding_window_blocks * block_size + self.sliding_window_rest
 
     @property
     def is_sliding(self) -> bool:
-        return self.sliding_window_blocks > 0
+        return self.sliding_window_blocks > 0 or self.sliding_window_rest > 1
 
     @classmethod
     def full_attention(cls) -> KVCacheGroupSpec:
@@ -312,7 +324,12 @@ class KVCacheManager:
         self._group_ids = tuple(range(self.num_groups))
         self._full_group_ids = tuple(g for g in self._group_ids if not groups[g].is_sliding)
         self._sliding_group_ids = tuple(g for g in self._group_ids if groups[g].is_sliding)
-        self._windows = tuple(g.sliding_window_blocks for g in groups)
+        #: Per group, its window in tokens (0: full attention) and the blocks at the end of
+        #: a prefix it reads for the next token (its ``window - 1`` tokens, rounded up).
+        self._window_tokens = tuple(g.window_tokens(block_size) for g in groups)
+        if any(g.is_sliding and w < 2 for g, w in zip(groups, self._window_tokens, strict=True)):
+            raise ValueError("a sliding window must read at least one token before the written one")
+        self._windows = tuple(-(-(w - 1) // block_size) if w else 0 for w in self._window_tokens)
         # The common model: one full-attention group (id 0), its prefix looked up in one call.
         self._one_group = self._full_group_ids == (0,) and not self._sliding_group_ids
         # Hash blocks per block: block i's prefix hash is the last fine hash inside it.
@@ -498,7 +515,7 @@ class KVCacheManager:
             self._cache_blocks(req, num_full, cache_partial)
             req.num_cached_blocks = [num_full] * self.num_groups
         if self._sliding_group_ids:
-            self._slide_windows(req, num_full)
+            self._slide_windows(req, num_tokens)
         req.num_computed_tokens = num_tokens
         copies, req.copies = req.copies, ()
         return Scheduled(num_tokens, req.tables(), copies)
@@ -853,14 +870,18 @@ class KVCacheManager:
                 for g, table in enumerate(request.blocks):
                     pool.cache_partial_block(req, table[num_full], partial_tokens, g, bs)
 
-    def _slide_windows(self, request: ManagedRequest, num_full: int) -> None:
-        """Null and free, per sliding group, the entries before ``num_full - window``;
-        each group's dropped blocks go in one ``free_blocks``, tail first (so the earlier
-        blocks, which more prefixes share, are evicted last)."""
+    def _slide_windows(self, request: ManagedRequest, num_tokens: int) -> None:
+        """Null and free, per sliding group, the whole blocks before token
+        ``num_tokens - window + 1`` (the first the next token reads); each group's dropped
+        blocks go in one ``free_blocks``, tail first (so the earlier blocks, which more
+        prefixes share, are evicted last)."""
         null = self.null_block
         pool = self.block_pool
         for g in self._sliding_group_ids:
-            cutoff = num_full - self._windows[g]
+            cutoff = min(
+                len(request.blocks[g]),
+                max(0, num_tokens - self._window_tokens[g] + 1) // self.block_size,
+            )
             start = request.num_nulled[g]
             if cutoff <= start:
                 continue

@@ -56,8 +56,13 @@ def prefix_text(hashes: Sequence[bytes]) -> str:
 class StreamJudge:
     """One consumer of one worker's stream (the reference beside it when it is a router)."""
 
-    def __init__(self, consumer: Consumer | str) -> None:
+    def __init__(
+        self, consumer: Consumer | str, parent_known: frozenset[int] | None = None
+    ) -> None:
+        """``parent_known``: the groups whose stores promise a parent the stream still holds
+        (``events-parent-known`` is judged there only); ``None``: every group."""
         self.consumer: Consumer = make_consumer(consumer) if isinstance(consumer, str) else consumer
+        self.parent_known = parent_known
         judged = self.consumer
         #: The spec model whose replay is compared with the pool (the consumer itself, or
         #: the count model beside a router).
@@ -99,13 +104,21 @@ class StreamJudge:
         model's replay against them."""
         self.stream.extend(events)
         self.book.note(events)
-        found = self.model.apply(events)
+        found = tuple(v for v in self.model.apply(events) if self.promised(v))
         if self.is_router:
             self.consumer.apply(events)
         self.checked.update(STREAM_PROPERTIES)
         if residency is None:
             return found
         return found + self._replay(events, residency)
+
+    def promised(self, violation: EventViolation) -> bool:
+        """Whether the stream promises what ``violation`` says it broke."""
+        return (
+            violation.property != "events-parent-known"
+            or self.parent_known is None
+            or violation.group_id in self.parent_known
+        )
 
     def _replay(self, events: Sequence[Event], residency: Residency) -> tuple[EventViolation, ...]:
         cleared = any(isinstance(e, AllBlocksCleared) for e in events)

@@ -9,7 +9,7 @@ scheduler's contract.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import (
@@ -50,7 +50,8 @@ LORAS: tuple[LoraAdapter | None, ...] = (
 #: Multimodal identifiers and their lengths (an identifier hashes the content, so it
 #: always spans the same number of placeholder tokens).
 IMAGES = {"img-a": 2, "img-b": 3}
-#: KV-cache group layouts: one or two full-attention groups, a hybrid, a sliding window.
+#: KV-cache group layouts: one or two full-attention groups, a hybrid, a sliding window
+#: (each window's tokens past its whole blocks drawn with the block size: :func:`windows`).
 LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
     (FULL_ATTENTION,),
     (FULL_ATTENTION,),
@@ -60,11 +61,32 @@ LAYOUTS: tuple[tuple[KVGroup, ...], ...] = (
 )
 
 
+def windows(data: Choices, groups: tuple[KVGroup, ...], block_size: int) -> tuple[KVGroup, ...]:
+    """``groups`` with each sliding window's size drawn: any token count from 2 up to one
+    block past the layout's ``sliding_window_blocks`` (a window of ``w`` tokens is
+    ``(w - 1) // block_size`` whole blocks and the rest). Real windows are any token count
+    (4096 tokens over 16-token blocks is a whole number of blocks), and a window's block
+    counts (the blocks a hit needs, the blocks it skips) are where rounding goes wrong.
+
+    A window of at most one block frees a block's parent before the block is full, so its
+    ``BlockStored`` may name a parent the stream already removed, as vLLM's does: the
+    request machine judges ``events-parent-known`` only on the other groups
+    (:meth:`~kvpool.spec.manager.ManagerConfig.parent_known_groups`)."""
+    drawn = []
+    for g in groups:
+        if g.is_sliding:
+            top = (g.sliding_window_blocks + 1) * block_size
+            whole, rest = divmod(data.integer(2, top, "window tokens") - 1, block_size)
+            g = replace(g, sliding_window_blocks=whole, sliding_window_rest=rest + 1)
+        drawn.append(g)
+    return tuple(drawn)
+
+
 def request_setup(data: Choices, max_blocks: int) -> RequestSetup:
     """A small manager over a small pool."""
     hbs = data.choice([1, 2], "hash_block_size")
     block_size = hbs * data.choice([2, 2, 3], "hash blocks per block")
-    groups = data.choice(LAYOUTS, "groups")
+    groups = windows(data, data.choice(LAYOUTS, "groups"), block_size)
     pool = PoolConfig(
         num_gpu_blocks=data.integer(5, max(5, max_blocks), "num_gpu_blocks"),
         enable_caching=data.choice([True, True, True, False], "caching"),
@@ -145,32 +167,56 @@ def extra_keys(data: Choices, tokens: tuple[int, ...], taken: frozenset[str]) ->
     return ExtraKeys(lora, mm, embeds)
 
 
+def moved(
+    data: Choices, mm: tuple[MultiModalFeature, ...], num_tokens: int, hash_block_size: int
+) -> tuple[MultiModalFeature, ...]:
+    """``mm`` with its last image at another place among ``num_tokens`` tokens: where
+    there is one, a place covering the same hash blocks (the same image among the same
+    placeholder blocks, which only the image's offset tells apart), else one token later
+    (or earlier, where no later place fits)."""
+    last = mm[-1]
+    before = mm[-2].offset + mm[-2].length if len(mm) > 1 else 0
+
+    def spans(offset: int) -> tuple[int, int]:
+        return offset // hash_block_size, (offset + last.length - 1) // hash_block_size
+
+    places = [
+        o
+        for o in range(before, num_tokens - last.length + 1)
+        if o != last.offset and spans(o) == spans(last.offset)
+    ]
+    if places:
+        offset = data.choice(places, "image place")
+    else:
+        offset = min(last.offset + 1, num_tokens - last.length)
+        if offset == last.offset and last.offset > before:
+            offset = last.offset - 1
+    return (*mm[:-1], MultiModalFeature(last.identifier, offset, last.length))
+
+
 def like(
-    data: Choices, model: RequestState, taken: frozenset[str]
+    data: Choices, model: RequestState, taken: frozenset[str], hash_block_size: int
 ) -> tuple[tuple[int, ...], str | None, ExtraKeys]:
     """A prompt agreeing with ``model`` over a drawn prefix of its tokens, with its salt and
-    attributes, or (half the time) with exactly one of them changed."""
-    keep = data.integer(1, len(model.tokens), "tokens kept")
+    attributes, or (half the time) with exactly one of them changed. An image is moved
+    within the prefix kept, which then holds the model's last image (a shorter one would
+    drop every image and leave nothing to move)."""
+    changeable = ["cache-salt", *sorted(taken & {"lora-name", "mm-offset", "prompt-embeds"})]
+    change = data.choice([None, *changeable], "attribute changed")
+    extra = model.extra
+    least = extra.mm[-1].offset + extra.mm[-1].length if change == "mm-offset" and extra.mm else 1
+    keep = data.integer(least, len(model.tokens), "tokens kept")
     rest = data.items([1, 2], 0, 2, "own tokens")
     tokens = model.tokens[:keep] + tuple(rest)
-    extra = model.extra
     shift = None if extra.embeds is None else extra.embeds[0] - model.tokens[0]
     mm = tuple(f for f in extra.mm if f.offset + f.length <= len(tokens))
     salt, lora = model.salt, extra.lora
-    changeable = ["cache-salt", *sorted(taken & {"lora-name", "mm-offset", "prompt-embeds"})]
-    change = data.choice([None, *changeable], "attribute changed")
     if change == "cache-salt":
         salt = None if salt is not None else "tenant-b"
     elif change == "lora-name":
         lora = data.choice([a for a in LORAS if a != lora], "lora")
     elif change == "mm-offset" and mm:
-        last = mm[-1]
-        room = len(tokens) - last.length
-        moved = MultiModalFeature(last.identifier, min(last.offset + 1, room), last.length)
-        before = mm[-2].offset + mm[-2].length if len(mm) > 1 else 0
-        if moved.offset == last.offset and last.offset > before:
-            moved = MultiModalFeature(last.identifier, last.offset - 1, last.length)
-        mm = (*mm[:-1], moved)
+        mm = moved(data, mm, len(tokens), hash_block_size)
     elif change == "prompt-embeds":
         shift = 10 if shift is None or shift == 0 else 0
     embeds = None if shift is None else tuple(t + shift for t in tokens)
@@ -183,7 +229,7 @@ def draw_admit(data: Choices, state: ManagerState, ctx: RequestContext) -> Reque
     models = sorted(state.requests)
     if ctx.extra_keys and models and data.boolean("like another"):
         model = state.requests[data.choice(models, "model")]
-        tokens, salt, extra = like(data, model, ctx.extra_keys)
+        tokens, salt, extra = like(data, model, ctx.extra_keys, state.pool_config.hash_block_size)
         return Admit(ctx.new_id(), tokens, salt, extra)
     salt = data.choice(SALTS, "salt")
     tokens = prompt(data)

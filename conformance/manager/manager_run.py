@@ -97,7 +97,7 @@ class ManagerRun:
         self.last: tuple[ManagerResult, ManagerResult | Exception] = (None, None)
         #: The one judge of streams, fed the manager's pool's events (the count model: the
         #: contract the spec's pool keeps); the spec's own events are compared exactly after.
-        self.stream_judge = StreamJudge("count")
+        self.stream_judge = StreamJudge("count", setup.manager.parent_known_groups())
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:

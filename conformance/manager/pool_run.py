@@ -98,6 +98,8 @@ class PoolRequestRun:
             self.record.config = setup
             self.lockstep = LockstepRun(factory, profile, level, setup.pool, self.pool_record)
         self.setup = setup
+        if self.lockstep.events is not None:
+            self.lockstep.events.parent_known = setup.manager.parent_known_groups()
         missing = ESSENTIAL - self.lockstep.operations
         if missing:
             raise SurfaceMismatch(

@@ -61,7 +61,7 @@ class PropertyRun(ManagerRun):
         if consumer is not None:
             if not callable(getattr(self.target, "take_events", None)):
                 raise ValueError(f"manager {self.target.name!r} publishes no KV events")
-            self.events = StreamJudge(consumer)
+            self.events = StreamJudge(consumer, self.setup.manager.parent_known_groups())
             self.judge_events("construction")
         self.checks.declared = declared_by(self.target)
         self.checks.keys_within_pass = profile.scheduled_keys_within_pass

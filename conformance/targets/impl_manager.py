@@ -161,7 +161,10 @@ def build_impl_manager(manager_class: Any, setup: RequestSetup, hashing: Any = N
     from kvpool.impl import KVCacheGroupSpec
 
     groups = tuple(
-        KVCacheGroupSpec(sliding_window_blocks=g.sliding_window_blocks)
+        KVCacheGroupSpec(
+            sliding_window_blocks=g.sliding_window_blocks,
+            sliding_window_rest=g.sliding_window_rest,
+        )
         for g in setup.manager.groups
     )
     pool = setup.pool

@@ -107,7 +107,7 @@ def compute(
     # 4. sliding windows (every full block is keyed by now, when caching is on)
     caching = pool_config.enable_caching
     tables = tuple(
-        slide(pool, state, g, table, len(request.tokens) // bs, num_full if caching else 0)
+        slide(pool, state, g, table, len(request.tokens), num_full if caching else 0)
         for g, table in enumerate(tables)
     )
     request = replace(
@@ -127,15 +127,14 @@ def slide(
     state: ManagerState,
     group: int,
     table: tuple[int, ...],
-    current: int,
+    num_computed_tokens: int,
     keyed: int,
 ) -> tuple[int, ...]:
-    """``table`` with the entries before block ``current - window`` nulled and freed (for a
-    sliding-window group; a full-attention group, ``window == 0``, keeps everything); its
-    first ``keyed`` entries have keys."""
-    window = state.config.groups[group].sliding_window_blocks
-    slid, dropped = slide_table(table, window, current)
+    """``table`` with the entries no token after the first ``num_computed_tokens`` reads
+    nulled and freed (for a sliding-window group; a full-attention group keeps
+    everything); its first ``keyed`` entries have keys."""
+    cut = min(len(table), state.config.skipped_blocks(group, num_computed_tokens))
+    slid, dropped = slide_table(table, cut)
     if dropped:
-        cut = max(0, current - window)
         free_entries(pool, state, group=group, table=table, cut=cut, keyed=keyed)
     return slid

@@ -49,32 +49,27 @@ def growth_break(before: tuple[int, ...], after: tuple[int, ...], sliding: bool)
     return None
 
 
-def slide_table(
-    table: tuple[int, ...], window: int, current: int
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """A sliding-window group's table once the request reaches block ``current``: entries
-    before ``current - window`` become the null block. Returns the new table and the real
-    blocks that left it, tail first (the order they are freed in). ``window == 0`` is a
-    full-attention group: nothing changes.
+def slide_table(table: tuple[int, ...], cut: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A sliding-window group's table once its first ``cut`` entries left the window: they
+    become the null block. Returns the new table and the real blocks that left it, tail
+    first (the order they are freed in). ``cut == 0`` (always, for a full-attention group):
+    nothing changes.
 
     pre: search_blocks(table)
-    pre: current <= len(table)
+    pre: cut <= len(table)
     pre: all(0 <= b for b in table)
     pre: len(set(b for b in table if b)) == len([b for b in table if b])
-    pre: 0 <= window and 0 <= current
-    pre: search_count(window, current)
+    pre: 0 <= cut
+    pre: search_count(cut)
     post: growth_break(table, __return__[0], True) is None
     post: len(__return__[0]) == len(table)
-    post: window != 0 or __return__ == (table, ())
+    post: cut != 0 or __return__ == (table, ())
     post: NULL not in __return__[1] and set(__return__[1]) <= set(table)
     post: set(__return__[1]) == set(table) - set(__return__[0])
     post: list(__return__[1]) == sorted(__return__[1], key=lambda b: -table.index(b))
     """
-    if window == 0:
-        return table, ()
-    cutoff = max(0, current - window)
-    dropped = tuple(b for b in reversed(table[:cutoff]) if b != NULL)
-    return (NULL,) * cutoff + table[cutoff:], dropped
+    dropped = tuple(b for b in reversed(table[:cut]) if b != NULL)
+    return (NULL,) * cut + table[cut:], dropped
 
 
 def covers_pending(

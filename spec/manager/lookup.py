@@ -3,8 +3,9 @@
 A hit is counted in whole blocks of the manager's ``block_size``; for each block position
 the groups that need it are asked together (``get_cached_block`` is all or nothing), so a
 position only counts when every one of them hits. A full-attention group needs every block
-of the prefix; a sliding-window group only the last ``sliding_window_blocks`` of them, its
-older positions being the null block. At least one token is always left to compute, so a
+of the prefix; a sliding-window group only the last ``window_hit_blocks`` of them (the
+window's tokens before the next one, in whole blocks), its older positions being the null
+block. At least one token is always left to compute, so a
 prompt never hits in full. Without sliding-window groups, the block after the full hits
 may also be a partial entry (``cache_partial_block``), covering a multiple of the pool's
 ``hash_block_size``.
@@ -35,7 +36,7 @@ class Hit:
 
 def needs(config: ManagerConfig, group: int, index: int, num_blocks: int) -> bool:
     """Whether ``group`` reads block ``index`` of a prefix of ``num_blocks`` blocks."""
-    window = config.groups[group].sliding_window_blocks
+    window = config.window_hit_blocks(group)
     return window == 0 or index >= num_blocks - window
 
 

@@ -88,6 +88,15 @@ FAULTS: dict[str, ManagerFault] = {
         "null block",
         ("admit(", "resume(", "hit-keys"),
     ),
+    "sliding window hit blocks rounded down": ManagerFault(
+        "single_type_kv_cache_manager.py",
+        "        blocks = cdiv(window_size - 1, block_size)\n",
+        "        blocks = (window_size - 1) // block_size\n",
+        "a hit under a window that is not a whole number of blocks plus one token (4096 "
+        "tokens over 16-token blocks) lacks the window's first block: attention reads the "
+        "null block",
+        ("admit(", "resume(", "hit-keys"),
+    ),
     "window block kept in the table": ManagerFault(
         "single_type_kv_cache_manager.py",
         "                break\n            freed.append(blocks[i])\n"

@@ -21,9 +21,12 @@ NUM_KV_HEADS = HEAD_SIZE = 1
 DTYPE = "float16"
 
 
-def sliding_window_tokens(window_blocks: int, block_size: int) -> int:
-    """vLLM's ``sliding_window`` (tokens) for a spec window of ``window_blocks`` blocks."""
-    return window_blocks * block_size + 1
+def sliding_window_tokens(setup: RequestSetup, group: int) -> int:
+    """vLLM's ``sliding_window`` (tokens) for the spec's group ``group``: the same token
+    count (vLLM's rule, ``cdiv(sliding_window - 1, block_size)`` blocks for a hit and the
+    blocks before token ``num_computed_tokens - sliding_window + 1`` skipped, is the
+    spec's)."""
+    return setup.manager.window_tokens(group)
 
 
 #: A release's modules by name (isolated or installed).
@@ -42,7 +45,7 @@ def kv_cache_config(modules: Modules, setup: RequestSetup, distinct_heads: bool)
         if "use_mla" in {f.name for f in dataclasses.fields(interface.AttentionSpec)}:
             shape["use_mla"] = False  # a field without a default before 0.11
         if group.is_sliding:
-            window = sliding_window_tokens(group.sliding_window_blocks, bs)
+            window = sliding_window_tokens(setup, g)
             spec = interface.SlidingWindowSpec(**shape, dtype=DTYPE, sliding_window=window)
         else:
             spec = interface.FullAttentionSpec(**shape, dtype=DTYPE)

@@ -19,8 +19,9 @@ vLLM's scheduler makes:
 - preempt: ``free`` (the request then waits with no computed tokens); finish: ``free``;
   reset: ``reset_prefix_cache``.
 
-Sizes: a spec sliding window of ``w`` blocks is vLLM's ``sliding_window = w * block_size +
-1`` tokens (then both null the same table entries and need the same blocks for a hit).
+Sizes: a spec sliding window of ``w`` tokens (``sliding_window_blocks * block_size +
+sliding_window_rest``) is vLLM's ``sliding_window = w`` (then both null the same table
+entries and need the same blocks for a hit).
 The manager is built with ``hash_block_size == block_size``: vLLM's single-group
 coordinator requires it, and a hybrid with a finer hash registers every prompt's tail as a
 partial entry, a policy the spec's manager has only on request (``cache_partial``).
