@@ -29,6 +29,8 @@ from kvpool.spec.events import Event
 from .protocol import Consumer, ConsumerError
 
 PROTOCOL = 2
+#: The methods of a protocol 1 consumer (:class:`~.protocol.Consumer`).
+PROTOCOL1 = ("apply", "held_blocks", "residency")
 #: How a router is fed: the suite calls ``apply``, or it subscribes to the wire itself.
 FEEDS = ("process", "wire")
 #: How a router is emptied between test cases: an ``AllBlocksCleared`` on the stream, or
@@ -138,43 +140,77 @@ class FromProtocol1:
         self.views = []
 
 
-def is_protocol1(built: object) -> bool:
-    """Whether ``built`` is a protocol 1 consumer (no ``protocol``, the three methods)."""
-    return getattr(built, "protocol", None) is None and all(
-        callable(getattr(built, m, None)) for m in ("apply", "held_blocks", "residency")
+def is_protocol1(obj: object) -> bool:
+    """Whether ``obj`` is a protocol 1 consumer (no ``protocol``, the three methods)."""
+    return getattr(obj, "protocol", None) is None and all(
+        callable(getattr(obj, m, None)) for m in PROTOCOL1
     )
 
 
-def router_problems(built: object) -> list[str]:
+def router_problems(obj: object) -> list[str]:
     """What is wrong with a protocol 2 router: its required members, then its hooks."""
     from ..hooks import router_problems as hook_problems
 
     problems = []
-    if getattr(built, "protocol", None) != PROTOCOL:
-        problems.append(f"protocol is {getattr(built, 'protocol', None)!r}, not {PROTOCOL}")
-    if not isinstance(getattr(built, "name", None), str):
+    if getattr(obj, "protocol", None) != PROTOCOL:
+        problems.append(f"protocol is {getattr(obj, 'protocol', None)!r}, not {PROTOCOL}")
+    if not isinstance(getattr(obj, "name", None), str):
         problems.append("it has no str name")
-    if not callable(getattr(built, "credited", None)):
+    if not callable(getattr(obj, "credited", None)):
         problems.append("it has no credited(prompt)")
     for attribute, allowed in (("feeds", FEEDS), ("resets", RESETS), ("ranks", RANKS)):
-        value = getattr(built, attribute, allowed[0])
+        value = getattr(obj, attribute, allowed[0])
         if value not in allowed:
             problems.append(f"{attribute} is {value!r}: one of {', '.join(allowed)}")
-    if feeds(built) == "process" and not callable(getattr(built, "apply", None)):
+    if feeds(obj) == "process" and not callable(getattr(obj, "apply", None)):
         problems.append("it is fed in process (feeds = 'process') but has no apply(events, rank)")
-    return problems + hook_problems(built)
+    return problems + hook_problems(obj)
 
 
-def as_router(built: object, name: str, factory: Callable[[], object]) -> Router:
-    """``built`` (what a factory returned) as a protocol 2 router: a protocol 1 consumer
+def as_router(obj: object, name: str, factory: Callable[[], object]) -> Router:
+    """``obj`` (what a factory returned) as a protocol 2 router: a protocol 1 consumer
     adapted, a protocol 2 router checked; :class:`ConsumerError` names what is wrong."""
-    if is_protocol1(built):
+    if is_protocol1(obj):
         return FromProtocol1(factory, name)  # type: ignore[arg-type]
-    problems = router_problems(built)
+    problems = router_problems(obj)
+    if problems and getattr(obj, "protocol", None) is None:
+        lacks = [m for m in PROTOCOL1 if not callable(getattr(obj, m, None))]
+        raise ConsumerError(
+            f"consumer {name!r} obj {type(obj).__name__}, which lacks "
+            f"{', '.join(lacks)} (a protocol 1 consumer) and says no protocol = {PROTOCOL} "
+            "(a protocol 2 router)"
+        )
     if problems:
         raise ConsumerError(
-            f"consumer {name!r} built {type(built).__name__}, which is neither a protocol 1 "
-            f"consumer (apply, held_blocks, residency) nor a protocol 2 router: "
-            + "; ".join(problems)
+            f"consumer {name!r} obj {type(obj).__name__}, a protocol 2 router with "
+            "problems: " + "; ".join(problems)
         )
-    return built  # type: ignore[return-value]
+    return obj  # type: ignore[return-value]
+
+
+class InProcess:
+    """A protocol 2 router fed in process, as a protocol 1 consumer (the events level's
+    and the monitor's judge feed one worker's stream and ask with the pool's hashes): one
+    rank, started at once; a router that reads the wire is refused."""
+
+    def __init__(self, router: Router) -> None:
+        if feeds(router) != "process":
+            raise ConsumerError(
+                f"consumer {router.name!r} reads the wire (feeds = 'wire'): it runs under "
+                "kvpool route-check, which publishes the stream; the events level and the "
+                "monitor feed consumers in process"
+            )
+        self.router = router
+        self.name = router.name
+        hook(router, "start", lambda wire: None)(Wire(("inproc://unused",), (), 1))
+
+    def apply(self, events: Sequence[Event]) -> tuple[()]:
+        self.router.apply(events, 0)  # type: ignore[attr-defined]
+        return ()
+
+    def held_blocks(self, block_hashes: Sequence[bytes], group_id: int) -> int:
+        prompt = Prompt((), tuple(block_hashes), group_id)
+        return int(self.router.credited(prompt).get(0, 0))
+
+    def residency(self) -> None:
+        return None

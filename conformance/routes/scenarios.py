@@ -35,8 +35,9 @@ from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction, Res
 from kvpool.spec.manager.actions import Admit
 from kvpool.spec.manager.state import block_hashes
 
-from ..consumers.naming import make_consumer
-from ..consumers.protocol import Consumer, ConsumerError
+from ..consumers.naming import make_router
+from ..consumers.protocol import ConsumerError
+from ..consumers.router import Prompt, Router, Wire, feeds, hook, ranks
 from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
@@ -71,6 +72,8 @@ SCENARIOS: dict[str, str] = {
 INDEXER = "dynamo-indexer"
 #: How many prompt prefixes are asked about at each check (the most recent, per rank).
 ASKED = 32
+#: The token a router's prompt carries past its whole blocks.
+PAST_LAST = 1
 #: The ranks of the data-parallel scenario.
 DP_RANKS = 2
 #: How long a restarted engine's publisher waits for its port to be let go.
@@ -147,14 +150,15 @@ class _Engine:
                     "only inside route-check's loopback-only network namespace"
                 )
             bind = ALL_INTERFACES
-        endpoint = f"tcp://*:{live.port}"
+        endpoint = f"tcp://*:{live.port + rank}"
+        replay = f"tcp://*:{live.replay_port + rank}"
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while
         deadline = time.monotonic() + REBIND_SECONDS
         while True:
             try:
                 self.publisher = start_publisher(
-                    live.release, endpoint, None, "", rank=rank, bind=bind
+                    live.release, endpoint, replay, "", rank=rank, bind=bind
                 )
                 break
             except PublisherError as exc:
@@ -266,13 +270,14 @@ class _Live:
             self.release = load_publisher(setting.release)
         self.ranks = ranks
         self.port = free_ports(ranks)
+        self.replay_port = free_ports(ranks)
         self.published: Counter[str] = Counter()
         self.indexer: IndexerProcess | None = None
         self.indexer_events = 0
         #: Seconds to wait for the indexer to take every event before asking it.
         self.patience = 3.0
-        #: consumer -> one view per rank
-        self.consumers: dict[str, list[Consumer]] = {}
+        #: consumer -> its router (protocol 2), once it has joined
+        self.consumers: dict[str, Router] = {}
         self.tallies = {name: Tally() for name in setting.consumers}
         self.rank_tallies = {
             name: [Tally() for _ in range(ranks)] for name in setting.consumers
@@ -337,7 +342,46 @@ class _Live:
                 endpoints = [f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)]
                 self.indexer = IndexerProcess(endpoints, self.setting.block_size)
             else:
-                self.consumers[name] = [make_consumer(name) for _ in range(self.ranks)]
+                router = make_router(name)
+                hook(router, "start", lambda wire: None)(self.wire())
+                self.consumers[name] = router
+
+    def wire(self) -> Wire:
+        """Where the stream is published: each rank's publisher and replay endpoint."""
+        return Wire(
+            tuple(f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)),
+            tuple(f"tcp://127.0.0.1:{self.replay_port + r}" for r in range(self.ranks)),
+            self.setting.block_size,
+        )
+
+    def fed(self, name: str) -> str:
+        """How consumer ``name`` was fed: in process, or off the wire."""
+        if name == INDEXER:
+            return "wire"
+        router = self.consumers.get(name)
+        return feeds(router) if router is not None else "process"
+
+    def wait_watermarks(self) -> None:
+        """Each router that reports its watermark, waited on until it has applied every
+        rank's last batch (one that lags is waited for briefly from then on)."""
+        for router in self.consumers.values():
+            applied = getattr(router, "applied", None)
+            if applied is None:
+                continue
+            wanted = {}
+            for rank in range(self.ranks):
+                engine = self.engines[rank]
+                if engine is not None and engine.batch_events:
+                    wanted[rank] = len(engine.batch_events) - 1
+            deadline = time.monotonic() + self.patience
+            while True:
+                now = applied()
+                if all(now.get(r, -1) >= seq for r, seq in wanted.items()):
+                    break
+                if time.monotonic() > deadline:
+                    self.patience = 0.2
+                    break
+                time.sleep(0.01)
 
     def apply(self, action: RequestAction) -> ManagerResult:
         engine = self.engine(self.serving)
@@ -348,8 +392,9 @@ class _Live:
             )
             if self.indexer is not None:
                 self.indexer_events += len(events)
-            for views in self.consumers.values():
-                views[engine.rank].apply(events)
+            for router in self.consumers.values():
+                if feeds(router) == "process":
+                    router.apply(events, engine.rank)  # type: ignore[attr-defined]
             self.batches += 1
             if self.batches % self.setting.every == 0:
                 self.check()
@@ -364,7 +409,19 @@ class _Live:
         if name == INDEXER:
             assert self.indexer is not None
             return self.indexer.held_blocks(tokens, rank)
-        return int(self.consumers[name][rank].held_blocks(hashes, 0))
+        # one token past the whole blocks: a router that, as vLLM, never serves a
+        # prompt's last token from cache still credits every whole block
+        answer = self.consumers[name].credited(Prompt((*tokens, PAST_LAST), hashes))
+        return int(answer.get(rank, 0))
+
+    def check_worker(self, name: str) -> Check:
+        """A router that takes the ranks for endpoints of one worker, asked once per
+        prefix: the truth is the best rank's."""
+        now = Check()
+        for tokens, hashes in self.asked():
+            truth = max(self.engine(r).truth(tokens, hashes) for r in range(self.ranks))
+            now.add(truth, self.claimed(name, 0, tokens, hashes))
+        return now
 
     def check_rank(self, name: str, rank: int) -> Check:
         """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
@@ -392,8 +449,12 @@ class _Live:
             self.indexer_events, self.patience
         ):
             self.patience = 0.2
+        self.wait_watermarks()
         for name, tally in self.tallies.items():
             if not self.started(name):
+                continue
+            if name in self.consumers and ranks(self.consumers[name]) == "one-worker":
+                tally.record(self.check_worker(name), self.batches)
                 continue
             overall = Check()
             for rank in range(self.ranks):
@@ -421,6 +482,8 @@ class _Live:
                 counts.update((k, n) for k, n in self.indexer.warnings().items() if n)
             finally:
                 self.indexer.stop()
+        for router in self.consumers.values():
+            hook(router, "close", lambda: None)()
         for engine in self.engines:
             if engine is not None:
                 engine.shutdown()
