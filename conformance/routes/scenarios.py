@@ -104,6 +104,8 @@ class ScenarioResult:
     #: The restart scenario: what the indexer counted of the new publisher's batches
     #: (:meth:`_Live.restart_counts`).
     restart: dict[str, int] = field(default_factory=dict)
+    #: How each consumer was fed: ``"process"`` or ``"wire"``.
+    fed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -345,6 +347,8 @@ class _Live:
                 router = make_router(name)
                 hook(router, "start", lambda wire: None)(self.wire())
                 self.consumers[name] = router
+                if ranks(router) == "one-worker":
+                    self.rank_tallies.pop(name, None)
 
     def wire(self) -> Wire:
         """Where the stream is published: each rank's publisher and replay endpoint."""
@@ -529,6 +533,7 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
         round(time.monotonic() - started, 1),
         live.rank_tallies,
         live.restarted,
+        {name: live.fed(name) for name in setting.consumers},
     )
 
 
