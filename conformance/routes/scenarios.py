@@ -152,8 +152,9 @@ class _Engine:
                     "only inside route-check's loopback-only network namespace"
                 )
             bind = ALL_INTERFACES
-        endpoint = f"tcp://*:{live.port + rank}"
-        replay = f"tcp://*:{live.replay_port + rank}"
+        # the release's publisher adds its rank to both ports itself
+        endpoint = f"tcp://*:{live.port}"
+        replay = f"tcp://*:{live.replay_port}"
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while
         deadline = time.monotonic() + REBIND_SECONDS
