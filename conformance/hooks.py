@@ -163,6 +163,12 @@ ROUTER = (
         value_types=(str,),
     ),
     Hook(
+        "groups",
+        "groups: tuple[int, ...]: the groups its lookups name (a token-only router asks one "
+        "group); prefixes of other groups are not asked",
+        value_types=(tuple, frozenset),
+    ),
+    Hook(
         "start",
         "start(wire) -> None: called once before the stream, with the Wire (publisher and "
         "replay endpoints per rank, block size, model)",

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from kvpool.spec.consumer import CONSUMER_MODELS, MODEL_DESCRIPTIONS
 
 from .protocol import Consumer, ConsumerError
-from .router import FromProtocol1, InProcess, Router, as_router, is_protocol1
+from .router import FromProtocol1, InProcess, Router, as_router, feeds, is_protocol1
 
 #: Built-in consumers that are not spec models, with one line each.
 ROUTERS: dict[str, str] = {
@@ -69,10 +69,9 @@ def make_router(name: str) -> Router:
 
 def _build(name: str) -> Consumer:
     if name in WIRE_ROUTERS:
-        raise ConsumerError(
-            f"consumer {name!r} reads the real wire and is asked with prompts: it runs under "
-            "kvpool route-check (the events level and the monitor feed consumers in process)"
-        )
+        from .on_wire import OnTheWire
+
+        return OnTheWire(name, lambda: make_router(name))  # type: ignore[return-value]
     if name in CONSUMER_MODELS:
         from .models import ModelConsumer
 
@@ -83,7 +82,12 @@ def _build(name: str) -> Consumer:
         return DynamoConsumer()
     built = _built(name)
     if not is_protocol1(built):
-        return InProcess(as_router(built, name, lambda: _built(name)))
+        router = as_router(built, name, lambda: _built(name))
+        if feeds(router) == "wire":
+            from .on_wire import OnTheWire
+
+            return OnTheWire(name, lambda: make_router(name))  # type: ignore[return-value]
+        return InProcess(router)
     missing = [
         m for m in ("apply", "held_blocks", "residency") if not callable(getattr(built, m, None))
     ]

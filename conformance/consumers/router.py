@@ -191,17 +191,13 @@ def as_router(obj: object, name: str, factory: Callable[[], object]) -> Router:
 class InProcess:
     """A protocol 2 router fed in process, as a protocol 1 consumer (the events level's
     and the monitor's judge feed one worker's stream and ask with the pool's hashes): one
-    rank, started at once; a router that reads the wire is refused."""
+    rank, started at once (a router that reads the wire goes through
+    :class:`~.on_wire.OnTheWire`)."""
 
     def __init__(self, router: Router) -> None:
-        if feeds(router) != "process":
-            raise ConsumerError(
-                f"consumer {router.name!r} reads the wire (feeds = 'wire'): it runs under "
-                "kvpool route-check, which publishes the stream; the events level and the "
-                "monitor feed consumers in process"
-            )
         self.router = router
         self.name = router.name
+        self.groups: tuple[int, ...] | None = getattr(router, "groups", None)
         hook(router, "start", lambda wire: None)(Wire(("inproc://unused",), (), 1))
 
     def apply(self, events: Sequence[Event]) -> tuple[()]:

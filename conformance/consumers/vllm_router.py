@@ -70,8 +70,10 @@ class VllmRouter:
     name = "vllm-router"
     protocol = PROTOCOL
     feeds = "wire"
-    resets = "new-worker"
+    resets = "clear"
     ranks = "one-worker"
+    #: Its lookups are token-only and ask group 0 (``group_idx: 0``).
+    groups = (0,)
 
     def __init__(self) -> None:
         self.binary = find_binary()
