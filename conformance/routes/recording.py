@@ -34,7 +34,7 @@ COLUMNS = ("count", "set", "dynamo", "dynamo-indexer", "vllm-router")
 HEADERS = {
     "count": "count model",
     "set": "set model",
-    "dynamo": "Dynamo in process",
+    "dynamo": "Dynamo's RadixTree",
     "dynamo-indexer": "Dynamo indexer",
     "vllm-router": "vllm-router",
 }
