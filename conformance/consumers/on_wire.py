@@ -36,7 +36,7 @@ from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored, Even
 from .protocol import ConsumerError
 from .router import Prompt, Router, Wire, hook, resets
 
-#: How long the suite waits for the router to apply a batch (then 0.2 s from that on).
+#: How long the suite waits for the router to apply (or refuse) a batch.
 PATIENCE = 3.0
 #: The token a prompt carries past its whole blocks.
 PAST_LAST = 1
@@ -69,7 +69,6 @@ class _Session:
         self.wire = Wire((f"tcp://127.0.0.1:{port}",), (f"tcp://127.0.0.1:{replay}",), block_size)
         self.router: Router | None = None
         self.published = 0
-        self.patience = PATIENCE
         self._start()
 
     def _start(self) -> None:
@@ -127,11 +126,13 @@ class _Session:
         applied = getattr(self.router, "applied", None)
         if applied is None:
             return
-        deadline = time.monotonic() + self.patience
+        deadline = time.monotonic() + PATIENCE
         while applied().get(0, -1) < seq:
             if time.monotonic() > deadline:
-                self.patience = 0.2  # a batch it did not apply: wait briefly from now on
-                return
+                raise ConsumerError(
+                    f"the router did not apply batch {seq} within {PATIENCE:g} s, nor say it "
+                    "refused it: its watermark cannot be trusted"
+                )
             time.sleep(0.002)
 
     def close(self) -> None:

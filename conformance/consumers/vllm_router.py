@@ -47,6 +47,10 @@ LOG_BYTES = 64 * 1024 * 1024
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DECISION = re.compile(r'KV prefix decision .*?worker="?([^" ]+)"? .*?credited_prefix_tokens=(\d+)')
 SEQUENCE = re.compile(r"kv_index live sequence advanced .*?rank=(\d+) seq=(\d+)")
+#: Its log lines for a batch it refused (it does not advance its sequence past one).
+REFUSED = re.compile(r"kv_index decode batch: |kv_index dense batch rejected")
+#: Either, in log order.
+WATERMARK = re.compile(f"{SEQUENCE.pattern}|{REFUSED.pattern}")
 #: What its log says when it refuses a batch (counted, by kind, in :meth:`warnings`).
 WARNINGS = {
     "batch/empty-hashes": "KV event hashes must be a nonempty array",
@@ -138,9 +142,17 @@ class VllmRouter:
         return self._text
 
     def applied(self) -> Mapping[int, int]:
+        """Per rank, its last ``live sequence advanced``, plus one for each batch it said
+        it refused after that line (a refused batch is taken, and its sequence is never
+        applied: a watermark of applied batches alone would wait on it for ever). A
+        refusal is counted for rank 0 (its log line names no rank)."""
         last: dict[int, int] = {}
-        for rank, seq in SEQUENCE.findall(self._log()):
-            last[int(rank)] = int(seq)
+        for found in WATERMARK.finditer(self._log()):
+            rank, seq = found.group(1), found.group(2)
+            if rank is None:
+                last[0] = last.get(0, -1) + 1
+            else:
+                last[int(rank)] = int(seq)
         return last
 
     def warnings(self) -> dict[str, int]:
