@@ -102,3 +102,9 @@ def test_a_misspelt_hook_or_a_bad_feed_is_refused(monkeypatch: pytest.MonkeyPatc
         parse_consumer("docs_written_router:make_misspelt")
     with pytest.raises(ConsumerError, match="feeds is 'pigeon'"):
         parse_consumer("docs_written_router:make_no_feed")
+
+
+def test_the_extension_api_page_shows_the_plugin_as_kept() -> None:
+    page = (HERE.parents[1] / "docs" / "tutorial" / "extension-api.md").read_text("utf-8")
+    body = (HERE / "docs_written_router.py").read_text("utf-8").split("\n", 3)[3].lstrip("\n")
+    assert f"```python\n{body}```" in page
