@@ -23,6 +23,17 @@ EXTRAS = {
 }
 
 
+def _has_vllm_router() -> bool:
+    from kvpool.conformance.consumers.protocol import ConsumerError
+    from kvpool.conformance.consumers.vllm_router import find_binary
+
+    try:
+        find_binary()
+    except ConsumerError:
+        return False
+    return True
+
+
 def collect() -> ModuleType:
     spec = importlib.util.spec_from_file_location("collect", ROOT / "findings" / "collect.py")
     assert spec is not None and spec.loader is not None
@@ -39,6 +50,8 @@ def test_the_finding_still_reproduces(path: Path) -> None:
     trace = read_trace(path)
     if trace.meta.consumer == "dynamo" and importlib.util.find_spec("dynamo") is None:
         pytest.skip("a Dynamo router finding needs pip install 'kvpool-spec[dynamo]'")
+    if trace.meta.consumer == "vllm-router" and not _has_vllm_router():
+        pytest.skip("a vllm-router finding needs pip install 'kvpool-spec[vllm-router]'")
     # a file's pool and manager are loaded when we say so
     verdict = replay_trace(trace, trace.meta.target, trace.meta.manager)
     assert not verdict.conforms, f"{path.name} no longer diverges: {verdict.describe()}"
