@@ -71,7 +71,7 @@ def _build(name: str) -> Consumer:
     if name in WIRE_ROUTERS:
         from .on_wire import OnTheWire
 
-        return OnTheWire(name, lambda: make_router(name))  # type: ignore[return-value]
+        return OnTheWire(name, lambda: make_router(name))
     if name in CONSUMER_MODELS:
         from .models import ModelConsumer
 
@@ -86,7 +86,7 @@ def _build(name: str) -> Consumer:
         if feeds(router) == "wire":
             from .on_wire import OnTheWire
 
-            return OnTheWire(name, lambda: make_router(name))  # type: ignore[return-value]
+            return OnTheWire(name, lambda: make_router(name))
         return InProcess(router)
     missing = [
         m for m in ("apply", "held_blocks", "residency") if not callable(getattr(built, m, None))
