@@ -558,8 +558,8 @@ EMPTY_STORE_NOTE = (
     "a `BlockStored` whenever events are on, its `block_hashes` empty when every new full "
     "block is null or masked out (`vllm/v1/core/block_pool.py`: the hashes of null and "
     "masked blocks are skipped, the event is not); vllm-router 0.1.17 decodes a batch whole "
-    "and refuses one with an empty `block_hashes` (`src/kv_index/decode.rs`: \"KV event "
-    "hashes must be a nonempty array\"); it takes the refused batch for a hole in the "
+    'and refuses one with an empty `block_hashes` (`src/kv_index/decode.rs`: "KV event '
+    'hashes must be a nonempty array"); it takes the refused batch for a hole in the '
     "sequence and discards every block it held of that worker (`src/kv_index/subscriber.rs`,"
     " `invalidate_source`), the valid stores of the same batch with them."
 )
