@@ -19,10 +19,12 @@ rank. Every process and server it starts is stopped by :meth:`close`.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,8 @@ REQUEST_SECONDS = 10.0
 #: How long a decision line may take to reach the log after the reply.
 DECISION_SECONDS = 5.0
 LOG_BYTES = 64 * 1024 * 1024
+#: Linux's prctl option: the signal a process gets when its parent ends.
+PR_SET_PDEATHSIG = 1
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DECISION = re.compile(r'KV prefix decision .*?worker="?([^" ]+)"? .*?credited_prefix_tokens=(\d+)')
 SEQUENCE = re.compile(r"kv_index live sequence advanced .*?rank=(\d+) seq=(\d+)")
@@ -56,6 +60,17 @@ WARNINGS = {
     "batch/empty-hashes": "KV event hashes must be a nonempty array",
     "batch/undecodable": "kv_index decode batch",
 }
+
+
+def _end_with_parent() -> None:
+    """In the router's process before it runs: the kernel ends it when the suite's process
+    ends, however that happens (Linux's ``PR_SET_PDEATHSIG``; elsewhere :meth:`close`
+    alone stops it)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
 
 
 def find_binary() -> str:
@@ -111,7 +126,11 @@ class VllmRouter:
         self.log_file = tempfile.NamedTemporaryFile(prefix="vllm-router-", suffix=".log")  # noqa: SIM115 (closed by close())
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}
         self.process = subprocess.Popen(
-            command, stdout=self.log_file, stderr=subprocess.STDOUT, env=env
+            command,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_end_with_parent,
         )
         self._wait_ready(wire.ranks)
 
