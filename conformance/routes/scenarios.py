@@ -52,7 +52,7 @@ from ..stream.publisher import (
 from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
 from ..targets.vllm.isolation import Release
-from .indexer import IndexerProcess, free_ports
+from .indexer import DynamoIndexer, IndexerProcess, free_ports
 from .isolation import inside
 from .sglang_stream import SGLANG_CONSUMERS, SglangEngine, is_sglang
 from .tally import Check, Tally
@@ -341,15 +341,13 @@ class _Live:
     def join(self) -> None:
         """The consumers start now: the in-process ones empty, the indexer subscribed."""
         for name in self.setting.consumers:
-            if name == INDEXER:
-                endpoints = [f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)]
-                self.indexer = IndexerProcess(endpoints, self.setting.block_size)
-            else:
-                router = make_router(name)
-                hook(router, "start", lambda wire: None)(self.wire())
-                self.consumers[name] = router
-                if ranks(router) == "one-worker":
-                    self.rank_tallies.pop(name, None)
+            router: Router = DynamoIndexer() if name == INDEXER else make_router(name)
+            hook(router, "start", lambda wire: None)(self.wire())
+            self.consumers[name] = router
+            if isinstance(router, DynamoIndexer):
+                self.indexer = router.process  # its /metrics: what it counted
+            if ranks(router) == "one-worker":
+                self.rank_tallies.pop(name, None)
 
     def wire(self) -> Wire:
         """Where the stream is published: each rank's publisher and replay endpoint."""
@@ -361,8 +359,6 @@ class _Live:
 
     def fed(self, name: str) -> str:
         """How consumer ``name`` was fed: in process, or off the wire."""
-        if name == INDEXER:
-            return "wire"
         router = self.consumers.get(name)
         return feeds(router) if router is not None else "process"
 
@@ -407,13 +403,10 @@ class _Live:
 
     def started(self, name: str) -> bool:
         """Whether consumer ``name`` has joined (not yet, before a late join)."""
-        return self.indexer is not None if name == INDEXER else name in self.consumers
+        return name in self.consumers
 
     def claimed(self, name: str, rank: int, tokens: tuple[int, ...], hashes: Any) -> int:
         """The leading blocks of a prefix consumer ``name`` believes rank ``rank`` holds."""
-        if name == INDEXER:
-            assert self.indexer is not None
-            return self.indexer.held_blocks(tokens, rank)
         # one token past the whole blocks: a router that, as vLLM, never serves a
         # prompt's last token from cache still credits every whole block
         answer = self.consumers[name].credited(Prompt((*tokens, PAST_LAST), hashes))
@@ -446,7 +439,7 @@ class _Live:
         return list(asked.items())
 
     def check(self) -> None:
-        if not self.consumers and self.indexer is None:
+        if not self.consumers:
             return
         # every event published since the indexer joined, taken; one that lags (it dropped
         # some without counting them) is waited for briefly from then on
