@@ -25,7 +25,8 @@ Names here keep their meaning across releases; anything else under
   :data:`CAPABILITIES`.
 - **Consumers** (a router judged on a pool's KV events, ``--consumer module:factory``):
   protocol 2, :class:`Router` asked with a :class:`Prompt`, started with a :class:`Wire`,
-  with the optional hooks of :data:`ROUTER_HOOKS`; the events it is fed
+  with the optional hooks of :data:`ROUTER_HOOKS`, and :class:`WireFeed` with
+  :func:`wire_hash` for one that reads the wire itself; the events it is fed
   (:class:`BlockStored`, :class:`BlockRemoved`, :class:`AllBlocksCleared`) and
   :class:`ConsumerError`.
 - **Engines**: :class:`EngineEntry` (registered under the ``kvpool.engines`` entry-point
@@ -54,6 +55,7 @@ from kvpool.spec.manager.properties import expected_key
 from . import hooks
 from .consumers.protocol import ConsumerError
 from .consumers.router import Prompt, Router, Wire
+from .consumers.wire_feed import WireFeed, wire_hash
 from .engine.refusal import RefusedByReturn, refusal
 from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
 from .engine_machine.driver import (
@@ -141,8 +143,10 @@ __all__ = [
     "TargetLoadError",
     "TargetUsageError",
     "Wire",
+    "WireFeed",
     "expected_key",
     "load_isolated",
     "refusal",
     "request_block_hashes",
+    "wire_hash",
 ]

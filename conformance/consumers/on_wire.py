@@ -38,6 +38,8 @@ from .router import Prompt, Router, Wire, hook, resets
 
 #: How long the suite waits for the router to apply (or refuse) a batch.
 PATIENCE = 3.0
+#: How long a router that reports no watermark is given to join the stream.
+JOIN_SECONDS = 0.5
 #: The token a prompt carries past its whole blocks.
 PAST_LAST = 1
 _sessions: dict[tuple[str, int], _Session] = {}
@@ -74,6 +76,25 @@ class _Session:
     def _start(self) -> None:
         self.router = self.make()
         hook(self.router, "start", lambda wire: None)(self.wire)
+        self._joined()
+
+    def _joined(self) -> None:
+        """Wait until the router's subscription is live: a SUB socket misses what is
+        published before it has joined (ZMQ's slow joiner), so an ``AllBlocksCleared``
+        is published until the router's watermark shows one applied."""
+        applied = getattr(self.router, "applied", None)
+        if applied is None:
+            time.sleep(JOIN_SECONDS)
+            return
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            self._send([AllBlocksCleared()])
+            waited = time.monotonic() + 0.1
+            while time.monotonic() < waited:
+                if applied().get(0, -1) >= self.published - 1:
+                    return
+                time.sleep(0.005)
+        raise ConsumerError(f"the router applied no batch within {PATIENCE:g} s of its start")
 
     def reset(self) -> None:
         """A new test case: the router emptied through the stream (or started anew)."""
@@ -86,6 +107,11 @@ class _Session:
 
     def publish(self, events: Sequence[Event]) -> None:
         """One batch of the release's classes, then the router's watermark waited on."""
+        self._send(events)
+        self._wait(self.published - 1)
+
+    def _send(self, events: Sequence[Event]) -> None:
+        """One batch of the release's classes, published."""
         m = self.release.kv_events
         out = []
         for event in events:
@@ -120,7 +146,6 @@ class _Session:
                 out.append(m.AllBlocksCleared())
         self.publisher.publish(m.KVEventBatch(ts=time.time(), events=out))
         self.published += 1
-        self._wait(self.published - 1)
 
     def _wait(self, seq: int) -> None:
         applied = getattr(self.router, "applied", None)

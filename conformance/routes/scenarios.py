@@ -72,6 +72,8 @@ SCENARIOS: dict[str, str] = {
 INDEXER = "dynamo-indexer"
 #: How many prompt prefixes are asked about at each check (the most recent, per rank).
 ASKED = 32
+#: How long a router that reads the wire is given to join it before the first batch.
+JOIN_SECONDS = 0.5
 #: The token a router's prompt carries past its whole blocks.
 PAST_LAST = 1
 #: The ranks of the data-parallel scenario.
@@ -343,6 +345,10 @@ class _Live:
         for name in self.setting.consumers:
             router: Router = DynamoIndexer() if name == INDEXER else make_router(name)
             hook(router, "start", lambda wire: None)(self.wire())
+            if feeds(router) == "wire" and not isinstance(router, DynamoIndexer):
+                # its subscription reaches the publisher (ZMQ's slow joiner); the indexer
+                # waits for its listeners itself
+                time.sleep(JOIN_SECONDS)
             self.consumers[name] = router
             if isinstance(router, DynamoIndexer):
                 self.indexer = router.process  # its /metrics: what it counted

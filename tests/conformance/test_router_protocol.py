@@ -17,10 +17,12 @@ from test_router_consumers import router_run  # pytest puts this folder on sys.p
 
 HERE = Path(__file__).parent
 PLUGIN = "docs_written_router:make_router"
+WIRE_PLUGIN = "docs_written_wire_router:WireCopiesRouter"
 
 
-def test_the_plugin_is_small_and_imports_only_the_api() -> None:
-    source = (HERE / "docs_written_router.py").read_text(encoding="utf-8")
+@pytest.mark.parametrize("file", ["docs_written_router.py", "docs_written_wire_router.py"])
+def test_the_plugin_is_small_and_imports_only_the_api(file: str) -> None:
+    source = (HERE / file).read_text(encoding="utf-8")
     assert len(source.splitlines()) <= 40
     imported = set()
     for node in ast.walk(ast.parse(source)):
@@ -44,6 +46,20 @@ def test_the_plugin_passes_route_check_in_process() -> None:
 
 def test_the_plugin_passes_the_events_level() -> None:
     assert router_run(PLUGIN, seed=1, max_examples=30) == []
+
+
+@pytest.mark.parametrize("scenario", ["clean", "twins"])
+def test_the_wire_plugin_passes_route_check_on_the_wire(scenario: str) -> None:
+    parse_consumer(WIRE_PLUGIN)
+    result = run_scenario(scenario, Setting("impl", "0.33.0", (WIRE_PLUGIN,), requests=8))
+    assert result.fed == {WIRE_PLUGIN: "wire"}
+    tally = result.tallies[WIRE_PLUGIN]
+    assert tally.checks > 0 and tally.held > 0
+    assert tally.found == tally.held == tally.claimed
+
+
+def test_the_wire_plugin_passes_the_events_level() -> None:
+    assert router_run(WIRE_PLUGIN, seed=1, max_examples=10) == []
 
 
 def test_a_planted_fault_in_the_plugin_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +120,9 @@ def test_a_misspelt_hook_or_a_bad_feed_is_refused(monkeypatch: pytest.MonkeyPatc
         parse_consumer("docs_written_router:make_no_feed")
 
 
-def test_the_extension_api_page_shows_the_plugin_as_kept() -> None:
+def test_the_extension_api_page_shows_the_plugins_as_kept() -> None:
     page = (HERE.parents[1] / "docs" / "tutorial" / "extension-api.md").read_text("utf-8")
-    body = (HERE / "docs_written_router.py").read_text("utf-8").split("\n", 3)[3].lstrip("\n")
-    assert f"```python\n{body}```" in page
+    for file in ("docs_written_router.py", "docs_written_wire_router.py"):
+        source = (HERE / file).read_text("utf-8")
+        body = source.split('"""', 2)[2].lstrip("\n")
+        assert f"```python\n{body}```" in page, file
