@@ -23,6 +23,12 @@ Names here keep their meaning across releases; anything else under
   (:class:`Batch`) of scheduled requests (:class:`ScheduledRequest`) and takes the
   model's results (:class:`Sampled`); what else it offers is declared from
   :data:`CAPABILITIES`.
+- **Consumers** (a router judged on a pool's KV events, ``--consumer module:factory``):
+  protocol 2, :class:`Router` asked with a :class:`Prompt`, started with a :class:`Wire`,
+  with the optional hooks of :data:`ROUTER_HOOKS`, and :class:`WireFeed` with
+  :func:`wire_hash` for one that reads the wire itself; the events it is fed
+  (:class:`BlockStored`, :class:`BlockRemoved`, :class:`AllBlocksCleared`) and
+  :class:`ConsumerError`.
 - **Engines**: :class:`EngineEntry` (registered under the ``kvpool.engines`` entry-point
   group), :class:`TargetDescription`, :class:`Form`, :class:`ProfileChoice` and the two
   errors.
@@ -33,6 +39,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from kvpool.spec import Action, Observation, PoolConfig, Profile
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.manager import (
     FULL_ATTENTION,
@@ -46,6 +53,9 @@ from kvpool.spec.manager import (
 from kvpool.spec.manager.properties import expected_key
 
 from . import hooks
+from .consumers.protocol import ConsumerError
+from .consumers.router import Prompt, Router, Wire
+from .consumers.wire_feed import WireFeed, wire_hash
 from .engine.refusal import RefusedByReturn, refusal
 from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
 from .engine_machine.driver import (
@@ -79,6 +89,10 @@ MANAGER_FACTORY_HOOKS = MappingProxyType(
     {hook.name: hook.meaning for hook in hooks.MANAGER_FACTORY}
 )
 
+#: What a consumer (protocol 2 router) may declare beyond ``name``, ``protocol`` and
+#: ``credited``.
+ROUTER_HOOKS = MappingProxyType({hook.name: hook.meaning for hook in hooks.ROUTER})
+
 __all__ = [
     "CAPABILITIES",
     "EVICT_FIRST",
@@ -89,9 +103,14 @@ __all__ = [
     "OBSERVABLES",
     "POOL_FACTORY_HOOKS",
     "POOL_HOOKS",
+    "ROUTER_HOOKS",
     "Action",
     "Admit",
+    "AllBlocksCleared",
     "Batch",
+    "BlockRemoved",
+    "BlockStored",
+    "ConsumerError",
     "EngineDriver",
     "EngineDriverFactory",
     "EngineEntry",
@@ -107,11 +126,13 @@ __all__ = [
     "PoolView",
     "Profile",
     "ProfileChoice",
+    "Prompt",
     "RefusedByReturn",
     "ReleaseSupport",
     "RequestAction",
     "RequestSetup",
     "ResetCache",
+    "Router",
     "Sampled",
     "Scheduled",
     "ScheduledRequest",
@@ -121,8 +142,11 @@ __all__ = [
     "TargetFactory",
     "TargetLoadError",
     "TargetUsageError",
+    "Wire",
+    "WireFeed",
     "expected_key",
     "load_isolated",
     "refusal",
     "request_block_hashes",
+    "wire_hash",
 ]

@@ -118,9 +118,7 @@ MANAGER_TARGET = (
 )
 
 MANAGER_FACTORY = (
-    Hook(
-        "name", "name: str: how tables and traces name the manager", value_types=(str,)
-    ),
+    Hook("name", "name: str: how tables and traces name the manager", value_types=(str,)),
     Hook(
         "checked_by_properties",
         "checked_by_properties: bool: judge the manager by the request-level properties "
@@ -139,6 +137,59 @@ MANAGER_FACTORY = (
         "fit_setup(setup) -> RequestSetup: the same for a manager checked step by step (the "
         "spec's manager is then built for the fitted setup too)",
         called_with=("setup",),
+    ),
+)
+
+
+#: What a consumer (protocol 2 router, :mod:`.consumers.router`) may declare beyond its
+#: ``name``, ``protocol`` and ``credited(prompt)``.
+ROUTER = (
+    Hook(
+        "feeds",
+        "feeds: str: 'process' (the suite calls apply) or 'wire' (it subscribes to the "
+        "publisher and replay endpoints start is given)",
+        value_types=(str,),
+    ),
+    Hook(
+        "resets",
+        "resets: str: how it is emptied between test cases: 'clear' (an AllBlocksCleared on "
+        "the stream) or 'new-worker' (closed and started on a new worker)",
+        value_types=(str,),
+    ),
+    Hook(
+        "ranks",
+        "ranks: str: 'per-rank' (a view per data-parallel rank) or 'one-worker' (ranks are "
+        "endpoints of one worker, compared with the best rank)",
+        value_types=(str,),
+    ),
+    Hook(
+        "groups",
+        "groups: tuple[int, ...]: the groups its lookups name (a token-only router asks one "
+        "group); prefixes of other groups are not asked",
+        value_types=(tuple, frozenset),
+    ),
+    Hook(
+        "start",
+        "start(wire) -> None: called once before the stream, with the Wire (publisher and "
+        "replay endpoints per rank, block size, model)",
+        called_with=("wire",),
+    ),
+    Hook(
+        "apply",
+        "apply(events, rank) -> None: the next events of rank's stream, in order (fed in "
+        "process only)",
+        called_with=("events", "rank"),
+    ),
+    Hook(
+        "applied",
+        "applied() -> Mapping[int, int]: per rank, the sequence number of the last batch "
+        "it applied (the watermark the suite waits on before it asks)",
+        called_with=(),
+    ),
+    Hook(
+        "close",
+        "close() -> None: called once after the stream; stops what it started",
+        called_with=(),
     ),
 )
 
@@ -246,3 +297,9 @@ def manager_factory_problems(factory: Any) -> list[str]:
         return hook_problems(factory, hooks, _members(ManagerTarget), what)
     what = f"the manager factory {getattr(factory, '__name__', type(factory).__name__)}"
     return hook_problems(factory, MANAGER_FACTORY, frozenset(), what)
+
+
+def router_problems(router: object) -> list[str]:
+    """``router`` (a built protocol 2 consumer) against the router's hooks."""
+    members = frozenset({"name", "protocol", "credited"})
+    return hook_problems(router, ROUTER, members, f"the router {type(router).__name__}")

@@ -71,7 +71,7 @@ EXPECT_FILE = "expect.toml"
 CONSUMERS = ("count", "set")
 #: Routers run at the events level (pool and requests machines) on these targets; their
 #: findings go to the page's consumers section, not to the table of pool runs.
-ROUTERS = ("dynamo",)
+ROUTERS = ("dynamo", "vllm-router")
 ROUTER_TARGETS = ("vllm==0.33.0",)
 #: What the events level of a target that publishes no events says (exit status 2).
 NO_EVENTS = "no events"
@@ -176,6 +176,8 @@ def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None
             print(f"{folder.name}: events run also met: {trace.meta.message[:100]}")
             continue
         kind = re.sub(r"[^a-z0-9]+", "-", signature(trace.meta.message).lower()).strip("-")
+        if EMPTY_STORE in trace.meta.message:
+            kind += "-empty-store"  # another cause than the copies' router-recall
         name = f"{run_of(trace)}-{kind}.itf.json"
         shutil.copy(path, folder / name)
         print(f"{folder.name}/{name}")
@@ -611,6 +613,24 @@ ROUTER_CONTRACTS = {
     "[ai-dynamo/dynamo PR #10666](https://github.com/ai-dynamo/dynamo/pull/10666)); its "
     "radix tree keeps one node per hash under its parent",
 }
+ROUTER_CONTRACTS["vllm-router"] = (
+    "logical presence too: a store of a hash it holds is idempotent per worker and the "
+    "first removal drops it (vllm-router 0.1.17, `src/kv_index/indexer.rs`: `store`, "
+    "`remove`, and its test `store_is_idempotent_per_owner_tier_block`)"
+)
+#: A finding whose step published a store with no hashes.
+EMPTY_STORE = "BlockStored([] "
+#: The empty store: what vLLM emits and what vllm-router states it takes.
+EMPTY_STORE_NOTE = (
+    "The router's side of a contract mismatch. vLLM 0.33.0's `cache_full_blocks` publishes "
+    "a `BlockStored` whenever events are on, its `block_hashes` empty when every new full "
+    "block is null or masked out (`vllm/v1/core/block_pool.py`: the hashes of null and "
+    "masked blocks are skipped, the event is not); vllm-router 0.1.17 decodes a batch whole "
+    'and refuses one with an empty `block_hashes` (`src/kv_index/decode.rs`: "KV event '
+    'hashes must be a nonempty array"); it takes the refused batch for a hole in the '
+    "sequence and discards every block it held of that worker (`src/kv_index/subscriber.rs`,"
+    " `invalidate_source`), the valid stores of the same batch with them."
+)
 #: What the stream follows, and where that is written.
 STREAM_CONTRACT = (
     "count residency: one `BlockStored` per physical copy, one `BlockRemoved` per copy "
@@ -644,7 +664,9 @@ def consumers_section(
             if router not in ROUTERS:
                 continue
             run = f"{trace.meta.machine}/{trace.meta.level} ({router} consumer)"
-            if "property 'router-" in trace.meta.message:
+            if EMPTY_STORE in trace.meta.message:
+                note = EMPTY_STORE_NOTE
+            elif "property 'router-" in trace.meta.message:
                 note = (
                     f"The router's side of a contract mismatch. The stream follows "
                     f"{STREAM_CONTRACT}; {router} expects {ROUTER_CONTRACTS[router]}. The "

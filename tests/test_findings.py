@@ -28,6 +28,17 @@ EXTRAS = {
 }
 
 
+def _has_vllm_router() -> bool:
+    from kvpool.conformance.consumers.protocol import ConsumerError
+    from kvpool.conformance.consumers.vllm_router import find_binary
+
+    try:
+        find_binary()
+    except ConsumerError:
+        return False
+    return True
+
+
 def collect() -> ModuleType:
     spec = importlib.util.spec_from_file_location("collect", ROOT / "findings" / "collect.py")
     assert spec is not None and spec.loader is not None
@@ -44,6 +55,8 @@ def test_the_finding_still_reproduces(path: Path) -> None:
     trace = read_trace(path)
     if trace.meta.consumer == "dynamo" and importlib.util.find_spec("dynamo") is None:
         pytest.skip("a Dynamo router finding needs pip install -e '.[dynamo]'")
+    if trace.meta.consumer == "vllm-router" and not _has_vllm_router():
+        pytest.skip("a vllm-router finding needs pip install -e '.[vllm-router]'")
     # a file's pool and manager are loaded when we say so
     verdict = replay_trace(trace, trace.meta.target, trace.meta.manager)
     assert not verdict.conforms, f"{path.name} no longer diverges: {verdict.describe()}"
@@ -63,7 +76,7 @@ def test_the_engine_finding_still_reproduces(path: Path) -> None:
 
     needs = EXTRAS.get(path.parent.name.split("-")[0])
     if needs is not None and importlib.util.find_spec(needs[0]) is None:
-        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install 'kvpool-spec[{needs[1]}]'")
+        pytest.skip(f"{path.parent.name} needs {needs[0]}: pip install -e '.[{needs[1]}]'")
     trace = read_engine_trace(path)
     factory, _ = load_driver(describe_target(trace.target))  # the registry's entry only
     found, ran = replay_engine(factory, trace.setup, list(trace.actions), False, trace.consumer)

@@ -139,7 +139,11 @@ class StreamJudge:
         asked, unplaceable = self.book.prefixes()
         self.unplaceable += unplaceable
         found: list[tuple[int, EventViolation]] = []
+        # a router whose lookups name one group (token-only) is asked about those only
+        groups = getattr(self.consumer, "groups", None)
         for group, hashes in asked:
+            if groups is not None and group not in groups:
+                continue
             truth = served(hashes, group)
             claimed = self.consumer.held_blocks(hashes, group)
             self.checked.update(ROUTER_PROPERTIES)

@@ -44,9 +44,10 @@ CONSUMERS = (*BUILT_IN, INDEXER)
     default=INDEXER,
     show_default=True,
     help="Comma-separated consumers measured on the same stream: dynamo-indexer (Dynamo's "
-    "standalone indexer as a process, reading vLLM's wire itself), dynamo (its RadixTree in "
-    "process, events translated), count, set (the spec's models), or a plugin "
-    "module:factory.",
+    "standalone indexer as a process, reading vLLM's wire itself), vllm-router (vllm-router "
+    "as a process with fake workers, reading the wire and its replay socket), dynamo (its "
+    "RadixTree in process, events translated), count, set (the spec's models), or a plugin "
+    "module:factory (consumer protocol 2, or 1).",
 )
 @click.option("--target", "-t", default="vllm==0.33.0", show_default=True,
               help="The pool whose events are published: 'impl', 'vllm==X.Y.Z', ...")  # fmt: skip

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ..consumers.protocol import ConsumerError
+from ..consumers.router import PROTOCOL, Prompt, Wire
 
 MODEL = "default"
 WORKER = 1
@@ -168,6 +169,7 @@ class IndexerProcess:
         return tokens // self.block_size
 
     def stop(self) -> None:
+        """Stop the process (by its pid); a second call does nothing."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -176,3 +178,31 @@ class IndexerProcess:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+
+
+class DynamoIndexer:
+    """Dynamo's indexer process as a protocol 2 router (``--consumer dynamo-indexer``): it
+    reads each rank's publisher itself and is asked with the prompt's tokens, rank by rank.
+    It reports events counted (its ``/metrics``), not the last batch applied: route-check
+    waits on :meth:`IndexerProcess.wait_applied` with the events it published."""
+
+    name = "dynamo-indexer"
+    protocol = PROTOCOL
+    feeds = "wire"
+    resets = "new-worker"
+    ranks = "per-rank"
+
+    def __init__(self) -> None:
+        self.process: IndexerProcess | None = None
+
+    def start(self, wire: Wire) -> None:
+        self.process = IndexerProcess(wire.publishers, wire.block_size)
+
+    def credited(self, prompt: Prompt) -> dict[int, int]:
+        if self.process is None:
+            raise ConsumerError("Dynamo's indexer was asked before it started")
+        return {r: self.process.held_blocks(prompt.tokens, r) for r in range(self.process.ranks)}
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stop()

@@ -1,8 +1,9 @@
 """A route-check run as data, and the contract page's table rendered from recordings.
 
-A recording is one JSON document (``kvpool_route_check: 2``): the command and the commit
+A recording is one JSON document (``kvpool_route_check: 3``): the command and the commit
 it ran at, the target and publisher, the Dynamo release, the setting, and per scenario
-what was published, what the indexer counted, and per consumer its checks, held, found and
+what was published, what the indexer counted, how each consumer was fed (in process
+or on the wire), and per consumer its checks, held, found and
 claimed blocks and its curve: ``[batch, recall, precision]`` at each check (and, in the
 data-parallel scenario, the same per rank). :func:`read_recording` checks every field it
 uses (a malformed file is a :class:`RecordingError` naming the field, never a traceback);
@@ -23,16 +24,22 @@ from ..bounds import MAX_ROUTE_RECORDING_BYTES, BoundsError, load_json
 from .scenarios import SCENARIOS, ScenarioResult, Setting
 from .tally import Point, Tally
 
-VERSION = 2
+VERSION = 3
+#: The version before consumers said how they were fed (read as it was: only Dynamo's
+#: indexer read the wire).
+OLDER = 2
 #: The consumers' columns, in this order when present.
-COLUMNS = ("count", "set", "dynamo", "dynamo-indexer")
+COLUMNS = ("count", "set", "dynamo", "dynamo-indexer", "vllm-router")
 #: How each consumer is named in the table's header.
 HEADERS = {
     "count": "count model",
     "set": "set model",
-    "dynamo": "Dynamo in process",
+    "dynamo": "Dynamo's RadixTree",
     "dynamo-indexer": "Dynamo indexer",
+    "vllm-router": "vllm-router",
 }
+#: How a consumer was fed, as the table's header says it.
+FED = {"process": "in process", "wire": "on the wire"}
 
 
 #: What the restart scenario records of the indexer and the new publisher, in table order.
@@ -87,6 +94,8 @@ class Recording:
     restart: dict[str, int] = field(default_factory=dict)
     #: scenario -> (events published by type, what the indexer counted by kind/status)
     counts: dict[str, tuple[dict[str, int], dict[str, int]]] = field(default_factory=dict)
+    #: consumer -> how it was fed (:data:`FED`)
+    fed: dict[str, str] = field(default_factory=dict)
 
     @property
     def figures(self) -> dict[str, dict[str, Figures]]:
@@ -132,6 +141,7 @@ def to_json(
             "published": dict(sorted(r.published.items())),
             "indexer": dict(sorted(r.indexer.items())),
             "consumers": consumers,
+            "fed": dict(sorted(r.fed.items())),
             **({"restart": r.restart} if r.restart else {}),
         })  # fmt: skip
     return {
@@ -207,11 +217,13 @@ def read_recording(path: Path) -> Recording:
     except (UnreadableFile, BoundsError) as exc:
         raise RecordingError(f"{path}: not a readable JSON recording: {exc}") from None
     name = str(path)
-    if _field(document, "kvpool_route_check", int, name) != VERSION:
+    version = _field(document, "kvpool_route_check", int, name)
+    if version not in (OLDER, VERSION):
         raise RecordingError(f"{name}: a recording of another version")
     curves: dict[str, dict[str, Curve]] = {}
     restart: dict[str, int] = {}
     counts: dict[str, tuple[dict[str, int], dict[str, int]]] = {}
+    fed: dict[str, str] = {}
     for i, scenario in enumerate(_field(document, "scenarios", list, name)):
         where = f"{name}: scenario {i}"
         scenario_name = _field(scenario, "name", str, where)
@@ -225,10 +237,17 @@ def read_recording(path: Path) -> Recording:
             after = _field(scenario, "restart", dict, where)
             restart = {k: _field(after, k, int, f"{where}, restart") for k in RESTART_FIELDS}
         consumers = _field(scenario, "consumers", dict, where)
+        ways = _field(scenario, "fed", dict, where) if version == VERSION else {}
+        for consumer, way in ways.items():
+            if way not in FED:
+                raise RecordingError(f"{where}, fed: {consumer} fed {way!r}, not one of {FED}")
+            fed[str(consumer)] = way
         curves[scenario_name] = {
             consumer: _curve(c, f"{where}, {consumer}", ranks=True)
             for consumer, c in consumers.items()
         }
+        if version == OLDER:  # before protocol 2 only Dynamo's indexer read the wire
+            fed.update((c, "wire" if c == "dynamo-indexer" else "process") for c in consumers)
     return Recording(
         _stream(document, name),
         _field(document, "command", str, name),
@@ -236,6 +255,7 @@ def read_recording(path: Path) -> Recording:
         curves,
         restart,
         counts,
+        fed,
     )
 
 
@@ -244,9 +264,11 @@ def _stream(document: Any, name: str) -> str:
     that is another one."""
     target = str(_field(document, "target", str, name))
     publisher = str(_field(document, "publisher", str, name))
-    if publisher == target or target == f"vllm=={publisher}":
-        return target
-    return f"{target} through vLLM {publisher}'s publisher"
+    seed = _field(_field(document, "setting", dict, name), "seed", int, f"{name}: setting")
+    stream = target
+    if publisher != target and target != f"vllm=={publisher}":
+        stream = f"{target} through vLLM {publisher}'s publisher"
+    return f"{stream}, seed {seed}" if seed else stream
 
 
 def _cell(f: Figures | None) -> str:
@@ -260,6 +282,12 @@ def _columns(recordings: Sequence[Recording]) -> list[str]:
     return [c for c in COLUMNS if c in present] + sorted(present - set(COLUMNS))
 
 
+def _header(consumer: str, recordings: Sequence[Recording]) -> str:
+    """A consumer's column header: its name and how it was fed."""
+    ways = sorted({FED[r.fed[consumer]] for r in recordings if consumer in r.fed})
+    return f"{HEADERS.get(consumer, consumer)} ({' / '.join(ways)})" if ways else consumer
+
+
 def _sources(recordings: Sequence[Recording]) -> str:
     sources = "; ".join(f"`{r.command}` at {r.commit[:12]}" for r in recordings)
     return f"Generated from the committed recordings of: {sources}."
@@ -270,7 +298,7 @@ def contract_table(recordings: Sequence[Recording]) -> str:
     share of held prefix blocks the consumer lost and the share of its claims in excess."""
     columns = _columns(recordings)
     lines = [
-        "| stream | scenario | " + " | ".join(HEADERS.get(c, c) for c in columns) + " |",
+        "| stream | scenario | " + " | ".join(_header(c, recordings) for c in columns) + " |",
         "|---|---|" + "---|" * len(columns),
     ]
     for recording in recordings:

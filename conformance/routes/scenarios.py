@@ -35,8 +35,9 @@ from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction, Res
 from kvpool.spec.manager.actions import Admit
 from kvpool.spec.manager.state import block_hashes
 
-from ..consumers.naming import make_consumer
-from ..consumers.protocol import Consumer, ConsumerError
+from ..consumers.naming import make_router
+from ..consumers.protocol import ConsumerError
+from ..consumers.router import Prompt, Router, Wire, feeds, hook, ranks
 from ..engine.lockstep import RunRecord
 from ..manager.pool_run import PoolRequestRun
 from ..manager.target import RequestSetup
@@ -51,7 +52,7 @@ from ..stream.publisher import (
 from ..stream.twins import Twins
 from ..targets.loading import choose_profile, load_target
 from ..targets.vllm.isolation import Release
-from .indexer import IndexerProcess, free_ports
+from .indexer import DynamoIndexer, IndexerProcess, free_ports
 from .isolation import inside
 from .sglang_stream import SGLANG_CONSUMERS, SglangEngine, is_sglang
 from .tally import Check, Tally
@@ -71,6 +72,10 @@ SCENARIOS: dict[str, str] = {
 INDEXER = "dynamo-indexer"
 #: How many prompt prefixes are asked about at each check (the most recent, per rank).
 ASKED = 32
+#: How long a router that reads the wire is given to join it before the first batch.
+JOIN_SECONDS = 0.5
+#: The token a router's prompt carries past its whole blocks.
+PAST_LAST = 1
 #: The ranks of the data-parallel scenario.
 DP_RANKS = 2
 #: How long a restarted engine's publisher waits for its port to be let go.
@@ -101,6 +106,8 @@ class ScenarioResult:
     #: The restart scenario: what the indexer counted of the new publisher's batches
     #: (:meth:`_Live.restart_counts`).
     restart: dict[str, int] = field(default_factory=dict)
+    #: How each consumer was fed: ``"process"`` or ``"wire"``.
+    fed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,14 +154,16 @@ class _Engine:
                     "only inside route-check's loopback-only network namespace"
                 )
             bind = ALL_INTERFACES
+        # the release's publisher adds its rank to both ports itself
         endpoint = f"tcp://*:{live.port}"
+        replay = f"tcp://*:{live.replay_port}"
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while
         deadline = time.monotonic() + REBIND_SECONDS
         while True:
             try:
                 self.publisher = start_publisher(
-                    live.release, endpoint, None, "", rank=rank, bind=bind
+                    live.release, endpoint, replay, "", rank=rank, bind=bind
                 )
                 break
             except PublisherError as exc:
@@ -266,13 +275,14 @@ class _Live:
             self.release = load_publisher(setting.release)
         self.ranks = ranks
         self.port = free_ports(ranks)
+        self.replay_port = free_ports(ranks)
         self.published: Counter[str] = Counter()
         self.indexer: IndexerProcess | None = None
         self.indexer_events = 0
         #: Seconds to wait for the indexer to take every event before asking it.
         self.patience = 3.0
-        #: consumer -> one view per rank
-        self.consumers: dict[str, list[Consumer]] = {}
+        #: consumer -> its router (protocol 2), once it has joined
+        self.consumers: dict[str, Router] = {}
         self.tallies = {name: Tally() for name in setting.consumers}
         self.rank_tallies = {
             name: [Tally() for _ in range(ranks)] for name in setting.consumers
@@ -333,11 +343,52 @@ class _Live:
     def join(self) -> None:
         """The consumers start now: the in-process ones empty, the indexer subscribed."""
         for name in self.setting.consumers:
-            if name == INDEXER:
-                endpoints = [f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)]
-                self.indexer = IndexerProcess(endpoints, self.setting.block_size)
-            else:
-                self.consumers[name] = [make_consumer(name) for _ in range(self.ranks)]
+            router: Router = DynamoIndexer() if name == INDEXER else make_router(name)
+            hook(router, "start", lambda wire: None)(self.wire())
+            if feeds(router) == "wire" and not isinstance(router, DynamoIndexer):
+                # its subscription reaches the publisher (ZMQ's slow joiner); the indexer
+                # waits for its listeners itself
+                time.sleep(JOIN_SECONDS)
+            self.consumers[name] = router
+            if isinstance(router, DynamoIndexer):
+                self.indexer = router.process  # its /metrics: what it counted
+            if ranks(router) == "one-worker":
+                self.rank_tallies.pop(name, None)
+
+    def wire(self) -> Wire:
+        """Where the stream is published: each rank's publisher and replay endpoint."""
+        return Wire(
+            tuple(f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)),
+            tuple(f"tcp://127.0.0.1:{self.replay_port + r}" for r in range(self.ranks)),
+            self.setting.block_size,
+        )
+
+    def fed(self, name: str) -> str:
+        """How consumer ``name`` was fed: in process, or off the wire."""
+        router = self.consumers.get(name)
+        return feeds(router) if router is not None else "process"
+
+    def wait_watermarks(self) -> None:
+        """Each router that reports its watermark, waited on until it has applied every
+        rank's last batch (one that lags is waited for briefly from then on)."""
+        for router in self.consumers.values():
+            applied = getattr(router, "applied", None)
+            if applied is None:
+                continue
+            wanted = {}
+            for rank in range(self.ranks):
+                engine = self.engines[rank]
+                if engine is not None and engine.batch_events:
+                    wanted[rank] = len(engine.batch_events) - 1
+            deadline = time.monotonic() + self.patience
+            while True:
+                now = applied()
+                if all(now.get(r, -1) >= seq for r, seq in wanted.items()):
+                    break
+                if time.monotonic() > deadline:
+                    self.patience = 0.2
+                    break
+                time.sleep(0.01)
 
     def apply(self, action: RequestAction) -> ManagerResult:
         engine = self.engine(self.serving)
@@ -348,8 +399,9 @@ class _Live:
             )
             if self.indexer is not None:
                 self.indexer_events += len(events)
-            for views in self.consumers.values():
-                views[engine.rank].apply(events)
+            for router in self.consumers.values():
+                if feeds(router) == "process":
+                    router.apply(events, engine.rank)  # type: ignore[attr-defined]
             self.batches += 1
             if self.batches % self.setting.every == 0:
                 self.check()
@@ -357,14 +409,23 @@ class _Live:
 
     def started(self, name: str) -> bool:
         """Whether consumer ``name`` has joined (not yet, before a late join)."""
-        return self.indexer is not None if name == INDEXER else name in self.consumers
+        return name in self.consumers
 
     def claimed(self, name: str, rank: int, tokens: tuple[int, ...], hashes: Any) -> int:
         """The leading blocks of a prefix consumer ``name`` believes rank ``rank`` holds."""
-        if name == INDEXER:
-            assert self.indexer is not None
-            return self.indexer.held_blocks(tokens, rank)
-        return int(self.consumers[name][rank].held_blocks(hashes, 0))
+        # one token past the whole blocks: a router that, as vLLM, never serves a
+        # prompt's last token from cache still credits every whole block
+        answer = self.consumers[name].credited(Prompt((*tokens, PAST_LAST), hashes))
+        return int(answer.get(rank, 0))
+
+    def check_worker(self, name: str) -> Check:
+        """A router that takes the ranks for endpoints of one worker, asked once per
+        prefix: the truth is the best rank's."""
+        now = Check()
+        for tokens, hashes in self.asked():
+            truth = max(self.engine(r).truth(tokens, hashes) for r in range(self.ranks))
+            now.add(truth, self.claimed(name, 0, tokens, hashes))
+        return now
 
     def check_rank(self, name: str, rank: int) -> Check:
         """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
@@ -384,7 +445,7 @@ class _Live:
         return list(asked.items())
 
     def check(self) -> None:
-        if not self.consumers and self.indexer is None:
+        if not self.consumers:
             return
         # every event published since the indexer joined, taken; one that lags (it dropped
         # some without counting them) is waited for briefly from then on
@@ -392,8 +453,12 @@ class _Live:
             self.indexer_events, self.patience
         ):
             self.patience = 0.2
+        self.wait_watermarks()
         for name, tally in self.tallies.items():
             if not self.started(name):
+                continue
+            if name in self.consumers and ranks(self.consumers[name]) == "one-worker":
+                tally.record(self.check_worker(name), self.batches)
                 continue
             overall = Check()
             for rank in range(self.ranks):
@@ -421,6 +486,8 @@ class _Live:
                 counts.update((k, n) for k, n in self.indexer.warnings().items() if n)
             finally:
                 self.indexer.stop()
+        for router in self.consumers.values():
+            hook(router, "close", lambda: None)()
         for engine in self.engines:
             if engine is not None:
                 engine.shutdown()
@@ -466,6 +533,7 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
         round(time.monotonic() - started, 1),
         live.rank_tallies,
         live.restarted,
+        {name: live.fed(name) for name in setting.consumers},
     )
 
 

@@ -31,6 +31,7 @@ DOCUMENTED = {
     *api.POOL_FACTORY_HOOKS,
     *api.MANAGER_HOOKS,
     *api.MANAGER_FACTORY_HOOKS,
+    *api.ROUTER_HOOKS,
 }
 
 

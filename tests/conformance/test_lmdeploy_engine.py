@@ -14,7 +14,7 @@ which the engine never does. What the prefetch brings is pinned too: a sequence 
 ahead preempts loses the token its running batch samples (``drops_results``), and a
 prefill planned ahead is still written when its client aborts before it runs.
 
-Needs numpy (``pip install 'kvpool-spec[lmdeploy]'``): without it every test here is
+Needs numpy (``pip install -e '.[lmdeploy]'``): without it every test here is
 skipped, and says so.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("numpy", reason="LMDeploy needs numpy: pip install 'kvpool-spec[lmdeploy]'")
+pytest.importorskip("numpy", reason="LMDeploy needs numpy: pip install -e '.[lmdeploy]'")
 
 from kvpool.conformance.engine.runner import LevelResult
 from kvpool.conformance.engine.signature import signature

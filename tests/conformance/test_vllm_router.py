@@ -1,0 +1,62 @@
+"""vllm-router 0.1.17 as a consumer, run as deployed (a process on loopback, fake workers,
+the real wire): exact on a clean stream, its replay source heals a late join, a restart
+is seen; and its two defects, each in a minimal stream through vLLM 0.33.0's publisher:
+removing one of two copies of a hash drops the block, and one ``BlockStored`` with no
+hashes makes it forget the worker's earlier blocks and the rest of the batch."""
+
+from __future__ import annotations
+
+import pytest
+from kvpool.conformance.consumers.naming import make_consumer
+from kvpool.conformance.consumers.protocol import ConsumerError
+from kvpool.conformance.consumers.vllm_router import INSTALL, find_binary
+from kvpool.conformance.routes.scenarios import Setting, run_scenario
+from kvpool.spec.events import BlockRemoved, BlockStored
+
+try:
+    find_binary()
+    MISSING = ""
+except ConsumerError:
+    MISSING = f"the vllm-router consumer needs the router: {INSTALL}"
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
+
+H1, H2, H3 = (bytes([n]) * 8 for n in (1, 2, 3))
+
+
+def stored(*hashes: bytes, parent: bytes | None = None) -> BlockStored:
+    return BlockStored(tuple(hashes), parent, 0, 16, 16 * len(hashes))
+
+
+@pytest.mark.parametrize(("scenario", "lost", "extra"), [
+    ("clean", False, False), ("late-join", False, False), ("restart", False, False),
+])  # fmt: skip
+def test_route_check_on_the_wire(scenario: str, lost: bool, extra: bool) -> None:
+    setting = Setting("impl", "0.33.0", ("count", "vllm-router"), requests=8)
+    result = run_scenario(scenario, setting)
+    assert result.fed == {"count": "process", "vllm-router": "wire"}
+    t = result.tallies["vllm-router"]
+    assert t.checks > 0 and t.held > 0
+    assert (t.found < t.held) is lost and (t.found < t.claimed) is extra
+
+
+def test_removing_one_of_two_copies_drops_the_block() -> None:
+    """vLLM publishes a store and a removal per copy (count contract): one copy is left,
+    so the worker still serves the block; vllm-router keeps presence only."""
+    router = make_consumer("vllm-router")
+    router.apply([stored(H1), stored(H2, parent=H1)])
+    assert router.held_blocks([H1, H2], 0) == 2  # the router sees the stream
+    router.apply([stored(H1)])
+    router.apply([BlockRemoved(H1, 0)])
+    assert router.held_blocks([H1, H2], 0) == 0  # the defect: one copy is still held
+
+
+def test_an_empty_store_forgets_the_worker() -> None:
+    """vLLM 0.33.0's cache_full_blocks publishes a BlockStored with no hashes when every
+    new full block is null or masked; vllm-router refuses the whole batch and forgets the
+    worker's earlier blocks, and the valid store beside it."""
+    router = make_consumer("vllm-router")
+    router.apply([stored(H1)])
+    assert router.held_blocks([H1], 0) == 1
+    router.apply([BlockStored((), None, 0, 16, 0), stored(H3)])
+    assert router.held_blocks([H1], 0) == 0  # the earlier block, forgotten
+    assert router.held_blocks([H3], 0) == 0  # the valid store in the same batch, lost
