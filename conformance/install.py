@@ -23,6 +23,7 @@ EXTRAS = frozenset(
         "sglang-kernels",
         "test",
         "tokenspeed",
+        "vllm-router",
     }
 )
 
