@@ -310,6 +310,7 @@ def load_files_of(
         "torch": torch,
         "TorchMemorySaverAdapter": MemorySaver,
         "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
+        "Enum": enum.Enum,
         "IntEnum": enum.IntEnum,
         "auto": enum.auto,
         "total_ordering": functools.total_ordering,

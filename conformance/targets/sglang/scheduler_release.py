@@ -11,12 +11,25 @@ Besides the radix cache's modules, these run whole, unchanged:
   ``PrefillAdder`` and its budget);
 - ``srt/managers/scheduler.py`` (the ``Scheduler`` class: its methods run on an object the
   driver builds without ``Scheduler.__init__``, which starts a GPU model worker);
-- ``srt/environ.py`` (the ``SGLANG_*`` settings, read from the environment as SGLang reads
-  them), ``srt/multimodal/modality.py`` and ``srt/sampling/sampling_params.py``.
+- what ``Req`` is built from: ``srt/environ.py`` (the ``SGLANG_*`` settings, read from the
+  environment as SGLang reads them), ``srt/multimodal/modality.py``,
+  ``srt/sampling/sampling_params.py`` with ``srt/sampling/watermarking/`` (``config``,
+  ``detector``, ``core``: a request's parameters are normalised through them),
+  ``srt/dllm/mixin/req.py`` (``Req``'s base class), ``srt/observability/trace.py`` and
+  ``req_time_stats.py`` (the request's time stats, built in ``Req.__init__``).
 
 ``ForwardMode`` and ``CaptureHiddenMode`` are read out of
-``srt/model_executor/forward_batch_info.py`` (2,400 lines of GPU batch code) as the radix
-cache's loader reads ``ReqToTokenPool``.
+``srt/model_executor/forward_batch_info.py`` (2,400 lines of GPU batch code), and
+``DisaggregationMode`` out of ``srt/disaggregation/utils.py``, as the radix cache's loader
+reads ``ReqToTokenPool``.
+
+**How far it runs today.** ``Req`` (built, ``init_next_round_input`` against the release's
+``RadixCache``), ``SchedulePolicy`` and an empty ``ScheduleBatch`` run. ``calc_priority``,
+the ``PrefillAdder`` and the batch's ``prepare_for_*`` read SGLang's server settings
+through ``runtime_context`` (``get_disagg()``, ``get_context()``, ``get_exec()``, ...),
+whose values ``ServerArgs`` resolves from the declarations in ``srt/arg_groups/fields/``;
+those are placeholders still, so calling them is a loading error (the stand-in raises),
+never a finding.
 
 The stand-ins the scheduler's files need beyond the radix cache's: ``is_hip``, ``is_npu``,
 ``is_mps`` answer no; ``suppress_noisy_warnings`` (called at import) does nothing; two
@@ -30,6 +43,9 @@ finding.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +59,13 @@ from .release_0_5 import DATA, DEFINED, MODULES, VERSION_FILE, Widening, load_fi
 SCHEDULER_MODULES = (
     "srt/environ.py",
     "srt/multimodal/modality.py",
+    "srt/sampling/watermarking/config.py",
+    "srt/sampling/watermarking/detector.py",
+    "srt/sampling/watermarking/core.py",
     "srt/sampling/sampling_params.py",
+    "srt/dllm/mixin/req.py",
+    "srt/observability/trace.py",
+    "srt/observability/req_time_stats.py",
     "srt/managers/schedule_batch.py",
     "srt/managers/schedule_policy.py",
     "srt/managers/scheduler.py",
@@ -53,6 +75,7 @@ SCHEDULER_MODULES = (
 SCHEDULER_DEFINED = {
     **{rel: names for rel, names in DEFINED.items() if rel not in SCHEDULER_MODULES},
     "srt/model_executor/forward_batch_info.py": ("ForwardMode", "CaptureHiddenMode"),
+    "srt/disaggregation/utils.py": ("DisaggregationMode",),
 }
 #: The radix cache's stand-ins, widened (see the module docstring).
 WIDENING = Widening(
@@ -90,6 +113,19 @@ class SglangScheduler05:
     modules: dict[str, ModuleType]
     #: The definitions read out of files not loaded whole, by file.
     defined: dict[str, dict[str, object]]
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The loaded modules in ``sys.modules`` while SGLang's code runs (it imports more
+        of the package when called); what was there before is put back afterwards."""
+        saved = {name: sys.modules[name] for name in self.modules if name in sys.modules}
+        sys.modules.update(self.modules)
+        try:
+            yield
+        finally:
+            for name in self.modules:
+                del sys.modules[name]
+            sys.modules.update(saved)
 
 
 def load_scheduler_tree(root: Path, label: str) -> SglangScheduler05:
