@@ -302,6 +302,7 @@ def load_files_of(
     package = root / "sglang"
     wanted = [*modules_wanted, *defined_wanted, *DATA]
     require_files(root, (package / rel for rel in wanted), " of the 0.5 layout")
+    import numpy
     import torch
 
     # what the definitions' bodies name when they run (their annotations are strings)
@@ -310,6 +311,8 @@ def load_files_of(
         "torch": torch,
         "TorchMemorySaverAdapter": MemorySaver,
         "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
+        "np": numpy,
+        "is_pin_memory_available": _no,
         "Enum": enum.Enum,
         "IntEnum": enum.IntEnum,
         "auto": enum.auto,

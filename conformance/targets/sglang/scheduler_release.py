@@ -53,6 +53,7 @@ from types import ModuleType
 from ..releases.files import ReleaseFiles
 from .loader import cached_root, unchanged
 from .release_0_5 import DATA, DEFINED, MODULES, VERSION_FILE, Widening, load_files_of
+from .settings import FIELDS, Bag, SettingNotGiven, declared_settings
 
 #: The scheduler's modules, run whole beside the radix cache's (in this order: each may
 #: import the ones before it).
@@ -66,7 +67,12 @@ SCHEDULER_MODULES = (
     "srt/dllm/mixin/req.py",
     "srt/observability/trace.py",
     "srt/observability/req_time_stats.py",
+    "srt/mem_cache/prefill_budget.py",
+    "srt/beam_search/batch_tail.py",
+    "srt/beam_search/fork.py",
     "srt/managers/schedule_batch.py",
+    "srt/managers/prefill_delayer.py",
+    "srt/managers/scheduler_components/new_token_ratio_tracker.py",
     "srt/managers/schedule_policy.py",
     "srt/managers/scheduler.py",
 )
@@ -74,15 +80,58 @@ SCHEDULER_MODULES = (
 #: batch's forward modes.
 SCHEDULER_DEFINED = {
     **{rel: names for rel, names in DEFINED.items() if rel not in SCHEDULER_MODULES},
+    "srt/utils/common.py": (
+        *DEFINED["srt/utils/common.py"],
+        "flatten_arrays_to_pinned_cpu",
+        "async_h2d",
+    ),
     "srt/model_executor/forward_batch_info.py": ("ForwardMode", "CaptureHiddenMode"),
     "srt/disaggregation/utils.py": ("DisaggregationMode",),
 }
+class _NoPenalties:
+    """A batch's penalizers with none asked for (the suite's requests set no penalty)."""
+
+    is_required = False
+
+    def cumulate_output_tokens(self, *_: object) -> None:
+        return None
+
+
+class ModelSampling:
+    """Stand-in for ``SamplingBatchInfo``: the sampler's per-batch tensors (temperatures,
+    penalties, grammar masks), the model's side, which the suite plays. It decides nothing
+    of the cache; the batch builds, filters and merges it, and nothing else is read."""
+
+    penalizer_orchestrator = _NoPenalties()
+
+    @classmethod
+    def from_schedule_batch(cls, *_: object) -> ModelSampling:
+        return cls()
+
+    def filter_batch(self, *_: object) -> None:
+        return None
+
+    def merge_batch(self, *_: object) -> None:
+        return None
+
+
+class NoStats:
+    """Stand-in for ``PrefillStats``: a prefill batch's figures for the logs and metrics
+    (observability only; nothing reads them back)."""
+
+    @classmethod
+    def from_adder(cls, *_: object, **__: object) -> None:
+        return None
+
+
 #: The radix cache's stand-ins, widened (see the module docstring).
 WIDENING = Widening(
     given={
         "sglang.srt.environ": None,  # loaded whole
         "sglang.srt.utils": {
             "is_mps": lambda: False,
+            "is_gfx95_supported": lambda: False,
+
             "DynamicGradMode": lambda *_, **__: unchanged,
         },
         "sglang.srt.utils.common": {
@@ -90,6 +139,8 @@ WIDENING = Widening(
             "is_npu": lambda: False,
             "suppress_noisy_warnings": lambda: None,
         },
+        "sglang.srt.sampling.sampling_batch_info": {"SamplingBatchInfo": ModelSampling},
+        "sglang.srt.managers.scheduler_components.metrics_reporter": {"PrefillStats": NoStats},
         "sglang.srt.observability.scheduler_stage_metrics": {
             "scheduler_stage_method": lambda *_, **__: unchanged,
         },
@@ -97,6 +148,32 @@ WIDENING = Widening(
     absent=("psutil", "setproctitle"),
     distinct=True,
 )
+
+
+class Published:
+    """What ``runtime_context`` answers while SGLang's scheduler code runs: the settings
+    bags of the driver running it (:meth:`SglangScheduler05.active` installs them)."""
+
+    def __init__(self) -> None:
+        self.bags: dict[str, Bag] = {}
+
+    def bag(self, name: str) -> Bag:
+        if name not in self.bags:
+            raise SettingNotGiven(f"SGLang read its {name!r} settings outside a driver's run")
+        return self.bags[name]
+
+    def is_config_namespace_published(self, name: str) -> bool:
+        return name in self.bags
+
+    def getters(self) -> dict[str, object]:
+        """``runtime_context``'s getters, over these bags."""
+        names = ("device", "disagg", "exec", "lora", "memory", "mm", "model")
+        names += ("observability", "parallel", "schedule", "serving", "spec", "platform")
+        found: dict[str, object] = {
+            f"get_{name}": (lambda name=name: self.bag(name)) for name in names
+        }
+        found["get_context"] = lambda: self
+        return found
 
 
 @dataclass(frozen=True)
@@ -113,16 +190,27 @@ class SglangScheduler05:
     modules: dict[str, ModuleType]
     #: The definitions read out of files not loaded whole, by file.
     defined: dict[str, dict[str, object]]
+    #: What ``runtime_context``'s getters answer.
+    published: Published
+
+    def settings(self) -> dict[str, Bag]:
+        """The server settings at the release's declared defaults (fresh bags: a driver
+        gives its own over them)."""
+        return declared_settings(self.origin / "sglang")
 
     @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self, settings: dict[str, Bag] | None = None) -> Iterator[None]:
         """The loaded modules in ``sys.modules`` while SGLang's code runs (it imports more
-        of the package when called); what was there before is put back afterwards."""
+        of the package when called), and ``settings`` published; what was there before is
+        put back afterwards."""
         saved = {name: sys.modules[name] for name in self.modules if name in sys.modules}
         sys.modules.update(self.modules)
+        before = self.published.bags
+        self.published.bags = settings or {}
         try:
             yield
         finally:
+            self.published.bags = before
             for name in self.modules:
                 del sys.modules[name]
             sys.modules.update(saved)
@@ -130,8 +218,12 @@ class SglangScheduler05:
 
 def load_scheduler_tree(root: Path, label: str) -> SglangScheduler05:
     """The scheduler of the 0.5 tree under ``root`` (which holds ``sglang/``)."""
+    published = Published()
+    given = dict(WIDENING.given)
+    given["sglang.srt.runtime_context"] = published.getters()
+    widening = Widening(given, WIDENING.absent, WIDENING.distinct)
     loaded, defined = load_files_of(
-        root, label, (*MODULES, *SCHEDULER_MODULES), SCHEDULER_DEFINED, WIDENING
+        root, label, (*MODULES, *SCHEDULER_MODULES), SCHEDULER_DEFINED, widening
     )
 
     def module(rel: str) -> ModuleType:
@@ -146,12 +238,13 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler05:
         sampling_params=module("srt/sampling/sampling_params.py"),
         modules=loaded,
         defined=defined,
+        published=published,
     )
 
 
 def scheduler_files() -> ReleaseFiles:
     """The members of a 0.5 wheel the scheduler's load keeps."""
-    rels = (*MODULES, *SCHEDULER_MODULES, *SCHEDULER_DEFINED, *DATA, VERSION_FILE)
+    rels = (*MODULES, *SCHEDULER_MODULES, *SCHEDULER_DEFINED, *DATA, *FIELDS, VERSION_FILE)
     members = frozenset(f"sglang/{rel}" for rel in rels)
     return ReleaseFiles("sglang-scheduler", "sglang", members, label="SGLang", engine="sglang")
 
