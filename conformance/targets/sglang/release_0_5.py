@@ -283,6 +283,8 @@ class Widening:
     given: Mapping[str, Mapping[str, object] | None] = dataclasses.field(default_factory=dict)
     #: Third-party modules imported but never run, as empty stand-ins.
     absent: tuple[str, ...] = ()
+    #: More names the definitions read out of files may name when they run.
+    namespace: Mapping[str, object] = dataclasses.field(default_factory=dict)
     #: Whether each placeholder is a class of its own (a class deriving from several
     #: imported names needs distinct bases).
     distinct: bool = False
@@ -318,6 +320,7 @@ def load_files_of(
         "auto": enum.auto,
         "total_ordering": functools.total_ordering,
     }
+    namespace.update(widening.namespace)
     defined: dict[str, dict[str, object]] = {}
     try:
         for rel, names in defined_wanted.items():

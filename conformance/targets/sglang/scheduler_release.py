@@ -67,6 +67,7 @@ SCHEDULER_MODULES = (
     "srt/dllm/mixin/req.py",
     "srt/observability/trace.py",
     "srt/observability/req_time_stats.py",
+    "srt/speculative/spec_info.py",
     "srt/mem_cache/prefill_budget.py",
     "srt/beam_search/batch_tail.py",
     "srt/beam_search/fork.py",
@@ -74,6 +75,8 @@ SCHEDULER_MODULES = (
     "srt/managers/prefill_delayer.py",
     "srt/managers/scheduler_components/new_token_ratio_tracker.py",
     "srt/managers/schedule_policy.py",
+    "srt/managers/utils.py",
+    "srt/managers/scheduler_components/batch_result_processor.py",
     "srt/managers/scheduler.py",
 )
 #: The radix cache's definitions (``ReqKvInfo`` now comes with its whole module) and the
@@ -85,7 +88,12 @@ SCHEDULER_DEFINED = {
         "flatten_arrays_to_pinned_cpu",
         "async_h2d",
     ),
-    "srt/model_executor/forward_batch_info.py": ("ForwardMode", "CaptureHiddenMode"),
+    "srt/model_executor/forward_batch_info.py": (
+        "ForwardMode",
+        "CaptureHiddenMode",
+        "get_server_return_hidden_states_mode",
+        "get_required_capture_hidden_mode",
+    ),
     "srt/disaggregation/utils.py": ("DisaggregationMode",),
 }
 class _NoPenalties:
@@ -141,6 +149,9 @@ WIDENING = Widening(
         },
         "sglang.srt.sampling.sampling_batch_info": {"SamplingBatchInfo": ModelSampling},
         "sglang.srt.managers.scheduler_components.metrics_reporter": {"PrefillStats": NoStats},
+        # the model captures no expert routing and no indexer top-k
+        "sglang.srt.state_capturer.indexer_topk": {"get_global_indexer_capturer": lambda: None},
+        "sglang.srt.state_capturer.routed_experts": {"get_global_experts_capturer": lambda: None},
         "sglang.srt.observability.scheduler_stage_metrics": {
             "scheduler_stage_method": lambda *_, **__: unchanged,
         },
@@ -221,7 +232,7 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler05:
     published = Published()
     given = dict(WIDENING.given)
     given["sglang.srt.runtime_context"] = published.getters()
-    widening = Widening(given, WIDENING.absent, WIDENING.distinct)
+    widening = Widening(given, WIDENING.absent, published.getters(), WIDENING.distinct)
     loaded, defined = load_files_of(
         root, label, (*MODULES, *SCHEDULER_MODULES), SCHEDULER_DEFINED, widening
     )
