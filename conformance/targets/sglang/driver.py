@@ -256,7 +256,13 @@ class SglangSchedulerDriver:
         return tokens // self.page
 
     def flush(self) -> bool:
-        """``Scheduler.flush_cache`` (without emptying the device allocator's cache)."""
+        """``Scheduler.flush_cache`` (without emptying the device allocator's cache), as
+        the server's loop reaches it: a flush request is read at the top of a loop pass,
+        and with no request left the loop has passed idly since the last batch (its
+        ``get_next_batch_to_run`` filtered the finished requests out of ``last_batch``),
+        so that pass is made first; it plans nothing when nothing waits."""
+        if self.scheduler.last_batch is not None and self.step().scheduled:
+            raise NotWired("SGLang planned a batch in the idle pass before a flush")
         with self.release.active(self.settings):
             flushed = self.release.scheduler.Scheduler.flush_cache(
                 self.scheduler, empty_cache=False
