@@ -182,9 +182,7 @@ class SglangSchedulerDriver:
     def submit(self, request: Submission) -> None:
         release = self.release
         with release.active(self.settings):
-            params = release.sampling_params.SamplingParams(
-                max_new_tokens=request.max_new_tokens
-            )
+            params = release.sampling_params.SamplingParams(max_new_tokens=request.max_new_tokens)
             params.normalize(None)  # the tokenizer manager's call (no stop strings)
             req = release.schedule_batch.Req(
                 request.request_id,

@@ -88,7 +88,6 @@ class SglangEntry(EngineEntry):
             SglangUnavailable,
         ), name
 
-
     def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
         """Drivers of the release's own scheduler (``--machine engine``; 0.5 releases)."""
         from .driver import SglangSchedulerDriver

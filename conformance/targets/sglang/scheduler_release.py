@@ -96,6 +96,8 @@ SCHEDULER_DEFINED = {
     ),
     "srt/disaggregation/utils.py": ("DisaggregationMode",),
 }
+
+
 class _NoPenalties:
     """A batch's penalizers with none asked for (the suite's requests set no penalty)."""
 
@@ -139,7 +141,6 @@ WIDENING = Widening(
         "sglang.srt.utils": {
             "is_mps": lambda: False,
             "is_gfx95_supported": lambda: False,
-
             "DynamicGradMode": lambda *_, **__: unchanged,
         },
         "sglang.srt.utils.common": {
