@@ -331,7 +331,8 @@ def _wire(release: SglangScheduler05, setup: EngineSetup, settings: dict[str, Ba
 
     wired_class = type("WiredScheduler", (base,), {"__getattr__": missing})
     s: Any = object.__new__(wired_class)
-    schedule, disagg = settings["schedule"], release.defined["srt/disaggregation/utils.py"]
+    schedule = settings["schedule"]
+    modes: Any = release.defined["srt/disaggregation/utils.py"]["DisaggregationMode"]
     spec_info = modules["sglang.srt.speculative.spec_info"]
     s.__dict__.update(
         # init_memory_pools: the cache objects
@@ -370,7 +371,7 @@ def _wire(release: SglangScheduler05, setup: EngineSetup, settings: dict[str, Ba
         _engine_paused=False,
         processed_tokens_counter=0,
         # one rank, a plain attention model, no optional features
-        disaggregation_mode=disagg["DisaggregationMode"].NULL,
+        disaggregation_mode=modes.NULL,
         spec_algorithm=spec_info.SpeculativeAlgorithm.from_string(
             settings["spec"].speculative_algorithm
         ),

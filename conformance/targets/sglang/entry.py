@@ -30,8 +30,8 @@ class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
         "SGLang's RadixCache over its token allocator, a token-granular manager (0.4.6.post5 "
-        "by default; 0.4 and 0.5 API generations; --machine requests only; needs the sglang "
-        "extra: torch)"
+        "by default; 0.4 and 0.5 API generations; needs the sglang extra: torch); from 0.5 on "
+        "also its Scheduler at --machine engine"
     )
     manager_summary = summary
     forms = MappingProxyType(

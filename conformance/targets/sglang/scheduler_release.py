@@ -10,7 +10,13 @@ Besides the radix cache's modules, these run whole, unchanged:
 - ``srt/managers/schedule_policy.py`` (``SchedulePolicy.calc_priority``, the
   ``PrefillAdder`` and its budget);
 - ``srt/managers/scheduler.py`` (the ``Scheduler`` class: its methods run on an object the
-  driver builds without ``Scheduler.__init__``, which starts a GPU model worker);
+  driver builds without ``Scheduler.__init__``, which starts a GPU model worker) and
+  ``scheduler_components/batch_result_processor.py`` (what a batch's result does to its
+  requests and the cache), with ``managers/utils.py`` (``GenerationBatchResult``),
+  ``prefill_delayer.py``, ``scheduler_components/new_token_ratio_tracker.py``;
+- what they call into: ``srt/mem_cache/prefill_budget.py`` (the adder's memory budget),
+  ``srt/speculative/spec_info.py`` (``SpeculativeAlgorithm``: none),
+  ``srt/beam_search/batch_tail.py`` and ``fork.py`` (the batch's beam rows: none);
 - what ``Req`` is built from: ``srt/environ.py`` (the ``SGLANG_*`` settings, read from the
   environment as SGLang reads them), ``srt/multimodal/modality.py``,
   ``srt/sampling/sampling_params.py`` with ``srt/sampling/watermarking/`` (``config``,
@@ -23,22 +29,13 @@ Besides the radix cache's modules, these run whole, unchanged:
 ``DisaggregationMode`` out of ``srt/disaggregation/utils.py``, as the radix cache's loader
 reads ``ReqToTokenPool``.
 
-**How far it runs today.** ``Req`` (built, ``init_next_round_input`` against the release's
-``RadixCache``), ``SchedulePolicy`` and an empty ``ScheduleBatch`` run. ``calc_priority``,
-the ``PrefillAdder`` and the batch's ``prepare_for_*`` read SGLang's server settings
-through ``runtime_context`` (``get_disagg()``, ``get_context()``, ``get_exec()``, ...),
-whose values ``ServerArgs`` resolves from the declarations in ``srt/arg_groups/fields/``;
-those are placeholders still, so calling them is a loading error (the stand-in raises),
-never a finding.
-
-The stand-ins the scheduler's files need beyond the radix cache's: ``is_hip``, ``is_npu``,
-``is_mps`` answer no; ``suppress_noisy_warnings`` (called at import) does nothing; two
-decorators leave their methods as they are: ``DynamicGradMode`` (torch's inference mode)
-and ``scheduler_stage_method`` (a timing recorder); ``psutil`` and ``setproctitle`` are
-empty modules (the scheduler process's own bookkeeping, never run here). Every other name
-the files import from SGLang is a placeholder class of its own (``Scheduler`` derives from
-six mixins) that raises if it is built: a used placeholder is a loading error, never a
-finding.
+The scheduler's methods read SGLang's server settings through ``runtime_context``
+(``get_exec()``, ``get_schedule()``, ...): :class:`Published` answers them with the bags
+of :mod:`.settings` (the release's declared defaults and the driver's own), installed by
+:meth:`SglangScheduler05.active` while a driver's call runs. ``SamplingBatchInfo`` (the
+sampler's tensors), ``PrefillStats`` (a batch's figures for the logs) and the expert and
+indexer capturers (none: the model captures nothing) are stand-ins of the model's and the
+logs' side, named below; they decide nothing of the cache.
 """
 
 from __future__ import annotations
@@ -179,7 +176,7 @@ class Published:
 
     def getters(self) -> dict[str, object]:
         """``runtime_context``'s getters, over these bags."""
-        names = ("device", "disagg", "exec", "lora", "memory", "mm", "model")
+        names: tuple[str, ...] = ("device", "disagg", "exec", "lora", "memory", "mm", "model")
         names += ("observability", "parallel", "schedule", "serving", "spec", "platform")
         found: dict[str, object] = {
             f"get_{name}": (lambda name=name: self.bag(name)) for name in names
