@@ -131,7 +131,7 @@ def test_seeds_pass_and_the_planted_fault_is_caught_shrunk(
         )
 
     clean = run(release)
-    assert clean.failures == [], [f.message for f in clean.failures]
+    assert not clean.failures, [f.message for f in clean.failures]
     assert clean.record.properties["own-contents"] > 0
     assert clean.record.situations["hit"] > 0
     found = run(planted)
