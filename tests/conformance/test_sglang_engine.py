@@ -42,6 +42,7 @@ from kvpool.conformance.targets.sglang.scheduler_release import (
     load_scheduler_tree,
     scheduler_files,
 )
+from kvpool.spec import AllBlocksCleared, BlockStored
 
 VERSION = "0.5.23"
 #: The planted fault: a lock taken on a tree node is not counted.
@@ -140,3 +141,16 @@ def test_seeds_pass_and_the_planted_fault_is_caught_shrunk(
     assert 2 <= len(failure.trace) <= 12, failure.trace
     again, _ = replay_engine(drivers(planted), failure.config, failure.trace, skip=False)
     assert again is not None and signature(again) == signature(failure.message)
+
+
+def test_its_kv_events_are_the_release_recorders(release: SglangScheduler05) -> None:
+    """A finished prompt's whole pages are published as stored, a flush clears them."""
+    setup = EngineSetup(8, 2, 32, 2, enable_kv_cache_events=True)
+    driver = SglangSchedulerDriver(release, setup, "sglang")
+    driver.submit(Submission("a", (1, 2, 3, 4, 5), None, 1))
+    driver.step()
+    driver.report([Sampled("a", 1, True)])
+    stored = [e for e in driver.drain_events() if isinstance(e, BlockStored)]
+    assert sum(len(e.block_hashes) for e in stored) == 2  # pages (1, 2) and (3, 4)
+    assert driver.flush() is True
+    assert [type(e) for e in driver.drain_events()] == [AllBlocksCleared]

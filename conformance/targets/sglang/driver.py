@@ -37,8 +37,9 @@ the suite's model makes before a request's last allowed token is the end-of-sequ
 power of two); SGLang's page ``p`` is the suite's block ``p`` (its page 0 is never handed
 out, as the suite's null block). Chunked prefill and the prefill budget are the setup's
 batch tokens, the running requests its batch size. Salts are the requests'
-``cache_salt``. No abort (``abort_request`` takes the tokenizer's ``AbortReq`` over IPC)
-and no KV events are declared yet.
+``cache_salt``. KV events are the release's recorder's (the machine turns them on for a
+driver declaring them). No abort is declared (``abort_request`` takes the tokenizer's
+``AbortReq`` over IPC).
 """
 
 from __future__ import annotations
@@ -50,9 +51,12 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from kvpool.spec.events import Event
+
 from ...engine_machine.driver import Batch, EngineSetup, Sampled, ScheduledRequest, Submission
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
+from .tree_view import require_native_hash, spec_events
 
 #: The model's end-of-sequence token: none of the suite's tokens (its vocabulary is 1-9).
 EOS = 0
@@ -163,7 +167,9 @@ class SglangSchedulerDriver:
 
     #: ``swaps_in_cached``: ``checkpoint_kv_cache`` points a request at the tree's page
     #: where another request cached the same prefix first (and frees its own copy).
-    capabilities = frozenset({"tables", "free_count", "flush", "salts", "swaps_in_cached"})
+    capabilities = frozenset(
+        {"tables", "free_count", "flush", "salts", "swaps_in_cached", "events"}
+    )
 
     def __init__(self, release: SglangScheduler05, setup: EngineSetup, name: str) -> None:
         self.name = name
@@ -245,6 +251,14 @@ class SglangSchedulerDriver:
         for rid in [rid for rid, req in self.reqs.items() if req.finished()]:
             del self.reqs[rid]
 
+    def drain_events(self) -> list[Event]:
+        """The release's ``KVCacheEventRecorder``'s events since the last call (one
+        ``BlockStored`` per page, coalesced along a chain; hashed by the release's own
+        ``hash_binding.cpp``), as the spec's events."""
+        with self.release.active(self.settings):
+            taken = self.scheduler.tree_cache.take_events()
+        return list(spec_events(taken, "BlockStored", "BlockRemoved"))
+
     def free_count(self) -> int:
         """Pages free for new requests: the allocator's free pages and the tree's
         evictable ones (the adder's budget counts both)."""
@@ -319,9 +333,11 @@ def _wire(release: SglangScheduler05, setup: EngineSetup, settings: dict[str, Ba
         req_to_token_pool=req_to_token_pool,
         token_to_kv_pool_allocator=allocator,
         page_size=page,
-        enable_kv_cache_events=False,
+        enable_kv_cache_events=setup.enable_kv_cache_events,
     )
     tree_cache = modules["sglang.srt.mem_cache.radix_cache"].RadixCache(params)
+    if setup.enable_kv_cache_events:
+        require_native_hash(release.modules, release.label)
     base = release.scheduler.Scheduler
 
     def missing(self: Any, name: str) -> Any:
