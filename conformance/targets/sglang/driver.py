@@ -204,7 +204,8 @@ class SglangSchedulerDriver:
 
     def step(self) -> Batch:
         s, release = self.scheduler, self.release
-        running = [rid for rid, req in self.reqs.items() if req in s.running_batch.reqs]
+        # every request admitted so far (running, or in the last batch, or a chunk away)
+        running = [rid for rid, req in self.reqs.items() if req not in s.waiting_queue]
         with release.active(self.settings):
             plan = release.scheduler.Scheduler.get_next_batch_to_run(
                 s, running_batch=s.running_batch, last_batch=s.last_batch
@@ -289,7 +290,7 @@ class SglangSchedulerDriver:
         return tuple(int(row[i]) // self.page for i in range(0, end, self.page))
 
     def _retracted(self, running: list[str]) -> tuple[str, ...]:
-        """The requests that ran before this plan and are waiting again (retracted)."""
+        """The requests admitted before this plan and waiting again (retracted)."""
         waiting = self.scheduler.waiting_queue
         return tuple(rid for rid in running if self.reqs[rid] in waiting)
 
