@@ -3,7 +3,8 @@
 token, with every engine source file the suite loads (the cached files of each engine's
 release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
 allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
-0.5.23: of a file the suite reads only a few definitions of, those definitions) and with
+0.5.23, its radix cache's files and its scheduler's: of a file the suite reads only a few
+definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
 (:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
 nano-vllm's engine loop and model runner; LMDeploy's ``paging/scheduler.py`` is loaded, 0.18.0's
@@ -31,6 +32,7 @@ read them).
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import keyword
 import textwrap
@@ -47,6 +49,7 @@ from kvpool.conformance.targets.nanovllm import release as nanovllm_release
 from kvpool.conformance.targets.releases.files import ReleaseFiles, cached_files
 from kvpool.conformance.targets.sglang import release as sglang_release
 from kvpool.conformance.targets.sglang import release_0_5 as sglang_release_0_5
+from kvpool.conformance.targets.sglang import scheduler_release as sglang_scheduler
 from kvpool.conformance.targets.sglang.entry import NEWEST_CHECKED
 from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
@@ -254,6 +257,7 @@ def engine_sources() -> dict[str, list[Path]]:
     sglang = [
         cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION),
         cached_files(sglang_release_0_5.files_of(), NEWEST_CHECKED),
+        cached_files(sglang_scheduler.scheduler_files(), NEWEST_CHECKED),
     ]
     vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
     aphrodite = cached_release(
@@ -277,15 +281,30 @@ def engine_sources() -> dict[str, list[Path]]:
     return {engine: files + mirrored.get(engine, []) for engine, files in found.items()}
 
 
+@functools.cache
+def definitions_only() -> dict[Path, tuple[str, ...]]:
+    """The files the suite reads only a few definitions of, by path: those names (a file
+    of the same name in another cache, a mirrored ``schedule_batch.py`` say, is whole)."""
+    loaders = (
+        (sglang_release_0_5.files_of(), sglang_release_0_5.DEFINED),
+        (sglang_scheduler.scheduler_files(), sglang_scheduler.SCHEDULER_DEFINED),
+    )
+    return {
+        cached_files(files, NEWEST_CHECKED) / "sglang" / rel: names
+        for files, defined in loaders
+        for rel, names in defined.items()
+    }
+
+
 def loaded_text(path: Path) -> str:
     """What the suite runs of ``path``: the whole file, or of a file it reads only a few
     definitions of (SGLang 0.5's ``memory_pool.py``, say), those definitions."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    for rel, names in sglang_release_0_5.DEFINED.items():
-        if path.as_posix().endswith(f"sglang/{rel}"):
-            tree = ast.parse(text)
-            kept = [n for n in tree.body if getattr(n, "name", None) in names]
-            return "\n\n".join(ast.get_source_segment(text, n) or "" for n in kept)
+    names = definitions_only().get(path)
+    if names is not None:
+        tree = ast.parse(text)
+        kept = [n for n in tree.body if getattr(n, "name", None) in names]
+        return "\n\n".join(ast.get_source_segment(text, n) or "" for n in kept)
     return text
 
 

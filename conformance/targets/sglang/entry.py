@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from ...engine_machine.driver import EngineDriverFactory, EngineSetup
 from ...manager.target import ManagerTargetFactory
 from ..description import Form, TargetDescription
 from ..errors import TargetUsageError
@@ -29,8 +30,8 @@ class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
         "SGLang's RadixCache over its token allocator, a token-granular manager (0.4.6.post5 "
-        "by default; 0.4 and 0.5 API generations; --machine requests only; needs the sglang "
-        "extra: torch)"
+        "by default; 0.4 and 0.5 API generations; needs the sglang extra: torch); from 0.5 on "
+        "also its Scheduler at --machine engine"
     )
     manager_summary = summary
     forms = MappingProxyType(
@@ -86,6 +87,30 @@ class SglangEntry(EngineEntry):
             lambda version: release_managers(version, name, size),
             SglangUnavailable,
         ), name
+
+    def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of the release's own scheduler (``--machine engine``; 0.5 releases)."""
+        from .driver import SglangSchedulerDriver
+        from .generations import is_0_5
+        from .loader import SglangUnavailable
+        from .scheduler_release import load_scheduler_release, load_scheduler_tree
+
+        if described.form is Form.RELEASE and not is_0_5(described.version or ""):
+            raise TargetUsageError(
+                f"{described.text}: the engine machine drives SGLang's scheduler from 0.5 on"
+            )
+        release = load_form(
+            described,
+            lambda root: load_scheduler_tree(root, f"sglang at {root}"),
+            load_scheduler_release,
+            SglangUnavailable,
+        )
+        label = f"{described.text} ({release.label})"
+
+        def factory(setup: EngineSetup) -> SglangSchedulerDriver:
+            return SglangSchedulerDriver(release, setup, label)
+
+        return factory, label
 
 
 def _power_of_two(n: int) -> bool:

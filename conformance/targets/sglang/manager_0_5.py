@@ -75,9 +75,8 @@ from kvpool.spec.manager import Scheduled
 
 from ...manager.target import RequestSetup
 from ..manager_factory import ReleaseManagerFactory
-from .loader import SglangUnavailable
 from .release_0_5 import SglangRelease05
-from .tree_view import SglangTreeView, event_hash, spec_events, supported_setup
+from .tree_view import SglangTreeView, event_hash, require_native_hash, spec_events, supported_setup
 
 #: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
 #: above what the request machine draws.
@@ -237,7 +236,7 @@ class SglangManagerTarget05(SglangTreeView):
         )
         self.cache: Any = release.radix_cache.RadixCache(params)
         if self.publishes_events:
-            _require_native_hash(release)
+            require_native_hash(release.modules, release.label)
 
     # --- SGLang's calls -------------------------------------------------------------------
 
@@ -425,20 +424,6 @@ class SglangManagerTarget05(SglangTreeView):
         """The allocator's free list (``free_pages``: slots with page size 1, pages else;
         built without ``need_sort``, so nothing waits in a release list)."""
         return [int(p) for p in self.allocator.free_pages.tolist()]
-
-
-def _require_native_hash(release: SglangRelease05) -> None:
-    """The release's node hash compiled (or found compiled), else :class:`SglangUnavailable`
-    naming what it needs: a failure there is the machine's, never a finding of SGLang's."""
-    native = release.modules["sglang.srt.mem_cache.cpp_utils.native_hash"]
-    try:
-        native._load_native_hash_module()
-    except RuntimeError as exc:
-        raise SglangUnavailable(
-            f"{release.label} hashes its KV events with its own hash_binding.cpp, compiled "
-            "on first use by torch's extension builder (it needs a C++ compiler, ninja and "
-            f"OpenSSL's headers): {exc.__cause__ or exc}"
-        ) from exc
 
 
 SglangManagerFactory05 = ReleaseManagerFactory[SglangRelease05, SglangManagerTarget05]

@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
+import functools
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -250,30 +252,7 @@ def is_generation(root: Path) -> bool:
 
 def load_tree(root: Path, label: str) -> SglangRelease05:
     """The radix cache, allocators and scheduler calls under ``root``."""
-    _require_extra()
-    package = root / "sglang"
-    wanted = [*MODULES, *DEFINED, *DATA]
-    require_files(root, (package / rel for rel in wanted), " of the 0.5 layout")
-    import torch
-
-    # what the definitions' bodies name when they run (their annotations are strings)
-    namespace: dict[str, object] = {
-        "dataclasses": dataclasses,
-        "torch": torch,
-        "TorchMemorySaverAdapter": MemorySaver,
-        "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
-    }
-    defined: dict[str, dict[str, object]] = {}
-    try:
-        for rel, names in DEFINED.items():
-            defined[rel] = definitions_of(package / rel, names, namespace)
-            namespace.update(defined[rel])
-    except DefinitionsError as exc:
-        raise SglangUnavailable(f"{label}: {exc}") from exc
-    modules = {module_name(rel): package / rel for rel in MODULES}
-    stand_ins = _stand_ins(root, modules, _given(torch, defined))
-    outside = {**triton_stand_ins(), "sgl_kernel": {}}
-    loaded = load_files(label, modules, stand_ins, outside)
+    loaded, defined = load_files_of(root, label, MODULES, DEFINED, Widening())
 
     def module(rel: str) -> ModuleType:
         return loaded[module_name(rel)]
@@ -292,6 +271,81 @@ def load_tree(root: Path, label: str) -> SglangRelease05:
         req_kv_info=_a_class(defined["srt/managers/schedule_batch.py"]["ReqKvInfo"]),
         modules=MappingProxyType(loaded),
     )
+
+
+@dataclass(frozen=True)
+class Widening:
+    """What a loader running more of the release than the radix cache's files adds to
+    :func:`load_files_of`'s stand-ins (empty: the radix cache's own)."""
+
+    #: Given attributes by module, over :func:`_given`'s (a module mapped to ``None`` is
+    #: taken out of them: it is loaded whole instead).
+    given: Mapping[str, Mapping[str, object] | None] = dataclasses.field(default_factory=dict)
+    #: Third-party modules imported but never run, as empty stand-ins.
+    absent: tuple[str, ...] = ()
+    #: More names the definitions read out of files may name when they run.
+    namespace: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    #: Whether each placeholder is a class of its own (a class deriving from several
+    #: imported names needs distinct bases).
+    distinct: bool = False
+
+
+def load_files_of(
+    root: Path,
+    label: str,
+    modules_wanted: tuple[str, ...],
+    defined_wanted: Mapping[str, tuple[str, ...]],
+    widening: Widening,
+) -> tuple[dict[str, ModuleType], dict[str, dict[str, object]]]:
+    """``modules_wanted`` of the tree under ``root`` loaded whole, and ``defined_wanted``'s
+    definitions read out of their files, with the stand-ins the radix cache's files need
+    widened by ``widening``: the loaded modules by name, the definitions by file."""
+    _require_extra()
+    package = root / "sglang"
+    wanted = [*modules_wanted, *defined_wanted, *DATA]
+    require_files(root, (package / rel for rel in wanted), " of the 0.5 layout")
+    import numpy
+    import torch
+
+    # what the definitions' bodies name when they run (their annotations are strings)
+    namespace: dict[str, object] = {
+        "dataclasses": dataclasses,
+        "torch": torch,
+        "TorchMemorySaverAdapter": MemorySaver,
+        "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
+        "np": numpy,
+        "is_pin_memory_available": _no,
+        "Enum": enum.Enum,
+        "IntEnum": enum.IntEnum,
+        "auto": enum.auto,
+        "total_ordering": functools.total_ordering,
+    }
+    namespace.update(widening.namespace)
+    defined: dict[str, dict[str, object]] = {}
+    try:
+        for rel, names in defined_wanted.items():
+            defined[rel] = definitions_of(package / rel, names, namespace)
+            namespace.update(defined[rel])
+    except DefinitionsError as exc:
+        raise SglangUnavailable(f"{label}: {exc}") from exc
+    modules = {module_name(rel): package / rel for rel in modules_wanted}
+    given = _given(torch, defined)
+    for rel, found in defined.items():  # a definition read out of a file stands in for it
+        given.setdefault(module_name(rel), {}).update(found)
+    for module, attributes in widening.given.items():
+        if attributes is None:
+            given.pop(module, None)
+        else:
+            given[module] = {**given.get(module, {}), **attributes}
+    stand_ins = _stand_ins(root, modules, given)
+    if widening.distinct:
+        for attributes in stand_ins.values():
+            for name, value in list(attributes.items()):
+                if value is Placeholder:
+                    attributes[name] = type(name, (Placeholder,), {})
+    outside = {**triton_stand_ins(), "sgl_kernel": {}}
+    outside.update({name: {} for name in widening.absent})
+    return load_files(label, modules, stand_ins, outside), defined
 
 
 def _a_class(value: object) -> type:

@@ -21,8 +21,9 @@ and every page in exactly one place.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from types import ModuleType
 from typing import Any, Protocol
 
 from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored, Event
@@ -274,3 +275,20 @@ def spec_events(taken: Iterable[Any], stored: str, removed: str) -> tuple[Event,
         else:
             events.append(AllBlocksCleared())
     return tuple(events)
+
+
+def require_native_hash(modules: Mapping[str, ModuleType], label: str) -> None:
+    """The release's node hash compiled (or found compiled), else
+    :class:`~.loader.SglangUnavailable` naming what it needs: a failure there is the
+    machine's, never a finding of SGLang's."""
+    from .loader import SglangUnavailable
+
+    native = modules["sglang.srt.mem_cache.cpp_utils.native_hash"]
+    try:
+        native._load_native_hash_module()
+    except RuntimeError as exc:
+        raise SglangUnavailable(
+            f"{label} hashes its KV events with its own hash_binding.cpp, compiled "
+            "on first use by torch's extension builder (it needs a C++ compiler, ninja and "
+            f"OpenSSL's headers): {exc.__cause__ or exc}"
+        ) from exc
