@@ -127,7 +127,7 @@ def prove(
     from .bmc import BMC_FAULTS
 
     # wide enough for the tables when the output is not a terminal (logs, CI, tests)
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    console = Console(highlight=False)  # the terminal's width, or $COLUMNS, or 80
     if list_faults:
         _list_faults(console)
         return
@@ -157,7 +157,7 @@ def _list_faults(console: Console) -> None:
         "--bmc level",
         "faulty pool",
     ):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for f in FAULTS.values():
         table.add_row(
             f.name,
@@ -185,7 +185,7 @@ def _run_proofs(console: Console, quantified: bool, timeout: float) -> int:
 
     table = Table(title="kvpool prove: obligations over an unbounded number of blocks")
     for column in ("obligation", "kind", "status", "time", "faulty variant", "refuted", "premises"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # wrapped, never cut
     #: What did not prove, with the status it gives: a refutation of the correct encoding
     #: is a finding; an unknown, a faulty variant not refuted or vacuous premises leave
     #: the obligation undecided.
@@ -277,7 +277,7 @@ def _run_bmc(
         result = search(fault, blocks, depth, timeout=timeout, progress=progress)
     table = Table(title=f"kvpool prove --bmc ({blocks} blocks)")
     for column in ("check", "kind", "status", "depth reached", "time"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     if result.unknown:
         status = "unknown"
     elif fault is None:

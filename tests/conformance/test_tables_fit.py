@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from click.testing import CliRunner
 from kvpool.conformance.conform_command import conform
 from kvpool.conformance.report import RESULTS_COLUMNS, ResultsTable
@@ -81,3 +82,19 @@ def test_a_real_conform_run_fits_80_columns() -> None:
     tables = [line for line in result.output.splitlines() if line[:1] in "┏┃┡│└"]
     assert tables
     assert overflows("\n".join(tables)) == []
+
+
+def test_kvpool_proves_tables_fit_80_columns_and_cut_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kvpool.conformance.cli import main
+
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    listed = CliRunner().invoke(main, ["prove", "--list-faults"])
+    assert listed.exit_code == 0, listed.output
+    assert overflows(listed.output) == []
+    assert "DoubleFree" in listed.output  # a fault's name, folded within its cell
+    proved = CliRunner().invoke(main, ["prove"])
+    assert proved.exit_code == 0, proved.output
+    assert overflows(proved.output) == []
+    assert "every obligation proved" in proved.output
