@@ -69,6 +69,6 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[Any]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_terminal_summary() -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+def pytest_terminal_summary(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker (not a pytest a test started)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
