@@ -13,7 +13,7 @@ hooks and unconfigures; the controller, having all results, stops the workers at
 and execnet's worker side sends its own process a SIGINT when that end takes over five
 seconds (``WorkerGateway._terminate_execution``). On a loaded machine it can (importing
 Hypothesis for its summary hook in a worker that ran no Hypothesis test took that long
-here), and the KeyboardInterrupt's traceback was printed after a passing run. So a worker
+here), and a KeyboardInterrupt traceback was seen after a passing run (issue 38). So a worker
 ignores SIGINT once it is in its summary: the user's Ctrl-C still reaches the controller,
 which ends the run, and execnet still ends a worker that takes ten seconds more.
 """
