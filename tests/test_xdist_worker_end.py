@@ -1,8 +1,10 @@
 """A ``pytest -n`` worker whose session end is slow finishes it (the SIGINT guard of
-``tests/conftest.py``): a small project whose terminal summary takes 9 s in each worker,
+``tests/conftest.py``): a small project whose terminal summary takes 10 s in each worker,
 run with the guard and, to show the fault is there, without it. execnet interrupts a
 worker still busy five seconds after the controller asked it to stop; with the guard the
-worker's own end (its unconfigure) still runs."""
+worker's own end (its unconfigure) still runs. Without the guard the workers are cut only
+when the controller asks them to stop within five seconds of their summary's start; on a
+loaded machine it can ask later, and that run then says it could not show the fault."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import time
 
 def pytest_terminal_summary(config):
     if hasattr(config, "workerinput"):
-        time.sleep(9)
+        time.sleep(10)
 
 
 def pytest_unconfigure(config):
@@ -50,4 +52,7 @@ def test_a_slow_worker_end_runs_to_its_end(guarded: bool, tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 passed" in result.stdout
     ended = sorted(p.name for p in tmp_path.glob("ended-*"))
-    assert ended == (["ended-gw0", "ended-gw1"] if guarded else []), result.stderr
+    if guarded:
+        assert ended == ["ended-gw0", "ended-gw1"], result.stderr
+    elif ended:
+        pytest.skip("the controller asked the workers to stop late: no interruption to show")
