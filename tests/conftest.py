@@ -1,4 +1,5 @@
-"""Engine tests that cannot run fail in CI instead of being skipped.
+"""Engine tests that cannot run fail in CI instead of being skipped; an xdist worker's
+session end is not cut short by its own gateway.
 
 An engine's tests skip, and say what to install, when its extra is missing (numpy for
 LMDeploy, xxhash for nano-vllm, torch for SGLang, triton for SGLang's paged kernels) or
@@ -6,11 +7,21 @@ its wheel cannot be downloaded. On a developer's machine that is a convenience; 
 (``KVPOOL_REQUIRE_ENGINES=1``, set by ``.ci/run``) such a skip would hide the engine's
 whole suite, so it is reported as a failure naming the reason. Skips for anything else
 (an opt-in comparison, say) stay skips.
+
+Under ``pytest -n``, a worker reports its results and only then runs the terminal-summary
+hooks and unconfigures; the controller, having all results, stops the workers at once,
+and execnet's worker side sends its own process a SIGINT when that end takes over five
+seconds (``WorkerGateway._terminate_execution``). On a loaded machine it can (importing
+Hypothesis for its summary hook in a worker that ran no Hypothesis test took that long
+here), and a KeyboardInterrupt traceback was seen after a passing run (issue 38). So a worker
+ignores SIGINT once it is in its summary: the user's Ctrl-C still reaches the controller,
+which ends the run, and execnet still ends a worker that takes ten seconds more.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Generator
 from typing import Any
 
@@ -55,3 +66,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_make_collect_report(collector: pytest.Collector) -> Generator[Any]:
     outcome = yield
     _fail(outcome.get_result())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker (not a pytest a test started)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -135,7 +135,43 @@ class Token:
     line: int
 
 
-def tokens_of(source: str) -> list[Token]:
+class Tokens:
+    """A file's tokens, with where each window of ``n`` tokens starts indexed once per
+    ``n``: every adapter is compared with every engine file, so an engine file's index
+    is built once per run length, not once per adapter (the windows are keyed by their
+    hash; a hit is compared token by token)."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
+        self.texts = [t.text for t in tokens]
+        self._hashes: dict[int, list[int]] = {}
+        self._starts: dict[int, dict[int, list[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def hashes(self, n: int) -> list[int]:
+        """The hash of the window of ``n`` tokens at each start."""
+        if n not in self._hashes:
+            texts = self.texts
+            self._hashes[n] = [hash(tuple(texts[j : j + n])) for j in range(len(texts) - n + 1)]
+        return self._hashes[n]
+
+    def starts(self, n: int) -> dict[int, list[int]]:
+        """Where the windows of ``n`` tokens start, by their hash."""
+        if n not in self._starts:
+            starts: dict[int, list[int]] = {}
+            for j, h in enumerate(self.hashes(n)):
+                starts.setdefault(h, []).append(j)
+            self._starts[n] = starts
+        return self._starts[n]
+
+
+#: Every engine file the check reads and its tokens, by engine.
+Sources = dict[str, list[tuple[Path, Tokens]]]
+
+
+def tokens_of(source: str) -> Tokens:
     """``source``'s tokens less layout and comments (an unreadable file: no tokens)."""
     found: list[Token] = []
     try:
@@ -143,11 +179,11 @@ def tokens_of(source: str) -> list[Token]:
             if tok.type not in SKIPPED:
                 found.append(Token(tok.string, tok.start[0]))
     except (tokenize.TokenError, SyntaxError):
-        return found
-    return found
+        pass
+    return Tokens(found)
 
 
-def renamed_tokens_of(source: str) -> list[Token]:
+def renamed_tokens_of(source: str) -> Tokens:
     """``source``'s tokens as :func:`tokens_of` reads them, less import statements and
     docstrings (a statement of one string), with every identifier (a name that is no
     keyword) as ``N``, every string as ``S`` and every number as ``0``: what a copy keeps
@@ -180,7 +216,7 @@ def renamed_tokens_of(source: str) -> list[Token]:
     except (tokenize.TokenError, SyntaxError):
         pass
     flush()
-    return found
+    return Tokens(found)
 
 
 def renamed_text(tok: tokenize.TokenInfo) -> str:
@@ -213,29 +249,31 @@ class SharedRun:
 
 
 def shared_runs(
-    ours: Path, mine: list[Token], theirs: Path, their: list[Token], at_least: int
+    ours: Path, mine: Tokens, theirs: Path, their: Tokens, at_least: int
 ) -> Iterator[SharedRun]:
     """Every maximal run of ``at_least`` or more tokens of ``mine`` found in ``their``."""
     if len(mine) < at_least or len(their) < at_least:
         return
-    starts: dict[tuple[str, ...], list[int]] = {}
-    texts = [t.text for t in their]
-    for j in range(len(texts) - at_least + 1):
-        starts.setdefault(tuple(texts[j : j + at_least]), []).append(j)
+    starts = their.starts(at_least)
+    hashes = mine.hashes(at_least)
+    if starts.keys().isdisjoint(hashes):
+        return
+    texts, my_texts = their.texts, mine.texts
     i = 0
     while i <= len(mine) - at_least:
-        window = tuple(t.text for t in mine[i : i + at_least])
-        if window not in starts:
+        window = my_texts[i : i + at_least]
+        found = [j for j in starts.get(hashes[i], ()) if texts[j : j + at_least] == window]
+        if not found:
             i += 1
             continue
         best, where = 0, 0
-        for j in starts[window]:
+        for j in found:
             n = at_least
-            while i + n < len(mine) and j + n < len(their) and mine[i + n].text == texts[j + n]:
+            while i + n < len(mine) and j + n < len(their) and my_texts[i + n] == texts[j + n]:
                 n += 1
             if n > best:
                 best, where = n, j
-        yield SharedRun(ours, mine[i].line, theirs, their[where].line, best)
+        yield SharedRun(ours, mine.tokens[i].line, theirs, their.tokens[where].line, best)
         i += best
 
 
@@ -309,16 +347,14 @@ def loaded_text(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def sources() -> dict[str, list[tuple[Path, list[Token]]]]:
+def sources() -> Sources:
     return {
         engine: [(f, tokens_of(loaded_text(f))) for f in files]
         for engine, files in engine_sources().items()
     }
 
 
-def copies(
-    ours: Path, mine: list[Token], sources: dict[str, list[tuple[Path, list[Token]]]], n: int
-) -> list[SharedRun]:
+def copies(ours: Path, mine: Tokens, sources: Sources, n: int) -> list[SharedRun]:
     return [
         run
         for files in sources.values()
@@ -327,7 +363,7 @@ def copies(
     ]
 
 
-def test_every_engine_has_sources(sources: dict[str, list[tuple[Path, list[Token]]]]) -> None:
+def test_every_engine_has_sources(sources: Sources) -> None:
     """The comparison reads something of every engine (a loader that found no file would
     make the check pass vacuously)."""
     for engine, files in sources.items():
@@ -335,9 +371,7 @@ def test_every_engine_has_sources(sources: dict[str, list[tuple[Path, list[Token
 
 
 @pytest.mark.parametrize("ours", OURS, ids=lambda p: str(p.relative_to(REPO)))
-def test_no_adapter_shares_a_long_run_with_an_engine(
-    ours: Path, sources: dict[str, list[tuple[Path, list[Token]]]]
-) -> None:
+def test_no_adapter_shares_a_long_run_with_an_engine(ours: Path, sources: Sources) -> None:
     found = copies(ours, tokens_of(ours.read_text(encoding="utf-8")), sources, MIN_RUN)
     assert not found, "code restated from an engine:\n" + "\n".join(map(str, found))
 
@@ -361,7 +395,7 @@ def _longest_function(source: str) -> str:
     return textwrap.dedent("\n".join(best))
 
 
-def _shortest_copyable_body(files: list[tuple[Path, list[Token]]]) -> tuple[Path, str]:
+def _shortest_copyable_body(files: list[tuple[Path, Tokens]]) -> tuple[Path, str]:
     """Of each engine file's longest function, the one with the fewest tokens but at least
     :data:`MIN_RUN` plus ten: a short copied body."""
     candidates = []
@@ -378,9 +412,7 @@ def _shortest_copyable_body(files: list[tuple[Path, list[Token]]]) -> tuple[Path
 @pytest.mark.parametrize(
     "engine", ["vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang"]
 )
-def test_a_planted_copy_is_caught(
-    engine: str, sources: dict[str, list[tuple[Path, list[Token]]]]
-) -> None:
+def test_a_planted_copy_is_caught(engine: str, sources: Sources) -> None:
     """A function body of the engine pasted into an adapter (as a method, re-indented:
     layout does not hide it) is found, with where it came from."""
     path, body = _shortest_copyable_body(sources[engine])
@@ -393,7 +425,7 @@ def test_a_planted_copy_is_caught(
 
 
 def test_the_lmdeploy_rollback_once_restated_is_caught(
-    sources: dict[str, list[tuple[Path, list[Token]]]],
+    sources: Sources,
 ) -> None:
     """The body the LMDeploy adapter once restated (``_reset_to_unmatched`` of 0.18.0's
     prefill scheduler, less its SSM lines) is longer than :data:`MIN_RUN`: had it stayed,
@@ -412,7 +444,7 @@ def test_the_lmdeploy_rollback_once_restated_is_caught(
 
 
 def test_the_longest_run_an_adapter_shares_is_short(
-    sources: dict[str, list[tuple[Path, list[Token]]]],
+    sources: Sources,
 ) -> None:
     """The margin: the adapters' longest shared run today is well under :data:`MIN_RUN`
     (12 or more tokens, as API calls are, found and reported: the measure itself works)."""
@@ -424,9 +456,6 @@ def test_the_longest_run_an_adapter_shares_is_short(
 
 
 # --- renamed copies ------------------------------------------------------------------------
-
-
-Sources = dict[str, list[tuple[Path, list[Token]]]]
 
 
 @pytest.fixture(scope="module")
@@ -447,7 +476,7 @@ def engines_for(ours: Path) -> tuple[str, ...]:
     return ("vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang")
 
 
-def renamed_copies(ours: Path, mine: list[Token], sources: Sources, n: int) -> list[SharedRun]:
+def renamed_copies(ours: Path, mine: Tokens, sources: Sources, n: int) -> list[SharedRun]:
     return [
         run
         for engine in engines_for(ours)
@@ -518,7 +547,7 @@ def code_lines(text: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[
     return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def _fifteen_line_function(files: list[tuple[Path, list[Token]]]) -> tuple[Path, str]:
+def _fifteen_line_function(files: list[tuple[Path, Tokens]]) -> tuple[Path, str]:
     """The first 15 lines of code of a function (the first found, files in order, whose
     first 15 lines close every bracket they open), as code only: of what the check reads
     of each file (:func:`loaded_text`)."""
