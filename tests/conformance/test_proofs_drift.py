@@ -31,7 +31,6 @@ import os
 import random
 import shutil
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -543,10 +542,3 @@ def test_the_unchanged_copy_agrees(tmp_path: Path) -> None:
         del DRIFTS["no-op"]
     config, actions = RUNS["seed0"]
     assert disagreement(config, actions, modules) is None
-
-
-def test_the_drift_check_is_quick() -> None:
-    start = time.perf_counter()
-    config, actions = RUNS["seed0"]
-    assert disagreement(config, actions) is None
-    assert time.perf_counter() - start < 20
