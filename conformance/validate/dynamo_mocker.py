@@ -1,0 +1,327 @@
+"""NVIDIA Dynamo's mocker as an engine for ``kvpool validate``: it is started, sent
+requests, recorded and stopped here, and its request log and KV-event recording written
+as any engine's would be.
+
+The mocker (``python -m dynamo.mocker``, extra ``[dynamo-mocker]``) simulates vLLM's,
+SGLang's and TensorRT-LLM's KV caches without a GPU or a model. It is started with file
+discovery, the TCP request plane and its ZMQ event plane, no etcd, NATS, tokenizer or
+model; requests carry token ids and go straight to its worker endpoint
+(``dynamo.backend.generate``), one at a time, and its ZMQ KV-event stream is recorded in
+the monitor's format, waiting for the stream to settle (:data:`QUIET_SECONDS` without a
+message) before the next request.
+
+The mocker binds its ZMQ sockets on every interface (there is no setting for their host),
+so the run happens inside a network namespace of its own holding only loopback
+(``unshare --net``): nothing it opens is reachable from outside the machine, and runs side
+by side do not share ports. The mocker is stopped by its pid (and dies with this process);
+its log is kept beside the recording (``RECORDING.mocker.log``), so a crash is reported
+with it.
+
+    python -m kvpool.conformance.validate.dynamo_mocker [--seed N] [--requests K]
+        [--max-tokens M] [REQUESTS] LOG RECORDING
+
+With ``REQUESTS`` (a request log: its prompts and salts are sent) it is a driver for
+``kvpool validate --rerun``; without, it sends ``K`` requests drawn from ``--seed`` (the
+same drawing as :mod:`.impl_engine`'s). Exit 0: both files written; 2: the mocker is not
+installed, cannot be isolated, or failed (its log's tail on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..stream.recording import Recorder
+from ..stream.subscriber import Subscriber
+from .impl_engine import BLOCK_SIZE, drawn_requests
+from .request_log import LogError, LoggedRequest, RequestLog, read_log, write_log
+
+INSTALL = "pip install 'kvpool-spec[dynamo-mocker]'"
+#: The mocker's request endpoint (its default for an aggregated worker).
+ENDPOINT = "dynamo.backend.generate"
+#: Usable blocks the mocker is given (vLLM's pool of this size has one more: the null block).
+USABLE_BLOCKS = 47
+#: Tokens generated per request by default: one, whose KV is never computed (vLLM computes
+#: that of every sampled token but the last). The mocker's events name generated positions
+#: by token ids other than those it answers (``--max-tokens 3`` shows it, as a presence
+#: difference), so with more a block holding them cannot be matched to the spec's.
+MAX_TOKENS = 1
+#: Seconds without a message after which a request's events are taken to be all in.
+QUIET_SECONDS = 0.4
+#: Seconds the mocker has to register its endpoint.
+START_SECONDS = 90.0
+#: Set inside the network namespace this module re-runs itself in.
+INSIDE = "KVPOOL_MOCKER_NETNS"
+KV_EVENTS_PORT = 5557
+REPLAY_PORT = 5558
+PR_SET_PDEATHSIG = 1
+
+
+class MockerError(Exception):
+    """The mocker could not be run; the message says why (and holds its log's tail)."""
+
+
+def installed() -> bool:
+    """Whether ``dynamo.mocker`` and the runtime it needs can be imported."""
+    try:
+        import dynamo._core  # noqa: F401
+        import dynamo.mocker  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def isolation_problem() -> str | None:
+    """Why a network namespace of loopback only cannot be made here (``None``: it can)."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return "the 'unshare' and 'ip' commands (util-linux, iproute2) are needed"
+    done = subprocess.run(
+        ["unshare", "--net", "--map-root-user", "ip", "link", "set", "lo", "up"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if done.returncode != 0:
+        return f"cannot make a network namespace (unshare --net): {done.stderr.strip()}"
+    return None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the mocker sent back for one request."""
+
+    generated: tuple[int, ...]
+    cached_tokens: int | None
+
+
+def _die_with_parent() -> None:
+    """In the mocker's process before it starts: it gets SIGTERM when this one dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _mocker_command() -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "dynamo.mocker",
+        "--discovery-backend",
+        "file",
+        "--request-plane",
+        "tcp",
+        "--event-plane",
+        "zmq",
+        "--zmq-kv-events-ports",
+        str(KV_EVENTS_PORT),
+        "--zmq-replay-ports",
+        str(REPLAY_PORT),
+        "--speedup-ratio",
+        "0",
+        "--num-gpu-blocks-override",
+        str(USABLE_BLOCKS),
+        "--block-size",
+        str(BLOCK_SIZE),
+        "--engine-type",
+        "vllm",
+    ]
+
+
+def _loopback_env(discovery: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DYN_FILE_KV=str(discovery),
+        DYN_TCP_RPC_HOST="127.0.0.1",
+        DYN_TCP_RESPONSE_STREAM_HOST="127.0.0.1",
+        DYN_EVENT_PLANE_HOST="127.0.0.1",
+        DYN_SYSTEM_HOST="127.0.0.1",
+    )
+    return env
+
+
+def _answer(items: list[Any]) -> Answer:
+    generated: list[int] = []
+    cached = None
+    for item in items:
+        data = item.data() if hasattr(item, "data") else item
+        if not isinstance(data, dict):
+            raise MockerError(f"the mocker answered {data!r}, not an output")
+        generated.extend(int(t) for t in data.get("token_ids") or ())
+        usage = data.get("completion_usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        if details.get("cached_tokens") is not None:
+            cached = int(details["cached_tokens"])
+    return Answer(tuple(generated), cached)
+
+
+async def _send(
+    requests: tuple[LoggedRequest, ...], recorder: Recorder, max_tokens: int
+) -> list[LoggedRequest]:
+    """Each request sent in turn, its stream recorded until quiet; the requests as run."""
+    from dynamo._core import DistributedRuntime
+
+    loop = asyncio.get_running_loop()
+    runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
+    try:
+        client = await runtime.endpoint(ENDPOINT).client()
+        try:
+            await asyncio.wait_for(client.wait_for_instances(), START_SECONDS)
+        except TimeoutError:
+            raise MockerError(
+                f"the mocker did not register {ENDPOINT} within {START_SECONDS:.0f} s"
+            ) from None
+        subscriber = Subscriber([f"tcp://127.0.0.1:{KV_EVENTS_PORT}"], "")
+        await asyncio.sleep(1.0)  # the subscription reaches the publisher
+        ran: list[LoggedRequest] = []
+        for asked in requests:
+            body: dict[str, Any] = {
+                "token_ids": list(asked.prompt),
+                "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
+                "sampling_options": {},
+                "output_options": {},
+                "eos_token_ids": [],
+                "annotations": [],
+            }
+            if asked.salt is not None:
+                raise MockerError("this driver sends no cache salts; the mocker takes none here")
+            sent = time.time()
+            stream = await client.round_robin(body)
+            answer = _answer([item async for item in stream])
+            done = time.time()
+            while (frames := subscriber.receive(QUIET_SECONDS)) is not None:
+                recorder.record(frames, "live")
+            ran.append(
+                LoggedRequest(
+                    asked.request_id,
+                    asked.prompt,
+                    None,
+                    answer.generated[:-1],
+                    answer.cached_tokens,
+                    sent,
+                    done,
+                )
+            )
+        return ran
+    finally:
+        runtime.shutdown()
+
+
+def run(
+    requests: tuple[LoggedRequest, ...],
+    log_path: Path,
+    recording: Path,
+    max_tokens: int = MAX_TOKENS,
+) -> None:
+    """Start the mocker, run ``requests`` on it and write both files; stop it by its pid.
+    Call inside the network namespace (see :func:`main`)."""
+    mocker_log = recording.with_name(recording.name + ".mocker.log")
+    with tempfile.TemporaryDirectory(prefix="kvpool-mocker-") as folder:
+        env = _loopback_env(Path(folder, "discovery"))
+        os.environ.update(env)  # this process's runtime finds the mocker the same way
+        with mocker_log.open("wb") as out:
+            process = subprocess.Popen(
+                _mocker_command(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
+        try:
+            ran = asyncio.run(_send(requests, recorder, max_tokens))
+        except MockerError as exc:
+            raise MockerError(f"{exc}\n{_tail(mocker_log)}") from None
+        except Exception as exc:  # the runtime raises the base class for its own failures
+            raise MockerError(f"the mocker failed: {exc}\n{_tail(mocker_log)}") from None
+        finally:
+            recorder.close()
+            _stop(process)
+    log = RequestLog("dynamo-mocker 1.6.1 (vllm)", BLOCK_SIZE, USABLE_BLOCKS + 1, tuple(ran))
+    with log_path.open("w", encoding="utf-8") as out:
+        write_log(out, log)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return f"(no mocker log at {path})"
+    return f"the mocker's log ({path}), last lines:\n" + "\n".join(text.splitlines()[-lines:])
+
+
+def _isolated(argv: list[str]) -> int:
+    """This module run again inside a network namespace holding only loopback."""
+    command = [sys.executable, "-m", __spec__.name if __spec__ else __name__, *argv]
+    script = 'ip link set lo up && exec "$@"'
+    process = subprocess.Popen(
+        ["unshare", "--net", "--map-root-user", "sh", "-c", script, "sh", *command],
+        env={**os.environ, INSIDE: "1"},
+        preexec_fn=_die_with_parent,
+    )
+    try:
+        return process.wait()
+    finally:
+        _stop(process)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m kvpool.conformance.validate.dynamo_mocker")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument("paths", nargs="+", metavar="[REQUESTS] LOG RECORDING")
+    args = parser.parse_args(argv)
+    if len(args.paths) not in (2, 3):
+        parser.error("give LOG RECORDING, or REQUESTS LOG RECORDING")
+    if not installed():
+        print(f"error: Dynamo's mocker is not installed: {INSTALL}", file=sys.stderr)
+        return 2
+    if os.environ.get(INSIDE) != "1":
+        problem = isolation_problem()
+        if problem is not None:
+            print(f"error: the mocker binds every interface; {problem}", file=sys.stderr)
+            return 2
+        return _isolated(argv)
+    if len(args.paths) == 3:
+        try:
+            asked = read_log(Path(args.paths[0])).requests
+        except LogError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        requests = tuple(LoggedRequest(r.request_id, r.prompt, r.salt) for r in asked)
+    else:
+        requests = drawn_requests(args.seed, args.requests)
+    try:
+        run(requests, Path(args.paths[-2]), Path(args.paths[-1]), args.max_tokens)
+    except MockerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
