@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
+import importlib.util
 import os
 import shutil
 import signal
@@ -75,11 +76,11 @@ class MockerError(Exception):
 def installed() -> bool:
     """Whether ``dynamo.mocker`` and the runtime it needs can be imported."""
     try:
-        import dynamo._core  # noqa: F401
-        import dynamo.mocker  # noqa: F401
-    except ImportError:
+        return all(
+            importlib.util.find_spec(m) is not None for m in ("dynamo._core", "dynamo.mocker")
+        )
+    except ImportError:  # no ``dynamo`` package at all
         return False
-    return True
 
 
 def isolation_problem() -> str | None:

@@ -1,0 +1,91 @@
+"""``kvpool validate`` on Dynamo's mocker (vLLM backend), run by its driver: it agrees with
+the spec's manager request by request until a prompt is cached whole, where vLLM computes
+its last block again (a second copy of one hash) and publishes it, and the mocker does not
+(it publishes only the first store and the last removal of a hash). Before that request the
+two agree after every request: stores, removals, prefixes and hits.
+
+The default test runs the mocker once (five requests, about 15 s of wall-clock time, most of
+it waiting); ``KVPOOL_LONG=1`` adds seeds 1-3 of 24 requests, each shrunk by re-running the
+mocker, a process per attempt (minutes). The mocker runs in a network namespace of its own
+holding only loopback (it binds every interface) and is stopped by its pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from kvpool.conformance.cli import main
+from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.validate.request_log import read_log
+
+if not dynamo_mocker.installed():
+    pytest.skip(
+        f"Dynamo's mocker is not installed: {dynamo_mocker.INSTALL}", allow_module_level=True
+    )
+_PROBLEM = dynamo_mocker.isolation_problem()
+if _PROBLEM is not None:
+    pytest.skip(f"the mocker cannot be isolated on loopback: {_PROBLEM}", allow_module_level=True)
+
+LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
+DRIVER = f"{sys.executable} -m kvpool.conformance.validate.dynamo_mocker"
+
+
+def mocker_run(folder: Path, seed: int, requests: int) -> list[str]:
+    log, recording = folder / "log.jsonl", folder / "recording.jsonl"
+    args = ["--seed", str(seed), "--requests", str(requests), str(log), str(recording)]
+    assert dynamo_mocker.main(args) == 0, recording.parent / "recording.jsonl.mocker.log"
+    return [str(log), str(recording)]
+
+
+def validate(*args: str) -> Result:
+    return CliRunner().invoke(main, ["validate", *args, "--profile", "vllm-0.33"])
+
+
+def test_the_mocker_agrees_until_a_second_copy_and_then_leaves_its_store_out(
+    tmp_path: Path,
+) -> None:
+    log, recording = mocker_run(tmp_path, 1, 5)
+    ran = read_log(Path(log))
+    assert [r.request_id for r in ran.requests] == ["r1", "r2", "r3", "r4", "r5"]
+    # r5 is r1's first block alone: a prompt cached whole hits nothing (a token must be
+    # computed), so its block is computed again, a second copy of a hash still cached
+    assert ran.requests[4].prompt == ran.requests[0].prompt[: dynamo_mocker.BLOCK_SIZE]
+    assert ran.requests[4].cached_tokens == 0
+    result = validate(log, recording, "--trace", str(tmp_path / "trace.jsonl"))
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert "5 requests judged after every request" in text
+    assert (
+        "difference: per-copy: after request 5 ('r5'): 1-block prefix of 4 tokens "
+        "ending [..., 131, 61, 254, 390]: 2 stores in the spec's stream, 1 in the engine's"
+    ) in text
+
+
+def test_without_a_repeated_prompt_the_mocker_is_the_spec_copy_by_copy(tmp_path: Path) -> None:
+    log, recording = mocker_run(tmp_path, 1, 4)
+    result = validate(log, recording)
+    assert result.exit_code == 0, result.output
+    assert "4 requests judged after every request" in result.output
+    assert "no difference" in result.output
+
+
+@pytest.mark.skipif(not LONG, reason="a campaign of minutes: KVPOOL_LONG=1")
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_per_copy_difference_shrinks_by_re_running_the_mocker(
+    tmp_path: Path, seed: int
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    args = [*mocker_run(tmp_path, seed, 24), "--trace", str(trace), "--rerun", DRIVER]
+    result = validate(*args, "--budget", "300", "--json")
+    assert result.exit_code == 1, result.output
+    record = json.loads(result.output)
+    assert record["difference"].startswith("per-copy: ")
+    assert record["rerun"] is True and record["attempts"] >= 2
+    assert record["shrunk_difference"].startswith("per-copy: ")
+    shrunk = read_log(trace).requests
+    assert len(shrunk) == len(record["shrunk"]) <= 2
+    assert shrunk[-1].prompt == shrunk[0].prompt[: len(shrunk[-1].prompt)]
