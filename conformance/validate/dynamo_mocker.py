@@ -20,7 +20,8 @@ with it.
     python -m kvpool.conformance.validate.dynamo_mocker [--seed N] [--requests K]
         [--max-tokens M] [REQUESTS] LOG RECORDING
 
-With ``REQUESTS`` (a request log: its prompts and salts are sent) it is a driver for
+With ``REQUESTS`` (a request log: its prompts are sent; a salt is refused, as the driver
+sends none) it is a driver for
 ``kvpool validate --rerun``; without, it sends ``K`` requests drawn from ``--seed`` (the
 same drawing as :mod:`.impl_engine`'s). Exit 0: both files written; 2: the mocker is not
 installed, cannot be isolated, or failed (its log's tail on stderr).
@@ -39,9 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..stream.recording import Recorder
 from ..stream.subscriber import Subscriber
@@ -60,13 +62,15 @@ USABLE_BLOCKS = 47
 MAX_TOKENS = 1
 #: Seconds without a message after which a request's events are taken to be all in.
 QUIET_SECONDS = 0.4
-#: Seconds the mocker has to register its endpoint.
+#: Seconds the mocker has to register its endpoint, and to answer a request.
 START_SECONDS = 90.0
+ANSWER_SECONDS = 60.0
 #: Set inside the network namespace this module re-runs itself in.
 INSIDE = "KVPOOL_MOCKER_NETNS"
 KV_EVENTS_PORT = 5557
 REPLAY_PORT = 5558
 PR_SET_PDEATHSIG = 1
+T = TypeVar("T")
 
 
 class MockerError(Exception):
@@ -167,8 +171,35 @@ def _answer(items: list[Any]) -> Answer:
     return Answer(tuple(generated), cached)
 
 
+async def _watched(
+    work: Coroutine[Any, Any, T], process: subprocess.Popen[bytes], seconds: float, what: str
+) -> T:
+    """``work``'s result; :class:`MockerError` if the mocker exits or ``seconds`` pass first."""
+    task = asyncio.ensure_future(work)
+    deadline = time.monotonic() + seconds
+    while not task.done():
+        await asyncio.wait([task], timeout=0.2)
+        if task.done():
+            break
+        status = process.poll()
+        if status is not None or time.monotonic() > deadline:
+            task.cancel()
+            if status is not None:
+                raise MockerError(f"the mocker exited (status {status}) before it {what}")
+            raise MockerError(f"the mocker had not {what} after {seconds:.0f} s")
+    return task.result()
+
+
+async def _answered(client: Any, body: dict[str, Any]) -> Answer:
+    stream = await client.round_robin(body)
+    return _answer([item async for item in stream])
+
+
 async def _send(
-    requests: tuple[LoggedRequest, ...], recorder: Recorder, max_tokens: int
+    requests: tuple[LoggedRequest, ...],
+    recorder: Recorder,
+    max_tokens: int,
+    process: subprocess.Popen[bytes],
 ) -> list[LoggedRequest]:
     """Each request sent in turn, its stream recorded until quiet; the requests as run."""
     from dynamo._core import DistributedRuntime
@@ -177,12 +208,9 @@ async def _send(
     runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
     try:
         client = await runtime.endpoint(ENDPOINT).client()
-        try:
-            await asyncio.wait_for(client.wait_for_instances(), START_SECONDS)
-        except TimeoutError:
-            raise MockerError(
-                f"the mocker did not register {ENDPOINT} within {START_SECONDS:.0f} s"
-            ) from None
+        await _watched(
+            client.wait_for_instances(), process, START_SECONDS, f"registered {ENDPOINT}"
+        )
         subscriber = Subscriber([f"tcp://127.0.0.1:{KV_EVENTS_PORT}"], "")
         await asyncio.sleep(1.0)  # the subscription reaches the publisher
         ran: list[LoggedRequest] = []
@@ -195,11 +223,9 @@ async def _send(
                 "eos_token_ids": [],
                 "annotations": [],
             }
-            if asked.salt is not None:
-                raise MockerError("this driver sends no cache salts; the mocker takes none here")
             sent = time.time()
-            stream = await client.round_robin(body)
-            answer = _answer([item async for item in stream])
+            what = f"answered request {asked.request_id!r}"
+            answer = await _watched(_answered(client, body), process, ANSWER_SECONDS, what)
             done = time.time()
             while (frames := subscriber.receive(QUIET_SECONDS)) is not None:
                 recorder.record(frames, "live")
@@ -242,7 +268,7 @@ def run(
             )
         recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
         try:
-            ran = asyncio.run(_send(requests, recorder, max_tokens))
+            ran = asyncio.run(_send(requests, recorder, max_tokens, process))
         except MockerError as exc:
             raise MockerError(f"{exc}\n{_tail(mocker_log)}") from None
         except Exception as exc:  # the runtime raises the base class for its own failures
@@ -288,6 +314,19 @@ def _isolated(argv: list[str]) -> int:
         _stop(process)
 
 
+def _requests(paths: list[str], seed: int, count: int) -> tuple[LoggedRequest, ...]:
+    """The requests to send: the prompts of the request log ``paths[0]`` when three paths
+    are given, else ``count`` drawn from ``seed``; :class:`LogError` for a log that cannot
+    be read or asks for a cache salt (this driver sends none)."""
+    if len(paths) == 2:
+        return drawn_requests(seed, count)
+    asked = read_log(Path(paths[0])).requests
+    salted = next((r.request_id for r in asked if r.salt is not None), None)
+    if salted is not None:
+        raise LogError(f"{paths[0]}: request {salted!r} has a cache salt; this driver sends none")
+    return tuple(LoggedRequest(r.request_id, r.prompt) for r in asked)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m kvpool.conformance.validate.dynamo_mocker")
@@ -298,8 +337,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.paths) not in (2, 3):
         parser.error("give LOG RECORDING, or REQUESTS LOG RECORDING")
+    if args.max_tokens < 1:
+        parser.error("--max-tokens must be at least 1")
     if not installed():
         print(f"error: Dynamo's mocker is not installed: {INSTALL}", file=sys.stderr)
+        return 2
+    try:
+        requests = _requests(args.paths, args.seed, args.requests)
+    except LogError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if os.environ.get(INSIDE) != "1":
         problem = isolation_problem()
@@ -307,15 +353,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the mocker binds every interface; {problem}", file=sys.stderr)
             return 2
         return _isolated(argv)
-    if len(args.paths) == 3:
-        try:
-            asked = read_log(Path(args.paths[0])).requests
-        except LogError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        requests = tuple(LoggedRequest(r.request_id, r.prompt, r.salt) for r in asked)
-    else:
-        requests = drawn_requests(args.seed, args.requests)
     try:
         run(requests, Path(args.paths[-2]), Path(args.paths[-1]), args.max_tokens)
     except MockerError as exc:

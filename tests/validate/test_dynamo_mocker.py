@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,3 +94,49 @@ def test_the_per_copy_difference_shrinks_by_re_running_the_mocker(
     shrunk = read_log(trace).requests
     assert len(shrunk) == len(record["shrunk"]) <= 2
     assert shrunk[-1].prompt == shrunk[0].prompt[: len(shrunk[-1].prompt)]
+
+
+def test_a_request_log_the_driver_cannot_send_is_exit_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    salted = tmp_path / "salted.jsonl"
+    header = {"format": "kvpool-request-log", "version": 1, "block_size": 4, "num_gpu_blocks": 48}
+    request = {"request_id": "r1", "prompt": [1, 2, 3, 4], "salt": "tenant-a"}
+    salted.write_text(json.dumps(header) + "\n" + json.dumps(request) + "\n", encoding="utf-8")
+    paths = [str(tmp_path / "log.jsonl"), str(tmp_path / "recording.jsonl")]
+    assert dynamo_mocker.main([str(salted), *paths]) == 2
+    assert "request 'r1' has a cache salt; this driver sends none" in capsys.readouterr().err
+    (tmp_path / "not-a-log.jsonl").write_text("{}\n", encoding="utf-8")
+    assert dynamo_mocker.main([str(tmp_path / "not-a-log.jsonl"), *paths]) == 2
+    assert "line 1: not a request log" in capsys.readouterr().err
+    assert not Path(paths[1]).exists()  # nothing was started
+
+
+CRASHING_MOCKER = """
+import sys
+from kvpool.conformance.validate import dynamo_mocker
+crash = "import sys; print('simulated panic at tier.rs'); sys.exit(101)"
+dynamo_mocker._mocker_command = lambda: [sys.executable, "-c", crash]
+sys.exit(dynamo_mocker.main(sys.argv[1:]))
+"""
+
+
+def test_a_mocker_that_dies_is_exit_2_with_its_log(tmp_path: Path) -> None:
+    """The driver notices its mocker exit (not the 90 s registration wait) and shows its
+    log; run as a process of its own (in the namespace's place: the stand-in binds
+    nothing), as the driver changes its environment."""
+    paths = [str(tmp_path / "log.jsonl"), str(tmp_path / "recording.jsonl")]
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_MOCKER, "--requests", "2", *paths],
+        env={**os.environ, dynamo_mocker.INSIDE: "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "the mocker exited (status 101) before it registered dynamo.backend.generate" in (
+        done.stderr
+    )
+    assert "simulated panic at tier.rs" in done.stderr
+    assert "Traceback" not in done.stderr
