@@ -34,7 +34,6 @@ import asyncio
 import ctypes
 import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..routes.isolation import IsolationError, inside, run_in_namespace
 from ..stream.recording import Recorder
 from ..stream.subscriber import Subscriber
 from .impl_engine import BLOCK_SIZE, drawn_requests
@@ -65,8 +65,8 @@ QUIET_SECONDS = 0.4
 #: Seconds the mocker has to register its endpoint, and to answer a request.
 START_SECONDS = 90.0
 ANSWER_SECONDS = 60.0
-#: Set inside the network namespace this module re-runs itself in.
-INSIDE = "KVPOOL_MOCKER_NETNS"
+#: Who runs what in a network namespace, for its errors.
+WHO = "the mocker's driver runs the mocker"
 KV_EVENTS_PORT = 5557
 REPLAY_PORT = 5558
 PR_SET_PDEATHSIG = 1
@@ -85,23 +85,6 @@ def installed() -> bool:
         )
     except ImportError:  # no ``dynamo`` package at all
         return False
-
-
-def isolation_problem() -> str | None:
-    """Why a network namespace of loopback only cannot be made here (``None``: it can)."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "the 'unshare' and 'ip' commands (util-linux, iproute2) are needed"
-    done = subprocess.run(
-        ["unshare", "--net", "--map-root-user", "ip", "link", "set", "lo", "up"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    if done.returncode != 0:
-        return f"cannot make a network namespace (unshare --net): {done.stderr.strip()}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -299,21 +282,6 @@ def _tail(path: Path, lines: int = 15) -> str:
     return f"the mocker's log ({path}), last lines:\n" + "\n".join(text.splitlines()[-lines:])
 
 
-def _isolated(argv: list[str]) -> int:
-    """This module run again inside a network namespace holding only loopback."""
-    command = [sys.executable, "-m", __spec__.name if __spec__ else __name__, *argv]
-    script = 'ip link set lo up && exec "$@"'
-    process = subprocess.Popen(
-        ["unshare", "--net", "--map-root-user", "sh", "-c", script, "sh", *command],
-        env={**os.environ, INSIDE: "1"},
-        preexec_fn=_die_with_parent,
-    )
-    try:
-        return process.wait()
-    finally:
-        _stop(process)
-
-
 def _requests(paths: list[str], seed: int, count: int) -> tuple[LoggedRequest, ...]:
     """The requests to send: the prompts of the request log ``paths[0]`` when three paths
     are given, else ``count`` drawn from ``seed``; :class:`LogError` for a log that cannot
@@ -347,12 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     except LogError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if os.environ.get(INSIDE) != "1":
-        problem = isolation_problem()
-        if problem is not None:
-            print(f"error: the mocker binds every interface; {problem}", file=sys.stderr)
+    if not inside():
+        command = [sys.executable, "-m", __spec__.name if __spec__ else __name__, *argv]
+        try:
+            return run_in_namespace(command, WHO, _die_with_parent)
+        except IsolationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 2
-        return _isolated(argv)
     try:
         run(requests, Path(args.paths[-2]), Path(args.paths[-1]), args.max_tokens)
     except MockerError as exc:
