@@ -3,16 +3,17 @@ the spec's manager after every request (stores, removals, prefixes, hits) until 
 cached whole computes its last block again, a second copy of a hash: vLLM publishes that
 copy's store, the mocker does not (it publishes the first store of a hash only).
 
-The default tests run the mocker twice (five requests, then the committed finding's two:
-about 20 s of wall-clock time, most of it waiting); ``KVPOOL_LONG=1`` adds seeds 1-3 of 24
-requests, each shrunk by re-running the mocker, a process per attempt (minutes). The mocker
-runs in a network namespace of its own holding only loopback (it binds every interface)
-and is stopped by its pid."""
+The default tests run the mocker three times (five requests, twenty, then the committed
+finding's two: about 25 s of wall-clock time, most of it waiting); ``KVPOOL_LONG=1`` adds
+seeds 1-3 of 24 requests, each shrunk by re-running the mocker, a process per attempt
+(minutes). The mocker runs in a network namespace of its own holding only loopback (it
+binds every interface) and is stopped by its pid."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,32 @@ def test_the_mocker_agrees_until_a_second_copy_and_then_leaves_its_store_out(
         "difference: per-copy: after request 5 ('r5'): 1-block prefix of 4 tokens "
         "ending [..., 131, 61, 254, 390]: 2 stores in the spec's stream, 1 in the engine's"
     ) in text
+
+
+def test_with_no_second_copy_the_mocker_is_the_spec_through_evictions(tmp_path: Path) -> None:
+    """Twenty 13-token prompts, some sharing a 2-block prefix, none cached whole: 3 blocks
+    each overflow the 47 usable blocks, so blocks are evicted; the mocker's stores,
+    removals (in vLLM's eviction order), prefixes and hits are the spec's throughout."""
+    rng = random.Random(7)
+    prompts: list[list[int]] = []
+    for _ in range(20):
+        if prompts and rng.random() < 0.3:
+            prompts.append(rng.choice(prompts)[:8] + [rng.randrange(1, 500) for _ in range(5)])
+        else:
+            prompts.append([rng.randrange(1, 500) for _ in range(13)])
+    asked = tmp_path / "requests.jsonl"
+    header = {"format": "kvpool-request-log", "version": 1, "block_size": 4, "num_gpu_blocks": 48}
+    lines = [json.dumps(header)]
+    lines += [json.dumps({"request_id": f"r{i}", "prompt": p}) for i, p in enumerate(prompts, 1)]
+    asked.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    log, recording = tmp_path / "log.jsonl", tmp_path / "recording.jsonl"
+    assert dynamo_mocker.main([str(asked), str(log), str(recording)]) == 0
+    result = validate(str(log), str(recording), "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["requests"] == 20 and record["per_request"] is True
+    assert record["engine_removals"] == record["spec_removals"] > 0
+    assert record["engine_stores"] == record["spec_stores"]
 
 
 def test_the_committed_finding_still_shows_on_the_mocker(tmp_path: Path) -> None:
