@@ -635,7 +635,7 @@ def simulators_section(out: Path) -> list[str]:
             continue
         lines += [
             "",
-            f"### {folder} (vLLM backend, profile vllm-0.33): stores per copy",
+            f"### {folder} (vLLM backend, profile vllm-0.33): stores and removals per copy",
             "",
             "A fidelity difference from vLLM. The mocker keeps duplicate physical copies of a",
             "block as vLLM does (a prompt cached whole computes its last block again, a second",
@@ -643,10 +643,14 @@ def simulators_section(out: Path) -> list[str]:
             "resident copy of a hash: its vLLM block pool's caching step returns whether the",
             "copy is the first resident one of its hash, and the store is published only then",
             "(read in the mocker's vLLM block-pool source; the installed package holds it",
-            "compiled). That is " + ROUTER_CONTRACTS["dynamo"] + "; vLLM's stream follows",
+            "compiled). Likewise it publishes one `BlockRemoved` for a hash, as its last copy",
+            "goes, where vLLM publishes one per copy evicted (seen on a run of the mocker:",
+            "`tests/validate/test_dynamo_mocker.py`). That is "
+            + ROUTER_CONTRACTS["dynamo"]
+            + "; vLLM's stream follows",
             STREAM_CONTRACT + ". A router tested against the mocker never meets the",
-            "duplicate-copy stores a real vLLM stream carries. Until the second copy the two",
-            "streams agree after every request: stores, parents, prefixes and prefix hits.",
+            "per-copy stores and removals a real vLLM stream carries. Until the second copy",
+            "the two streams agree after every request: stores, parents, prefixes and hits.",
         ]
         for path in paths:
             text = path.read_text(encoding="utf-8").splitlines()

@@ -1,10 +1,11 @@
 """``kvpool validate`` on Dynamo's mocker (vLLM backend), run by its driver. It agrees with
 the spec's manager after every request (stores, removals, prefixes, hits) until a prompt
 cached whole computes its last block again, a second copy of a hash: vLLM publishes that
-copy's store, the mocker does not (it publishes the first store of a hash only).
+copy's store, the mocker does not (it publishes the first store of a hash only, and one
+removal, as the hash's last copy goes).
 
-The default tests run the mocker three times (five requests, twenty, then the committed
-finding's two: about 25 s of wall-clock time, most of it waiting); ``KVPOOL_LONG=1`` adds
+The default tests run the mocker four times (five requests, twenty, twenty-two, then the
+committed finding's two: about 35 s of wall-clock time, most of it waiting); ``KVPOOL_LONG=1`` adds
 seeds 1-3 of 24 requests, each shrunk by re-running the mocker, a process per attempt
 (minutes). The mocker runs in a network namespace of its own holding only loopback (it
 binds every interface) and is stopped by its pid."""
@@ -23,7 +24,11 @@ from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
 from kvpool.conformance.routes.isolation import INSIDE, namespace_problem
 from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.validate.engine_side import windows
 from kvpool.conformance.validate.request_log import read_log
+from kvpool.conformance.validate.spec_side import SpecReplay
+from kvpool.spec import get_profile
+from kvpool.spec.events import BlockRemoved
 
 if not dynamo_mocker.installed():
     pytest.skip(
@@ -69,6 +74,16 @@ def test_the_mocker_agrees_until_a_second_copy_and_then_leaves_its_store_out(
     ) in text
 
 
+def _request_log(folder: Path, prompts: list[list[int]]) -> Path:
+    """A request log asking for ``prompts`` (ids r1, r2, ...)."""
+    path = folder / "requests.jsonl"
+    header = {"format": "kvpool-request-log", "version": 1, "block_size": 4, "num_gpu_blocks": 48}
+    lines = [json.dumps(header)]
+    lines += [json.dumps({"request_id": f"r{i}", "prompt": p}) for i, p in enumerate(prompts, 1)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
 def test_with_no_second_copy_the_mocker_is_the_spec_through_evictions(tmp_path: Path) -> None:
     """Twenty 13-token prompts, some sharing a 2-block prefix, none cached whole: 3 blocks
     each overflow the 47 usable blocks, so blocks are evicted; the mocker's stores,
@@ -80,11 +95,7 @@ def test_with_no_second_copy_the_mocker_is_the_spec_through_evictions(tmp_path: 
             prompts.append(rng.choice(prompts)[:8] + [rng.randrange(1, 500) for _ in range(5)])
         else:
             prompts.append([rng.randrange(1, 500) for _ in range(13)])
-    asked = tmp_path / "requests.jsonl"
-    header = {"format": "kvpool-request-log", "version": 1, "block_size": 4, "num_gpu_blocks": 48}
-    lines = [json.dumps(header)]
-    lines += [json.dumps({"request_id": f"r{i}", "prompt": p}) for i, p in enumerate(prompts, 1)]
-    asked.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    asked = _request_log(tmp_path, prompts)
     log, recording = tmp_path / "log.jsonl", tmp_path / "recording.jsonl"
     assert dynamo_mocker.main([str(asked), str(log), str(recording)]) == 0
     result = validate(str(log), str(recording), "--json")
@@ -93,6 +104,35 @@ def test_with_no_second_copy_the_mocker_is_the_spec_through_evictions(tmp_path: 
     assert record["requests"] == 20 and record["per_request"] is True
     assert record["engine_removals"] == record["spec_removals"] > 0
     assert record["engine_stores"] == record["spec_stores"]
+
+
+def test_the_mocker_removes_a_hash_once_when_its_last_copy_goes(tmp_path: Path) -> None:
+    """A one-block prompt twice (two copies of its hash), then twenty prompts that evict
+    both: the spec's stream (vLLM's) removes the hash once per copy, the mocker's once, as
+    the last copy goes. ``kvpool validate`` stops at the missing store before this."""
+    rng = random.Random(11)
+    twice = [7, 8, 9, 10]
+    prompts = [twice, twice] + [[rng.randrange(11, 500) for _ in range(13)] for _ in range(20)]
+    log_path = tmp_path / "log.jsonl"
+    recording = tmp_path / "recording.jsonl"
+    asked = _request_log(tmp_path, prompts)
+    assert dynamo_mocker.main([str(asked), str(log_path), str(recording)]) == 0
+    log = read_log(log_path)
+    spec = SpecReplay(log, get_profile("vllm-0.33"))
+    spec_removed = []
+    for number, request in enumerate(log.requests, 1):
+        for event in spec.run(request).events:
+            if isinstance(event, BlockRemoved) and spec.tokens[event.block_hash] == tuple(twice):
+                spec_removed.append(number)
+    mocker_removed, hashes = [], set()
+    for number, window in enumerate(windows(recording, log)[0], 1):
+        for wire in window.events:
+            if wire.kind == "BlockStored" and list(wire.token_ids[:4]) == twice:
+                hashes.add(wire.block_hashes[0])
+            elif wire.kind == "BlockRemoved":
+                mocker_removed += [number for h in wire.block_hashes if h in hashes]
+    assert len(spec_removed) == 2
+    assert mocker_removed == [spec_removed[-1]]
 
 
 def test_the_committed_finding_still_shows_on_the_mocker(tmp_path: Path) -> None:
