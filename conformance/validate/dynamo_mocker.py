@@ -50,7 +50,10 @@ from ..stream.subscriber import Subscriber
 from .impl_engine import BLOCK_SIZE, drawn_requests
 from .request_log import LogError, LoggedRequest, RequestLog, read_log, write_log
 
-INSTALL = "pip install 'kvpool-spec[dynamo-mocker]'"
+INSTALL = (
+    "pip install 'kvpool-spec[dynamo-mocker]' (where pypi.nvidia.com, which its aisimulate "
+    "stub downloads from, cannot be reached: pip install --no-deps ai-dynamo==1.6.1)"
+)
 #: The mocker's request endpoint (its default for an aggregated worker).
 ENDPOINT = "dynamo.backend.generate"
 #: Usable blocks the mocker is given (vLLM's pool of this size has one more: the null block).
