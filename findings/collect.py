@@ -498,6 +498,7 @@ def page() -> str:
 
     lines += [f"| {p.name} | {p.description} |" for p in PROFILES.values()]
     lines += consumers_section(out, traces, read_trace, action_text, replay_command)
+    lines += simulators_section(out)
     for folder, found in traces.items():
         lines += ["", f"## {folder}", "", ABOUT[folder] + ".", ""]
         lines += known_findings(out / folder / EXPECT_FILE, folder)
@@ -694,6 +695,71 @@ def consumers_section(
                 f"Trace: [`findings/{folder}/{path.name}`](../findings/{folder}/{path.name}). "
                 "Replay it from the repository's root (or give the path of the downloaded "
                 f"file): `{replay(f'findings/{folder}/{path.name}', trace.meta)}`",
+            ]
+    return lines
+
+
+#: Simulators judged by ``kvpool validate`` against the engine they simulate: the folder of
+#: their shrunk request sequences, and the driver module that re-runs one.
+SIMULATORS = {"dynamo-mocker-1.6.1": "kvpool.conformance.validate.dynamo_mocker"}
+
+
+def simulators_section(out: Path) -> list[str]:
+    """The page's simulators section: each shrunk request sequence ``kvpool validate``
+    wrote (a request log whose header says the difference), with both sides' contracts."""
+    import json
+
+    lines = [
+        "",
+        "## Simulators: fidelity to the engine simulated",
+        "",
+        "`kvpool validate` ([Validating an engine's stream](guide/validate.md)) replays a",
+        "simulator's requests through the spec's manager under the profile of the engine it",
+        "simulates and judges its recorded KV-event stream after every request. A difference",
+        "is one from the simulated engine, found by running the simulator (its driver is",
+        "started per shrinking attempt); each file below is the shrunk request sequence.",
+    ]
+    for folder, driver in SIMULATORS.items():
+        paths = sorted((out / folder).glob("validate-*.jsonl"))
+        if not paths:
+            continue
+        lines += [
+            "",
+            f"### {folder} (vLLM backend, profile vllm-0.33): stores and removals per copy",
+            "",
+            "A fidelity difference from vLLM. The mocker keeps duplicate physical copies of a",
+            "block as vLLM does (a prompt cached whole computes its last block again, a second",
+            "copy of a hash still cached), but publishes `BlockStored` only for the first",
+            "resident copy of a hash: its vLLM block pool's caching step returns whether the",
+            "copy is the first resident one of its hash, and the store is published only then",
+            "(read in the mocker's vLLM block-pool source; the installed package holds it",
+            "compiled). Likewise it publishes one `BlockRemoved` for a hash, as its last copy",
+            "goes, where vLLM publishes one per copy evicted (seen on a run of the mocker:",
+            "`tests/validate/test_dynamo_mocker.py`). That is "
+            + ROUTER_CONTRACTS["dynamo"]
+            + "; vLLM's stream follows",
+            STREAM_CONTRACT + ". A router tested against the mocker never meets the",
+            "per-copy stores and removals a real vLLM stream carries. Until the second copy",
+            "the two streams agree after every request: stores, parents, prefixes and hits.",
+        ]
+        for path in paths:
+            text = path.read_text(encoding="utf-8").splitlines()
+            header = json.loads(text[0])
+            where = f"findings/{folder}/{path.name}"
+            lines += ["", f"> {header['difference']}", "", "```"]
+            for number, line in enumerate(text[1:], 1):
+                request = json.loads(line)
+                prompt = request["prompt"]
+                lines.append(
+                    f"{number:>3}. {request['request_id']}: prompt of {len(prompt)} tokens "
+                    f"{prompt}, cached {request['cached_tokens']}"
+                )
+            lines += [
+                "```",
+                "",
+                f"Requests: [`{where}`](../{where}). Run them on the mocker and judge its "
+                f"stream: `python -m {driver} {where} log.jsonl recording.jsonl && kvpool "
+                f"validate log.jsonl recording.jsonl --profile {header['profile']}`",
             ]
     return lines
 

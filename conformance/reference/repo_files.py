@@ -1,6 +1,6 @@
 """Files of the repository published with the site, at the same paths: the findings'
-trace files (``findings/TARGET/*.itf.json``), so that the findings page's links open them
-in the site as they do in the repository.
+trace files (``findings/TARGET/*.itf.json``) and request sequences (``validate-*.jsonl``),
+so that the findings page's links open them in the site as they do in the repository.
 
 The project declares no repository URL (no ``repo_url`` in mkdocs.yml, no project URL in
 pyproject.toml), so nothing can link to a hosted copy; a page links a published file
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 #: The repository folders whose files the site publishes, and the files taken from each.
-PUBLISHED = (("findings", "*.itf.json"),)
+PUBLISHED = (("findings", "*.itf.json"), ("findings", "validate-*.jsonl"))
 
 #: A Markdown link target (inside ``](...)``) that climbs out of ``docs/``.
 _LINK = re.compile(r"\]\(((?:\.\./)+[^)\s#]+)(#[^)\s]*)?\)")

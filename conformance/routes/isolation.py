@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 
 #: Set inside the namespace, so the check does not re-run itself again.
 INSIDE = "KVPOOL_LOOPBACK_NAMESPACE"
@@ -30,23 +31,46 @@ def run_isolated(argv: list[str]) -> int:
     """Run ``argv`` (a ``kvpool`` command line) in a new network namespace with lo up;
     its exit status. :class:`IsolationError` when ``unshare`` or ``ip`` is missing or
     namespaces are not allowed here."""
+    kvpool = [sys.executable, "-c", "from kvpool.conformance.cli import main; main()"]
+    return run_in_namespace([*kvpool, *argv], "route-check runs the indexer")
+
+
+def namespace_problem(who: str) -> str | None:
+    """Why no private network namespace can be made here (``None``: one can), for a
+    program that ``who`` runs in one because it binds every interface."""
     unshare, ip = shutil.which("unshare"), shutil.which("ip")
     if unshare is None or ip is None:
-        raise IsolationError(
-            "route-check runs the indexer in a private network namespace (it binds every "
-            "interface) and needs unshare and ip (util-linux, iproute2)"
+        return (
+            f"{who} in a private network namespace (it binds every interface) and needs "
+            "unshare and ip (util-linux, iproute2)"
         )
-    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    script = f'{ip} link set lo up && exec "$@"'
-    kvpool = [sys.executable, "-c", "from kvpool.conformance.cli import main; main()"]
-    command = [unshare, "--net", *user, "sh", "-c", script, "sh", *kvpool, *argv]
-    env = {**os.environ, INSIDE: "1"}
     probe = subprocess.run(
-        [unshare, "--net", *user, "true"], capture_output=True, text=True, check=False
+        [unshare, "--net", *_user(), "true"], capture_output=True, text=True, check=False
     )
     if probe.returncode != 0:
-        raise IsolationError(
-            "route-check runs the indexer in a private network namespace (it binds every "
-            f"interface), and unshare --net failed here: {probe.stderr.strip()}"
+        return (
+            f"{who} in a private network namespace (it binds every interface), and "
+            f"unshare --net failed here: {probe.stderr.strip()}"
         )
-    return subprocess.run(command, env=env, check=False).returncode
+    return None
+
+
+def run_in_namespace(
+    command: list[str], who: str, preexec_fn: Callable[[], None] | None = None
+) -> int:
+    """Run ``command`` in a new network namespace with lo up (``preexec_fn`` called in
+    its process first); its exit status. :class:`IsolationError` naming ``who`` when
+    none can be made."""
+    problem = namespace_problem(who)
+    if problem is not None:
+        raise IsolationError(problem)
+    script = f'{shutil.which("ip")} link set lo up && exec "$@"'
+    wrapped = [str(shutil.which("unshare")), "--net", *_user(), "sh", "-c", script, "sh"]
+    env = {**os.environ, INSIDE: "1"}
+    return subprocess.run(
+        [*wrapped, *command], env=env, preexec_fn=preexec_fn, check=False
+    ).returncode
+
+
+def _user() -> list[str]:
+    return [] if os.geteuid() == 0 else ["--user", "--map-root-user"]

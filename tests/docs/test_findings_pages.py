@@ -77,7 +77,7 @@ def test_links_to_published_files_point_at_their_copies_in_the_site() -> None:
 
 def test_the_findings_page_links_every_trace_file(built_site: Path) -> None:
     text = html.unescape((built_site / "findings" / "index.html").read_text(encoding="utf-8"))
-    linked = set(re.findall(r'Trace: <a href="([^"]+\.itf\.json)"', text))
+    linked = set(re.findall(r'(?:Trace|Requests): <a href="([^"]+\.(?:itf\.json|jsonl))"', text))
     traces = {p for p in published_files(ROOT) if p.startswith("findings/")}
     assert traces and {f"findings/{link}" for link in linked} == traces
     for path in traces:
