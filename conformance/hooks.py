@@ -57,6 +57,19 @@ POOL_TARGET = (
         "its operations and observables needs none)",
         called_with=(),
     ),
+    Hook(
+        "summary_lines",
+        "summary_lines() -> list[str]: header_lines in short, printed for kvpool's own pools "
+        "(impl, spec), whose names hold no surprise (--plan shows header_lines in full)",
+        called_with=(),
+    ),
+    Hook(
+        "plan",
+        "plan(actions) -> None: the actions the runner applies next, when it knows them "
+        "(a replay, a shrinking attempt), so a target that can take several at once (the "
+        "wire protocol's batches) sends them together; each still comes by apply",
+        called_with=("actions",),
+    ),
 )
 
 #: What the factory of a pool with vLLM's ``BlockPool`` API may declare (``--target

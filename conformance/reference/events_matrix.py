@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kvpool.spec import CONSUMER_MODELS, built_in_profile
 
+from ..engine_machine.trace_file import SUFFIX
 from ..events.upstream import broken_property, report_link, upstream_report
 from ..trace.files import read_trace
 from .findings_events import publishes_events
@@ -21,7 +22,8 @@ def events_matrix(findings: Path) -> str:
     without an events run leaves no events trace, which is not a pass)."""
     rows = []
     for folder in sorted(p for p in findings.iterdir() if p.is_dir()):
-        traces = [read_trace(p) for p in sorted(folder.glob("*.itf.json"))]
+        pool_traces = (p for p in sorted(folder.glob("*.itf.json")) if not p.name.endswith(SUFFIX))
+        traces = [read_trace(p) for p in pool_traces]  # an engine trace has no pool events
         if not traces:
             continue
         profile = built_in_profile(traces[0].meta.profile)  # a field is never a path

@@ -15,7 +15,7 @@ READ = re.compile(
     r"\s*,\s*(?:\"([a-z_]+)\"|([A-Z_]+))"
 )
 #: Hooks read through a named constant.
-CONSTANTS = {"TAKES": "takes", "OFF_ATTRIBUTE": "kvpool_features_off"}
+CONSTANTS = {"TAKES": "takes", "PLAN": "plan", "OFF_ATTRIBUTE": "kvpool_features_off"}
 
 
 def hooks_read(root: Path) -> set[str]:

@@ -83,7 +83,8 @@ def test_cli_usage_errors_exit_2(args: list[str]) -> None:
     assert CliRunner().invoke(prove, args).exit_code == 2
 
 
-def test_cli_proves_everything_and_lists_faults() -> None:
+def test_cli_proves_everything_and_lists_faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # names whole in their cells (80 folds them)
     result = CliRunner().invoke(prove, [])
     assert result.exit_code == 0, result.output
     assert "every obligation proved" in result.output

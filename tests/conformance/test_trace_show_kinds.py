@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvpool.conformance.cli import main
 from kvpool.conformance.diff.command import diff
+from kvpool.conformance.engine_machine.trace_file import SUFFIX as ENGINE_SUFFIX
+from kvpool.conformance.engine_machine.trace_file import read_engine_trace
 from kvpool.conformance.trace import show
 from kvpool.conformance.trace.files import read_trace, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
@@ -149,6 +151,13 @@ FINDINGS = sorted((ROOT / "findings").rglob("*.itf.json"))
 
 @pytest.mark.parametrize("path", FINDINGS, ids=[f"{p.parent.name}/{p.name}" for p in FINDINGS])
 def test_every_committed_finding_renders(path: Path) -> None:
+    if path.name.endswith(ENGINE_SUFFIX):  # an engine machine's trace: its own reader
+        engine_trace = read_engine_trace(path)
+        result = kvpool("show", str(path))
+        assert result.exit_code == 0, result.output
+        assert f"engine trace of {engine_trace.target}" in result.output
+        assert "fails here" in result.output
+        return
     trace = read_trace(path)
     for fmt in ("table", "markdown"):
         result = kvpool("show", "--format", fmt, str(path))
