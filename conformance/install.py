@@ -16,6 +16,7 @@ EXTRAS = frozenset(
         "bench",
         "docs",
         "dynamo",
+        "dynamo-mocker",
         "fuzz",
         "lmdeploy",
         "nanovllm",

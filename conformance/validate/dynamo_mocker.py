@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..install import extra_hint
 from ..routes.isolation import IsolationError, inside, run_in_namespace
 from ..stream.recording import Recorder
 from ..stream.subscriber import Subscriber
@@ -51,8 +52,8 @@ from .impl_engine import BLOCK_SIZE, drawn_requests
 from .request_log import LogError, LoggedRequest, RequestLog, read_log, write_log
 
 INSTALL = (
-    "pip install 'kvpool-spec[dynamo-mocker]' (where pypi.nvidia.com, which its aisimulate "
-    "stub downloads from, cannot be reached: pip install --no-deps ai-dynamo==1.6.1)"
+    f"{extra_hint('dynamo-mocker')} (where pypi.nvidia.com, which its aisimulate stub "
+    "downloads from, cannot be reached: pip install --no-deps ai-dynamo==1.6.1)"
 )
 #: The mocker's request endpoint (its default for an aggregated worker).
 ENDPOINT = "dynamo.backend.generate"

@@ -112,7 +112,7 @@ def test_without_xxhash_the_target_names_the_install_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "xxhash", None)
-    with pytest.raises(TargetLoadError, match=r"pip install 'kvpool-spec\[nanovllm\]'"):
+    with pytest.raises(TargetLoadError, match=r"pip install -e '\.\[nanovllm\]'"):
         load_manager("nanovllm", "nanovllm")
 
 

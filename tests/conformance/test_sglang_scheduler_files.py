@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "torch", reason="SGLang's allocator needs torch: pip install 'kvpool-spec[sglang]'"
+    "torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'"
 )
 
 from kvpool.conformance.targets.releases.files import cached_files

@@ -139,7 +139,7 @@ def test_without_torch_the_target_names_the_install_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(TargetLoadError, match=r"pip install 'kvpool-spec\[sglang\]'"):
+    with pytest.raises(TargetLoadError, match=r"pip install -e '\.\[sglang\]'"):
         load_manager("sglang==0.4.6.post5", "sglang==0.4.6.post5")
 
 

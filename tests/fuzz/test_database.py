@@ -142,7 +142,7 @@ def test_without_the_redis_client_the_error_names_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)  # import redis -> ImportError
-    with pytest.raises(DatabaseError, match=r"pip install 'kvpool-spec\[fuzz\]'"):
+    with pytest.raises(DatabaseError, match=r"pip install -e '\.\[fuzz\]'"):
         redis_database("redis://127.0.0.1:1/0")
 
 
