@@ -85,8 +85,9 @@ FAULTS: dict[str, ManagerFault] = {
         "        blocks = cdiv(window_size - 1, block_size)\n",
         "        blocks = cdiv(window_size - 1, block_size) - 1\n",
         "a sliding-window hit without the first block of its window: attention reads the "
-        "null block",
-        ("admit(", "resume(", "hit-keys"),
+        "null block; under a window of at most one block, the block just computed ends up "
+        "without its key, and the free queue in another order",
+        ("admit(", "resume(", "hit-keys", "after compute: free queue order"),
     ),
     "sliding window hit blocks rounded down": ManagerFault(
         "single_type_kv_cache_manager.py",
@@ -94,8 +95,9 @@ FAULTS: dict[str, ManagerFault] = {
         "        blocks = (window_size - 1) // block_size\n",
         "a hit under a window that is not a whole number of blocks plus one token (4096 "
         "tokens over 16-token blocks) lacks the window's first block: attention reads the "
-        "null block",
-        ("admit(", "resume(", "hit-keys"),
+        "null block; under a window of at most one block, the block just computed ends up "
+        "without its key, and the free queue in another order",
+        ("admit(", "resume(", "hit-keys", "after compute: free queue order"),
     ),
     "window block kept in the table": ManagerFault(
         "single_type_kv_cache_manager.py",
