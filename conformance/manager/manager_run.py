@@ -8,10 +8,13 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, cast
 
 from kvpool.spec import (
     Action,
+    AllBlocksCleared,
+    BlockStored,
     ContractViolation,
     Event,
     Observation,
@@ -24,6 +27,7 @@ from kvpool.spec import (
 )
 from kvpool.spec.events import as_consumers_read
 from kvpool.spec.manager import (
+    INCREMENTAL,
     NO_EXTRA,
     Admit,
     Append,
@@ -41,6 +45,7 @@ from kvpool.spec.manager import (
     apply_request,
     initial_manager_state,
     request_violation,
+    resent_events,
 )
 
 from ..consumers.judge import StreamJudge
@@ -106,6 +111,9 @@ class ManagerRun:
         #: The one judge of streams, fed the manager's pool's events (the count model: the
         #: contract the spec's pool keeps); the spec's own events are compared exactly after.
         self.stream_judge = StreamJudge("count", setup.manager.parent_known_groups())
+        #: The copies the stream's re-sent stores added (requests in the ``"full"`` report
+        #: mode), which no removal answers: a count consumer holds them beside the pool's.
+        self.resent_copies: Counter[tuple[int, bytes]] = Counter()
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
@@ -113,6 +121,12 @@ class ManagerRun:
         ``allows`` says otherwise: an older API without ``evict_blocks``, say)."""
         allows = getattr(self.target, "allows", None)
         return True if allows is None else bool(allows(action))
+
+    @property
+    def report_modes_taken(self) -> frozenset[str]:
+        """The report modes the manager under test takes with a request (its
+        ``report_modes_taken``; the default one unless it says so): the only ones drawn."""
+        return frozenset(getattr(self.target, "report_modes_taken", frozenset()))
 
     @property
     def extra_keys_taken(self) -> frozenset[str]:
@@ -152,26 +166,48 @@ class ManagerRun:
             return
         pool = SpecPool(self.pool_state)
         try:
-            expected = pool(TakeEvents()).result
+            published = pool(TakeEvents()).result
         except ContractViolation:  # a profile whose pool publishes no events
             return
         actual: tuple[Event, ...] | None = take()
         if actual is None:
             return
         self.pool_state = pool.state
-        assert isinstance(expected, tuple)
+        assert isinstance(published, tuple)
+        # the stores re-sent at the lookup come before anything the pool did after it
+        expected = resent_events(self.pool_state, self.state.resent) + published
         # read as the profile's consumers read them (``coarse_events_name_fine_hash``)
         as_fine = self.pool_state.profile.coarse_events_name_fine_hash
         expected = as_consumers_read(cast("tuple[Event, ...]", expected), as_fine)
         actual = as_consumers_read(actual, as_fine)
-        found = self.stream_judge.feed(actual, pool_residency(self.pool_state))
-        if found:
-            operation = where.removeprefix("after ")
-            raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
-        if canonical_events(expected) != canonical_events(actual):
+        differ = canonical_events(expected) != canonical_events(actual)
+        # the judge's truth counts the copies the spec re-sent: a stream that re-sent
+        # other stores is shown as the difference it is
+        if differ and self.state.resent:
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
             )
+        found = self.stream_judge.feed(actual, self.residency(expected))
+        if found:
+            operation = where.removeprefix("after ")
+            raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
+        if differ:
+            raise Nonconformance(
+                f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
+            )
+
+    def residency(self, expected: tuple[Event, ...]) -> dict[tuple[int, bytes], int]:
+        """What a count consumer of the spec's stream holds: the spec's pool's keys, plus a
+        copy for every hash a re-sent store named since the last reset (``expected``: the
+        step's events, re-sent stores first)."""
+        if any(isinstance(e, AllBlocksCleared) for e in expected):
+            self.resent_copies.clear()
+        for store in expected[: len(self.state.resent)]:
+            assert isinstance(store, BlockStored)
+            self.resent_copies.update((store.group_id, h) for h in store.block_hashes)
+        held = Counter(pool_residency(self.pool_state))
+        held.update(self.resent_copies)
+        return dict(held)
 
     def run_on_target(self, action: RequestAction) -> ManagerResult:
         """Record ``action`` and drive the target with it (the draw must be inside the
@@ -205,14 +241,16 @@ class ManagerRun:
         t, checks = self.target, self.checks
         rid = action.request_id
         match action:
-            case Admit(tokens=tokens, salt=salt, extra=extra):
+            case Admit(tokens=tokens, salt=salt, extra=extra, report_mode=mode):
                 checks.admitted(rid, tokens, salt, extra)
                 cached = checks.cached_prefix(rid, t.view())
-                if extra == NO_EXTRA:
-                    result = t.admit(rid, tokens, salt)
-                else:  # only a manager that declares extra_keys_taken is given them
-                    admit: Any = t.admit
-                    result = admit(rid, tokens, salt, extra=extra)
+                # only a manager that declares extra_keys_taken (report_modes_taken) is
+                # given them
+                given: dict[str, Any] = {} if extra == NO_EXTRA else {"extra": extra}
+                if mode != INCREMENTAL:
+                    given["report_mode"] = mode
+                admit: Any = t.admit
+                result = admit(rid, tokens, salt, **given)
                 if result is None:
                     del checks.requests[rid]
                     return None
