@@ -51,6 +51,7 @@ from kvpool.spec.manager import (
 from ..consumers.judge import StreamJudge
 from ..engine.compare import compare_views
 from ..engine.lockstep import Nonconformance, RunRecord
+from ..engine.surface import SurfaceMismatch
 from ..engine.target import PoolView
 from .checks import RequestChecks
 from .coverage import request_situations
@@ -118,7 +119,11 @@ class ManagerRun:
 
     def allows(self, action: RequestAction) -> bool:
         """Whether the manager under test takes ``action`` (every one, unless its
-        ``allows`` says otherwise: an older API without ``evict_blocks``, say)."""
+        ``allows`` says otherwise: an older API without ``evict_blocks``, say); a request
+        in a report mode it does not take (:attr:`report_modes_taken`) never."""
+        mode = action.report_mode if isinstance(action, Admit) else INCREMENTAL
+        if mode != INCREMENTAL and mode not in self.report_modes_taken:
+            return False
         allows = getattr(self.target, "allows", None)
         return True if allows is None else bool(allows(action))
 
@@ -248,6 +253,11 @@ class ManagerRun:
                 # given them
                 given: dict[str, Any] = {} if extra == NO_EXTRA else {"extra": extra}
                 if mode != INCREMENTAL:
+                    if mode not in self.report_modes_taken:  # a trace made on another manager
+                        raise SurfaceMismatch(
+                            f"manager {self.target.name!r} takes no request in the {mode!r} "
+                            "report mode (its report_modes_taken)"
+                        )
                     given["report_mode"] = mode
                 admit: Any = t.admit
                 result = admit(rid, tokens, salt, **given)

@@ -16,6 +16,7 @@ from kvpool.conformance.cli import main
 from kvpool.conformance.consumers.models import ModelConsumer
 from kvpool.conformance.engine.choices import RandomChoices
 from kvpool.conformance.engine.lockstep import Nonconformance
+from kvpool.conformance.engine.surface import SurfaceMismatch
 from kvpool.conformance.manager import draw
 from kvpool.conformance.manager.manager_run import ManagerRun
 from kvpool.conformance.manager.target import RequestSetup
@@ -202,3 +203,19 @@ def test_the_skipped_re_send_is_caught_at_default_settings(
     found = result.output.split("Nonconformance: requests/manager", 1)
     assert len(found) == 2, result.output
     assert any(text in found[1] for text in NOT_RESENT.caught_by), result.output
+
+
+def test_a_manager_without_report_modes_is_never_given_a_full_request() -> None:
+    """A trace made on a manager that takes both modes, replayed on one that does not, is a
+    usage error (exit 2 in ``kvpool replay``), never a finding."""
+
+    def plain(drawn: RequestSetup, profile: object) -> object:
+        target = impl_manager_target(drawn, SEED)
+        target.report_modes_taken = frozenset()  # type: ignore[misc]
+        return target
+
+    run = ManagerRun(plain, SEED, setup())  # type: ignore[arg-type]
+    full = Admit("a", PROMPT, report_mode=FULL)
+    assert not run.allows(full) and run.allows(Admit("a", PROMPT))
+    with pytest.raises(SurfaceMismatch, match="takes no request in the 'full' report mode"):
+        run.apply(full)
