@@ -9,6 +9,7 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any, cast
 
 from kvpool.spec import (
@@ -25,6 +26,7 @@ from kvpool.spec import (
     initial_state,
     pool_residency,
 )
+from kvpool.spec.consumer import EventViolation
 from kvpool.spec.events import as_consumers_read
 from kvpool.spec.manager import (
     INCREMENTAL,
@@ -195,7 +197,7 @@ class ManagerRun:
         found = self.stream_judge.feed(actual, self.residency(expected))
         if found:
             operation = where.removeprefix("after ")
-            raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
+            raise Nonconformance(self.stream_judge.finding(self.told(found[0]), operation, actual))
         if differ:
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
@@ -213,6 +215,16 @@ class ManagerRun:
         held = Counter(pool_residency(self.pool_state))
         held.update(self.resent_copies)
         return dict(held)
+
+    def told(self, violation: EventViolation) -> EventViolation:
+        """``violation`` saying how many of the copies it counts for the pool were re-sent
+        stores (the truth of :meth:`residency`), where any were."""
+        h, group = violation.block_hash, violation.group_id
+        resent = self.resent_copies.get((group, h), 0) if h is not None and group is not None else 0
+        if not resent:
+            return violation
+        note = f" ({resent} of the pool's copies counted are re-sent stores no removal answers)"
+        return replace(violation, message=violation.message + note)
 
     def run_on_target(self, action: RequestAction) -> ManagerResult:
         """Record ``action`` and drive the target with it (the draw must be inside the

@@ -31,6 +31,7 @@ from kvpool.spec import (
     initial_state,
     pool_residency,
 )
+from kvpool.spec.consumer import EventViolation
 from kvpool.spec.events import as_fine
 from kvpool.spec.manager import (
     FULL,
@@ -219,3 +220,16 @@ def test_a_manager_without_report_modes_is_never_given_a_full_request() -> None:
     assert not run.allows(full) and run.allows(Admit("a", PROMPT))
     with pytest.raises(SurfaceMismatch, match="takes no request in the 'full' report mode"):
         run.apply(full)
+
+
+def test_a_replay_finding_says_how_many_copies_were_re_sent() -> None:
+    run = ManagerRun(impl_manager_target, SEED, setup())
+    for action in (Admit("a", PROMPT), Compute("a"), Admit("b", PROMPT, report_mode=FULL)):
+        run.apply(action)
+    (group, h), copies = next(iter(run.resent_copies.items()))
+    said = run.told(EventViolation("events-replay-index", h, group, "the pool holds it"))
+    assert said.message.endswith(
+        f"({copies} of the pool's copies counted are re-sent stores no removal answers)"
+    )
+    other = EventViolation("events-replay-index", b"\x00" * 32, group, "the pool holds it")
+    assert run.told(other) == other
