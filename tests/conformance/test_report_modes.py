@@ -233,3 +233,41 @@ def test_a_replay_finding_says_how_many_copies_were_re_sent() -> None:
     )
     other = EventViolation("events-replay-index", b"\x00" * 32, group, "the pool holds it")
     assert run.told(other) == other
+
+
+def test_the_release_names_a_windows_null_blocks_as_the_spec_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.33.0's re-send in a sliding-window group counts the hit's null blocks (the
+    blocks before the window): under layouts with windows only, its stores are the spec's
+    event for event, some of them naming such blocks."""
+    from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
+    from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
+    from kvpool.conformance.targets.loading import load_manager
+    from kvpool.spec.profile import get_profile
+
+    windows = ((FULL_ATTENTION, KVGroup(1)), (KVGroup(2),))
+    monkeypatch.setattr(draw, "LAYOUTS", windows)
+    named_nulls = 0
+    compare = ManagerRun.check_events
+
+    def counted(run: ManagerRun, where: str) -> None:
+        nonlocal named_nulls
+        manager = run.setup.manager
+        named_nulls += sum(
+            r.num_blocks > manager.window_hit_blocks(r.group_id)
+            for r in run.state.resent
+            if manager.groups[r.group_id].is_sliding
+        )
+        compare(run, where)
+
+    monkeypatch.setattr(ManagerRun, "check_events", counted)
+    cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)
+    factory, _ = load_manager("vllm", "vllm==0.33.0")
+    result = run_requests(
+        manager_builder(factory, get_profile("vllm-0.33")), ON_MANAGER, seed=1,
+        max_examples=150, steps=40, max_blocks=REQUEST_MIN_BLOCKS, max_findings=1,
+        shrink_seconds=1.0,
+    )  # fmt: skip
+    assert result.failure is None, result.failure.message
+    assert named_nulls > 0
