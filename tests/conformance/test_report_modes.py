@@ -15,12 +15,15 @@ from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.consumers.models import ModelConsumer
 from kvpool.conformance.engine.choices import RandomChoices
+from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
 from kvpool.conformance.engine.lockstep import Nonconformance
 from kvpool.conformance.engine.surface import SurfaceMismatch
 from kvpool.conformance.manager import draw
 from kvpool.conformance.manager.manager_run import ManagerRun
+from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.manager.target import RequestSetup
 from kvpool.conformance.targets.impl_manager import impl_manager_target
+from kvpool.conformance.targets.loading import load_manager
 from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.spec import (
@@ -51,6 +54,7 @@ from kvpool.spec.manager import (
     manager_step,
     resent_events,
 )
+from kvpool.spec.profile import get_profile
 from manager_faults import FAULTS, planted_manager_tree  # on sys.path via pytest
 
 NOT_RESENT = FAULTS["hits not re-sent"]
@@ -194,11 +198,22 @@ def not_resent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_skipped_re_send_is_caught_at_default_settings(
-    not_resent: Path, seed: int, tmp_path: Path
-) -> None:
+def test_the_skipped_re_send_is_caught_at_default_settings(not_resent: Path, seed: int) -> None:
+    """The ``requests/manager`` run of ``kvpool conform --machine requests --manager vllm``
+    at its defaults (the command itself is run on seed 1 below)."""
+    factory, _ = load_manager("vllm", f"vllm@{not_resent}")
+    result = run_requests(
+        manager_builder(factory, get_profile("vllm-0.33")), ON_MANAGER, seed=seed,
+        max_examples=150, steps=40, max_blocks=REQUEST_MIN_BLOCKS, max_findings=1,
+        shrink_seconds=1.0,
+    )  # fmt: skip
+    assert result.failure is not None, f"not caught on seed {seed}"
+    assert any(text in result.failure.message for text in NOT_RESENT.caught_by)
+
+
+def test_the_command_catches_the_skipped_re_send(not_resent: Path, tmp_path: Path) -> None:
     args = ["conform", "--target", f"vllm@{not_resent}", "--machine", "requests"]
-    args += ["--manager", "vllm", "--level", "events", "--seed", str(seed)]
+    args += ["--manager", "vllm", "--level", "events", "--seed", "1"]
     result = CliRunner().invoke(main, [*args, "--trace-dir", str(tmp_path)])
     assert result.exit_code == 1, result.output
     found = result.output.split("Nonconformance: requests/manager", 1)
@@ -241,11 +256,6 @@ def test_the_release_names_a_windows_null_blocks_as_the_spec_does(
     """vLLM 0.33.0's re-send in a sliding-window group counts the hit's null blocks (the
     blocks before the window): under layouts with windows only, its stores are the spec's
     event for event, some of them naming such blocks."""
-    from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-    from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-    from kvpool.conformance.targets.loading import load_manager
-    from kvpool.spec.profile import get_profile
-
     windows = ((FULL_ATTENTION, KVGroup(1)), (KVGroup(2),))
     monkeypatch.setattr(draw, "LAYOUTS", windows)
     named_nulls = 0
