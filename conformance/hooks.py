@@ -99,6 +99,13 @@ MANAGER_TARGET = (
         value_types=(frozenset, set),
     ),
     Hook(
+        "report_modes_taken",
+        "report_modes_taken: frozenset[str]: the KV-cache report modes it takes with a request "
+        "as admit(..., report_mode=...) ('incremental' and 'full': a full request's hits are "
+        "published again at every lookup); only the default is drawn unless it says so",
+        value_types=(frozenset, set),
+    ),
+    Hook(
         "registers_when_scheduled",
         "registers_when_scheduled: bool: it keys a block when it schedules it, before the "
         "engine writes it (a key then does not forbid the write)",

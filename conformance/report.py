@@ -32,8 +32,13 @@ def short(value: object) -> str:
 
 
 def action_line(action: Action | RequestAction) -> str:
-    """``free_blocks(blocks=[3, 2], evict_first=False)`` — the operation and its arguments."""
-    args = ", ".join(f"{f.name}={short(getattr(action, f.name))}" for f in fields(action))
+    """``free_blocks(blocks=[3, 2], evict_first=False)`` — the operation and its arguments
+    (a field whose metadata says ``listed: omit-default`` only when it is not its default)."""
+    args = ", ".join(
+        f"{f.name}={short(getattr(action, f.name))}"
+        for f in fields(action)
+        if f.metadata.get("listed") != "omit-default" or getattr(action, f.name) != f.default
+    )
     return f"{action.operation}({args})"
 
 

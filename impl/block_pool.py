@@ -420,6 +420,34 @@ class BlockPool:
                 )
             )
 
+    def emit_cached_block_events(
+        self,
+        request: RequestLike,
+        num_cached_blocks: int,
+        block_size: int,
+        kv_cache_group_id: int,
+    ) -> None:
+        """Publish again the request's first ``num_cached_blocks`` blocks (a prefix-cache
+        hit of a request in the ``"full"`` report mode): one ``BlockStored`` naming their
+        hashes at ``block_size``, with no parent. Nothing in the pool changes."""
+        if not self.enable_kv_cache_events or num_cached_blocks == 0:
+            return
+        ratio = block_size // self.hash_block_size
+        hashes = request.block_hashes
+        lora = request.lora_request
+        self.kv_event_queue.append(
+            BlockStored(
+                block_hashes=[hashes[(j + 1) * ratio - 1] for j in range(num_cached_blocks)],
+                parent_block_hash=None,
+                token_ids=list(request.all_token_ids[: num_cached_blocks * block_size]),
+                block_size=block_size,
+                lora_id=None if lora is None else lora.adapter_id,
+                medium=_MEDIUM,
+                lora_name=None if lora is None else lora.name,
+                group_idx=kv_cache_group_id,
+            )
+        )
+
     def _check_cacheable(
         self,
         blocks: Sequence[KVCacheBlock],

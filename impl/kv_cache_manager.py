@@ -173,6 +173,7 @@ class ManagedRequest:
         "pending_moves",
         "pending_release",
         "prompt_embeds",
+        "report_mode",
         "request",
         "running",
         "salt",
@@ -188,8 +189,11 @@ class ManagedRequest:
         lora: LoraKey | None = None,
         mm_features: Sequence[MultiModalKey] = (),
         prompt_embeds: Sequence[int] | None = None,
+        report_mode: str = "incremental",
     ) -> None:
         self.request = request
+        #: ``"full"``: its prefix-cache hits are published again at every lookup.
+        self.report_mode = report_mode
         # what the block hashes carry beyond the tokens (see _extra_keys)
         self.salt = salt
         self.lora = lora
@@ -230,6 +234,9 @@ class ManagedRequest:
             shown = self.shown = tuple([tuple(ids) for ids in self.block_ids])
         return shown
 
+
+#: A request's report modes: its own stores only, or its hits published again too.
+_REPORT_MODES = ("incremental", "full")
 
 #: The blocks a new request's first lookup hashes; each further run is twice as long.
 _FIRST_HASHED_RUN = 16
@@ -356,16 +363,20 @@ class KVCacheManager:
         lora: LoraKey | None = None,
         mm_features: Sequence[MultiModalKey] = (),
         prompt_embeds: Sequence[int] | None = None,
+        report_mode: str = "incremental",
     ) -> Scheduled | None:
         """A new request: find its cached prefix, touch every hit, allocate the rest.
 
         ``salt``, ``lora`` (name, path), ``mm_features`` ((identifier, offset, length)
         inside the prompt, sorted and disjoint) and ``prompt_embeds`` (one value per prompt
         token) go into the block hashes: a request differing in one never shares a block
-        over which it differs.
+        over which it differs. A request in the ``"full"`` ``report_mode`` has its hits
+        published again (one ``BlockStored`` per group, no parent) whenever it is looked
+        up, here and at every resume, room or not.
 
         Pre: ``request_id`` is not live (rule ``request-new``); ``tokens`` is a non-empty
-        sequence of ints >= 0 (rule ``request-tokens``).
+        sequence of ints >= 0 (rule ``request-tokens``); ``report_mode`` is
+        ``"incremental"`` or ``"full"`` (rule ``request-report-mode``).
         Post: ``None`` and nothing changed (the request stays unknown) when the pool lacks
         room; otherwise the request runs with tables covering every token, and
         ``copies`` lists the partial-entry copies to make before ``copies_done``.
@@ -374,6 +385,10 @@ class KVCacheManager:
         if request_id in self.requests:
             raise KVCacheManagerError(op, "request-new", request_id, "already known")
         token_list = self._checked_tokens(op, request_id, tokens)
+        if report_mode not in _REPORT_MODES:
+            raise KVCacheManagerError(
+                op, "request-report-mode", request_id, f"report mode {report_mode!r}"
+            )
         if prompt_embeds is not None and len(prompt_embeds) != len(token_list):
             raise KVCacheManagerError(
                 op, "request-extra-keys", request_id, "prompt embeddings not one per token"
@@ -390,6 +405,7 @@ class KVCacheManager:
             lora,
             mm_features,
             prompt_embeds,
+            report_mode,
         )
         # The lookup hashes the prompt as far as it reads (through the first block the
         # cache lacks): a request refused for want of room hashes no more than that.
@@ -669,6 +685,10 @@ class KVCacheManager:
         num_tokens = len(req.request.all_token_ids)
         if self.enable_caching:
             hit = self._find_cached_prefix(req, num_tokens)
+            if req.report_mode == "full" and hit.num_blocks:
+                pool, bs = self.block_pool, self.block_size
+                for g in self._group_ids:
+                    pool.emit_cached_block_events(req.request, hit.num_blocks, bs, g)
         else:
             hit = PrefixHit(0, [[] for _ in self._group_ids], [], 0)
         per_group = _cdiv(num_tokens, self.block_size) - hit.num_blocks

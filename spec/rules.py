@@ -37,6 +37,7 @@ RULES: dict[str, str] = {
     "request-tokens": "a request's tokens are a non-empty list of non-negative ids",
     "request-extra-keys": "a request's multimodal features lie inside its prompt and its "
     "prompt embeddings are one per prompt token",
+    "request-report-mode": "a request's KV-cache report mode is 'incremental' or 'full'",
     "request-running": "only a running request can grow, compute or be preempted",
     "request-preempted": "only a preempted request can be resumed",
     "request-known": "only a live request can be finished",
@@ -53,6 +54,7 @@ REQUEST_RULES = frozenset(
         "request-new",
         "request-tokens",
         "request-extra-keys",
+        "request-report-mode",
         "request-running",
         "request-preempted",
         "request-known",

@@ -23,6 +23,7 @@ REQUEST_SITUATIONS = (
     "copy-on-write of a running request",
     "sliding window dropped blocks",
     "resumed from its cached prefix",
+    "hits re-sent (full report mode)",
     "reset refused while held",
     "reset cleared the cache",
     "cached blocks evicted",
@@ -39,6 +40,8 @@ def request_situations(
         seen.append("reset cleared the cache" if result else "reset refused while held")
     if isinstance(action, EvictCached) and action.block_ids:
         seen.append("cached blocks evicted")
+    if after.resent:
+        seen.append("hits re-sent (full report mode)")
     if isinstance(action, Admit) and action.salt is not None and result is not None:
         seen.append("salted request admitted")
     if isinstance(result, Scheduled):

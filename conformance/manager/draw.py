@@ -13,7 +13,10 @@ from dataclasses import dataclass, field, replace
 
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import (
+    FULL,
     FULL_ATTENTION,
+    INCREMENTAL,
+    REPORT_MODES,
     Admit,
     Append,
     Compute,
@@ -106,6 +109,8 @@ class RequestContext:
     heads: dict[str, set[int]] = field(default_factory=dict)
     #: The attributes besides the salt the run under test takes (the only ones drawn).
     extra_keys: frozenset[str] = frozenset()
+    #: The report modes besides the default the run under test takes (the only ones drawn).
+    report_modes: frozenset[str] = frozenset()
 
     def new_id(self) -> str:
         rid = f"r{self.next_id}"
@@ -223,18 +228,26 @@ def like(
     return tokens, salt, ExtraKeys(lora, mm, embeds)
 
 
+def report_mode(data: Choices, ctx: RequestContext) -> str:
+    """The request's report mode: either, where the run takes ``"full"``."""
+    if FULL not in ctx.report_modes:
+        return INCREMENTAL
+    return data.choice(REPORT_MODES, "report mode")
+
+
 def draw_admit(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:
     """A new request: half the time (where the run takes attributes) like a live one, so
-    that requests agree in every attribute, or differ in exactly one, over a shared prefix."""
+    that requests agree in every attribute, or differ in exactly one, over a shared prefix;
+    in either report mode where the run takes both."""
     models = sorted(state.requests)
     if ctx.extra_keys and models and data.boolean("like another"):
         model = state.requests[data.choice(models, "model")]
         tokens, salt, extra = like(data, model, ctx.extra_keys, state.pool_config.hash_block_size)
-        return Admit(ctx.new_id(), tokens, salt, extra)
+        return Admit(ctx.new_id(), tokens, salt, extra, report_mode(data, ctx))
     salt = data.choice(SALTS, "salt")
     tokens = prompt(data)
     extra = extra_keys(data, tokens, ctx.extra_keys) if ctx.extra_keys else ExtraKeys()
-    return Admit(ctx.new_id(), tokens, salt, extra)
+    return Admit(ctx.new_id(), tokens, salt, extra, report_mode(data, ctx))
 
 
 def draw_append(data: Choices, state: ManagerState, ctx: RequestContext) -> RequestAction:

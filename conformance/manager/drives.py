@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kvpool.spec.manager import (
+    INCREMENTAL,
     NO_EXTRA,
     Admit,
     Append,
@@ -25,6 +26,7 @@ from kvpool.spec.manager import (
     Scheduled,
 )
 
+from ..engine.surface import SurfaceMismatch
 from .checks import RequestChecks
 from .target import ManagerTarget
 
@@ -34,6 +36,9 @@ class ManagerRun(Protocol):
 
     target: ManagerTarget
     checks: RequestChecks
+
+    @property
+    def report_modes_taken(self) -> frozenset[str]: ...
 
     def copied(
         self,
@@ -55,11 +60,18 @@ def checked_admit(run: ManagerRun, action: RequestAction) -> ManagerResult:
     t, checks, rid = run.target, run.checks, action.request_id
     checks.admitted(rid, action.tokens, action.salt, action.extra)
     cached = checks.cached_prefix(rid, t.view())
-    if action.extra == NO_EXTRA:
-        result = t.admit(rid, action.tokens, action.salt)
-    else:  # only a manager that declares extra_keys_taken is given them
-        admit: Any = t.admit
-        result = admit(rid, action.tokens, action.salt, extra=action.extra)
+    # only a manager that declares extra_keys_taken (report_modes_taken) is given them
+    given: dict[str, Any] = {} if action.extra == NO_EXTRA else {"extra": action.extra}
+    mode = action.report_mode
+    if mode != INCREMENTAL:
+        if mode not in run.report_modes_taken:  # a trace made on another manager
+            raise SurfaceMismatch(
+                f"manager {t.name!r} takes no request in the {mode!r} report mode (its "
+                "report_modes_taken)"
+            )
+        given["report_mode"] = mode
+    admit: Any = t.admit
+    result = admit(rid, action.tokens, action.salt, **given)
     if result is None:
         del checks.requests[rid]
         return None

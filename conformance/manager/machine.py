@@ -25,9 +25,11 @@ RunBuilder = Callable[[RequestSetup, RunRecord], RequestRun]
 
 
 def context_of(run: RequestRun) -> draw.RequestContext:
-    """What the drawing remembers for ``run``: the attributes its manager takes."""
+    """What the drawing remembers for ``run``: the attributes and report modes its
+    manager takes."""
     taken: frozenset[str] = getattr(run, "extra_keys_taken", frozenset())
-    return draw.RequestContext(extra_keys=frozenset(taken))
+    modes: frozenset[str] = getattr(run, "report_modes_taken", frozenset())
+    return draw.RequestContext(extra_keys=frozenset(taken), report_modes=frozenset(modes))
 
 
 def next_request_action(

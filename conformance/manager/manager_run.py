@@ -8,10 +8,14 @@ and the pools must agree exactly (block tables name blocks, so the order matters
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from typing import cast
 
 from kvpool.spec import (
     Action,
+    AllBlocksCleared,
+    BlockStored,
     ContractViolation,
     Event,
     Observation,
@@ -22,8 +26,11 @@ from kvpool.spec import (
     initial_state,
     pool_residency,
 )
+from kvpool.spec.consumer import EventViolation
 from kvpool.spec.events import as_consumers_read
 from kvpool.spec.manager import (
+    INCREMENTAL,
+    Admit,
     ManagerResult,
     ManagerState,
     RequestAction,
@@ -32,6 +39,7 @@ from kvpool.spec.manager import (
     apply_request,
     initial_manager_state,
     request_violation,
+    resent_events,
 )
 
 from ..consumers.judge import StreamJudge
@@ -98,13 +106,26 @@ class ManagerRun:
         #: The one judge of streams, fed the manager's pool's events (the count model: the
         #: contract the spec's pool keeps); the spec's own events are compared exactly after.
         self.stream_judge = StreamJudge("count", setup.manager.parent_known_groups())
+        #: The copies the stream's re-sent stores added (requests in the ``"full"`` report
+        #: mode), which no removal answers: a count consumer holds them beside the pool's.
+        self.resent_copies: Counter[tuple[int, bytes]] = Counter()
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
         """Whether the manager under test takes ``action`` (every one, unless its
-        ``allows`` says otherwise: an older API without ``evict_blocks``, say)."""
+        ``allows`` says otherwise: an older API without ``evict_blocks``, say); a request
+        in a report mode it does not take (:attr:`report_modes_taken`) never."""
+        mode = action.report_mode if isinstance(action, Admit) else INCREMENTAL
+        if mode != INCREMENTAL and mode not in self.report_modes_taken:
+            return False
         allows = getattr(self.target, "allows", None)
         return True if allows is None else bool(allows(action))
+
+    @property
+    def report_modes_taken(self) -> frozenset[str]:
+        """The report modes the manager under test takes with a request (its
+        ``report_modes_taken``; the default one unless it says so): the only ones drawn."""
+        return frozenset(getattr(self.target, "report_modes_taken", frozenset()))
 
     @property
     def extra_keys_taken(self) -> frozenset[str]:
@@ -144,26 +165,58 @@ class ManagerRun:
             return
         pool = SpecPool(self.pool_state)
         try:
-            expected = pool(TakeEvents()).result
+            published = pool(TakeEvents()).result
         except ContractViolation:  # a profile whose pool publishes no events
             return
         actual: tuple[Event, ...] | None = take()
         if actual is None:
             return
         self.pool_state = pool.state
-        assert isinstance(expected, tuple)
+        assert isinstance(published, tuple)
+        # the stores re-sent at the lookup come before anything the pool did after it
+        expected = resent_events(self.pool_state, self.state.resent) + published
         # read as the profile's consumers read them (``coarse_events_name_fine_hash``)
         as_fine = self.pool_state.profile.coarse_events_name_fine_hash
         expected = as_consumers_read(cast("tuple[Event, ...]", expected), as_fine)
         actual = as_consumers_read(actual, as_fine)
-        found = self.stream_judge.feed(actual, pool_residency(self.pool_state))
-        if found:
-            operation = where.removeprefix("after ")
-            raise Nonconformance(self.stream_judge.finding(found[0], operation, actual))
-        if canonical_events(expected) != canonical_events(actual):
+        differ = canonical_events(expected) != canonical_events(actual)
+        # the judge's truth counts the copies the spec re-sent: a stream that re-sent
+        # other stores is shown as the difference it is
+        if differ and self.state.resent:
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
             )
+        found = self.stream_judge.feed(actual, self.residency(expected))
+        if found:
+            operation = where.removeprefix("after ")
+            raise Nonconformance(self.stream_judge.finding(self.told(found[0]), operation, actual))
+        if differ:
+            raise Nonconformance(
+                f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
+            )
+
+    def residency(self, expected: tuple[Event, ...]) -> dict[tuple[int, bytes], int]:
+        """What a count consumer of the spec's stream holds: the spec's pool's keys, plus a
+        copy for every hash a re-sent store named since the last reset (``expected``: the
+        step's events, re-sent stores first)."""
+        if any(isinstance(e, AllBlocksCleared) for e in expected):
+            self.resent_copies.clear()
+        for store in expected[: len(self.state.resent)]:
+            assert isinstance(store, BlockStored)
+            self.resent_copies.update((store.group_id, h) for h in store.block_hashes)
+        held = Counter(pool_residency(self.pool_state))
+        held.update(self.resent_copies)
+        return dict(held)
+
+    def told(self, violation: EventViolation) -> EventViolation:
+        """``violation`` saying how many of the copies it counts for the pool were re-sent
+        stores (the truth of :meth:`residency`), where any were."""
+        h, group = violation.block_hash, violation.group_id
+        resent = self.resent_copies.get((group, h), 0) if h is not None and group is not None else 0
+        if not resent:
+            return violation
+        note = f" ({resent} of the pool's copies counted are re-sent stores no removal answers)"
+        return replace(violation, message=violation.message + note)
 
     def run_on_target(self, action: RequestAction) -> ManagerResult:
         """Record ``action`` and drive the target with it (the draw must be inside the

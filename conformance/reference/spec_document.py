@@ -32,6 +32,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "manager.config",
             "manager.extra_keys",
+            "manager.report",
             "manager.state",
             "manager.actions",
             "manager.flat",

@@ -6,7 +6,14 @@ from typing import Any, cast
 
 from kvpool.impl.kv_cache_manager import Scheduled as ImplScheduled
 from kvpool.spec import Event, EvictBlocks, Profile, TakeEvents
-from kvpool.spec.manager import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, Scheduled
+from kvpool.spec.manager import (
+    ALL_ATTRIBUTES,
+    INCREMENTAL,
+    NO_EXTRA,
+    REPORT_MODES,
+    ExtraKeys,
+    Scheduled,
+)
 
 from ..engine.target import PoolView
 from ..manager.key_pairing import KeyPairing
@@ -37,6 +44,8 @@ class ManagerApiTarget:
 
     #: Every partitioning attribute is taken with a request (LoRA, images, embeddings).
     extra_keys_taken = ALL_ATTRIBUTES
+    #: A request is taken in either report mode (``report_mode``).
+    report_modes_taken = frozenset(REPORT_MODES)
 
     def __init__(
         self,
@@ -71,8 +80,11 @@ class ManagerApiTarget:
         tokens: tuple[int, ...],
         salt: str | None,
         extra: ExtraKeys = NO_EXTRA,
+        report_mode: str = INCREMENTAL,
     ) -> Scheduled | None:
         lora = None if extra.lora is None else (extra.lora.name, extra.lora.path)
+        # a manager of the impl's API older than report modes is given only the default
+        mode = {} if report_mode == INCREMENTAL else {"report_mode": report_mode}
         features = [(f.identifier, f.offset, f.length) for f in extra.mm]
         result = scheduled(
             self.manager.admit(
@@ -82,6 +94,7 @@ class ManagerApiTarget:
                 lora=lora,
                 mm_features=features,
                 prompt_embeds=extra.embeds,
+                **mode,
             )
         )
         if self.pairing is not None:

@@ -8,8 +8,9 @@ knows one method from another: arguments and results are encoded from the protoc
 signatures, so the request machine drives a program exactly as it drives a Python manager.
 
 The program says in its handshake what it offers beyond the protocol's methods:
-``take_events`` (its pool's KV events, compared with the spec's) and ``admit:extra`` (it
-takes a request's partitioning attributes besides its salt: LoRA, images, embeddings).
+``take_events`` (its pool's KV events, compared with the spec's), ``admit:extra`` (it
+takes a request's partitioning attributes besides its salt: LoRA, images, embeddings) and
+``admit:report_mode`` (it takes a request in either KV-cache report mode).
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from functools import cache
 from typing import Any, get_type_hints
 
 from kvpool.spec import Event, Profile
-from kvpool.spec.manager import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, Scheduled
+from kvpool.spec.manager import (
+    ALL_ATTRIBUTES,
+    INCREMENTAL,
+    NO_EXTRA,
+    REPORT_MODES,
+    ExtraKeys,
+    Scheduled,
+)
 
 from ..engine.target import PoolView
 from ..manager.target import ManagerTarget, RequestSetup
@@ -28,7 +36,7 @@ from .session import Session
 from .target import WireRefusal
 
 #: What a manager program may offer beyond the protocol's methods.
-MANAGER_OFFERS = frozenset({"take_events", "admit:extra"})
+MANAGER_OFFERS = frozenset({"take_events", "admit:extra", "admit:report_mode"})
 #: The methods a ``call`` may name: the manager protocol's (less the view and structure
 #: problems, which every reply carries), and ``take_events``. Nothing else is ever called.
 MANAGER_METHODS = frozenset(
@@ -45,7 +53,7 @@ def signature(method: str) -> dict[str, Any]:
     owner = ManagerTarget if hasattr(ManagerTarget, method) else WireManagerWithEvents
     hints: dict[str, Any] = get_type_hints(getattr(owner, method))
     if method == "admit":  # the optional attributes, passed only where taken
-        hints = {**hints, "extra": ExtraKeys}
+        hints = {**hints, "extra": ExtraKeys, "report_mode": str}
     return hints
 
 
@@ -72,6 +80,8 @@ class WireManager:
         self.observes = hello.observes
         self.offers = hello.operations
         self.extra_keys_taken = ALL_ATTRIBUTES if "admit:extra" in self.offers else frozenset()
+        offered = "admit:report_mode" in self.offers
+        self.report_modes_taken = frozenset(REPORT_MODES) if offered else frozenset()
         self.problems: tuple[str, ...] = ()
 
     def call(self, method: str, **arguments: Any) -> Any:
@@ -89,8 +99,11 @@ class WireManager:
         tokens: tuple[int, ...],
         salt: str | None,
         extra: ExtraKeys = NO_EXTRA,
+        report_mode: str = INCREMENTAL,
     ) -> Scheduled | None:
-        taken = {} if extra == NO_EXTRA else {"extra": extra}
+        taken: dict[str, Any] = {} if extra == NO_EXTRA else {"extra": extra}
+        if report_mode != INCREMENTAL:
+            taken["report_mode"] = report_mode
         result: Scheduled | None = self.call(
             "admit", request_id=request_id, tokens=tokens, salt=salt, **taken
         )

@@ -163,7 +163,8 @@ def protocol_schema(actions: Iterable[type[Action]] | None = None) -> Schema:
     for method in sorted(MANAGER_METHODS):
         hints = signature(method)
         arguments = {n: value_schema(h, defs) for n, h in hints.items() if n != "return"}
-        required = [n for n in arguments if n != "extra"]  # extra: only where taken
+        # extra and report_mode: only where taken
+        required = [n for n in arguments if n not in ("extra", "report_mode")]
         # the message's other fields are the call message's own (it takes this with allOf)
         properties = {"method": {"const": method}, "arguments": record(arguments, required)}
         calls.append({"type": "object", "properties": properties, "required": list(properties)})

@@ -147,6 +147,8 @@ def _offers(manager: ManagerTarget, name: str) -> bool:
     """Whether ``manager`` offers ``name`` (of :data:`.manager.MANAGER_OFFERS`)."""
     if name == "admit:extra":
         return bool(getattr(manager, "extra_keys_taken", frozenset()))
+    if name == "admit:report_mode":
+        return bool(getattr(manager, "report_modes_taken", frozenset()))
     return callable(getattr(manager, name, None))
 
 

@@ -31,6 +31,7 @@ from .extra_keys import (
 )
 from .pool import PoolCall, SpecPool
 from .properties import PROPERTIES, Broken
+from .report import FULL, INCREMENTAL, REPORT_MODES, ResentStore, resent_events
 from .state import (
     BlockData,
     ManagerState,
@@ -45,9 +46,12 @@ from .step import ManagerResult, apply_request, manager_step, request_violation
 __all__ = [
     "ALL_ATTRIBUTES",
     "ATTRIBUTES",
+    "FULL",
     "FULL_ATTENTION",
+    "INCREMENTAL",
     "NO_EXTRA",
     "PROPERTIES",
+    "REPORT_MODES",
     "REQUEST_ACTIONS",
     "REQUEST_ACTIONS_BY_OPERATION",
     "Admit",
@@ -68,6 +72,7 @@ __all__ = [
     "Preempt",
     "RequestAction",
     "RequestState",
+    "ResentStore",
     "ResetCache",
     "Resume",
     "Scheduled",
@@ -79,4 +84,5 @@ __all__ = [
     "initial_manager_state",
     "manager_step",
     "request_violation",
+    "resent_events",
 ]

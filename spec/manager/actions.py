@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from .extra_keys import NO_EXTRA, ExtraKeys
+from .report import INCREMENTAL
 
 #: Field metadata: a trace leaves the field out while it holds its default (so traces
 #: written before the field existed read back, and keep their bytes).
 OMIT_DEFAULT = {"itf": "omit-default"}
+#: As :data:`OMIT_DEFAULT`, and a one-line listing of the action leaves it out too (a
+#: field added after the listings in the docs were recorded).
+OMIT_DEFAULT_LISTED = {"itf": "omit-default", "listed": "omit-default"}
 
 
 @dataclass(frozen=True)
@@ -31,13 +35,16 @@ class Admit(RequestAction):
 
     ``salt`` (a ``cache_salt``) and ``extra`` (LoRA adapter, multimodal features, prompt
     embeddings) go into the block hashes as extra keys: a request that differs in one of
-    them never shares a block over which it differs.
+    them never shares a block over which it differs. ``report_mode`` (``"incremental"``
+    or ``"full"``, see :mod:`.report`) says whether its prefix-cache hits are published
+    again whenever it is looked up.
     """
 
     operation: ClassVar[str] = "admit"
     tokens: tuple[int, ...]
     salt: str | None = None
     extra: ExtraKeys = field(default=NO_EXTRA, metadata=OMIT_DEFAULT)
+    report_mode: str = field(default=INCREMENTAL, metadata=OMIT_DEFAULT_LISTED)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from .config import ManagerConfig
 from .extra_keys import NO_EXTRA, ExtraKeys
 from .lookup import Hit, find_cached_prefix
 from .pool import PoolCall, blocks_of, count_of
+from .report import INCREMENTAL, resent_stores
 from .state import BlockData, ManagerState, RequestState, Scheduled, block_hashes
 
 
@@ -39,7 +40,8 @@ def schedule(
 ) -> tuple[ManagerState, Scheduled | None]:
     """Give ``request`` (not running) tables covering all its tokens, from its cached prefix.
 
-    Returns ``None`` and changes nothing when the pool has too little room.
+    Returns ``None`` when the pool has too little room, having changed nothing but the
+    stores the lookup re-sent (a request in the ``"full"`` report mode, :mod:`.report`).
     """
     config, pool_config = state.config, state.pool_config
     groups = len(config.groups)
@@ -49,6 +51,14 @@ def schedule(
         computed, hit = find_cached_prefix(
             pool, config, hashes, num_tokens, pool_config.hash_block_size
         )
+        resent = resent_stores(
+            request.report_mode,
+            pool_config.enable_kv_cache_events,
+            hashes,
+            hit.tables,
+            config.block_size,
+        )
+        state = replace(state, resent=state.resent + resent)
     else:
         computed, hit = 0, Hit(0, tuple(() for _ in config.groups))
     per_group = config.blocks_for(num_tokens) - hit.num_blocks
@@ -87,10 +97,13 @@ def admit(
     tokens: tuple[int, ...],
     salt: str | None,
     extra: ExtraKeys = NO_EXTRA,
+    report_mode: str = INCREMENTAL,
 ) -> tuple[ManagerState, Scheduled | None]:
     """A new request, scheduled from its cached prefix (see :func:`schedule`)."""
     groups = len(state.config.groups)
-    request = RequestState(request_id, tokens, salt, False, ((),) * groups, 0, (0,) * groups, extra)
+    request = RequestState(
+        request_id, tokens, salt, False, ((),) * groups, 0, (0,) * groups, extra, report_mode
+    )
     return schedule(pool, state, request)
 
 

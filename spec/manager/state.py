@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from ..config import PoolConfig
 from .config import ManagerConfig
 from .extra_keys import ALL_ATTRIBUTES, NO_EXTRA, ExtraKeys, partitioned_block_hashes
+from .report import INCREMENTAL, ResentStore
 
 #: One block table per KV-cache group, block ids in token order (0 = the null block).
 Tables = tuple[tuple[int, ...], ...]
@@ -45,6 +46,8 @@ class RequestState:
     num_cached_blocks: tuple[int, ...]
     #: Its partitioning attributes besides the salt (LoRA, multimodal features, embeds).
     extra: ExtraKeys = NO_EXTRA
+    #: Whether its hits are published again at every lookup (:mod:`.report`).
+    report_mode: str = INCREMENTAL
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class ManagerState:
     #: A sliding-window group frees its blocks without a key with ``evict_first``, after
     #: the keyed ones (the profile's ``window_unkeyed_free_first``).
     window_unkeyed_free_first: bool = False
+    #: The hits re-sent by the latest action's lookups (requests in the ``"full"``
+    #: report mode), in order: events the manager adds to its pool's (:mod:`.report`).
+    resent: tuple[ResentStore, ...] = ()
 
     def held_blocks(self) -> frozenset[int]:
         """Every real block some request's table holds."""

@@ -8,6 +8,7 @@ also run against a pool under test.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from ..errors import ContractViolation
 from ..invariants import invariants_hold  # noqa: F401  (read by the docstring contracts)
@@ -25,6 +26,7 @@ from .actions import (
     Resume,
 )
 from .pool import PoolCall, SpecPool
+from .report import REPORT_MODES
 from .state import ManagerState, Scheduled
 
 #: What a request action returns: a schedule (``None`` when there was no room), the reset's
@@ -51,6 +53,8 @@ def request_violation(state: ManagerState, action: RequestAction) -> ContractVio
             embeds = action.extra.embeds
             if embeds is not None and len(embeds) != len(tokens):
                 return broken("request-extra-keys", "prompt embeddings not one per token")
+            if action.report_mode not in REPORT_MODES:
+                return broken("request-report-mode", f"report mode {action.report_mode!r}")
         case Append(tokens=tokens):
             if request is None or not request.running:
                 return broken("request-running", "not running")
@@ -81,10 +85,13 @@ def request_violation(state: ManagerState, action: RequestAction) -> ContractVio
 def apply_request(
     pool: PoolCall, state: ManagerState, action: RequestAction
 ) -> tuple[ManagerState, ManagerResult]:
-    """Run ``action`` (in contract) as calls on ``pool``; the new state and the result."""
+    """Run ``action`` (in contract) as calls on ``pool``; the new state and the result
+    (its ``resent``: the stores this action's lookups re-sent)."""
+    if state.resent:
+        state = replace(state, resent=())
     match action:
-        case Admit(request_id=rid, tokens=tokens, salt=salt, extra=extra):
-            return admission.admit(pool, state, rid, tokens, salt, extra)
+        case Admit(request_id=rid, tokens=tokens, salt=salt, extra=extra, report_mode=mode):
+            return admission.admit(pool, state, rid, tokens, salt, extra, mode)
         case Append(request_id=rid, tokens=tokens):
             return admission.append(pool, state, rid, tokens)
         case Compute(request_id=rid, cache_partial=cache_partial):

@@ -99,6 +99,15 @@ FAULTS: dict[str, ManagerFault] = {
         "without its key, and the free queue in another order",
         ("admit(", "resume(", "hit-keys", "after compute: free queue order"),
     ),
+    "hits not re-sent": ManagerFault(
+        "kv_cache_manager.py",
+        "            self.coordinator.emit_cached_block_events(request, computed_blocks)\n",
+        "            pass\n",
+        "a request in the full report mode is not reported by its prefix-cache hits: a "
+        "router rebuilding whole prefix chains from the stream never learns the worker "
+        "serves them",
+        ("KV events differ",),
+    ),
     "window block kept in the table": ManagerFault(
         "single_type_kv_cache_manager.py",
         "                break\n            freed.append(blocks[i])\n"

@@ -196,6 +196,7 @@ OUT_OF_CONTRACT = [
         "request-extra-keys",
     ),
     pytest.param([Admit("a", (1, 2), extra=ExtraKeys(embeds=(1,)))], "request-extra-keys"),
+    pytest.param([Admit("a", (1, 2), report_mode="all")], "request-report-mode"),
     pytest.param([Append("ghost", (1,))], "request-running"),
     pytest.param([Admit("a", (1,)), Preempt("a"), Compute("a")], "request-running"),
     pytest.param([Admit("a", (1,)), Resume("a")], "request-preempted"),

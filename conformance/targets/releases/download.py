@@ -37,6 +37,7 @@ class DownloadFailed(Exception):
     """pip could not fetch the wheel; the message says why and what to run instead (the
     cache turns it into its own error)."""
 
+
 #: The platforms and Pythons of the fallback downloads.
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
 PYTHONS = ("3.12", "3.11", "3.10", "3.13")

@@ -121,9 +121,7 @@ class VllmEntry(EngineEntry):
         from .manager_loading import load_vllm_manager
 
         try:
-            return load_vllm_manager(
-                described, distribution_of(described), package_of(described)
-            )
+            return load_vllm_manager(described, distribution_of(described), package_of(described))
         except VllmLoadError as exc:
             raise TargetLoadError(str(exc)) from exc
 

@@ -45,6 +45,7 @@ class ManagerRequest:
         "all_token_ids",
         "block_hashes",
         "cache_salt",
+        "kv_cache_report_mode",
         "lora_request",
         "mm_features",
         "mm_hashes",
@@ -69,8 +70,11 @@ class ManagerRequest:
         salt: str | None,
         hasher: Callable[[Any], list[Any]],
         fields: Mapping[str, Any] | None = None,
+        report_mode: str = "incremental",
     ) -> None:
         self.request_id = request_id
+        #: ``"full"``: 0.33+ publishes the request's prefix-cache hits again at every lookup.
+        self.kv_cache_report_mode = report_mode
         self.all_token_ids: list[int] = list(tokens)
         self.num_prompt_tokens = len(tokens)
         self.cache_salt = salt

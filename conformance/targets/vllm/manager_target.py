@@ -39,13 +39,22 @@ them) prompt embeddings reach the release's own hashing through the stand-ins of
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
 from kvpool.spec import Event, Profile
-from kvpool.spec.manager import NO_EXTRA, EvictCached, ExtraKeys, RequestAction, Scheduled
+from kvpool.spec.manager import (
+    INCREMENTAL,
+    NO_EXTRA,
+    REPORT_MODES,
+    EvictCached,
+    ExtraKeys,
+    RequestAction,
+    Scheduled,
+)
 
 from ...engine.target import PoolView
 from ...manager.key_pairing import KeyPairing
@@ -123,6 +132,8 @@ class VllmManagerTarget:
         #: The attributes besides the salt a request is given (prompt embeddings only where
         #: the release hashes them).
         self.extra_keys_taken = extra_keys_taken(modules)
+        #: The report modes a request is given (``"full"`` only where the release reads it).
+        self.report_modes_taken = report_modes_taken(modules)
         #: Whether the pool publishes events: only then are the hashes their integers stand
         #: for remembered (with events off, as ``kvpool bench`` runs, the timed steps do
         #: only what vLLM's scheduler does).
@@ -201,9 +212,10 @@ class VllmManagerTarget:
         tokens: tuple[int, ...],
         salt: str | None,
         extra: ExtraKeys = NO_EXTRA,
+        report_mode: str = INCREMENTAL,
     ) -> Scheduled | None:
         fields = request_fields(extra, self.lora_ids)
-        request = ManagerRequest(request_id, tokens, salt, self.hasher, fields)
+        request = ManagerRequest(request_id, tokens, salt, self.hasher, fields, report_mode)
         if self.events_on:
             self.pool.int_hashes.remember(request.block_hashes)
         self.extras[request_id] = extra
@@ -347,6 +359,19 @@ class VllmManagerTarget:
 
     def structure_problems(self) -> list[str]:
         return self.pool.structure_problems()
+
+
+def report_modes_taken(modules: Modules) -> frozenset[str]:
+    """Both report modes where the release's ``get_computed_blocks`` reads a request's
+    ``kv_cache_report_mode`` and publishes its hits again in the ``"full"`` one (0.33 on);
+    none besides the default otherwise (an older release has no such field)."""
+    manager = getattr(modules["vllm.v1.core.kv_cache_manager"], "KVCacheManager", None)
+    try:
+        source = inspect.getsource(manager.get_computed_blocks)  # type: ignore[union-attr]
+    except (AttributeError, OSError, TypeError):
+        return frozenset()
+    reads = "kv_cache_report_mode" in source and '"full"' in source
+    return frozenset(REPORT_MODES) if reads else frozenset()
 
 
 def extra_keys_taken(modules: Modules) -> frozenset[str]:

@@ -229,6 +229,7 @@ class VllmApiTarget:
 
     def watcher(self, name: str) -> Callable[[Any], None]:
         """The ``on_reuse`` callback named ``name``: its firings are recorded."""
+
         def on_reuse(block: Any) -> None:
             self._fired.append((block.block_id, name))
 
