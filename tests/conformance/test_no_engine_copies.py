@@ -204,7 +204,7 @@ def renamed_tokens_of(source: str) -> Tokens:
             )
         )
         if not lone_string and not imports:
-            found.extend(Token(renamed_text(tok), tok.start[0]) for tok in statement)
+            found.extend(_folded([Token(renamed_text(tok), tok.start[0]) for tok in statement]))
         statement.clear()
 
     try:
@@ -217,6 +217,25 @@ def renamed_tokens_of(source: str) -> Tokens:
         pass
     flush()
     return Tokens(found)
+
+
+def _folded(tokens: list[Token]) -> list[Token]:
+    """``tokens`` with each list of strings (``S , S , S ...``) cut to its first two
+    entries: a list of names (``__slots__``, keys to ignore) has the same shape in any two
+    files whatever it names, so its length says nothing of a copy."""
+    kept: list[Token] = []
+    i = 0
+    while i < len(tokens):
+        j = i
+        while j < len(tokens) and tokens[j].text == ("S" if (j - i) % 2 == 0 else ","):
+            j += 1
+        if j - i > 3:  # S , S , S ...: keep S , S
+            kept += tokens[i : i + 3]
+            i = j
+        else:
+            kept.append(tokens[i])
+            i += 1
+    return kept
 
 
 def renamed_text(tok: tokenize.TokenInfo) -> str:
