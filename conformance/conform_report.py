@@ -21,6 +21,7 @@ from .report import (
     print_expected,
     print_failure,
     print_repeat,
+    print_unmet,
     properties_table,
     results_table,
 )
@@ -99,18 +100,7 @@ def _print_known(console: Console, plan: Plan, results: list[LevelResult]) -> li
     console.print(expected_table(expected, results))
     print_expected(console, expected)
     unmet = expected.unmet({r.level.name for r in results if r.machine == "pool"})
-    for entry in unmet:
-        console.print(
-            f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
-            highlight=False,
-        )
-        console.print(
-            f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
-            "if it was fixed",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_unmet(console, expected, unmet)
     return unmet
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.table import Table
 
 from .engine.block_states import BLOCK_STATES
 from .engine.coverage import SITUATIONS
-from .engine.expectations import Expectations
+from .engine.expectations import Expectation, Expectations
 from .engine.runner import Failure, LevelResult
 from .engine.state_coverage import ROWS, missed, reachable_cells
 from .manager.coverage import REQUEST_SITUATIONS
@@ -292,6 +293,20 @@ def print_expected(console: Console, expected: Expectations) -> None:
     """Each known finding's situation and upstream link, by its number in the table."""
     for number, entry in enumerate(expected.entries, 1):
         _line(console, f"  {number:>2}. {entry.situation} ({entry.upstream})")
+
+
+def print_unmet(console: Console, expected: Expectations, unmet: Sequence[Expectation]) -> None:
+    """The known findings no run met: each named, with where to remove it if it was fixed."""
+    for entry in unmet:
+        console.print(
+            f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
+            highlight=False,
+        )
+        _line(
+            console,
+            f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
+            "if it was fixed",
+        )
 
 
 def print_repeat(console: Console, result: LevelResult, number: int, first: str) -> None:

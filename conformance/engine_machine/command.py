@@ -23,7 +23,7 @@ from rich.table import Table
 
 from ..engine.expectations import Expectation, Expectations, ExpectationsError, read_expectations
 from ..engine.runner import LevelResult
-from ..report import results_table
+from ..report import print_unmet, results_table
 from ..targets.description import Form, TargetDescription
 from ..targets.errors import TargetLoadError
 from ..targets.factory_entry import import_attribute
@@ -214,18 +214,7 @@ def known_findings(
         )
         console.print(f"  {failure.message}", markup=False, highlight=False, soft_wrap=True)
     unmet = expected.unmet({ENGINE_LEVEL})
-    for entry in unmet:
-        console.print(
-            f"\n[bold red]A known finding no longer shows up: {entry.rule}[/bold red]",
-            highlight=False,
-        )
-        console.print(
-            f"  {entry.situation} ({entry.upstream}): remove it from {expected.source} "
-            "if it was fixed",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+    print_unmet(console, expected, unmet)
     return replace(result, failures=tuple(left)), unmet
 
 
