@@ -1,2 +1,3 @@
-"""The lockstep engine: the machines that drive a spec and a target side by side, compare
-what they show, and shrink and report what differs."""
+"""The pool machine (``--machine pool``) and the lockstep run the other machines build on:
+the table of pool operations, drawing, the pool target protocol, comparing a target's view
+with the spec's, the levels, and running and reporting a level."""

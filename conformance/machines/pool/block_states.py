@@ -1,6 +1,6 @@
 """The state a block is in, finer than the six lifecycle states.
 
-The lifecycle page names six states (:func:`~.reference.lifecycle.classify`). Its notes
+The lifecycle page names six states (:func:`~.lifecycle_states.classify`). Its notes
 find more that a pool must handle apart: a held unkeyed block that is touched becomes
 shared without a key; ``unpin_blocks`` on a block held twice leaves a held block whose
 watcher waits; an unpinned block may or may not carry a key (with one it can be hit, and
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kvpool.spec import NULL_BLOCK, PoolState
 
-from ...tools.reference.lifecycle import (
+from .lifecycle_states import (
     FREE_CACHED,
     FREE_UNKEYED,
     PRIVATE,

@@ -1,4 +1,5 @@
-"""The request level of the suite: request actions in lockstep with the spec's manager.
+"""The requests machine (``--machine requests``): request actions in lockstep with the spec's
+manager.
 
 Two runs share one machine: a manager under test against the spec's manager
 (:mod:`.manager_run`), and the spec's manager driving a plain pool under test through

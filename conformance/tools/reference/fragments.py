@@ -23,6 +23,7 @@ from .instructions_record import instructions_table
 from .instructions_record import load as load_instructions_record
 from .latest_record import latest_table
 from .latest_record import load as load_latest_record
+from .layout_table import layout_table
 from .lifecycle_svg import lifecycle_svg
 from .lifecycle_table import states_table, transitions_table
 from .markdown import code, prose, table
@@ -121,6 +122,10 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "version-table": (
         "vLLM release ranges to profiles (kvpool.spec.profile.VLLM_RELEASES)",
         lambda link, docs_dir: version_table(link=False),
+    ),
+    "layout": (
+        "the suite's folders and what each holds, from each package's own docstring",
+        lambda link, docs_dir: layout_table(docs_dir.parent / "conformance"),
     ),
     "levels-table": (
         "the conformance levels (kvpool.conformance.machines.pool.levels)",
