@@ -1,5 +1,5 @@
 """No adapter restates an engine's code: every file of the suite's engine adapters
-(``conformance/targets/``, and the engine helpers of the tests) is compared, token by
+(``conformance/engines/`` and ``conformance/targets/``, and the engine helpers of the tests) is compared, token by
 token, with every engine source file the suite loads (the cached files of each engine's
 release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
 allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and

@@ -262,7 +262,7 @@ ALLOWED = {
     # a vector's config without a peer pool draws no peer allocation
     ("tools/vectors/generate.py", "peer_get_new_blocks"),
     # the proofs' obligations: the symbolic shape of each operation's arguments
-    ("proofs/obligations.py", "a table per operation"),
+    ("tools/proofs/obligations.py", "a table per operation"),
 }
 DRAWERS = frozenset(
     name
@@ -330,8 +330,8 @@ def test_no_module_outside_the_table_names_an_operations_draw_call_or_refusal() 
 def test_the_naming_check_catches_a_table_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    planted = tmp_path / "engine"
-    planted.mkdir()
+    planted = tmp_path / "machines" / "pool"
+    planted.mkdir(parents=True)
     (planted / "machine.py").write_text(
         'WEIGHTS = {"get_new_blocks": 6, "free_blocks": 4}\n'
         "from .draw import draw_touch\n"
@@ -339,9 +339,9 @@ def test_the_naming_check_catches_a_table_of_its_own(
     )
     monkeypatch.setitem(globals(), "PACKAGE", tmp_path)
     found = naming_problems()
-    assert "engine/machine.py:1: a table per operation" in found
-    assert "engine/machine.py names the drawer draw_touch" in found
-    assert "engine/machine.py names the operation 'touch'" in found
+    assert "machines/pool/machine.py:1: a table per operation" in found
+    assert "machines/pool/machine.py names the drawer draw_touch" in found
+    assert "machines/pool/machine.py names the operation 'touch'" in found
 
 
 @pytest.mark.usefixtures("with_mark")

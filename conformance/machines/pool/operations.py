@@ -8,7 +8,7 @@ and outside it, how often, the call it makes on a pool with vLLM's ``BlockPool``
 the reference page's words for each argument), and which of its return values is a
 refusal. The pool machine (:mod:`.machine`), the vectors' generator, the vLLM-API
 adapter's dispatch, the surface check (:mod:`.surface`), refusals by return value
-(:mod:`.refusal`), the standalone vectors runner (through ``vectors/pool_calls.json``),
+(:mod:`.refusal`), the standalone vectors runner (through ``tools/vectors/pool_calls.json``),
 the wire protocol (the actions it carries and its schema) and the docs' reference all read
 :data:`POOL_OPERATIONS`; adding an operation is adding one
 record here (and its action, rule and drawers where those live).

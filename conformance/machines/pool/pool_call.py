@@ -119,7 +119,7 @@ def keyword_parameter(keyword: Keyword, api: Any) -> str | None:
 
 def call_table(calls: dict[str, PoolCall]) -> dict[str, Any]:
     """``calls`` (operation -> call) as plain data: what a runner in any language reads
-    to call a pool (``vectors/pool_calls.json``; the standalone runner reads it)."""
+    to call a pool (``tools/vectors/pool_calls.json``; the standalone runner reads it)."""
     return {
         "operations": {
             operation: {
