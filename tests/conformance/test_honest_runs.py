@@ -262,7 +262,7 @@ def test_the_seeded_search_on_a_conforming_pool_counts_its_test_cases() -> None:
 def test_a_passing_run_under_its_floor_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rejections are not the only way to fall short: Hypothesis also drops test cases that
     run out of choices, and a case that ran no action checked nothing."""
-    from kvpool.conformance import conform_run
+    from kvpool.conformance.tools.conform import run as conform_run
 
     def starved(*args: object, **kwargs: object) -> LevelResult:
         record = RunRecord(examples=40, valid=3, searched=3, steps=3)

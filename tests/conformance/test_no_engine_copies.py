@@ -1,10 +1,10 @@
 """No adapter restates an engine's code: every file of the suite's engine adapters
-(``conformance/engines/`` and ``conformance/targets/``, and the engine helpers of the tests) is compared, token by
-token, with every engine source file the suite loads (the cached files of each engine's
-release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
-allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
-0.5.23, its radix cache's files and its scheduler's: of a file the suite reads only a few
-definitions of, those definitions) and with
+(``conformance/engines/`` and ``conformance/targets/``, and the engine helpers of the tests)
+is compared, token by token, with every engine source file the suite loads (the cached files
+of each engine's release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx,
+LMDeploy's allocator and both manager generations, both nano-vllm distributions, SGLang
+0.4.6.post5 and 0.5.23, its radix cache's files and its scheduler's: of a file the suite
+reads only a few definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
 (:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
 nano-vllm's engine loop and model runner; LMDeploy's ``paging/scheduler.py`` is loaded, 0.18.0's

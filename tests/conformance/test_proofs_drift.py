@@ -37,7 +37,7 @@ from types import ModuleType
 
 import pytest
 import z3  # type: ignore[import-untyped]
-from kvpool.conformance import proofs
+from kvpool.conformance.tools import proofs
 from kvpool.conformance.tools.proofs.drift import Encoded, Outcome, Values
 from kvpool.spec import PoolConfig, initial_state, step, violation
 from kvpool.spec.actions import (

@@ -1,6 +1,6 @@
 """``kvpool conform``: the lockstep suite on a target, level by level, and the
 traces of what it found. The command reads its options into a plan
-(:mod:`.conform_plan`), runs it (:mod:`.conform_run`) and reports (:mod:`.conform_report`)."""
+(:mod:`.plan`), runs it (:mod:`.run`) and reports (:mod:`.report`)."""
 
 from __future__ import annotations
 

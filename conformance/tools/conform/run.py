@@ -1,4 +1,4 @@
-"""Running a conform :class:`~.conform_plan.Plan`: the pool machine at each level, then
+"""Running a conform :class:`~.plan.Plan`: the pool machine at each level, then
 the request machine's runs, with a progress bar; the results, in the order they ran."""
 
 from __future__ import annotations
