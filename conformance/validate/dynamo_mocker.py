@@ -105,7 +105,12 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _mocker_command() -> list[str]:
+def _mocker_command(
+    events_port: int = KV_EVENTS_PORT,
+    replay_port: int = REPLAY_PORT,
+    block_size: int = BLOCK_SIZE,
+    usable_blocks: int = USABLE_BLOCKS,
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -117,15 +122,15 @@ def _mocker_command() -> list[str]:
         "--event-plane",
         "zmq",
         "--zmq-kv-events-ports",
-        str(KV_EVENTS_PORT),
+        str(events_port),
         "--zmq-replay-ports",
-        str(REPLAY_PORT),
+        str(replay_port),
         "--speedup-ratio",
         "0",
         "--num-gpu-blocks-override",
-        str(USABLE_BLOCKS),
+        str(usable_blocks),
         "--block-size",
-        str(BLOCK_SIZE),
+        str(block_size),
         "--engine-type",
         "vllm",
     ]
@@ -182,54 +187,132 @@ async def _answered(client: Any, body: dict[str, Any]) -> Answer:
     return _answer([item async for item in stream])
 
 
-async def _send(
-    requests: tuple[LoggedRequest, ...],
-    recorder: Recorder,
-    max_tokens: int,
-    process: subprocess.Popen[bytes],
-) -> list[LoggedRequest]:
-    """Each request sent in turn, its stream recorded until quiet; the requests as run."""
-    from dynamo._core import DistributedRuntime
+class Mocker:
+    """One mocker process on loopback, a runtime client of its request endpoint and a
+    subscriber of its KV-event stream: :meth:`send` runs a request, :meth:`settled` takes
+    the messages it published. Started by :meth:`start` (or ``with``), stopped by its pid
+    by :meth:`stop`; every failure, the mocker's exit included, is a :class:`MockerError`
+    holding the last lines of its log. Used inside the network namespace only (it binds
+    every interface): by the validate driver (:func:`run`) and by route-check
+    (:mod:`kvpool.conformance.routes.mocker_stream`)."""
 
-    loop = asyncio.get_running_loop()
-    runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
-    try:
-        client = await runtime.endpoint(ENDPOINT).client()
-        await _watched(
-            client.wait_for_instances(), process, START_SECONDS, f"registered {ENDPOINT}"
-        )
-        subscriber = Subscriber([f"tcp://127.0.0.1:{KV_EVENTS_PORT}"], "")
-        await asyncio.sleep(1.0)  # the subscription reaches the publisher
-        ran: list[LoggedRequest] = []
-        for asked in requests:
-            body: dict[str, Any] = {
-                "token_ids": list(asked.prompt),
-                "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
-                "sampling_options": {},
-                "output_options": {},
-                "eos_token_ids": [],
-                "annotations": [],
-            }
-            sent = time.time()
-            what = f"answered request {asked.request_id!r}"
-            answer = await _watched(_answered(client, body), process, ANSWER_SECONDS, what)
-            done = time.time()
-            while (frames := subscriber.receive(QUIET_SECONDS)) is not None:
-                recorder.record(frames, "live")
-            ran.append(
-                LoggedRequest(
-                    asked.request_id,
-                    asked.prompt,
-                    None,
-                    answer.generated[:-1],
-                    answer.cached_tokens,
-                    sent,
-                    done,
-                )
+    def __init__(
+        self,
+        log: Path,
+        *,
+        events_port: int = KV_EVENTS_PORT,
+        replay_port: int = REPLAY_PORT,
+        block_size: int = BLOCK_SIZE,
+        usable_blocks: int = USABLE_BLOCKS,
+    ) -> None:
+        self.log = log
+        self.events_port = events_port
+        self.command = _mocker_command(events_port, replay_port, block_size, usable_blocks)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runtime: Any = None
+        self._client: Any = None
+        self._subscriber: Subscriber | None = None
+
+    def __enter__(self) -> Mocker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the mocker and wait until its endpoint is registered and subscribed to."""
+        self._folder = tempfile.TemporaryDirectory(prefix="kvpool-mocker-")
+        env = _loopback_env(Path(self._folder.name, "discovery"))
+        os.environ.update(env)  # this process's runtime finds the mocker the same way
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent,
             )
-        return ran
-    finally:
-        runtime.shutdown()
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._client = self._run(self._connect())
+            self._subscriber = Subscriber([f"tcp://127.0.0.1:{self.events_port}"], "")
+            time.sleep(1.0)  # the subscription reaches the publisher
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _connect(self) -> Any:
+        from dynamo._core import DistributedRuntime
+
+        assert self.process is not None
+        loop = asyncio.get_running_loop()
+        self._runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
+        client = await self._runtime.endpoint(ENDPOINT).client()
+        what = f"registered {ENDPOINT}"
+        await _watched(client.wait_for_instances(), self.process, START_SECONDS, what)
+        return client
+
+    def send(self, request_id: str, prompt: tuple[int, ...], max_tokens: int) -> Answer:
+        """Run one request on the mocker; what it answered."""
+        assert self.process is not None
+        body: dict[str, Any] = {
+            "token_ids": list(prompt),
+            "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
+            "sampling_options": {},
+            "output_options": {},
+            "eos_token_ids": [],
+            "annotations": [],
+        }
+        what = f"answered request {request_id!r}"
+        return self._run(
+            _watched(_answered(self._client, body), self.process, ANSWER_SECONDS, what)
+        )
+
+    def settled(self) -> list[list[bytes]]:
+        """The messages the mocker published since the last call, taken until none comes
+        for :data:`QUIET_SECONDS`; a :class:`MockerError` if it has exited meanwhile."""
+        assert self._subscriber is not None and self.process is not None
+        messages = []
+        while (frames := self._subscriber.receive(QUIET_SECONDS)) is not None:
+            messages.append(frames)
+        status = self.process.poll()
+        if status is not None:
+            raise MockerError(f"the mocker exited (status {status}) while publishing")
+        return messages
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        try:
+            return self._loop.run_until_complete(work)
+        except MockerError as exc:
+            raise MockerError(f"{exc}\n{self.tail()}") from None
+        except Exception as exc:  # the runtime raises the base class for its own failures
+            raise MockerError(f"the mocker failed: {exc}\n{self.tail()}") from None
+
+    def tail(self, lines: int = 15) -> str:
+        """The last lines of the mocker's log, to show with an error."""
+        return _tail(self.log, lines)
+
+    def stop(self) -> None:
+        """Stop the mocker by its pid and close what talks to it (idempotent)."""
+        if self._subscriber is not None:
+            self._subscriber.close()
+            self._subscriber = None
+        if self._runtime is not None:
+            self._runtime.shutdown()
+            self._runtime = None
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        if self.process is not None:
+            _stop(self.process)
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
 
 def run(
@@ -238,31 +321,32 @@ def run(
     recording: Path,
     max_tokens: int = MAX_TOKENS,
 ) -> None:
-    """Start the mocker, run ``requests`` on it and write both files; stop it by its pid.
-    Call inside the network namespace (see :func:`main`)."""
-    mocker_log = recording.with_name(recording.name + ".mocker.log")
-    with tempfile.TemporaryDirectory(prefix="kvpool-mocker-") as folder:
-        env = _loopback_env(Path(folder, "discovery"))
-        os.environ.update(env)  # this process's runtime finds the mocker the same way
-        with mocker_log.open("wb") as out:
-            process = subprocess.Popen(
-                _mocker_command(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_die_with_parent,
-            )
-        recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
-        try:
-            ran = asyncio.run(_send(requests, recorder, max_tokens, process))
-        except MockerError as exc:
-            raise MockerError(f"{exc}\n{_tail(mocker_log)}") from None
-        except Exception as exc:  # the runtime raises the base class for its own failures
-            raise MockerError(f"the mocker failed: {exc}\n{_tail(mocker_log)}") from None
-        finally:
-            recorder.close()
-            _stop(process)
+    """Start the mocker, run ``requests`` on it one at a time (each request's stream
+    recorded until quiet) and write both files; stop it by its pid. Call inside the
+    network namespace (see :func:`main`)."""
+    ran: list[LoggedRequest] = []
+    recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
+    try:
+        with Mocker(recording.with_name(recording.name + ".mocker.log")) as mocker:
+            for asked in requests:
+                sent = time.time()
+                answer = mocker.send(asked.request_id, asked.prompt, max_tokens)
+                done = time.time()
+                for frames in mocker.settled():
+                    recorder.record(frames, "live")
+                ran.append(
+                    LoggedRequest(
+                        asked.request_id,
+                        asked.prompt,
+                        None,
+                        answer.generated[:-1],
+                        answer.cached_tokens,
+                        sent,
+                        done,
+                    )
+                )
+    finally:
+        recorder.close()
     log = RequestLog("dynamo-mocker 1.6.1 (vllm)", BLOCK_SIZE, USABLE_BLOCKS + 1, tuple(ran))
     with log_path.open("w", encoding="utf-8") as out:
         write_log(out, log)

@@ -184,7 +184,7 @@ CRASHING_MOCKER = """
 import sys
 from kvpool.conformance.validate import dynamo_mocker
 crash = "import sys; print('simulated panic at tier.rs'); sys.exit(101)"
-dynamo_mocker._mocker_command = lambda: [sys.executable, "-c", crash]
+dynamo_mocker._mocker_command = lambda *ports: [sys.executable, "-c", crash]
 sys.exit(dynamo_mocker.main(sys.argv[1:]))
 """
 
