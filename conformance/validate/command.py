@@ -14,7 +14,7 @@ from rich.console import Console
 from ..stream.recording import RecordingError
 from ..usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .request_log import LogError, read_log, request_json
-from .shrink import Driver, Shrunk, shrink
+from .shrink import Driver, DriverError, Shrunk, shrink
 from .spec_side import ReplayError
 from .verdict import Verdict, validate
 
@@ -82,7 +82,13 @@ def validate_command(
         if not words:
             fail_usage(console, "--rerun needs a command")
         driver = Driver(words, chosen, rerun_timeout)
-    shrunk = shrink(log, verdict.difference, driver, budget)
+    try:
+        shrunk = shrink(log, verdict.difference, driver, budget)
+    except DriverError as exc:
+        fail_usage(
+            console,
+            f"{exc}\n(before shrinking, the engine's files showed: {verdict.difference.text()})",
+        )
     path = trace_path or Path("kvpool-traces") / f"validate-{_slug(log.engine)}.jsonl"
     _write_trace(path, shrunk, profile)
     _report(console, log.engine, verdict, shrunk, path, as_json)
