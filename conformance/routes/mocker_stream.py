@@ -23,6 +23,7 @@ loopback-only network namespace. A mocker that exits, or fails a request, is a
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -91,9 +92,12 @@ class MockerEngine:
         self.planner = Planner(block_size, blocks, profile)
         # vLLM's pool of ``blocks`` holds one null block: the mocker is given the rest
         self.truth = SpecReplay(RequestLog(MOCKER, block_size, blocks, ()), profile)
-        self._folder = tempfile.TemporaryDirectory(prefix="kvpool-route-mocker-")
+        # the mocker's log: removed at shutdown, kept when the mocker failed (its error
+        # names it)
+        self._folder = Path(tempfile.mkdtemp(prefix="kvpool-route-mocker-"))
+        self.failed = False
         self.mocker = Mocker(
-            Path(self._folder.name, "mocker.log"),
+            self._folder / "mocker.log",
             events_port=port,
             replay_port=replay_port,
             block_size=block_size,
@@ -101,8 +105,11 @@ class MockerEngine:
         )
         try:
             self.mocker.start()
+        except MockerError:
+            self.failed = True  # its log is kept: the error names it
+            raise
         except BaseException:
-            self._folder.cleanup()
+            shutil.rmtree(self._folder, ignore_errors=True)
             raise
         self.sent = 0
 
@@ -116,7 +123,18 @@ class MockerEngine:
         if not (isinstance(action, Admit) and isinstance(result, Scheduled)):
             return result, None, []
         self.sent += 1
-        self.mocker.send(action.request_id, action.tokens, 1)
+        try:
+            batches = self._run(action)
+        except MockerError:
+            self.failed = True
+            raise
+        replayed = self.truth.run(LoggedRequest(action.request_id, action.tokens))
+        return result, replayed.block_hashes, batches
+
+    def _run(self, admitted: Admit) -> list[dict[str, int]]:
+        """Run an admitted prompt on the mocker; the events of each message it published,
+        by type."""
+        self.mocker.send(admitted.request_id, admitted.tokens, 1)
         batches: list[dict[str, int]] = []
         for frames in self.mocker.settled():
             try:
@@ -128,8 +146,7 @@ class MockerEngine:
             for event in message.batch.events:
                 kinds[event.kind] = kinds.get(event.kind, 0) + 1
             batches.append(kinds)
-        replayed = self.truth.run(LoggedRequest(action.request_id, action.tokens))
-        return result, replayed.block_hashes, batches
+        return batches
 
     def held_blocks(self, hashes: tuple[bytes, ...]) -> int:
         """The leading blocks of a prefix a lookup hits on the spec's replay."""
@@ -139,4 +156,5 @@ class MockerEngine:
         try:
             self.mocker.stop()
         finally:
-            self._folder.cleanup()
+            if not self.failed:
+                shutil.rmtree(self._folder, ignore_errors=True)

@@ -69,6 +69,8 @@ QUIET_SECONDS = 0.4
 #: Seconds the mocker has to register its endpoint, and to answer a request.
 START_SECONDS = 90.0
 ANSWER_SECONDS = 60.0
+#: Seconds a failed request waits for the mocker's exit status.
+EXIT_SECONDS = 1.0
 #: Who runs what in a network namespace, for its errors.
 WHO = "the mocker's driver runs the mocker"
 KV_EVENTS_PORT = 5557
@@ -291,7 +293,18 @@ class Mocker:
         except MockerError as exc:
             raise MockerError(f"{exc}\n{self.tail()}") from None
         except Exception as exc:  # the runtime raises the base class for its own failures
-            raise MockerError(f"the mocker failed: {exc}\n{self.tail()}") from None
+            status = self._exit_status()
+            how = "failed" if status is None else f"exited (status {status})"
+            raise MockerError(f"the mocker {how}: {exc}\n{self.tail()}") from None
+
+    def _exit_status(self) -> int | None:
+        """The mocker's exit status, waiting a moment for one that is going (a request it
+        dropped by dying fails before it is reaped); ``None`` while it runs."""
+        assert self.process is not None
+        try:
+            return self.process.wait(EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
 
     def tail(self, lines: int = 15) -> str:
         """The last lines of the mocker's log, to show with an error."""
@@ -367,7 +380,11 @@ def _tail(path: Path, lines: int = 15) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return f"(no mocker log at {path})"
-    return f"the mocker's log ({path}), last lines:\n" + "\n".join(text.splitlines()[-lines:])
+    last = text.splitlines()[-lines:]
+    # a panic of one of its threads leaves the process up, logging on: its line is shown
+    panics = [line for line in text.splitlines() if "panicked at" in line and line not in last]
+    shown = [*panics[:1], *(["..."] if panics else []), *last]
+    return f"the mocker's log ({path}), last lines:\n" + "\n".join(shown)
 
 
 def _requests(paths: list[str], seed: int, count: int) -> tuple[LoggedRequest, ...]:
