@@ -208,3 +208,49 @@ def test_a_mocker_that_dies_is_exit_2_with_its_log(tmp_path: Path) -> None:
     )
     assert "simulated panic at tier.rs" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+KILLING_DRIVER = """
+import os, signal, sys
+from kvpool.conformance.routes.isolation import inside, run_in_namespace
+from kvpool.conformance.validate import dynamo_mocker
+
+if not inside():  # this file, not the driver's module, runs in the namespace
+    sys.exit(run_in_namespace([sys.executable, __file__, *sys.argv[1:]], dynamo_mocker.WHO))
+send = dynamo_mocker.Mocker.send
+sent = []
+
+def killing(self, request_id, prompt, max_tokens):
+    # the mocker dies after its first request, as a panicking one would
+    if sent:
+        os.kill(self.process.pid, signal.SIGKILL)
+    sent.append(request_id)
+    return send(self, request_id, prompt, max_tokens)
+
+dynamo_mocker.Mocker.send = killing
+sys.exit(dynamo_mocker.main(sys.argv[1:]))
+"""
+
+
+def test_a_mocker_killed_while_validate_shrinks_is_exit_2_with_its_log(tmp_path: Path) -> None:
+    """The real mocker, killed by its pid after its first request of a re-run: the driver
+    ends with exit 2 and the mocker's log, and validate ends with exit 2 showing them, in
+    seconds (no hang on the dead mocker, no attempt taken for one that did not reproduce)."""
+    from kvpool.conformance.validate import impl_engine
+
+    log, recording = tmp_path / "log.jsonl", tmp_path / "recording.jsonl"
+    engine = ["--seed", "1", "--requests", "6", "--fault", "per-copy"]
+    assert impl_engine.main([*engine, str(log), str(recording)]) == 0
+    driver = tmp_path / "killing_driver.py"
+    driver.write_text(KILLING_DRIVER, encoding="utf-8")
+    rerun = f"{sys.executable} {driver}"
+    result = CliRunner().invoke(
+        main, ["validate", str(log), str(recording), "--profile", "seed", "--rerun", rerun]
+    )
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "attempt 1, failed with exit status 2; its stderr ends:" in text
+    assert "error: the mocker exited (status -9)" in text
+    assert "the mocker's log (" in text and "last lines:" in text
+    assert "(before shrinking, the engine's files showed: per-copy: after request" in text
+    assert "Traceback" not in result.output
