@@ -18,7 +18,7 @@ its log is kept beside the recording (``RECORDING.mocker.log``), so a crash is r
 with it.
 
     python -m kvpool.conformance.validate.dynamo_mocker [--seed N] [--requests K]
-        [--max-tokens M] [REQUESTS] LOG RECORDING
+        [--max-tokens M] [--host-blocks H] [REQUESTS] LOG RECORDING
 
 With ``REQUESTS`` (a request log: its prompts are sent; a salt is refused, as the driver
 sends none) it is a driver for
@@ -69,6 +69,8 @@ QUIET_SECONDS = 0.4
 #: Seconds the mocker has to register its endpoint, and to answer a request.
 START_SECONDS = 90.0
 ANSWER_SECONDS = 60.0
+#: KV bytes per token the mocker is told when it has a host tier (it sizes host blocks).
+KV_BYTES_PER_TOKEN = 1024
 #: Seconds a failed request waits for the mocker's exit status.
 EXIT_SECONDS = 1.0
 #: Who runs what in a network namespace, for its errors.
@@ -112,7 +114,9 @@ def _mocker_command(
     replay_port: int = REPLAY_PORT,
     block_size: int = BLOCK_SIZE,
     usable_blocks: int = USABLE_BLOCKS,
+    host_blocks: int = 0,
 ) -> list[str]:
+    host = ["--num-host-blocks", str(host_blocks), "--kv-bytes-per-token", str(KV_BYTES_PER_TOKEN)]
     return [
         sys.executable,
         "-m",
@@ -135,6 +139,7 @@ def _mocker_command(
         str(block_size),
         "--engine-type",
         "vllm",
+        *(host if host_blocks else []),
     ]
 
 
@@ -206,10 +211,13 @@ class Mocker:
         replay_port: int = REPLAY_PORT,
         block_size: int = BLOCK_SIZE,
         usable_blocks: int = USABLE_BLOCKS,
+        host_blocks: int = 0,
     ) -> None:
         self.log = log
         self.events_port = events_port
-        self.command = _mocker_command(events_port, replay_port, block_size, usable_blocks)
+        self.command = _mocker_command(
+            events_port, replay_port, block_size, usable_blocks, host_blocks
+        )
         self.process: subprocess.Popen[bytes] | None = None
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -333,14 +341,16 @@ def run(
     log_path: Path,
     recording: Path,
     max_tokens: int = MAX_TOKENS,
+    host_blocks: int = 0,
 ) -> None:
     """Start the mocker, run ``requests`` on it one at a time (each request's stream
     recorded until quiet) and write both files; stop it by its pid. Call inside the
     network namespace (see :func:`main`)."""
     ran: list[LoggedRequest] = []
     recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
+    mocker_log = recording.with_name(recording.name + ".mocker.log")
     try:
-        with Mocker(recording.with_name(recording.name + ".mocker.log")) as mocker:
+        with Mocker(mocker_log, host_blocks=host_blocks) as mocker:
             for asked in requests:
                 sent = time.time()
                 answer = mocker.send(asked.request_id, asked.prompt, max_tokens)
@@ -406,12 +416,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument(
+        "--host-blocks",
+        type=int,
+        default=0,
+        help="host-offload blocks (the mocker's --num-host-blocks; 0: no host tier)",
+    )
     parser.add_argument("paths", nargs="+", metavar="[REQUESTS] LOG RECORDING")
     args = parser.parse_args(argv)
     if len(args.paths) not in (2, 3):
         parser.error("give LOG RECORDING, or REQUESTS LOG RECORDING")
     if args.max_tokens < 1:
         parser.error("--max-tokens must be at least 1")
+    if args.host_blocks < 0:
+        parser.error("--host-blocks must be at least 0")
     if not installed():
         print(f"error: Dynamo's mocker is not installed: {INSTALL}", file=sys.stderr)
         return 2
@@ -428,7 +446,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     try:
-        run(requests, Path(args.paths[-2]), Path(args.paths[-1]), args.max_tokens)
+        run(
+            requests,
+            Path(args.paths[-2]),
+            Path(args.paths[-1]),
+            args.max_tokens,
+            args.host_blocks,
+        )
     except MockerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
