@@ -32,7 +32,8 @@ from .verdict import Verdict, validate
     "--rerun",
     metavar="'CMD ARGS...'",
     help="Shrink by running the engine again, a process per attempt: CMD ARGS... REQUESTS "
-    "LOG RECORDING (see the validation page).",
+    "LOG RECORDING (see the validation page); a driver that fails is exit 2 with its "
+    "stderr's end.",
 )
 @click.option("--rerun-timeout", default=120.0, show_default=True, help="Seconds per attempt.")
 @click.option("--budget", default=120.0, show_default=True, help="Seconds to spend shrinking.")
@@ -61,7 +62,8 @@ def validate_command(
     spec's manager replays the requests under --profile; after every request, the stores
     and removals per copy, their parents, and the prefixes a consumer rebuilds are
     compared. Exit 0: no difference; 1: a difference, shrunk and written as a trace;
-    2: the files cannot be read or do not fit the profile.
+    2: the files cannot be read or do not fit the profile, or the --rerun driver failed
+    (its stderr's last lines are shown).
     """
     console = Console(stderr=as_json)
     try:
