@@ -189,6 +189,18 @@ async def _watched(
     return task.result()
 
 
+def _body(prompt: tuple[int, ...], max_tokens: int) -> dict[str, Any]:
+    """A request to the worker endpoint: token ids, no sampling, ``max_tokens`` generated."""
+    return {
+        "token_ids": list(prompt),
+        "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
+        "sampling_options": {},
+        "output_options": {},
+        "eos_token_ids": [],
+        "annotations": [],
+    }
+
+
 async def _answered(client: Any, body: dict[str, Any]) -> Answer:
     stream = await client.round_robin(body)
     return _answer([item async for item in stream])
@@ -269,18 +281,25 @@ class Mocker:
     def send(self, request_id: str, prompt: tuple[int, ...], max_tokens: int) -> Answer:
         """Run one request on the mocker; what it answered."""
         assert self.process is not None
-        body: dict[str, Any] = {
-            "token_ids": list(prompt),
-            "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
-            "sampling_options": {},
-            "output_options": {},
-            "eos_token_ids": [],
-            "annotations": [],
-        }
         what = f"answered request {request_id!r}"
-        return self._run(
-            _watched(_answered(self._client, body), self.process, ANSWER_SECONDS, what)
-        )
+        work = _answered(self._client, _body(prompt, max_tokens))
+        return self._run(_watched(work, self.process, ANSWER_SECONDS, what))
+
+    def send_at_once(self, prompts: list[tuple[int, ...]], max_tokens: int) -> list[Answer]:
+        """Send ``prompts`` together (the mocker schedules them side by side, as a served
+        burst); what it answered to each. Not used to judge a stream (the spec's replay
+        runs one request at a time): it is how the mocker's host tier was made to panic."""
+        assert self.process is not None
+
+        async def together() -> list[Answer]:
+            return list(
+                await asyncio.gather(
+                    *(_answered(self._client, _body(p, max_tokens)) for p in prompts)
+                )
+            )
+
+        what = f"answered {len(prompts)} requests sent at once"
+        return self._run(_watched(together(), self.process, ANSWER_SECONDS, what))
 
     def settled(self) -> list[list[bytes]]:
         """The messages the mocker published since the last call, taken until none comes
@@ -390,10 +409,15 @@ def _tail(path: Path, lines: int = 15) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return f"(no mocker log at {path})"
-    last = text.splitlines()[-lines:]
-    # a panic of one of its threads leaves the process up, logging on: its line is shown
-    panics = [line for line in text.splitlines() if "panicked at" in line and line not in last]
-    shown = [*panics[:1], *(["..."] if panics else []), *last]
+    every = text.splitlines()
+    last = every[-lines:]
+    # a panic of one of its threads leaves the process up, logging on (its backtrace
+    # too): the first panic's line and its message are shown
+    first = next((i for i, line in enumerate(every) if "panicked at" in line), None)
+    panic = (
+        [] if first is None or first >= len(every) - lines else [*every[first : first + 2], "..."]
+    )
+    shown = [*panic, *last]
     return f"the mocker's log ({path}), last lines:\n" + "\n".join(shown)
 
 
