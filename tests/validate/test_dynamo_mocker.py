@@ -270,8 +270,9 @@ try:
         for _ in range(10):
             prompts = []
             for _ in range(8):
+                prefix = rng.choice(prefixes)
                 tail = [rng.randrange(1, 500) for _ in range(rng.randrange(2, 20))]
-                prompts.append(tuple(rng.choice(prefixes) + tail))
+                prompts.append(tuple(prefix + tail))
             mocker.send_at_once(prompts, 8)
             mocker.settled()
 except dynamo_mocker.MockerError as exc:
