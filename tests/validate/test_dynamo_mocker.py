@@ -8,8 +8,9 @@ The default tests run the mocker five times (five requests, twenty, twenty-two, 
 committed finding's two, then one request before it is killed by its pid during a
 validate re-run: about 50 s of wall-clock time, most of it waiting); ``KVPOOL_LONG=1`` adds
 seeds 1-3 of 24 requests, each shrunk by re-running the mocker, a process per attempt, and
-the host-tier panic provoked by bursts of requests (minutes). The mocker runs in a network namespace of its own holding only loopback (it
-binds every interface) and is stopped by its pid."""
+the host-tier panic provoked by bursts of requests (minutes). The mocker runs in a network
+namespace of its own holding only loopback (it binds every interface) and is stopped by
+its pid."""
 
 from __future__ import annotations
 
