@@ -127,7 +127,8 @@ def route_check(
       kvpool route-check --table run.json
 
     Exit 0 when every consumer knew exactly what the worker held in every scenario, 1 when
-    one lost or over-claimed blocks, 2 on a usage error (unknown consumer, no namespace).
+    one lost or over-claimed blocks, 2 on a usage error (unknown consumer, no namespace)
+    or a mocker that died mid-run (its exit status and its log's last lines).
     """
     out = Console(highlight=False)
     if not out.is_terminal:  # a log or a pipe: room for every column
