@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.routes.isolation import namespace_problem
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.routes.isolation import namespace_problem
+from kvpool.conformance.tools.validate import dynamo_mocker
 
 if not dynamo_mocker.installed() or importlib.util.find_spec("dynamo.indexer") is None:
     pytest.skip(
@@ -44,8 +44,8 @@ MOCKER = ["route-check", "--target", "dynamo-mocker"]
 ALTERED = """
 import os, signal, sys
 from kvpool.conformance.cli import main
-from kvpool.conformance.routes import mocker_stream
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.routes import mocker_stream
+from kvpool.conformance.tools.validate import dynamo_mocker
 
 how = sys.argv.pop(1)
 send, apply = dynamo_mocker.Mocker.send, mocker_stream.MockerEngine.apply

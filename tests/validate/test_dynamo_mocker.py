@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.routes.isolation import INSIDE, namespace_problem
-from kvpool.conformance.validate import dynamo_mocker
-from kvpool.conformance.validate.engine_side import windows
-from kvpool.conformance.validate.request_log import read_log
-from kvpool.conformance.validate.spec_side import SpecReplay
+from kvpool.conformance.tools.routes.isolation import INSIDE, namespace_problem
+from kvpool.conformance.tools.validate import dynamo_mocker
+from kvpool.conformance.tools.validate.engine_side import windows
+from kvpool.conformance.tools.validate.request_log import read_log
+from kvpool.conformance.tools.validate.spec_side import SpecReplay
 from kvpool.spec import get_profile
 from kvpool.spec.events import BlockRemoved
 
@@ -42,7 +42,7 @@ if _PROBLEM is not None:
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
-DRIVER = f"{sys.executable} -m kvpool.conformance.validate.dynamo_mocker"
+DRIVER = f"{sys.executable} -m kvpool.conformance.tools.validate.dynamo_mocker"
 
 
 def mocker_run(folder: Path, seed: int, requests: int) -> list[str]:
@@ -184,7 +184,7 @@ def test_a_request_log_the_driver_cannot_send_is_exit_2_naming_it(
 
 CRASHING_MOCKER = """
 import sys
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.validate import dynamo_mocker
 crash = "import sys; print('simulated panic at tier.rs'); sys.exit(101)"
 dynamo_mocker._mocker_command = lambda *ports: [sys.executable, "-c", crash]
 sys.exit(dynamo_mocker.main(sys.argv[1:]))
@@ -214,8 +214,8 @@ def test_a_mocker_that_dies_is_exit_2_with_its_log(tmp_path: Path) -> None:
 
 KILLING_DRIVER = """
 import os, signal, sys
-from kvpool.conformance.routes.isolation import inside, run_in_namespace
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.routes.isolation import inside, run_in_namespace
+from kvpool.conformance.tools.validate import dynamo_mocker
 
 if not inside():  # this file, not the driver's module, runs in the namespace
     sys.exit(run_in_namespace([sys.executable, __file__, *sys.argv[1:]], dynamo_mocker.WHO))
@@ -238,7 +238,7 @@ def test_a_mocker_killed_while_validate_shrinks_is_exit_2_with_its_log(tmp_path:
     """The real mocker, killed by its pid after its first request of a re-run: the driver
     ends with exit 2 and the mocker's log, and validate ends with exit 2 showing them, in
     seconds (no hang on the dead mocker, no attempt taken for one that did not reproduce)."""
-    from kvpool.conformance.validate import impl_engine
+    from kvpool.conformance.tools.validate import impl_engine
 
     log, recording = tmp_path / "log.jsonl", tmp_path / "recording.jsonl"
     engine = ["--seed", "1", "--requests", "6", "--fault", "per-copy"]
@@ -261,7 +261,7 @@ def test_a_mocker_killed_while_validate_shrinks_is_exit_2_with_its_log(tmp_path:
 PANICKING_BURSTS = """
 import random, sys
 from pathlib import Path
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.validate import dynamo_mocker
 
 seed, log = int(sys.argv[1]), Path(sys.argv[2])
 rng = random.Random(seed)
