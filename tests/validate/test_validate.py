@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -67,13 +68,45 @@ def test_shrinking_re_runs_the_engine(tmp_path: Path) -> None:
     assert len(read_log(trace).requests) == len(record["shrunk"])
 
 
-def test_a_driver_that_fails_leaves_the_log_cut_after_the_difference(tmp_path: Path) -> None:
-    args = [*engine_run(tmp_path, 1, "per-copy"), "--rerun", f"{sys.executable} -c 'exit(3)'"]
+CRASHING_DRIVER = "import sys; print('engine panicked at tier.rs:1222', file=sys.stderr); exit(3)"
+
+
+def test_a_driver_that_fails_is_exit_2_with_the_end_of_its_stderr(tmp_path: Path) -> None:
+    """An engine that crashes while shrinking is reported with its log (what its driver
+    wrote to stderr), never taken for an attempt that did not reproduce."""
+    driver = f"{sys.executable} -c {shlex.quote(CRASHING_DRIVER)}"
+    args = [*engine_run(tmp_path, 1, "per-copy"), "--rerun", driver]
     result = validate(*args, "--trace", str(tmp_path / "t.jsonl"))
-    assert result.exit_code == 1, result.output
-    assert "cutting the log after the difference (re-running the engine: the driver failed)" in (
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert (
+        "attempt 1, failed with exit status 3; its stderr ends: engine panicked at tier.rs:1222"
+        in text
+    )
+    assert "(before shrinking, the engine's files showed: per-copy: after request" in text
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_a_driver_that_never_finishes_is_killed_and_exit_2(tmp_path: Path) -> None:
+    driver = f"{sys.executable} -c 'import time; time.sleep(60)'"
+    args = [*engine_run(tmp_path, 1, "per-copy"), "--rerun", driver, "--rerun-timeout", "1"]
+    result = validate(*args, "--trace", str(tmp_path / "t.jsonl"))
+    assert result.exit_code == 2, result.output
+    assert "attempt 1, did not finish in 1 s and was killed by its pid" in (
         " ".join(result.output.split())
     )
+
+
+def test_a_driver_that_writes_no_files_is_an_attempt_that_does_not_reproduce(
+    tmp_path: Path,
+) -> None:
+    args = [*engine_run(tmp_path, 1, "per-copy"), "--rerun", f"{sys.executable} -c 'exit(0)'"]
+    result = validate(*args, "--trace", str(tmp_path / "t.jsonl"))
+    assert result.exit_code == 1, result.output
+    assert (
+        "cutting the log after the difference (re-running the engine: the driver wrote no "
+        "readable files)"
+    ) in " ".join(result.output.split())
 
 
 def _lines(path: str) -> list[str]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import NoReturn
@@ -22,7 +23,9 @@ from ...run_options import seed_option
 from ...targets.loading import TargetLoadError, load_target
 from ...usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE, comma_names
 from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher, publisher_source
+from ..validate.dynamo_mocker import MockerError
 from .isolation import IsolationError, inside, run_isolated
+from .mocker_stream import MOCKER_CONSUMERS, NOT_ON_MOCKER, is_mocker, mocker_problem
 from .recording import RecordingError, contract_table, read_recording, sample, to_json
 from .scenarios import (
     INDEXER,
@@ -100,6 +103,10 @@ def route_check(
     the release's own ZmqEventPublisher, on loopback. An SGLang target
     (sglang==0.4.6.post5) is its own radix cache driven directly, published through
     SGLang's own publisher, its truth SGLang's tree, and only dynamo-indexer is asked.
+    The dynamo-mocker target is Dynamo's mocker, started on loopback: each prompt the
+    workload admits is sent to its request endpoint, its own stream is read, its truth is
+    the spec's replay of the prompts it ran, and only dynamo-indexer is asked (no resets
+    or data-parallel scenario).
     Each consumer follows the stream: Dynamo's indexer process subscribes to it (and is
     asked over HTTP), the in-process consumers are fed the same events in the same order.
     After every --every batches each is asked, for the most recent prompt prefixes, how
@@ -120,7 +127,8 @@ def route_check(
       kvpool route-check --table run.json
 
     Exit 0 when every consumer knew exactly what the worker held in every scenario, 1 when
-    one lost or over-claimed blocks, 2 on a usage error (unknown consumer, no namespace).
+    one lost or over-claimed blocks, 2 on a usage error (unknown consumer, no namespace)
+    or a mocker that died mid-run (its exit status and its log's last lines).
     """
     out = Console(highlight=False)
     if not out.is_terminal:  # a log or a pipe: room for every column
@@ -148,9 +156,21 @@ def route_check(
         usage(str(exc))
     if not names:
         usage("--consumer names no consumer")
+    mocker = is_mocker(target)
+    if mocker:
+        chosen = _mocker_scenarios(chosen, scenarios != ",".join(SCENARIOS), usage)
+        if names != [INDEXER]:
+            usage(
+                f"--consumer: on the mocker's stream only {INDEXER} is asked ({MOCKER_CONSUMERS})"
+            )
+        if release not in (None, target):
+            usage(f"--publisher: {target}'s stream is published by the mocker itself")
+        problem = mocker_problem()
+        if problem is not None:
+            usage(problem)
     try:
-        sglang = is_sglang(target)
-        chosen_release = target if sglang else release or publisher_source(target)
+        sglang = not mocker and is_sglang(target)
+        chosen_release = target if sglang or mocker else release or publisher_source(target)
     except TargetLoadError as exc:
         usage(str(exc))
     if sglang and release not in (None, target):
@@ -165,7 +185,9 @@ def route_check(
     if not inside():
         # the namespace has no network: the release's files are fetched (cached) out here
         try:
-            if sglang:
+            if mocker:
+                wildcard_only = True  # it binds its ZMQ sockets on every interface
+            elif sglang:
                 prefetch_sglang(target, Setting(target, release, ()).block_size)
                 wildcard_only = True  # its publisher binds tcp://* only
             else:
@@ -191,7 +213,7 @@ def route_check(
             results.append(run_scenario(name, setting))
         except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
             usage(str(exc))
-        except ConsumerError as exc:
+        except (ConsumerError, MockerError) as exc:
             usage(f"scenario {name}: {exc}")
     _print(out, results, setting)
     if record is not None:
@@ -207,10 +229,26 @@ def route_check(
     sys.exit(EXIT_PASS if perfect else EXIT_FINDING)
 
 
+def _mocker_scenarios(
+    chosen: list[str], named: bool, usage: Callable[[str], NoReturn]
+) -> list[str]:
+    """The scenarios the mocker runs: those it cannot (:data:`NOT_ON_MOCKER`) are left out
+    of the default list, and a usage error when named."""
+    refused = [name for name in chosen if name in NOT_ON_MOCKER]
+    if refused and named:
+        usage("--scenario " + "; ".join(f"{n}: {NOT_ON_MOCKER[n]}" for n in refused))
+    return [name for name in chosen if name not in NOT_ON_MOCKER]
+
+
 def _print(console: Console, results: list[ScenarioResult], setting: Setting) -> None:
+    source = (
+        "its own publisher"
+        if setting.release == setting.target
+        else f"vLLM {setting.release}'s publisher"
+    )
     table = Table(
-        title=f"kvpool route-check — {setting.target} through vLLM {setting.release}'s "
-        f"publisher, {setting.requests} requests per scenario"
+        title=f"kvpool route-check — {setting.target} through {source}, "
+        f"{setting.requests} requests per scenario"
     )
     for column in ("scenario", "consumer", "checks", "held", "recall", "precision",
                    "lowest recall"):  # fmt: skip

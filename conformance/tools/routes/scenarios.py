@@ -54,6 +54,7 @@ from ..stream.publisher import (
 from ..stream.twins import Twins
 from .indexer import DynamoIndexer, IndexerProcess, free_ports
 from .isolation import inside
+from .mocker_stream import MOCKER_CONSUMERS, NOT_ON_MOCKER, MockerEngine, is_mocker
 from .sglang_stream import SGLANG_CONSUMERS, SglangEngine, is_sglang
 from .tally import Check, Tally
 
@@ -254,19 +255,59 @@ class _SglangRank:
         self.engine.shutdown()
 
 
+class _MockerRank:
+    """Dynamo's mocker (:mod:`.mocker_stream`) as a rank of the scenario: its stream is the
+    mocker's own, its truth the spec's replay of the prompts it ran, and only the indexer
+    is asked (by tokens)."""
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        if rank:
+            raise ConsumerError(f"data-parallel: {NOT_ON_MOCKER['data-parallel']}")
+        if not inside():
+            raise PublisherError(
+                "Dynamo's mocker binds every interface: it runs only inside route-check's "
+                "loopback-only network namespace"
+            )
+        s = live.setting
+        self.rank = rank
+        self.engine = MockerEngine(s.block_size, s.blocks, live.port, live.replay_port)
+        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
+        self.batch_events: list[int] = []
+
+    def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
+        result, hashes, batches = self.engine.apply(action)
+        if isinstance(action, Admit) and hashes is not None:
+            note_prefix(self.prefixes, action.tokens, hashes, block_size)
+        self.batch_events += [sum(kinds.values()) for kinds in batches]
+        # the in-process consumers are not run on the mocker's stream: only the counts matter
+        events = [_Published(k) for kinds in batches for k, n in kinds.items() for _ in range(n)]
+        return result, tuple(events)
+
+    def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
+        return self.engine.held_blocks(hashes)
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
 class _Live:
     """One scenario's moving parts: the engines, the consumers (one view per rank), the
     tallies."""
 
     def __init__(self, setting: Setting, ranks: int = 1) -> None:
         self.setting = setting
-        self.sglang = is_sglang(setting.target)
-        if self.sglang:
+        self.mocker = is_mocker(setting.target)
+        self.sglang = not self.mocker and is_sglang(setting.target)
+        if self.sglang or self.mocker:
             others = [c for c in setting.consumers if c != INDEXER]
             if others:
+                stream, why = (
+                    ("SGLang's", SGLANG_CONSUMERS)
+                    if self.sglang
+                    else ("the mocker's", MOCKER_CONSUMERS)
+                )
                 raise ConsumerError(
-                    f"{', '.join(others)}: on SGLang's stream only {INDEXER} is asked "
-                    f"({SGLANG_CONSUMERS})"
+                    f"{', '.join(others)}: on {stream} stream only {INDEXER} is asked ({why})"
                 )
         else:
             factory, _ = load_target(setting.target)
@@ -292,7 +333,7 @@ class _Live:
         self.old_batches: int | None = None
         self.counted_before = 0
         self.restarted: dict[str, int] = {}
-        self.engines: list[_Engine | _SglangRank | None] = [None] * ranks
+        self.engines: list[_Engine | _SglangRank | _MockerRank | None] = [None] * ranks
         for rank in range(ranks):
             self.new_engine(rank)
         self.serving = 0
@@ -302,7 +343,13 @@ class _Live:
         old = self.engines[rank]
         if old is not None:
             old.shutdown()
-        engine = _SglangRank(self, rank) if self.sglang else _Engine(self, rank)
+        engine: _Engine | _SglangRank | _MockerRank
+        if self.sglang:
+            engine = _SglangRank(self, rank)
+        elif self.mocker:
+            engine = _MockerRank(self, rank)
+        else:
+            engine = _Engine(self, rank)
         if old is not None:
             # the old pool's prompts are still asked about: the new pool holds none of them,
             # and a consumer that still claims them over-claims
@@ -335,7 +382,7 @@ class _Live:
             "new_events_counted": sum(self.indexer.applied().values()) - self.counted_before,
         }
 
-    def engine(self, rank: int) -> _Engine | _SglangRank:
+    def engine(self, rank: int) -> _Engine | _SglangRank | _MockerRank:
         engine = self.engines[rank]
         assert engine is not None
         return engine

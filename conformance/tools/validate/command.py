@@ -14,7 +14,7 @@ from rich.console import Console
 from ...usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from ..stream.recording import RecordingError
 from .request_log import LogError, read_log, request_json
-from .shrink import Driver, Shrunk, shrink
+from .shrink import Driver, DriverError, Shrunk, shrink
 from .spec_side import ReplayError
 from .verdict import Verdict, validate
 
@@ -32,7 +32,8 @@ from .verdict import Verdict, validate
     "--rerun",
     metavar="'CMD ARGS...'",
     help="Shrink by running the engine again, a process per attempt: CMD ARGS... REQUESTS "
-    "LOG RECORDING (see the validation page).",
+    "LOG RECORDING (see the validation page); a driver that fails is exit 2 with its "
+    "stderr's end.",
 )
 @click.option("--rerun-timeout", default=120.0, show_default=True, help="Seconds per attempt.")
 @click.option("--budget", default=120.0, show_default=True, help="Seconds to spend shrinking.")
@@ -61,7 +62,8 @@ def validate_command(
     spec's manager replays the requests under --profile; after every request, the stores
     and removals per copy, their parents, and the prefixes a consumer rebuilds are
     compared. Exit 0: no difference; 1: a difference, shrunk and written as a trace;
-    2: the files cannot be read or do not fit the profile.
+    2: the files cannot be read or do not fit the profile, or the --rerun driver failed
+    (its stderr's last lines are shown).
     """
     console = Console(stderr=as_json)
     try:
@@ -82,7 +84,13 @@ def validate_command(
         if not words:
             fail_usage(console, "--rerun needs a command")
         driver = Driver(words, chosen, rerun_timeout)
-    shrunk = shrink(log, verdict.difference, driver, budget)
+    try:
+        shrunk = shrink(log, verdict.difference, driver, budget)
+    except DriverError as exc:
+        fail_usage(
+            console,
+            f"{exc}\n(before shrinking, the engine's files showed: {verdict.difference.text()})",
+        )
     path = trace_path or Path("kvpool-traces") / f"validate-{_slug(log.engine)}.jsonl"
     _write_trace(path, shrunk, profile)
     _report(console, log.engine, verdict, shrunk, path, as_json)

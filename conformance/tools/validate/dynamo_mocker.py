@@ -18,7 +18,7 @@ its log is kept beside the recording (``RECORDING.mocker.log``), so a crash is r
 with it.
 
     python -m kvpool.conformance.tools.validate.dynamo_mocker [--seed N] [--requests K]
-        [--max-tokens M] [REQUESTS] LOG RECORDING
+        [--max-tokens M] [--host-blocks H] [REQUESTS] LOG RECORDING
 
 With ``REQUESTS`` (a request log: its prompts are sent; a salt is refused, as the driver
 sends none) it is a driver for
@@ -69,6 +69,10 @@ QUIET_SECONDS = 0.4
 #: Seconds the mocker has to register its endpoint, and to answer a request.
 START_SECONDS = 90.0
 ANSWER_SECONDS = 60.0
+#: KV bytes per token the mocker is told when it has a host tier (it sizes host blocks).
+KV_BYTES_PER_TOKEN = 1024
+#: Seconds a failed request waits for the mocker's exit status.
+EXIT_SECONDS = 1.0
 #: Who runs what in a network namespace, for its errors.
 WHO = "the mocker's driver runs the mocker"
 KV_EVENTS_PORT = 5557
@@ -105,7 +109,14 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _mocker_command() -> list[str]:
+def _mocker_command(
+    events_port: int = KV_EVENTS_PORT,
+    replay_port: int = REPLAY_PORT,
+    block_size: int = BLOCK_SIZE,
+    usable_blocks: int = USABLE_BLOCKS,
+    host_blocks: int = 0,
+) -> list[str]:
+    host = ["--num-host-blocks", str(host_blocks), "--kv-bytes-per-token", str(KV_BYTES_PER_TOKEN)]
     return [
         sys.executable,
         "-m",
@@ -117,17 +128,18 @@ def _mocker_command() -> list[str]:
         "--event-plane",
         "zmq",
         "--zmq-kv-events-ports",
-        str(KV_EVENTS_PORT),
+        str(events_port),
         "--zmq-replay-ports",
-        str(REPLAY_PORT),
+        str(replay_port),
         "--speedup-ratio",
         "0",
         "--num-gpu-blocks-override",
-        str(USABLE_BLOCKS),
+        str(usable_blocks),
         "--block-size",
-        str(BLOCK_SIZE),
+        str(block_size),
         "--engine-type",
         "vllm",
+        *(host if host_blocks else []),
     ]
 
 
@@ -177,59 +189,170 @@ async def _watched(
     return task.result()
 
 
+def _body(prompt: tuple[int, ...], max_tokens: int) -> dict[str, Any]:
+    """A request to the worker endpoint: token ids, no sampling, ``max_tokens`` generated."""
+    return {
+        "token_ids": list(prompt),
+        "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
+        "sampling_options": {},
+        "output_options": {},
+        "eos_token_ids": [],
+        "annotations": [],
+    }
+
+
 async def _answered(client: Any, body: dict[str, Any]) -> Answer:
     stream = await client.round_robin(body)
     return _answer([item async for item in stream])
 
 
-async def _send(
-    requests: tuple[LoggedRequest, ...],
-    recorder: Recorder,
-    max_tokens: int,
-    process: subprocess.Popen[bytes],
-) -> list[LoggedRequest]:
-    """Each request sent in turn, its stream recorded until quiet; the requests as run."""
-    from dynamo._core import DistributedRuntime
+class Mocker:
+    """One mocker process on loopback, a runtime client of its request endpoint and a
+    subscriber of its KV-event stream: :meth:`send` runs a request, :meth:`settled` takes
+    the messages it published. Started by :meth:`start` (or ``with``), stopped by its pid
+    by :meth:`stop`; every failure, the mocker's exit included, is a :class:`MockerError`
+    holding the last lines of its log. Used inside the network namespace only (it binds
+    every interface): by the validate driver (:func:`run`) and by route-check
+    (:mod:`kvpool.conformance.tools.routes.mocker_stream`)."""
 
-    loop = asyncio.get_running_loop()
-    runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
-    try:
-        client = await runtime.endpoint(ENDPOINT).client()
-        await _watched(
-            client.wait_for_instances(), process, START_SECONDS, f"registered {ENDPOINT}"
+    def __init__(
+        self,
+        log: Path,
+        *,
+        events_port: int = KV_EVENTS_PORT,
+        replay_port: int = REPLAY_PORT,
+        block_size: int = BLOCK_SIZE,
+        usable_blocks: int = USABLE_BLOCKS,
+        host_blocks: int = 0,
+    ) -> None:
+        self.log = log
+        self.events_port = events_port
+        self.command = _mocker_command(
+            events_port, replay_port, block_size, usable_blocks, host_blocks
         )
-        subscriber = Subscriber([f"tcp://127.0.0.1:{KV_EVENTS_PORT}"], "")
-        await asyncio.sleep(1.0)  # the subscription reaches the publisher
-        ran: list[LoggedRequest] = []
-        for asked in requests:
-            body: dict[str, Any] = {
-                "token_ids": list(asked.prompt),
-                "stop_conditions": {"max_tokens": max_tokens, "ignore_eos": True},
-                "sampling_options": {},
-                "output_options": {},
-                "eos_token_ids": [],
-                "annotations": [],
-            }
-            sent = time.time()
-            what = f"answered request {asked.request_id!r}"
-            answer = await _watched(_answered(client, body), process, ANSWER_SECONDS, what)
-            done = time.time()
-            while (frames := subscriber.receive(QUIET_SECONDS)) is not None:
-                recorder.record(frames, "live")
-            ran.append(
-                LoggedRequest(
-                    asked.request_id,
-                    asked.prompt,
-                    None,
-                    answer.generated[:-1],
-                    answer.cached_tokens,
-                    sent,
-                    done,
+        self.process: subprocess.Popen[bytes] | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runtime: Any = None
+        self._client: Any = None
+        self._subscriber: Subscriber | None = None
+
+    def __enter__(self) -> Mocker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the mocker and wait until its endpoint is registered and subscribed to."""
+        self._folder = tempfile.TemporaryDirectory(prefix="kvpool-mocker-")
+        env = _loopback_env(Path(self._folder.name, "discovery"))
+        os.environ.update(env)  # this process's runtime finds the mocker the same way
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._client = self._run(self._connect())
+            self._subscriber = Subscriber([f"tcp://127.0.0.1:{self.events_port}"], "")
+            time.sleep(1.0)  # the subscription reaches the publisher
+        except BaseException:
+            self.stop()
+            raise
+
+    async def _connect(self) -> Any:
+        from dynamo._core import DistributedRuntime
+
+        assert self.process is not None
+        loop = asyncio.get_running_loop()
+        self._runtime = DistributedRuntime(loop, "file", "tcp", event_plane="zmq")
+        client = await self._runtime.endpoint(ENDPOINT).client()
+        what = f"registered {ENDPOINT}"
+        await _watched(client.wait_for_instances(), self.process, START_SECONDS, what)
+        return client
+
+    def send(self, request_id: str, prompt: tuple[int, ...], max_tokens: int) -> Answer:
+        """Run one request on the mocker; what it answered."""
+        assert self.process is not None
+        what = f"answered request {request_id!r}"
+        work = _answered(self._client, _body(prompt, max_tokens))
+        return self._run(_watched(work, self.process, ANSWER_SECONDS, what))
+
+    def send_at_once(self, prompts: list[tuple[int, ...]], max_tokens: int) -> list[Answer]:
+        """Send ``prompts`` together (the mocker schedules them side by side, as a served
+        burst); what it answered to each. Not used to judge a stream (the spec's replay
+        runs one request at a time): it is how the mocker's host tier was made to panic."""
+        assert self.process is not None
+
+        async def together() -> list[Answer]:
+            return list(
+                await asyncio.gather(
+                    *(_answered(self._client, _body(p, max_tokens)) for p in prompts)
                 )
             )
-        return ran
-    finally:
-        runtime.shutdown()
+
+        what = f"answered {len(prompts)} requests sent at once"
+        return self._run(_watched(together(), self.process, ANSWER_SECONDS, what))
+
+    def settled(self) -> list[list[bytes]]:
+        """The messages the mocker published since the last call, taken until none comes
+        for :data:`QUIET_SECONDS`; a :class:`MockerError` if it has exited meanwhile."""
+        assert self._subscriber is not None and self.process is not None
+        messages = []
+        while (frames := self._subscriber.receive(QUIET_SECONDS)) is not None:
+            messages.append(frames)
+        status = self.process.poll()
+        if status is not None:
+            raise MockerError(f"the mocker exited (status {status}) while publishing")
+        return messages
+
+    def _run(self, work: Coroutine[Any, Any, T]) -> T:
+        assert self._loop is not None
+        try:
+            return self._loop.run_until_complete(work)
+        except MockerError as exc:
+            raise MockerError(f"{exc}\n{self.tail()}") from None
+        except Exception as exc:  # the runtime raises the base class for its own failures
+            status = self._exit_status()
+            how = "failed" if status is None else f"exited (status {status})"
+            raise MockerError(f"the mocker {how}: {exc}\n{self.tail()}") from None
+
+    def _exit_status(self) -> int | None:
+        """The mocker's exit status, waiting a moment for one that is going (a request it
+        dropped by dying fails before it is reaped); ``None`` while it runs."""
+        assert self.process is not None
+        try:
+            return self.process.wait(EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def tail(self, lines: int = 15) -> str:
+        """The last lines of the mocker's log, to show with an error."""
+        return _tail(self.log, lines)
+
+    def stop(self) -> None:
+        """Stop the mocker by its pid and close what talks to it (idempotent)."""
+        if self._subscriber is not None:
+            self._subscriber.close()
+            self._subscriber = None
+        if self._runtime is not None:
+            self._runtime.shutdown()
+            self._runtime = None
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+        if self.process is not None:
+            _stop(self.process)
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
 
 
 def run(
@@ -237,32 +360,35 @@ def run(
     log_path: Path,
     recording: Path,
     max_tokens: int = MAX_TOKENS,
+    host_blocks: int = 0,
 ) -> None:
-    """Start the mocker, run ``requests`` on it and write both files; stop it by its pid.
-    Call inside the network namespace (see :func:`main`)."""
+    """Start the mocker, run ``requests`` on it one at a time (each request's stream
+    recorded until quiet) and write both files; stop it by its pid. Call inside the
+    network namespace (see :func:`main`)."""
+    ran: list[LoggedRequest] = []
+    recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
     mocker_log = recording.with_name(recording.name + ".mocker.log")
-    with tempfile.TemporaryDirectory(prefix="kvpool-mocker-") as folder:
-        env = _loopback_env(Path(folder, "discovery"))
-        os.environ.update(env)  # this process's runtime finds the mocker the same way
-        with mocker_log.open("wb") as out:
-            process = subprocess.Popen(
-                _mocker_command(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=_die_with_parent,
-            )
-        recorder = Recorder(recording, [f"tcp://127.0.0.1:{KV_EVENTS_PORT}"])
-        try:
-            ran = asyncio.run(_send(requests, recorder, max_tokens, process))
-        except MockerError as exc:
-            raise MockerError(f"{exc}\n{_tail(mocker_log)}") from None
-        except Exception as exc:  # the runtime raises the base class for its own failures
-            raise MockerError(f"the mocker failed: {exc}\n{_tail(mocker_log)}") from None
-        finally:
-            recorder.close()
-            _stop(process)
+    try:
+        with Mocker(mocker_log, host_blocks=host_blocks) as mocker:
+            for asked in requests:
+                sent = time.time()
+                answer = mocker.send(asked.request_id, asked.prompt, max_tokens)
+                done = time.time()
+                for frames in mocker.settled():
+                    recorder.record(frames, "live")
+                ran.append(
+                    LoggedRequest(
+                        asked.request_id,
+                        asked.prompt,
+                        None,
+                        answer.generated[:-1],
+                        answer.cached_tokens,
+                        sent,
+                        done,
+                    )
+                )
+    finally:
+        recorder.close()
     log = RequestLog("dynamo-mocker 1.6.1 (vllm)", BLOCK_SIZE, USABLE_BLOCKS + 1, tuple(ran))
     with log_path.open("w", encoding="utf-8") as out:
         write_log(out, log)
@@ -283,7 +409,16 @@ def _tail(path: Path, lines: int = 15) -> str:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return f"(no mocker log at {path})"
-    return f"the mocker's log ({path}), last lines:\n" + "\n".join(text.splitlines()[-lines:])
+    every = text.splitlines()
+    last = every[-lines:]
+    # a panic of one of its threads leaves the process up, logging on (its backtrace
+    # too): the first panic's line and its message are shown
+    first = next((i for i, line in enumerate(every) if "panicked at" in line), None)
+    panic = (
+        [] if first is None or first >= len(every) - lines else [*every[first : first + 2], "..."]
+    )
+    shown = [*panic, *last]
+    return f"the mocker's log ({path}), last lines:\n" + "\n".join(shown)
 
 
 def _requests(paths: list[str], seed: int, count: int) -> tuple[LoggedRequest, ...]:
@@ -307,12 +442,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument(
+        "--host-blocks",
+        type=int,
+        default=0,
+        help="host-offload blocks (the mocker's --num-host-blocks; 0: no host tier)",
+    )
     parser.add_argument("paths", nargs="+", metavar="[REQUESTS] LOG RECORDING")
     args = parser.parse_args(argv)
     if len(args.paths) not in (2, 3):
         parser.error("give LOG RECORDING, or REQUESTS LOG RECORDING")
     if args.max_tokens < 1:
         parser.error("--max-tokens must be at least 1")
+    if args.host_blocks < 0:
+        parser.error("--host-blocks must be at least 0")
     if not installed():
         print(f"error: Dynamo's mocker is not installed: {INSTALL}", file=sys.stderr)
         return 2
@@ -329,7 +472,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     try:
-        run(requests, Path(args.paths[-2]), Path(args.paths[-1]), args.max_tokens)
+        run(
+            requests,
+            Path(args.paths[-2]),
+            Path(args.paths[-1]),
+            args.max_tokens,
+            args.host_blocks,
+        )
     except MockerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -8,8 +8,11 @@ prompts and salts) and runs ``CMD ARGS... REQUESTS LOG RECORDING``; the driver r
 on the engine and writes the engine's request log and its recorded stream there, which
 are validated like the first. An attempt is kept when it shows a difference of the same
 kind; chunks of requests are dropped, halves first, down to single requests, until none
-can be or the budget is spent. A driver that fails (an exit status other than 0, no
-files, a timeout: it is killed by its pid) makes its attempt count as not reproducing.
+can be or the budget is spent. A driver that fails (an exit status other than 0, or a
+timeout: it is killed by its pid) ends the shrinking with a :class:`DriverError` holding
+the last lines it wrote to stderr (an engine that crashed is reported with its log, never
+taken for an attempt that did not reproduce); one that exits 0 without readable files
+makes its attempt count as not reproducing.
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ class Shrunk:
     note: str = ""
 
 
+#: Lines of a failed driver's stderr shown with its error.
+TAIL_LINES = 20
+
+
+class DriverError(RuntimeError):
+    """The engine's driver failed (an exit status other than 0, or a timeout); the
+    message says which attempt and holds the last lines of its stderr."""
+
+
 class Driver:
     """Runs the engine on candidate requests, one process per attempt."""
 
@@ -65,19 +77,29 @@ class Driver:
             ]
             with paths[0].open("w", encoding="utf-8") as out:
                 write_log(out, with_requests(template, asked))
+            stderr = Path(folder, "stderr")
+            what = f"the engine's driver ({' '.join(self.command)}), attempt {self.attempts},"
             try:
-                done = subprocess.run(
-                    [*self.command, *map(str, paths)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=self.timeout,
-                    check=False,
-                )
-            except (OSError, subprocess.TimeoutExpired):
-                return None
+                with stderr.open("wb") as err:
+                    done = subprocess.run(
+                        [*self.command, *map(str, paths)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        timeout=self.timeout,
+                        check=False,
+                    )
+            except OSError as exc:
+                raise DriverError(f"{what} could not be started: {exc}") from None
+            except subprocess.TimeoutExpired:
+                raise DriverError(
+                    f"{what} did not finish in {self.timeout:g} s and was killed by its pid"
+                    f"{_tail(stderr)}"
+                ) from None
             if done.returncode != 0:
-                return None
+                raise DriverError(
+                    f"{what} failed with exit status {done.returncode}{_tail(stderr)}"
+                )
             try:
                 log = read_log(paths[1])
                 verdict = validate(log, paths[2], self.profile)
@@ -86,20 +108,34 @@ class Driver:
         return log, verdict.difference
 
 
+def _tail(path: Path) -> str:
+    """The last lines of a driver's stderr, to show with its error (nothing if empty)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "; its stderr ends:\n" + "\n".join(lines[-TAIL_LINES:]) if lines else ""
+
+
 def shrink(
     log: RequestLog,
     difference: Difference,
     driver: Driver | None,
     budget_seconds: float,
 ) -> Shrunk:
-    """The shortest sequence found within the budget that shows ``difference``'s kind."""
+    """The shortest sequence found within the budget that shows ``difference``'s kind;
+    :class:`DriverError` when the driver fails."""
     cut = with_requests(log, log.requests[: difference.request + 1])
     if driver is None:
         return Shrunk(cut, difference, 0, False)
     deadline = time.monotonic() + budget_seconds
     tried = driver.run(log, cut.requests)
     if tried is None or tried[1] is None or tried[1].kind != difference.kind:
-        why = "the driver failed" if tried is None else "the difference did not show again"
+        why = (
+            "the driver wrote no readable files"
+            if tried is None
+            else "the difference did not show again"
+        )
         return Shrunk(cut, difference, driver.attempts, False, f"re-running the engine: {why}")
     best_log, best = tried[0], tried[1]
     chunk = max(1, len(best_log.requests) // 2)

@@ -39,6 +39,8 @@ class SpecStep:
 
     cached_tokens: int
     events: tuple[spec_events.Event, ...]
+    #: The block hashes of the request's whole blocks (prompt and decoded tokens).
+    block_hashes: tuple[bytes, ...] = ()
 
 
 class SpecReplay:
@@ -76,10 +78,10 @@ class SpecReplay:
             if self.act(Append(rid, request.decoded), request) is None:
                 raise ReplayError(f"request {rid!r}: no room for its decoded tokens")
             self.act(Compute(rid), request)
-        self.learn(rid)
+        hashes = self.learn(rid)
         self.act(Finish(rid), request)
         self.pool, taken = step(self.pool, TakeEvents())
-        return SpecStep(admitted.num_computed_tokens, taken_events(taken.result))
+        return SpecStep(admitted.num_computed_tokens, taken_events(taken.result), hashes)
 
     def act(self, action: RequestAction, request: LoggedRequest) -> object:
         try:
@@ -91,12 +93,14 @@ class SpecReplay:
             ) from None
         return result
 
-    def learn(self, rid: str) -> None:
-        """Remember the tokens behind each block hash of request ``rid``."""
+    def learn(self, rid: str) -> tuple[bytes, ...]:
+        """Remember the tokens behind each block hash of request ``rid``; its hashes."""
         request = self.state.requests[rid]
         size = self.block_size
-        for index, block_hash in enumerate(block_hashes(request, size, self.partitions)):
+        hashes = tuple(block_hashes(request, size, self.partitions))
+        for index, block_hash in enumerate(hashes):
             self.tokens.setdefault(block_hash, request.tokens[index * size : (index + 1) * size])
+        return hashes
 
     def feed(self, ledger: Ledger, events: tuple[spec_events.Event, ...]) -> None:
         """The spec's events into ``ledger``."""
