@@ -5,6 +5,7 @@ mypyc or a C compiler is missing."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -55,7 +56,15 @@ def test_the_compiled_pool_passes_the_pool_checks() -> None:
     assert "every run passed" in done.stdout
 
 
-def test_a_fault_planted_in_the_compiled_source_is_caught(tmp_path: Path) -> None:
+def planted_build_folder(plant: tuple[str, str, str]) -> Path:
+    """Where the build carrying ``plant`` is kept: beside the unplanted one, under its key
+    (the sources, Python and mypy) and a digest of the plant, so that it is compiled once
+    per tree, as the unplanted one is, and a changed source or plant builds it anew."""
+    digest = hashlib.sha256("\0".join(plant).encode()).hexdigest()[:16]
+    return compiled.cache_root() / f"{compiled.build_key()}-planted-{digest}"
+
+
+def test_a_fault_planted_in_the_compiled_source_is_caught() -> None:
     # Blocks freed without a key go to the back instead of the front: the order level's
     # free-queue order breaks, and only on the compiled copy that carries the plant.
     plant = (
@@ -63,7 +72,7 @@ def test_a_fault_planted_in_the_compiled_source_is_caught(tmp_path: Path) -> Non
         "self.free_block_queue.prepend_n(to_front)",
         "self.free_block_queue.append_n(to_front)",
     )
-    where = _built(tmp_path / "planted", plant=plant)
+    where = _built(planted_build_folder(plant), plant=plant)
     done = _conform(where, "--machine", "pool", "--level", "order", "--fail-fast", "--seed", "1")
     assert done.returncode == EXIT_FINDING, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Nonconformance: pool/order" in done.stdout
