@@ -25,8 +25,10 @@ from ..usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE, comma_names
 from .isolation import IsolationError, inside, run_isolated
 from .recording import RecordingError, contract_table, read_recording, sample, to_json
 from .scenarios import (
+    DP_RANKS,
     INDEXER,
     SCENARIOS,
+    Routers,
     ScenarioResult,
     Setting,
     binds_one_interface,
@@ -185,14 +187,19 @@ def route_check(
             usage(str(exc))
     setting = Setting(target, release, tuple(names), requests=requests, every=every, seed=seed)
     results: list[ScenarioResult] = []
-    for name in chosen:
-        err.print(f"scenario {name}: {SCENARIOS[name]} ...")
-        try:
-            results.append(run_scenario(name, setting))
-        except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
-            usage(str(exc))
-        except ConsumerError as exc:
-            usage(f"scenario {name}: {exc}")
+    # the consumers are started once for every scenario of the run
+    routers = Routers(setting, DP_RANKS if "data-parallel" in chosen else 1)
+    try:
+        for name in chosen:
+            err.print(f"scenario {name}: {SCENARIOS[name]} ...")
+            try:
+                results.append(run_scenario(name, setting, routers))
+            except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
+                usage(str(exc))
+            except ConsumerError as exc:
+                usage(f"scenario {name}: {exc}")
+    finally:
+        routers.close()
     _print(out, results, setting)
     if record is not None:
         words = [f"--consumer {consumers}", f"--target {target}"]
