@@ -81,5 +81,5 @@ def test_a_router_that_ignores_the_clear_over_claims_next(monkeypatch: pytest.Mo
     monkeypatch.setattr(docs_written_router.CopiesRouter, "apply", ignores_clears)
     (first, second) = run((PLUGIN,))[PLUGIN]
     assert first[1] == first[0] == first[2]  # nothing to keep yet: exact
-    held, found, claimed = second
+    _, found, claimed = second
     assert found < claimed, second  # the first scenario's blocks, still claimed
