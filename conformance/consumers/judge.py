@@ -17,9 +17,9 @@ and ``kvpool monitor`` all judge a stream here. A :class:`StreamJudge` holds one
 
 A router that credits fewer blocks than the pool serves breaks ``router-recall``, unless
 the loss is the one a consumer that keeps hashes as a set shows: the first block it lost
-was named by a ``BlockRemoved`` since it was last asked, the pool still serves it (another
-copy remains), and the router credits exactly what the spec's ``set`` model, fed the same
-stream beside it, holds. That is ``router-copies``: a rule of its own (copies counted),
+was named by a ``BlockRemoved`` since it was last asked (or was such a loss at the last
+asking, still open), the pool still serves it (another copy remains), and the router
+credits exactly what the spec's ``set`` model, fed the same stream beside it, holds. That is ``router-copies``: a rule of its own (copies counted),
 so a router that breaks both is reported for both.
 """
 
@@ -85,6 +85,9 @@ class StreamJudge:
         )
         #: ``(group, hash)`` named by a ``BlockRemoved`` since the router was last asked.
         self.removed: set[tuple[int, bytes]] = set()
+        #: The losses the last answers showed at the removal of one copy: each stays a
+        #: ``router-copies`` loss while it lasts (a monitor asks again after every batch).
+        self.dropped: set[tuple[int, bytes]] = set()
         self.book = PrefixBook()
         #: Every event fed so far, in order (for messages and tests).
         self.stream: list[Event] = []
@@ -159,7 +162,8 @@ class StreamJudge:
         more: ``router-precision``). In that order, the shortest wrong prefix first."""
         asked, unplaceable = self.book.prefixes()
         self.unplaceable += unplaceable
-        removed, self.removed = self.removed, set()
+        removed, self.removed = self.removed | self.dropped, set()
+        self.dropped = set()
         found: list[tuple[int, EventViolation]] = []
         # a router whose lookups name one group (token-only) is asked about those only
         groups = getattr(self.consumer, "groups", None)
@@ -199,6 +203,7 @@ class StreamJudge:
             and self.as_set is not None
             and self.as_set.held_blocks(hashes, group) == claimed
         ):
+            self.dropped.add((group, lost))
             return EventViolation(
                 "router-copies",
                 lost,

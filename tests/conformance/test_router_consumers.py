@@ -129,4 +129,4 @@ def test_a_plugin_routers_trace_replays_only_when_the_plugin_is_named(tmp_path) 
     assert f"--consumer {plugin}" in refused.output  # the command that replays it
     replayed = runner.invoke(main, ["replay", str(trace), "--consumer", plugin])
     assert replayed.exit_code == 1, replayed.output
-    assert "property 'router-recall' broken for the counting-router consumer" in replayed.output
+    assert "property 'router-copies' broken for the counting-router consumer" in replayed.output
