@@ -19,8 +19,9 @@ A router that credits fewer blocks than the pool serves breaks ``router-recall``
 the loss is the one a consumer that keeps hashes as a set shows: the first block it lost
 was named by a ``BlockRemoved`` since it was last asked (or was such a loss at the last
 asking, still open), the pool still serves it (another copy remains), and the router
-credits exactly what the spec's ``set`` model, fed the same stream beside it, holds. That is ``router-copies``: a rule of its own (copies counted),
-so a router that breaks both is reported for both.
+credits exactly what the spec's ``set`` model, fed the same stream beside it, holds.
+That is ``router-copies``: a rule of its own (copies counted), so a router that breaks
+both is reported for both.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ its half, and those fed in process are fed from its half on.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -170,6 +171,7 @@ class _Engine:
         # the release's publisher adds its rank to both ports itself
         endpoint = f"tcp://*:{live.port}"
         replay = f"tcp://*:{live.replay_port}"
+        live.routers.let_go(rank)
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while
         deadline = time.monotonic() + REBIND_SECONDS
@@ -534,6 +536,20 @@ class Routers:
         self.port = free_ports(ranks)
         self.replay_port = free_ports(ranks)
         self.started: dict[str, Router] = {}
+        #: The run's ports no engine has bound yet, held by a bound socket so that no
+        #: other process is given them meanwhile (a rank's ports wait for the
+        #: data-parallel scenario); let go of by :meth:`let_go` just before a bind.
+        self.held: dict[int, socket.socket] = {}
+        for rank in range(ranks):
+            for port in (self.port + rank, self.replay_port + rank):
+                self.held[port] = hold(port)
+
+    def let_go(self, rank: int) -> None:
+        """Rank ``rank``'s ports, let go of for its engine's publisher to bind."""
+        for port in (self.port + rank, self.replay_port + rank):
+            held = self.held.pop(port, None)
+            if held is not None:
+                held.close()
 
     def wire(self) -> Wire:
         """Where the stream is published: each rank's publisher and replay endpoint."""
@@ -604,8 +620,21 @@ class Routers:
                 time.sleep(0.01)
 
     def close(self) -> None:
+        for rank in range(self.ranks):
+            self.let_go(rank)
         for name in list(self.started):
             self._stop(name)
+
+
+def hold(port: int) -> socket.socket:
+    """A socket bound to ``port`` on loopback (not listening): the port kept from others."""
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", port))
+    except OSError as exc:
+        held.close()
+        raise ConsumerError(f"port {port} on loopback was taken before it could be held") from exc
+    return held
 
 
 def run_scenario(name: str, setting: Setting, routers: Routers | None = None) -> ScenarioResult:

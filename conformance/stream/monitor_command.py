@@ -36,7 +36,8 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     help="Who to judge the stream by: "
     + "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
     + "; or a plugin module:factory. A router is asked after every batch about every prefix "
-    "the stream named, against the count model beside it (router-recall, router-copies, router-precision).",
+    "the stream named, against the count model beside it (router-recall, router-copies, "
+    "router-precision).",
 )
 @click.option("--topic", default="", show_default=True, help="Subscribe to this topic.")
 @click.option(

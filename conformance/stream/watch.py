@@ -46,8 +46,9 @@ loses while copies remain is reported (``events-replay-index``) when it happens.
 (:class:`~kvpool.conformance.consumers.judge.StreamJudge`): it is fed the GPU pool's
 events of its rank (the medium a router routes by), and after every batch it is asked
 about every prefix the stream has named, against the count model beside it
-(``router-recall``, ``router-copies``, ``router-precision``). Every violation carries the window of events
-that led to it: the last events of its rank and every event that named its hash.
+(``router-recall``, ``router-copies``, ``router-precision``). Every violation carries the
+window of events that led to it: the last events of its rank and every event that named
+its hash.
 """
 
 from __future__ import annotations
