@@ -257,6 +257,7 @@ class _SglangRank:
             )
         s = live.setting
         self.rank = rank
+        live.routers.let_go(rank)
         self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
         self.batch_events: list[int] = []
