@@ -11,7 +11,7 @@ import docs_written_router  # pytest puts this folder on sys.path
 import docs_written_wire_router
 import pytest
 from kvpool.conformance.consumers.naming import parse_consumer
-from kvpool.conformance.routes.scenarios import Setting, run_scenarios
+from kvpool.conformance.tools.routes.scenarios import Setting, run_scenarios
 
 PLUGIN = "docs_written_router:make_router"
 WIRE_PLUGIN = "docs_written_wire_router:WireCopiesRouter"
