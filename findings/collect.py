@@ -15,6 +15,11 @@ manager with the prefix trie (``--manager lmdeploy``).
 
 re-runs only the manager runs (``--machine requests --manager vllm``, or ``lmdeploy``) and
 replaces only their traces.
+
+    python findings/collect.py --routers-only
+
+re-runs only the events level under each router of :data:`ROUTERS` (on
+:data:`ROUTER_TARGETS`) and replaces only their traces.
 """
 
 from __future__ import annotations
@@ -112,7 +117,18 @@ def main() -> None:
 
     out = ROOT / "findings"
     manager_runs_only = "--manager-only" in sys.argv[1:]
-    chosen = [a for a in sys.argv[1:] if a != "--manager-only"] or list(TARGETS)
+    routers_only = "--routers-only" in sys.argv[1:]
+    flags = ("--manager-only", "--routers-only")
+    chosen = [a for a in sys.argv[1:] if a not in flags] or list(TARGETS)
+    if routers_only:
+        for target in (t for t in ROUTER_TARGETS if t in chosen):
+            with tempfile.TemporaryDirectory() as tmp:
+                collect_routers(target, tmp)
+                for old in router_paths(out / TARGETS[target]):
+                    old.unlink()
+                keep_traces(tmp, out / TARGETS[target], signature, read_trace)
+        (ROOT / "docs" / "findings.md").write_text(page(), encoding="utf-8")
+        return
     for target, folder in TARGETS.items():  # e.g. python findings/collect.py lmdeploy==0.18.0
         if target not in chosen or (manager_runs_only and folder not in MANAGERS):
             continue
@@ -161,6 +177,15 @@ def collect_routers(target: str, tmp: str) -> None:
         events = ["--machine", "pool,requests", "--level", "events", "--consumer", router]
         if conform(target, events, tmp) == 2:
             print(f"{target}: the {router} consumer could not run (its extra missing?)")
+
+
+def router_paths(folder: Path) -> list[Path]:
+    """The traces of the events level under a router of :data:`ROUTERS` in ``folder``."""
+    return [
+        p
+        for p in pool_paths(folder)
+        if any(f"-events-{r}-" in p.name or f"-pool-{r}-" in p.name for r in ROUTERS)
+    ]
 
 
 def keep_traces(tmp: str, folder: Path, signature: Any, read_trace: Any) -> None:

@@ -95,6 +95,9 @@ EVENT_PROPERTIES: dict[str, str] = {
     "router-recall": "for every prefix the stream has named, the consumer believes the worker "
     "holds at least the leading blocks a lookup on the pool would hit (it loses no prefix the "
     "worker still serves)",
+    "router-copies": "a BlockRemoved takes one copy away: while the stream still holds a "
+    "copy of a hash, the consumer keeps crediting the worker with it (a loss at the removal "
+    "of one copy, where a router-recall finding would otherwise be)",
     "router-precision": "for every prefix the stream has named, the consumer believes the "
     "worker holds no more leading blocks than a lookup on the pool would hit (it claims "
     "nothing the worker no longer serves)",

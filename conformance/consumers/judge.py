@@ -10,10 +10,18 @@ and ``kvpool monitor`` all judge a stream here. A :class:`StreamJudge` holds one
 2. the model's replay against the pool's keys (``events-replay-index``,
    ``events-cleared-empty``), when the pool's keys are known: for a router, the
    reference's replay, so that the stream is shown to follow the count contract first;
-3. the router's answers (``router-recall``, ``router-precision``): for every placeable
-   prefix the stream has named (:mod:`.prefixes`), the leading blocks the consumer says
-   the worker holds against those a lookup on the pool hits (the spec's
+3. the router's answers (``router-recall``, ``router-copies``, ``router-precision``): for
+   every placeable prefix the stream has named (:mod:`.prefixes`), the leading blocks the
+   consumer says the worker holds against those a lookup on the pool hits (the spec's
    :func:`~kvpool.spec.consumer.served_blocks`, or the reference's, in a monitor).
+
+A router that credits fewer blocks than the pool serves breaks ``router-recall``, unless
+the loss is the one a consumer that keeps hashes as a set shows: the first block it lost
+was named by a ``BlockRemoved`` since it was last asked (or was such a loss at the last
+asking, still open), the pool still serves it (another copy remains), and the router
+credits exactly what the spec's ``set`` model, fed the same stream beside it, holds.
+That is ``router-copies``: a rule of its own (copies counted), so a router that breaks
+both is reported for both.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from kvpool.spec.consumer import (
     served_blocks,
     short_hash,
 )
-from kvpool.spec.events import AllBlocksCleared, Event
+from kvpool.spec.events import AllBlocksCleared, BlockRemoved, Event
 from kvpool.spec.state import PoolState
 
 from ..machines.events.check import describe
@@ -42,7 +50,9 @@ Residency = Mapping[tuple[int, bytes], int]
 Served = Callable[[Sequence[bytes], int], int]
 
 STREAM_PROPERTIES = ("events-parent-known", "events-removed-known")
-ROUTER_PROPERTIES = ("router-recall", "router-precision")
+ROUTER_PROPERTIES = ("router-recall", "router-copies", "router-precision")
+#: The order a step's router violations are reported in (the shortest prefix first in each).
+ROUTER_ORDER = {name: i for i, name in enumerate(ROUTER_PROPERTIES)}
 
 
 def prefix_text(hashes: Sequence[bytes]) -> str:
@@ -69,6 +79,16 @@ class StreamJudge:
         self.model: ModelConsumer = (
             judged if isinstance(judged, ModelConsumer) else ModelConsumer("count")
         )
+        #: Beside a router, the spec's set model: what a consumer that drops a hash at its
+        #: first removal holds (``router-copies``).
+        self.as_set: ModelConsumer | None = (
+            None if isinstance(judged, ModelConsumer) else ModelConsumer("set")
+        )
+        #: ``(group, hash)`` named by a ``BlockRemoved`` since the router was last asked.
+        self.removed: set[tuple[int, bytes]] = set()
+        #: The losses the last answers showed at the removal of one copy: each stays a
+        #: ``router-copies`` loss while it lasts (a monitor asks again after every batch).
+        self.dropped: set[tuple[int, bytes]] = set()
         self.book = PrefixBook()
         #: Every event fed so far, in order (for messages and tests).
         self.stream: list[Event] = []
@@ -105,7 +125,11 @@ class StreamJudge:
         self.stream.extend(events)
         self.book.note(events)
         found = tuple(v for v in self.model.apply(events) if self.promised(v))
-        if self.is_router:
+        if self.as_set is not None:
+            self.as_set.apply(events)
+            self.removed.update(
+                (e.group_id, e.block_hash) for e in events if isinstance(e, BlockRemoved)
+            )
             self.consumer.apply(events)
         self.checked.update(STREAM_PROPERTIES)
         if residency is None:
@@ -135,9 +159,12 @@ class StreamJudge:
     def routes(self, served: Served) -> tuple[EventViolation, ...]:
         """The consumer asked about every placeable prefix the stream has named: it must
         believe the worker holds exactly the leading blocks ``served`` says (fewer:
-        ``router-recall``; more: ``router-precision``). The shortest wrong prefix first."""
+        ``router-recall``, or ``router-copies`` for a loss at the removal of one copy;
+        more: ``router-precision``). In that order, the shortest wrong prefix first."""
         asked, unplaceable = self.book.prefixes()
         self.unplaceable += unplaceable
+        removed, self.removed = self.removed | self.dropped, set()
+        self.dropped = set()
         found: list[tuple[int, EventViolation]] = []
         # a router whose lookups name one group (token-only) is asked about those only
         groups = getattr(self.consumer, "groups", None)
@@ -149,22 +176,43 @@ class StreamJudge:
             self.checked.update(ROUTER_PROPERTIES)
             if claimed == truth:
                 continue
-            prop = "router-recall" if claimed < truth else "router-precision"
-            found.append(
-                (
-                    len(hashes),
-                    EventViolation(
-                        prop,
-                        hashes[min(truth, claimed)],
-                        group,
-                        f"of the prefix {prefix_text(hashes)} (group {group}, {len(hashes)} "
-                        f"block(s)) the pool serves {truth} leading block(s); the {self.name} "
-                        f"consumer believes the worker holds {claimed}",
-                    ),
-                )
-            )
-        found.sort(key=lambda pair: (pair[1].property != "router-recall", pair[0]))
+            found.append((len(hashes), self._violation(hashes, group, truth, claimed, removed)))
+        found.sort(key=lambda pair: (ROUTER_ORDER[pair[1].property], pair[0]))
         return tuple(v for _, v in found)
+
+    def _violation(
+        self,
+        hashes: Sequence[bytes],
+        group: int,
+        truth: int,
+        claimed: int,
+        removed: set[tuple[int, bytes]],
+    ) -> EventViolation:
+        """What a wrong answer about ``hashes`` breaks, and the message saying so."""
+        lost = hashes[min(truth, claimed)]
+        said = (
+            f"of the prefix {prefix_text(hashes)} (group {group}, {len(hashes)} block(s)) the "
+            f"pool serves {truth} leading block(s); the {self.name} consumer believes the "
+            f"worker holds {claimed}"
+        )
+        if claimed > truth:
+            return EventViolation("router-precision", lost, group, said)
+        copies = self.model.kept.held.get((None, group, lost), 0)
+        if (
+            (group, lost) in removed
+            and copies >= 1
+            and self.as_set is not None
+            and self.as_set.held_blocks(hashes, group) == claimed
+        ):
+            self.dropped.add((group, lost))
+            return EventViolation(
+                "router-copies",
+                lost,
+                group,
+                f"{said}: it dropped {short_hash(lost)} at the removal of one copy while "
+                f"{copies} more remain (as a consumer that keeps hashes as a set would)",
+            )
+        return EventViolation("router-recall", lost, group, said)
 
     def routes_on_spec(self, state: PoolState) -> tuple[EventViolation, ...]:
         """:meth:`routes` with the spec's pool as the truth (what a lookup hits)."""

@@ -21,6 +21,31 @@ class ForgetsCopies(CountingRouter):
         return ()
 
 
+class RefusesEmptyStores(CountingRouter):
+    """Refuses a batch with a ``BlockStored`` naming no hash, and forgets every block it
+    held (a refused batch taken for a hole in the stream)."""
+
+    def apply(self, events: Sequence[Any]) -> tuple[()]:
+        if any(type(e).__name__ == "BlockStored" and not e.block_hashes for e in events):
+            self.copies.clear()
+            return ()
+        return super().apply(events)
+
+
+class ForgetsCopiesRefusesEmptyStores(RefusesEmptyStores):
+    """Both faults at once: each must be reported under its own property in one run."""
+
+    def apply(self, events: Sequence[Any]) -> tuple[()]:
+        if any(type(e).__name__ == "BlockStored" and not e.block_hashes for e in events):
+            return super().apply(events)
+        for event in events:
+            if type(event).__name__ == "BlockRemoved":
+                self.copies.pop((event.group_id, event.block_hash), None)
+            else:
+                super().apply([event])
+        return ()
+
+
 class IgnoresClears(CountingRouter):
     """Keeps everything through an ``AllBlocksCleared``."""
 
@@ -57,12 +82,15 @@ class OneBlockShort(CountingRouter):
 
 #: fault -> the property its finding must name.
 BREAKS: dict[str, str] = {
-    "ForgetsCopies": "router-recall",
+    "ForgetsCopies": "router-copies",
     "IgnoresClears": "router-precision",
     "IgnoresRemovals": "router-precision",
     "MergesGroups": "router-precision",
     "OneBlockShort": "router-recall",
+    "RefusesEmptyStores": "router-recall",
 }
+#: A router with two faults -> the properties one run must report, one finding each.
+BOTH = ("ForgetsCopiesRefusesEmptyStores", ("router-copies", "router-recall"))
 
 
 def not_a_consumer() -> object:

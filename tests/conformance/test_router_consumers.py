@@ -14,12 +14,14 @@ from kvpool.conformance.machines.pool.runner import run_level
 from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import load_target
 from kvpool.spec import SEED
-from planted_consumers import BREAKS  # pytest puts this folder on sys.path
+from planted_consumers import BOTH, BREAKS  # pytest puts this folder on sys.path
 
 DOCS_WRITTEN = "docs_written_consumer:make_router"
 
 
-def router_run(consumer: str, seed: int, max_examples: int = 120) -> list[str]:
+def router_run(
+    consumer: str, seed: int, max_examples: int = 120, max_findings: int = 1
+) -> list[str]:
     parse_consumer(consumer)
     factory, _ = load_target("impl")
     result = run_level(
@@ -31,6 +33,7 @@ def router_run(consumer: str, seed: int, max_examples: int = 120) -> list[str]:
         seed=seed,
         max_blocks=8,
         shrink_seconds=2.0,
+        max_findings=max_findings,
     )
     return [f.message for f in result.failures]
 
@@ -49,6 +52,19 @@ def test_a_planted_router_fault_is_caught(fault: str, seed: int) -> None:
     assert found, f"{fault} passed the events level on seed {seed}"
     assert signature(found[0]) == f"property {BREAKS[fault]}", found[0]
     assert "for the counting-router consumer" in found[0]
+
+
+@pytest.mark.parametrize("seed", (1, 2))
+def test_two_router_faults_are_two_findings(seed: int) -> None:
+    """A router that forgets copies and refuses empty stores: one run reports each fault
+    under its own property, and each shrunk trace ends on the step that shows it (the
+    removal of a copy; the empty store)."""
+    fault, properties = BOTH
+    found = router_run(f"planted_consumers:{fault}", seed, max_findings=3)
+    by_property = {signature(m).removeprefix("property "): m for m in found}
+    assert set(properties) <= set(by_property), found
+    assert "at the removal of one copy" in by_property["router-copies"]
+    assert "BlockStored([]" in by_property["router-recall"]
 
 
 def test_a_consumer_that_is_not_one_is_refused() -> None:
@@ -91,7 +107,7 @@ def test_the_request_machine_judges_a_router() -> None:
         ],
     )
     assert result.exit_code == 1, result.output
-    assert "property 'router-recall' broken for the counting-router consumer" in result.output
+    assert "property 'router-copies' broken for the counting-router consumer" in result.output
 
 
 def test_a_plugin_routers_trace_replays_only_when_the_plugin_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -113,4 +129,4 @@ def test_a_plugin_routers_trace_replays_only_when_the_plugin_is_named(tmp_path) 
     assert f"--consumer {plugin}" in refused.output  # the command that replays it
     replayed = runner.invoke(main, ["replay", str(trace), "--consumer", plugin])
     assert replayed.exit_code == 1, replayed.output
-    assert "property 'router-recall' broken for the counting-router consumer" in replayed.output
+    assert "property 'router-copies' broken for the counting-router consumer" in replayed.output

@@ -147,6 +147,7 @@ def test_every_property_is_described() -> None:
         "events-replay-index",
         "events-cleared-empty",
         "router-recall",
+        "router-copies",
         "router-precision",
     }
     assert all(text and text[0].islower() for text in EVENT_PROPERTIES.values())

@@ -66,9 +66,9 @@ from .run import execute
     "group and hash; every copy stored and removed: vLLM's documented contract), set (the "
     "hashes present per group), dynamo (NVIDIA Dynamo's radix-tree index in process, the "
     "extra [dynamo]: asked after every step about every prefix the pool serves; "
-    "router-recall and router-precision), or a plugin module:factory (see the contract "
-    "page). Built in: " + ", ".join(CONSUMERS) + ". [default: the one the profile's release "
-    "promises; count where it promises none]",
+    "router-recall, router-copies and router-precision), or a plugin module:factory (see "
+    "the contract page). Built in: " + ", ".join(CONSUMERS) + ". [default: the one the "
+    "profile's release promises; count where it promises none]",
 )
 @machines_option(
     "Comma-separated machines: pool (pool actions at each --level), requests "

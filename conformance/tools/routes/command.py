@@ -28,8 +28,10 @@ from .isolation import IsolationError, inside, run_isolated
 from .mocker_stream import MOCKER_CONSUMERS, NOT_ON_MOCKER, is_mocker, mocker_problem
 from .recording import RecordingError, contract_table, read_recording, sample, to_json
 from .scenarios import (
+    DP_RANKS,
     INDEXER,
     SCENARIOS,
+    Routers,
     ScenarioResult,
     Setting,
     binds_one_interface,
@@ -207,14 +209,19 @@ def route_check(
             usage(str(exc))
     setting = Setting(target, release, tuple(names), requests=requests, every=every, seed=seed)
     results: list[ScenarioResult] = []
-    for name in chosen:
-        err.print(f"scenario {name}: {SCENARIOS[name]} ...")
-        try:
-            results.append(run_scenario(name, setting))
-        except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
-            usage(str(exc))
-        except (ConsumerError, MockerError) as exc:
-            usage(f"scenario {name}: {exc}")
+    # the consumers are started once for every scenario of the run
+    routers = Routers(setting, DP_RANKS if "data-parallel" in chosen else 1)
+    try:
+        for name in chosen:
+            err.print(f"scenario {name}: {SCENARIOS[name]} ...")
+            try:
+                results.append(run_scenario(name, setting, routers))
+            except (TargetLoadError, ReleaseError, ReleaseIsolationError, PublisherError) as exc:
+                usage(str(exc))
+            except (ConsumerError, MockerError) as exc:
+                usage(f"scenario {name}: {exc}")
+    finally:
+        routers.close()
     _print(out, results, setting)
     if record is not None:
         words = [f"--consumer {consumers}", f"--target {target}"]

@@ -19,10 +19,20 @@ ranks, each its own pool and its release's publisher with its ``data_parallel_ra
 the publisher writes into every batch and adds to its port; every consumer keeps one view
 per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
 and precision are kept, in order (:mod:`.tally`): the curve over the run.
+
+The consumers are started once per run (:class:`Routers`), on publisher and replay ports
+the run holds for every scenario (each scenario's engines bind them anew, as a restarted
+engine does), and closed at its end. Between two scenarios each is emptied as it declares
+(its ``resets`` hook): ``clear``, an ``AllBlocksCleared`` published at the end of the
+scenario on every rank's stream (or applied, in process), waited on through its
+watermark; ``new-worker``, closed and started again. A late join is a start: the
+consumers that read the wire are closed when the late-join scenario begins and started at
+its half, and those fed in process are fed from its half on.
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,13 +41,14 @@ from typing import Any
 
 from kvpool.spec import Observation, PoolConfig, TakeEvents, get_profile
 from kvpool.spec.consumer import served_blocks
+from kvpool.spec.events import AllBlocksCleared
 from kvpool.spec.manager import ManagerConfig, ManagerResult, RequestAction, ResetCache
 from kvpool.spec.manager.actions import Admit
 from kvpool.spec.manager.state import block_hashes
 
 from ...consumers.naming import make_router
 from ...consumers.protocol import ConsumerError
-from ...consumers.router import Prompt, Router, Wire, feeds, hook, ranks
+from ...consumers.router import Prompt, Router, Wire, feeds, hook, ranks, resets
 from ...engines.vllm.isolation import Release
 from ...machines.pool.lockstep import RunRecord
 from ...machines.requests.pool_run import PoolRequestRun
@@ -81,6 +92,9 @@ PAST_LAST = 1
 DP_RANKS = 2
 #: How long a restarted engine's publisher waits for its port to be let go.
 REBIND_SECONDS = 5.0
+#: How long a router is given, past the scenario's patience, to apply the clear that
+#: empties it between scenarios.
+CLEAR_SECONDS = 3.0
 
 
 #: The events of one step, as the consumers are fed them.
@@ -158,6 +172,7 @@ class _Engine:
         # the release's publisher adds its rank to both ports itself
         endpoint = f"tcp://*:{live.port}"
         replay = f"tcp://*:{live.replay_port}"
+        live.routers.let_go(rank)
         # a restarted engine binds its predecessor's port, which its socket may hold a
         # moment after shutdown (its thread closes it): try again for a while
         deadline = time.monotonic() + REBIND_SECONDS
@@ -200,6 +215,14 @@ class _Engine:
         (in lockstep with the target's) hits."""
         return served_blocks(self.run.lockstep.state, hashes, 0)
 
+    def clear(self) -> int:
+        """An ``AllBlocksCleared`` published as one batch (not the pool's: the consumers
+        emptied between scenarios); its sequence number."""
+        batch = self.translator.batch((AllBlocksCleared(),), self.run.state.requests, time.time())
+        self.publisher.publish(batch)
+        self.batch_events.append(len(batch.events))
+        return len(self.batch_events) - 1
+
     def shutdown(self) -> None:
         self.publisher.shutdown()
 
@@ -235,6 +258,7 @@ class _SglangRank:
             )
         s = live.setting
         self.rank = rank
+        live.routers.let_go(rank)
         self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
         self.batch_events: list[int] = []
@@ -250,6 +274,11 @@ class _SglangRank:
 
     def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
         return self.engine.held_blocks(tokens)
+
+    def clear(self) -> int:
+        raise ConsumerError(
+            f"on SGLang's stream only {INDEXER} is asked, and it is started anew per scenario"
+        )
 
     def shutdown(self) -> None:
         self.engine.shutdown()
@@ -270,6 +299,7 @@ class _MockerRank:
             )
         s = live.setting
         self.rank = rank
+        live.routers.let_go(rank)
         self.engine = MockerEngine(s.block_size, s.blocks, live.port, live.replay_port)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
         self.batch_events: list[int] = []
@@ -294,8 +324,9 @@ class _Live:
     """One scenario's moving parts: the engines, the consumers (one view per rank), the
     tallies."""
 
-    def __init__(self, setting: Setting, ranks: int = 1) -> None:
+    def __init__(self, setting: Setting, routers: Routers, ranks: int = 1) -> None:
         self.setting = setting
+        self.routers = routers
         self.mocker = is_mocker(setting.target)
         self.sglang = not self.mocker and is_sglang(setting.target)
         if self.sglang or self.mocker:
@@ -315,8 +346,8 @@ class _Live:
             self.profile = get_profile(choose_profile(setting.target).name)
             self.release = load_publisher(setting.release)
         self.ranks = ranks
-        self.port = free_ports(ranks)
-        self.replay_port = free_ports(ranks)
+        self.port = routers.port
+        self.replay_port = routers.replay_port
         self.published: Counter[str] = Counter()
         self.indexer: IndexerProcess | None = None
         self.indexer_events = 0
@@ -337,6 +368,13 @@ class _Live:
         for rank in range(ranks):
             self.new_engine(rank)
         self.serving = 0
+        #: Whether this scenario's engines have bound the run's ports since the consumers
+        #: last joined (a router that reads the wire then rejoins its publishers).
+        self.engines_bound = True
+        #: Per consumer kept from the last scenario, the watermark it showed at the join,
+        #: per rank: the new publishers count from 0 again, so a rank's watermark counts
+        #: only once it has moved from there (:meth:`wait_watermarks`).
+        self.stale: dict[str, dict[int, int]] = {}
 
     def new_engine(self, rank: int = 0) -> None:
         """A fresh pool and a new publisher of ``rank`` on the same loopback port."""
@@ -388,27 +426,19 @@ class _Live:
         return engine
 
     def join(self) -> None:
-        """The consumers start now: the in-process ones empty, the indexer subscribed."""
+        """The consumers join now: each started (once per run) or emptied as it declares;
+        the indexer subscribed."""
         for name in self.setting.consumers:
-            router: Router = DynamoIndexer() if name == INDEXER else make_router(name)
-            hook(router, "start", lambda wire: None)(self.wire())
-            if feeds(router) == "wire" and not isinstance(router, DynamoIndexer):
-                # its subscription reaches the publisher (ZMQ's slow joiner); the indexer
-                # waits for its listeners itself
-                time.sleep(JOIN_SECONDS)
+            router, reused = self.routers.join(name, self.engines_bound)
             self.consumers[name] = router
+            applied = getattr(router, "applied", None)
+            if reused and applied is not None:
+                self.stale[name] = dict(applied())
             if isinstance(router, DynamoIndexer):
                 self.indexer = router.process  # its /metrics: what it counted
             if ranks(router) == "one-worker":
                 self.rank_tallies.pop(name, None)
-
-    def wire(self) -> Wire:
-        """Where the stream is published: each rank's publisher and replay endpoint."""
-        return Wire(
-            tuple(f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)),
-            tuple(f"tcp://127.0.0.1:{self.replay_port + r}" for r in range(self.ranks)),
-            self.setting.block_size,
-        )
+        self.engines_bound = False
 
     def fed(self, name: str) -> str:
         """How consumer ``name`` was fed: in process, or off the wire."""
@@ -418,7 +448,7 @@ class _Live:
     def wait_watermarks(self) -> None:
         """Each router that reports its watermark, waited on until it has applied every
         rank's last batch (one that lags is waited for briefly from then on)."""
-        for router in self.consumers.values():
+        for name, router in self.consumers.items():
             applied = getattr(router, "applied", None)
             if applied is None:
                 continue
@@ -427,10 +457,13 @@ class _Live:
                 engine = self.engines[rank]
                 if engine is not None and engine.batch_events:
                     wanted[rank] = len(engine.batch_events) - 1
+            stale = self.stale.get(name, {})
             deadline = time.monotonic() + self.patience
             while True:
                 now = applied()
-                if all(now.get(r, -1) >= seq for r, seq in wanted.items()):
+                for rank in [r for r in stale if now.get(r, -1) != stale[r]]:
+                    del stale[rank]  # it has moved: the new publisher's sequence
+                if all(r not in stale and now.get(r, -1) >= seq for r, seq in wanted.items()):
                     break
                 if time.monotonic() > deadline:
                     self.patience = 0.2
@@ -533,23 +566,144 @@ class _Live:
                 counts.update((k, n) for k, n in self.indexer.warnings().items() if n)
             finally:
                 self.indexer.stop()
-        for router in self.consumers.values():
-            hook(router, "close", lambda: None)()
-        for engine in self.engines:
-            if engine is not None:
-                engine.shutdown()
+        try:
+            self.routers.reset(self)
+        finally:
+            for engine in self.engines:
+                if engine is not None:
+                    engine.shutdown()
         return counts
 
 
-def run_scenario(name: str, setting: Setting) -> ScenarioResult:
-    """One scenario of :data:`SCENARIOS`, start to end; the indexer always stopped."""
+class Routers:
+    """The consumers of one run, each started once, on the run's publisher and replay
+    ports (``ranks`` of each: every scenario's ranks), and closed by :meth:`close`."""
+
+    def __init__(self, setting: Setting, ranks: int = 1) -> None:
+        self.setting = setting
+        self.ranks = ranks
+        self.port = free_ports(ranks)
+        self.replay_port = free_ports(ranks)
+        self.started: dict[str, Router] = {}
+        #: The run's ports no engine has bound yet, held by a bound socket so that no
+        #: other process is given them meanwhile (a rank's ports wait for the
+        #: data-parallel scenario); let go of by :meth:`let_go` just before a bind.
+        self.held: dict[int, socket.socket] = {}
+        for rank in range(ranks):
+            for port in (self.port + rank, self.replay_port + rank):
+                self.held[port] = hold(port)
+
+    def let_go(self, rank: int) -> None:
+        """Rank ``rank``'s ports, let go of for its engine's publisher to bind."""
+        for port in (self.port + rank, self.replay_port + rank):
+            held = self.held.pop(port, None)
+            if held is not None:
+                held.close()
+
+    def wire(self) -> Wire:
+        """Where the stream is published: each rank's publisher and replay endpoint."""
+        return Wire(
+            tuple(f"tcp://127.0.0.1:{self.port + r}" for r in range(self.ranks)),
+            tuple(f"tcp://127.0.0.1:{self.replay_port + r}" for r in range(self.ranks)),
+            self.setting.block_size,
+        )
+
+    def _start(self, name: str) -> Router:
+        router: Router = DynamoIndexer() if name == INDEXER else make_router(name)
+        self.started[name] = router
+        hook(router, "start", lambda wire: None)(self.wire())
+        if feeds(router) == "wire" and not isinstance(router, DynamoIndexer):
+            # its subscription reaches the publisher (ZMQ's slow joiner); the indexer
+            # waits for its listeners itself
+            time.sleep(JOIN_SECONDS)
+        return router
+
+    def _stop(self, name: str) -> None:
+        router = self.started.pop(name, None)
+        if router is not None:
+            hook(router, "close", lambda: None)()
+
+    def join(self, name: str, rebound: bool) -> tuple[Router, bool]:
+        """Consumer ``name`` for a scenario, and whether it ran already: started if it is
+        not running, else as it is (emptied at the end of the last scenario); one that
+        reads the wire is given time to rejoin when the scenario's engines have bound the
+        ports anew (``rebound``)."""
+        router = self.started.get(name)
+        if router is None:
+            return self._start(name), False
+        if rebound and feeds(router) == "wire":
+            time.sleep(JOIN_SECONDS)  # its sockets reconnect to the new publishers
+        return router, True
+
+    def leave_wire(self) -> None:
+        """A late join begins: the consumers that read the wire are closed (started again
+        when they join)."""
+        for name in list(self.started):
+            if feeds(self.started[name]) == "wire":
+                self._stop(name)
+
+    def reset(self, live: _Live) -> None:
+        """The end of ``live``'s scenario: each consumer emptied as it declares, on the
+        scenario's own streams (a cleared one must have applied the clear)."""
+        cleared = [name for name, r in self.started.items() if resets(r) == "clear"]
+        for name in [n for n in self.started if n not in cleared]:
+            self._stop(name)  # new-worker: started again at the next scenario's join
+        waited: dict[int, int] = {}
+        for rank, engine in enumerate(live.engines):
+            if engine is None or not cleared:
+                continue
+            for name in cleared:
+                if feeds(self.started[name]) == "process":
+                    self.started[name].apply([AllBlocksCleared()], rank)  # type: ignore[attr-defined]
+            if any(feeds(self.started[n]) == "wire" for n in cleared):
+                waited[rank] = engine.clear()
+        for name in cleared:
+            applied = getattr(self.started[name], "applied", None)
+            if applied is None or not waited:
+                continue
+            deadline = time.monotonic() + live.patience + CLEAR_SECONDS
+            while not all(applied().get(r, -1) >= seq for r, seq in waited.items()):
+                if time.monotonic() > deadline:
+                    self._stop(name)  # it cannot be shown empty: started anew instead
+                    break
+                time.sleep(0.01)
+
+    def close(self) -> None:
+        for rank in range(self.ranks):
+            self.let_go(rank)
+        for name in list(self.started):
+            self._stop(name)
+
+
+def hold(port: int) -> socket.socket:
+    """A socket bound to ``port`` on loopback (not listening): the port kept from others."""
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", port))
+    except OSError as exc:
+        held.close()
+        raise ConsumerError(f"port {port} on loopback was taken before it could be held") from exc
+    return held
+
+
+def run_scenario(name: str, setting: Setting, routers: Routers | None = None) -> ScenarioResult:
+    """One scenario of :data:`SCENARIOS`, start to end, with the run's ``routers`` (its
+    own, closed at its end, when none is given); the indexer always stopped."""
+    if routers is None:
+        own = Routers(setting, DP_RANKS if name == "data-parallel" else 1)
+        try:
+            return run_scenario(name, setting, own)
+        finally:
+            own.close()
     started = time.monotonic()
-    live = _Live(setting, DP_RANKS if name == "data-parallel" else 1)
+    live = _Live(setting, routers, DP_RANKS if name == "data-parallel" else 1)
     half = max(1, setting.requests // 2)
     indexer: dict[str, int] = {}
     try:
         if name != "late-join":
             live.join()
+        else:
+            routers.leave_wire()
         if name == "clean":
             live.workload(setting.requests, setting.seed)
         elif name == "twins":
@@ -585,4 +739,9 @@ def run_scenario(name: str, setting: Setting) -> ScenarioResult:
 
 
 def run_scenarios(names: Sequence[str], setting: Setting) -> list[ScenarioResult]:
-    return [run_scenario(n, replace(setting)) for n in names]
+    """The scenarios ``names`` in order, their consumers started once for them all."""
+    routers = Routers(setting, DP_RANKS if "data-parallel" in names else 1)
+    try:
+        return [run_scenario(n, replace(setting), routers) for n in names]
+    finally:
+        routers.close()

@@ -36,7 +36,8 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     help="Who to judge the stream by: "
     + "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
     + "; or a plugin module:factory. A router is asked after every batch about every prefix "
-    "the stream named, against the count model beside it (router-recall, router-precision).",
+    "the stream named, against the count model beside it (router-recall, router-copies, "
+    "router-precision).",
 )
 @click.option("--topic", default="", show_default=True, help="Subscribe to this topic.")
 @click.option(
@@ -88,6 +89,14 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     "a batch out of order is judged in sequence order, and reported as reordered; past "
     "the window the missing batches are a gap (0: a gap at once).",
 )
+@click.option(
+    "--gap-seconds",
+    type=click.FloatRange(0.0, min_open=True),
+    default=None,
+    help="Live endpoints: a batch held back longer than S seconds waits no longer, and "
+    "what is missing before it is reported as a gap then, not when the window fills or "
+    "the stream ends.",
+)
 def monitor(
     sources: tuple[str, ...],
     consumer: str,
@@ -101,6 +110,7 @@ def monitor(
     idle: float | None,
     window: int,
     reorder_window: int,
+    gap_seconds: float | None,
 ) -> None:
     """Check a KV-event stream against a consumer model as it arrives.
 
@@ -143,8 +153,10 @@ def monitor(
         fail_usage(err, "give live endpoints or one recorded file, not both")
     if len(files) > 1:
         fail_usage(err, "give one recorded file at a time")
-    if files and (save or replay or snapshot):
-        fail_usage(err, "--save, --replay and --snapshot apply to live endpoints only")
+    if files and (save or replay or snapshot or gap_seconds is not None):
+        fail_usage(
+            err, "--save, --replay, --snapshot and --gap-seconds apply to live endpoints only"
+        )
     try:
         parse_consumer(consumer)
     except ConsumerError as exc:
@@ -154,6 +166,7 @@ def monitor(
         lambda f: _print_finding(out, f),
         window=window,
         reorder_window=reorder_window,
+        gap_seconds=gap_seconds,
     )
     status = _Status(err, watch)
     if files:
@@ -273,6 +286,7 @@ def _follow(
                 _print_reset(err, subscriber.resets[resets])
                 resets += 1
             if frames is None:
+                watch.expire()  # a quiet stream: a gap open too long is reported now
                 continue
             received = True
             last_message = time.monotonic()

@@ -10,8 +10,10 @@ checks the sequence first:
 - a jump forward: held back in the rank's **reorder window** (``reorder_window`` batches,
   ``kvpool monitor --reorder-window``): a batch that arrives out of order is judged in
   sequence order once the ones before it arrive, and reported as *reordered*. Once more
-  batches wait than the window holds (or the stream ends: :meth:`StreamWatch.finish`),
-  what lies before the oldest of them is a **gap**. The caller's ``fill_gap`` (the replay
+  batches wait than the window holds, one has waited longer than ``gap_seconds``
+  (``kvpool monitor --gap-seconds``: :meth:`StreamWatch.expire`, called on every message
+  and while the stream is quiet), or the stream ends (:meth:`StreamWatch.finish`), what
+  lies before the oldest of them is a **gap**. The caller's ``fill_gap`` (the replay
   socket) is asked for the missing batches (of this publisher lifetime only); those it
   returns in order are applied first. What stays missing is reported as a gap, never as a
   violation: the consumer is re-based from the publisher's snapshot when
@@ -44,12 +46,14 @@ loses while copies remain is reported (``events-replay-index``) when it happens.
 (:class:`~kvpool.conformance.consumers.judge.StreamJudge`): it is fed the GPU pool's
 events of its rank (the medium a router routes by), and after every batch it is asked
 about every prefix the stream has named, against the count model beside it
-(``router-recall``, ``router-precision``). Every violation carries the window of events
-that led to it: the last events of its rank and every event that named its hash.
+(``router-recall``, ``router-copies``, ``router-precision``). Every violation carries the
+window of events that led to it: the last events of its rank and every event that named
+its hash.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -136,6 +140,8 @@ class RankState:
     recent: OrderedDict[int, WireBatch] = field(default_factory=OrderedDict)
     #: Batches past a missing one, held back until it arrives (by sequence).
     pending: dict[int, WireMessage] = field(default_factory=dict)
+    #: When each held-back batch arrived (the watch's clock), by sequence.
+    arrived: dict[int, float] = field(default_factory=dict)
     #: The last gaps reported, ``(first, last)`` sequences (to recognise a late batch).
     lost: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=LOST_RANGES))
     #: The router judged on this rank (``None`` for a model consumer), made when the rank's
@@ -223,6 +229,8 @@ class StreamWatch:
         max_keys: int = MAX_KEYS_PER_RANK,
         reorder_window: int = 0,
         max_jump: int = MAX_SEQUENCE_JUMP,
+        gap_seconds: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         #: A router is judged beside the count model (its reference); a model on its own.
         self.router_name: str | None = None
@@ -239,6 +247,10 @@ class StreamWatch:
         self.window = window
         #: Batches held back per rank for a missing one (0: a jump is a gap at once).
         self.reorder_window = reorder_window
+        #: How long a held-back batch waits for the ones before it (``None``: until the
+        #: window is full or the stream ends).
+        self.gap_seconds = gap_seconds
+        self.clock = clock
         self.max_jump = max_jump
         self.ranks: dict[int, RankState] = {}
         self.totals = Totals()
@@ -278,6 +290,7 @@ class StreamWatch:
         """One decoded message: its sequence checked first (see the module docstring),
         then its batch applied in sequence order, never across a gap."""
         self.totals.received += 1
+        self.expire()
         rank = message.batch.data_parallel_rank or 0
         seq = message.sequence
         if not self._followed(rank, via) or not self._plausible(message, via):
@@ -325,6 +338,19 @@ class StreamWatch:
         for rank in sorted(self.ranks):
             self._settle(self.ranks[rank])
 
+    def expire(self) -> None:
+        """Held-back batches that have waited longer than ``gap_seconds`` wait no longer:
+        what is missing before each is a gap (asked of the replay first), reported now
+        rather than when the window fills or the stream ends."""
+        if self.gap_seconds is None:
+            return
+        now = self.clock()
+        for rank in sorted(self.ranks):
+            state = self.ranks[rank]
+            while state.pending and now - state.arrived[min(state.pending)] >= self.gap_seconds:
+                self._give_up_waiting(state)
+                state = self.ranks[rank]
+
     def _plausible(self, message: WireMessage, via: str) -> bool:
         """Whether ``message``'s sequence is a plausible next one for its rank: no further
         than ``max_jump`` past the next expected (past 0 for a rank first heard, or heard
@@ -352,6 +378,7 @@ class StreamWatch:
             self.totals.duplicates += 1
             return
         state.pending[message.sequence] = message
+        state.arrived[message.sequence] = self.clock()
         self.totals.held_back += 1
         if len(state.pending) > self.reorder_window:
             self._give_up_waiting(state)
@@ -360,6 +387,7 @@ class StreamWatch:
         """The held-back batches that now follow on, applied in order."""
         state = self.ranks[state.rank]
         while state.next_sequence in state.pending:
+            state.arrived.pop(state.next_sequence, None)
             message = state.pending.pop(state.next_sequence)
             self.totals.held_back -= 1
             self._apply(state, message)
@@ -369,6 +397,7 @@ class StreamWatch:
         gap (asked of the replay first), and the batches that follow on are applied."""
         first = min(state.pending)
         message = state.pending.pop(first)
+        state.arrived.pop(first, None)
         self.totals.held_back -= 1
         state = self._gap(state, message, rebase=True)
         if state.next_sequence is not None and first < state.next_sequence:
@@ -427,6 +456,7 @@ class StreamWatch:
         before = self.ranks.get(rank)
         if before is not None and before.publisher == publisher:  # still waiting: kept
             state.pending = {s: m for s, m in before.pending.items() if s > sequence}
+            state.arrived = {s: before.arrived[s] for s in state.pending}
             self.totals.duplicates += len(before.pending) - len(state.pending)
             self.totals.held_back -= len(before.pending) - len(state.pending)
         self.ranks[rank] = state

@@ -121,3 +121,28 @@ def test_a_hostile_sequence_number_is_one_malformed_message_not_a_loss() -> None
     assert code == EXIT_PASS, out
     assert out.count("MALFORMED") == 1 and "sequence 9223372036854775808" in out, out
     assert "gaps 0 (0 batches lost)" in out and "batches judged 2," in out, out
+
+
+@pytest.mark.parametrize("gap_seconds", [None, "0.3"])
+def test_a_gap_open_past_gap_seconds_is_reported_lost(gap_seconds: str | None) -> None:
+    """Batches 0 and 2, then a pause of 1.5 s, then batch 1: with --gap-seconds 0.3 the gap
+    is reported during the pause and batch 1 is late; without, batch 1 is judged in
+    sequence order (reordered) and nothing is lost."""
+    timeout = ["--gap-seconds", gap_seconds] if gap_seconds else []
+    with publisher() as (pub, endpoint):
+        process = start_monitor("--idle", "2.5", "--reorder-window", "8", *timeout, endpoint)
+        subscribed(pub)
+        for seq in (0, 2):
+            pub.send_multipart(message(seq, chain(seq)))
+        time.sleep(1.5)
+        pub.send_multipart(message(1, chain(1)))
+        code, out = finish(process)
+    if gap_seconds:
+        assert (
+            "gaps 1 (1 batches lost)" in out
+            and summary_number(out, r"late \(after their gap\) ") == 1
+        ), out
+        assert summary_number(out, "reordered ") == 0, out
+    else:
+        assert code == EXIT_PASS, out
+        assert "gaps 0 (0 batches lost)" in out and summary_number(out, "reordered ") == 1, out

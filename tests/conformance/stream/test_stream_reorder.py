@@ -92,3 +92,31 @@ def test_a_restart_after_a_late_start_is_a_restart_not_a_late_batch() -> None:
     w.feed_frames(message(5, chain(5)))  # first heard at 5: 0..4 unknown
     w.feed_frames(message(0, [stored([b"new"])], ts=2.0))  # back to 0: the next lifetime
     assert [f.kind for f in found] == ["gap", "restart"] and w.totals.late == 0
+
+
+def test_a_gap_open_longer_than_the_timeout_is_reported_without_waiting_for_more() -> None:
+    now = [0.0]
+    found: list[Finding] = []
+    w = StreamWatch("set", found.append, reorder_window=4, gap_seconds=1.0, clock=lambda: now[0])
+    for seq in (0, 2):
+        w.feed_frames(message(seq, chain(seq)))
+    now[0] = 0.9
+    w.expire()
+    assert found == [] and w.totals.held_back == 1  # still within the timeout
+    now[0] = 1.0
+    w.expire()  # a quiet stream: nothing more arrives, the gap is reported now
+    assert [f.kind for f in found] == ["gap"] and "sequence 1..1" in found[0].message
+    assert (w.totals.held_back, w.totals.batches, w.totals.missing_batches) == (0, 2, 1)
+    w.feed_frames(message(1, chain(1)))  # the missing batch, after its gap: late
+    assert [f.kind for f in found] == ["gap", "reordered"] and w.totals.late == 1
+
+
+def test_without_a_timeout_a_quiet_gap_waits_for_the_window() -> None:
+    now = [0.0]
+    found: list[Finding] = []
+    w = StreamWatch("set", found.append, reorder_window=4, clock=lambda: now[0])
+    for seq in (0, 2):
+        w.feed_frames(message(seq, chain(seq)))
+    now[0] = 1e6
+    w.expire()
+    assert found == [] and w.totals.held_back == 1
