@@ -64,6 +64,19 @@ CAPABILITIES = MappingProxyType(
 )
 
 
+#: The capabilities that let the machine read what the engine shows, with the driver method
+#: each reads it by (those of the actions it draws are the action table's:
+#: :data:`~.operations.ENGINE_OPERATIONS`).
+READ_CALLS = MappingProxyType(
+    {
+        "events": "drain_events",
+        "free_count": "free_count",
+        "ref_counts": "ref_counts",
+        "drops_results": "dropped",
+    }
+)
+
+
 @dataclass(frozen=True)
 class EngineSetup:
     """How one engine test case is built: the engine's KV cache and its batch budget."""
@@ -186,14 +199,9 @@ def driver_problems(driver: object) -> list[str]:
     unknown = sorted(set(declared) - set(CAPABILITIES))
     if unknown:
         problems.append(f"unknown capabilities {unknown} (known: {sorted(CAPABILITIES)})")
-    calls = {
-        "abort": "abort",
-        "events": "drain_events",
-        "free_count": "free_count",
-        "ref_counts": "ref_counts",
-        "flush": "flush",
-        "drops_results": "dropped",
-    }
+    from .operations import capability_calls  # the table's draws build this module's types
+
+    calls = {**capability_calls(), **READ_CALLS}
     problems += [
         f"declares {cap!r} but has no method {method}()"
         for cap, method in calls.items()
