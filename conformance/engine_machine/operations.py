@@ -6,7 +6,7 @@ clients' side of it), and its reference-page entry.
 
 The machine's draw (:func:`~.draw.next_actions`), the run (:meth:`~.engine_run.EngineRun.apply`
 and :meth:`~.engine_run.EngineRun.allows`), the driver check (:func:`~.driver.driver_problems`)
-and the docs' table of the machine's actions (:func:`actions_table`) read
+and the docs' table of the machine's actions (the ``engine-actions`` fragment) read
 :data:`ENGINE_OPERATIONS`; adding an action is adding one record here (and its action type,
 its draws and what the run does with it). The engine machine has no wire form of its own:
 a trace carries each action as ITF JSON by its type (:mod:`.trace_file`).
@@ -143,9 +143,3 @@ def next_actions(choices: Choices, run: EngineRun) -> list[EngineAction]:
 def capability_calls() -> dict[str, str]:
     """Each capability an action needs, with the driver method that action calls."""
     return {op.needs: op.call for op in ENGINE_OPERATIONS if op.needs is not None}
-
-
-def actions_table() -> list[tuple[str, str, str, str]]:
-    """The docs' rows: each action's name, the driver call, the capability it needs and
-    what it is."""
-    return [(op.name, f"{op.call}()", op.needs or "-", op.about) for op in ENGINE_OPERATIONS]
