@@ -17,7 +17,7 @@ from kvpool.conformance import api
 from kvpool.conformance.engine.choices import Choices
 from kvpool.conformance.engine_machine import driver as driver_module
 from kvpool.conformance.engine_machine import operations
-from kvpool.conformance.engine_machine.actions import EngineAction
+from kvpool.conformance.engine_machine.actions import Abort, Arrive, EngineAction, Flush, RunStep
 from kvpool.conformance.engine_machine.driver import driver_problems
 from kvpool.conformance.engine_machine.engine_run import EngineRun
 from kvpool.conformance.engine_machine.runner import run_engine, simpler_action
@@ -129,6 +129,40 @@ def test_the_table_declares_every_engine_action_once() -> None:
         assert op.needs is None or op.needs in driver_module.CAPABILITIES, op.name
         assert op.needs is None or op.call in driver_module.CAPABILITIES[op.needs], op.name
         assert op.needs is not None or callable(getattr(api.EngineDriver, op.call)), op.name
+
+
+class Recording(ToyDriver):
+    """The toy scheduler, noting each call of the machine's actions."""
+
+    def __init__(self, setup: api.EngineSetup) -> None:
+        super().__init__(setup)
+        self.called: list[str] = []
+
+    def submit(self, request: api.Submission) -> None:
+        self.called.append("submit")
+        super().submit(request)
+
+    def step(self) -> api.Batch:
+        self.called.append("step")
+        return super().step()
+
+    def abort(self, request_id: str) -> None:
+        self.called.append("abort")
+        super().abort(request_id)
+
+    def flush(self) -> bool:
+        self.called.append("flush")
+        return super().flush()
+
+
+def test_each_action_makes_the_driver_call_the_table_declares() -> None:
+    engine = EngineRun(Recording, api.EngineSetup(8, 2))
+    driver: Any = engine.driver
+    actions = [Arrive("r1", (1, 2, 3)), RunStep(), Abort("r1"), RunStep(), Flush()]
+    for action in actions:
+        driver.called.clear()
+        engine.apply(action)
+        assert driver.called[:1] == [operations.operation_of(action).call], action
 
 
 def test_the_draws_follow_the_tables_order() -> None:
