@@ -24,7 +24,8 @@ from kvpool.conformance.engine_machine.runner import run_engine, simpler_action
 from kvpool.conformance.reference.fragments import expand
 from toy_driver import ToyDriver  # pytest puts this folder on sys.path
 
-ENGINE_MACHINE = Path(__file__).resolve().parents[2] / "conformance" / "engine_machine"
+#: The engine machine's folder.
+ENGINE_MACHINE = Path(operations.__file__).resolve().parent
 
 
 @dataclass(frozen=True)
