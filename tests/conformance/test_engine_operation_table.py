@@ -14,14 +14,14 @@ from typing import Any, ClassVar, get_args
 
 import pytest
 from kvpool.conformance import api
-from kvpool.conformance.engine.choices import Choices
-from kvpool.conformance.engine_machine import driver as driver_module
-from kvpool.conformance.engine_machine import operations
-from kvpool.conformance.engine_machine.actions import Abort, Arrive, EngineAction, Flush, RunStep
-from kvpool.conformance.engine_machine.driver import driver_problems
-from kvpool.conformance.engine_machine.engine_run import EngineRun
-from kvpool.conformance.engine_machine.runner import run_engine, simpler_action
-from kvpool.conformance.reference.fragments import expand
+from kvpool.conformance.machines.engine import driver as driver_module
+from kvpool.conformance.machines.engine import operations
+from kvpool.conformance.machines.engine.actions import Abort, Arrive, EngineAction, Flush, RunStep
+from kvpool.conformance.machines.engine.driver import driver_problems
+from kvpool.conformance.machines.engine.engine_run import EngineRun
+from kvpool.conformance.machines.engine.runner import run_engine, simpler_action
+from kvpool.conformance.search.choices import Choices
+from kvpool.conformance.tools.reference.fragments import expand
 from toy_driver import ToyDriver  # pytest puts this folder on sys.path
 
 #: The engine machine's folder.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import pytest
-from kvpool.conformance.manager.operations import REQUEST_OPERATIONS
+from kvpool.conformance.machines.requests.operations import REQUEST_OPERATIONS
 from kvpool.spec import ContractViolation, PoolConfig, initial_state
 from kvpool.spec.actions import GetNewBlocks
 from kvpool.spec.manager import (
