@@ -17,7 +17,7 @@ from kvpool.conformance import api
 from kvpool.conformance.machines.engine import driver as driver_module
 from kvpool.conformance.machines.engine import operations
 from kvpool.conformance.machines.engine.actions import Abort, Arrive, EngineAction, Flush, RunStep
-from kvpool.conformance.machines.engine.driver import driver_problems
+from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.engine_run import EngineRun
 from kvpool.conformance.machines.engine.runner import run_engine, simpler_action
 from kvpool.conformance.search.choices import Choices

@@ -13,14 +13,11 @@ variants here.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from ...search.choices import Choices
 from .actions import Abort, Arrive, EngineAction, Flush, RunStep
+from .clients import EngineCase
 from .driver import EngineSetup
-
-if TYPE_CHECKING:
-    from .engine_run import EngineRun
 
 #: Engines are drawn with at least this many blocks (the null block included).
 ENGINE_MIN_BLOCKS = 8
@@ -39,35 +36,35 @@ def engine_setup(choices: Choices, max_blocks: int) -> EngineSetup:
     return EngineSetup(num_blocks, block_size, batch_tokens, batch_size)
 
 
-def draw_arrival(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def draw_arrival(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """One request."""
     return [arrival(choices, run, 0)]
 
 
-def draw_burst(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def draw_burst(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """Two to four requests at once."""
     count = choices.integer(2, 4, "burst size")
     return [arrival(choices, run, i) for i in range(count)]
 
 
-def draw_step(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def draw_step(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """A batch, the model now and then stopping one running request early."""
     running = sorted(r for r, c in run.clients.items() if c.status == "running")
     stops = choices.items(running, 0, 1, "stops") if choices.integer(0, 3, "stop?") == 0 else []
     return [RunStep(tuple(stops))]
 
 
-def draw_abort(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def draw_abort(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """A live request given up."""
     return [Abort(choices.choice(sorted(run.clients), "aborted"))]
 
 
-def draw_flush(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def draw_flush(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """The prefix cache dropped."""
     return [Flush()]
 
 
-def arrival(choices: Choices, run: EngineRun, offset: int) -> Arrive:
+def arrival(choices: Choices, run: EngineCase, offset: int) -> Arrive:
     """One request: its prompt (of a kind drawn), salt and answer length; ``offset``
     numbers the arrivals of one burst."""
     setup = run.setup

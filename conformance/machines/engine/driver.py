@@ -185,31 +185,6 @@ class DriverError(Exception):
     """A driver that does not offer what it declares (a usage error, never a finding)."""
 
 
-def driver_problems(driver: object) -> list[str]:
-    """What ``driver`` lacks of the protocol and of what it declares, in words (empty:
-    nothing): checked once, before any test case, so that a misspelt method or a
-    capability without its call is a usage error naming it, not a crash mid-run."""
-    problems = [f"no {name!r}" for name in ("name", "capabilities") if not hasattr(driver, name)]
-    problems += [
-        f"no method {name}()"
-        for name in ("submit", "step", "report")
-        if not callable(getattr(driver, name, None))
-    ]
-    declared: frozenset[str] = frozenset(getattr(driver, "capabilities", ()))
-    unknown = sorted(set(declared) - set(CAPABILITIES))
-    if unknown:
-        problems.append(f"unknown capabilities {unknown} (known: {sorted(CAPABILITIES)})")
-    from .operations import capability_calls  # the table's draws build this module's types
-
-    calls = {**capability_calls(), **READ_CALLS}
-    problems += [
-        f"declares {cap!r} but has no method {method}()"
-        for cap, method in calls.items()
-        if cap in declared and not callable(getattr(driver, method, None))
-    ]
-    return problems
-
-
 def drained(driver: EngineDriver) -> list[Event]:
     """The events ``driver`` published since the last call (none without ``events``)."""
     if "events" not in driver.capabilities:

@@ -14,7 +14,6 @@ table then says it was not checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kvpool.spec import PoolConfig
@@ -29,6 +28,7 @@ from ..pool.target import PoolView
 from ..requests.checks import PropertyBroken, RequestChecks, Tracked
 from ..requests.target import RequestSetup
 from .actions import Abort, Arrive, EngineAction, RunStep, model_token
+from .clients import Client
 from .driver import (
     Batch,
     EngineDriver,
@@ -41,22 +41,6 @@ from .driver import (
     drained,
 )
 from .operations import operation_of
-
-
-@dataclass
-class Client:
-    """A request as its client knows it: what it sent and what it got back."""
-
-    prompt: tuple[int, ...]
-    salt: str | None
-    max_new_tokens: int
-    output: tuple[int, ...] = ()
-    #: ``waiting`` (not scheduled since it arrived or was preempted) or ``running``.
-    status: str = "waiting"
-
-    @property
-    def tokens(self) -> tuple[int, ...]:
-        return self.prompt + self.output
 
 
 def request_setup(setup: EngineSetup) -> RequestSetup:

@@ -4,9 +4,10 @@ skips it otherwise), the driver capability it needs (``None``: every driver take
 driver call it makes, what the run does with it (:mod:`.engine_run`: the call and the
 clients' side of it), and its reference-page entry.
 
-The machine's draw (:func:`~.draw.next_actions`), the run (:meth:`~.engine_run.EngineRun.apply`
-and :meth:`~.engine_run.EngineRun.allows`), the driver check (:func:`~.driver.driver_problems`)
-and the docs' table of the machine's actions (the ``engine-actions`` fragment) read
+The machine's draw (:func:`next_actions`), the run (:meth:`~.engine_run.EngineRun.apply`
+and :meth:`~.engine_run.EngineRun.allows`), the driver check
+(:func:`~.driver_check.driver_problems`) and the docs' table of the machine's actions (the
+``engine-actions`` fragment) read
 :data:`ENGINE_OPERATIONS`; adding an action is adding one record here (and its action type,
 its draws and what the run does with it). The engine machine has no wire form of its own:
 a trace carries each action as ITF JSON by its type (:mod:`.trace_file`).
@@ -16,17 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...search.choices import Choices
 from . import draw
 from .actions import Abort, Arrive, EngineAction, Flush, RunStep
-
-if TYPE_CHECKING:
-    from .engine_run import EngineRun
+from .clients import EngineCase
 
 #: Draws actions (one, or several for a burst) from the run's state.
-Drawer = Callable[[Choices, "EngineRun"], list[EngineAction]]
+Drawer = Callable[[Choices, EngineCase], list[EngineAction]]
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class EngineDraw:
     label), how often in a state (0: not now) and its draw."""
 
     kind: str
-    weight: Callable[[EngineRun], int]
+    weight: Callable[[EngineCase], int]
     draw: Drawer
 
 
@@ -50,13 +49,13 @@ class EngineOperation:
     #: The driver method it calls.
     call: str
     #: What the run does with it: the driver call, and what the clients see of it.
-    take: Callable[[EngineRun, Any], None]
+    take: Callable[[EngineCase, Any], None]
     #: What the docs say it is.
     about: str
     #: The driver capability it needs (drawn, replayed and called only with it).
     needs: str | None = None
     #: Whether it makes sense now (an abort of a request still live, ...).
-    fits: Callable[[EngineRun, Any], bool] = lambda run, action: True
+    fits: Callable[[EngineCase, Any], bool] = lambda run, action: True
     #: Variants of an action asking for less, tried by the shrinker.
     simpler: Callable[[Any], list[Any]] = lambda action: []
 
@@ -64,16 +63,16 @@ class EngineOperation:
     def name(self) -> str:
         return str(self.action.operation)
 
-    def weight(self, kind: EngineDraw, run: EngineRun) -> int:
+    def weight(self, kind: EngineDraw, run: EngineCase) -> int:
         """How often ``kind`` is drawn in ``run`` (0 without the capability it needs)."""
         return kind.weight(run) if self.needs is None or self.needs in run.can else 0
 
-    def allowed(self, run: EngineRun, action: EngineAction) -> bool:
+    def allowed(self, run: EngineCase, action: EngineAction) -> bool:
         """Whether ``action`` makes sense in ``run`` and its driver can take it."""
         return (self.needs is None or self.needs in run.can) and self.fits(run, action)
 
 
-def _live(run: EngineRun) -> int:
+def _live(run: EngineCase) -> int:
     return len(run.clients)
 
 
@@ -133,7 +132,7 @@ def operation_of(action: EngineAction) -> EngineOperation:
     raise KeyError(action.operation)
 
 
-def next_actions(choices: Choices, run: EngineRun) -> list[EngineAction]:
+def next_actions(choices: Choices, run: EngineCase) -> list[EngineAction]:
     """The machine's next action (several for a burst): one of the table's draws, weighted
     by the run's state."""
     weighed = [(kind, op.weight(kind, run)) for op in ENGINE_OPERATIONS for kind in op.draws]
