@@ -107,3 +107,38 @@ def machines_option(help: str) -> Callable[[F], F]:
     return click.option(
         "--machine", "-m", "machines", default="pool,requests", show_default=True, help=help
     )
+
+
+def count_option(
+    *names: str, default: int, least: int = 1, help: str | None = None
+) -> Callable[[F], F]:
+    """A whole number of something (``names``: click's declarations), at least ``least``,
+    its default shown."""
+    return click.option(
+        *names, default=default, show_default=True, type=click.IntRange(least), help=help
+    )
+
+
+def seconds_option(*names: str, default: float, help: str) -> Callable[[F], F]:
+    """A duration or a rate, at least 0, its default shown."""
+    return click.option(
+        *names, default=default, show_default=True, type=click.FloatRange(0.0), help=help
+    )
+
+
+def limit_option(name: str, kind: type[int] | type[float], help: str) -> Callable[[F], F]:
+    """A bound a run stops at (none by default): a count from 1, or a time from 0."""
+    within = click.IntRange(1) if kind is int else click.FloatRange(0.0)
+    return click.option(name, type=within, default=None, help=help)
+
+
+def text_option(
+    *names: str, default: str, help: str, metavar: str | None = None
+) -> Callable[[F], F]:
+    """A string (an address, a list, a topic), its default shown."""
+    return click.option(*names, default=default, show_default=True, metavar=metavar, help=help)
+
+
+def flag_option(*names: str, help: str) -> Callable[[F], F]:
+    """A switch, off by default."""
+    return click.option(*names, is_flag=True, help=help)

@@ -14,7 +14,7 @@ from kvpool.conformance import api
 from kvpool.conformance.cli import main
 from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
 from kvpool.conformance.machines.engine.command import replay as replay_command
-from kvpool.conformance.machines.engine.driver import driver_problems
+from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.engine_run import EngineRun
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
 from kvpool.conformance.machines.engine.trace_file import (

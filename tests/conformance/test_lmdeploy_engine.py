@@ -36,12 +36,8 @@ from kvpool.conformance.engines.lmdeploy.manager_release import (
 )
 from kvpool.conformance.machines.engine import engine_run
 from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
-from kvpool.conformance.machines.engine.driver import (
-    EngineSetup,
-    Sampled,
-    Submission,
-    driver_problems,
-)
+from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission
+from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
 from kvpool.conformance.machines.pool.runner import LevelResult
 from kvpool.conformance.machines.pool.signature import signature

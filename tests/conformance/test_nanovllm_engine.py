@@ -30,12 +30,8 @@ from kvpool.conformance.cli import main  # noqa: E402
 from kvpool.conformance.engines.nanovllm import release as nv  # noqa: E402
 from kvpool.conformance.engines.nanovllm.driver import NanoVllmDriver  # noqa: E402
 from kvpool.conformance.engines.nanovllm.entry import FORK, UPSTREAM  # noqa: E402
-from kvpool.conformance.machines.engine.driver import (  # noqa: E402
-    EngineSetup,
-    Sampled,
-    Submission,
-    driver_problems,
-)
+from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission  # noqa: E402
+from kvpool.conformance.machines.engine.driver_check import driver_problems  # noqa: E402
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine  # noqa: E402
 from kvpool.conformance.machines.pool.runner import LevelResult  # noqa: E402
 from kvpool.conformance.machines.pool.signature import signature  # noqa: E402

@@ -31,12 +31,8 @@ from kvpool.conformance.engines.sglang.scheduler_release import (
     scheduler_files,
 )
 from kvpool.conformance.machines.engine.actions import Arrive, RunStep
-from kvpool.conformance.machines.engine.driver import (
-    EngineSetup,
-    Sampled,
-    Submission,
-    driver_problems,
-)
+from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission
+from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
 from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.releases.files import cached_files

@@ -29,12 +29,8 @@ from kvpool.conformance.engines.vllm.scheduler_loading import (
     InstalledVllm,
     installed_vllm,
 )
-from kvpool.conformance.machines.engine.driver import (
-    EngineSetup,
-    Sampled,
-    Submission,
-    driver_problems,
-)
+from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission
+from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
 from kvpool.conformance.machines.pool.runner import LevelResult
 from kvpool.conformance.machines.pool.signature import signature

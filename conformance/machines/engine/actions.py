@@ -1,7 +1,8 @@
 """The engine machine's actions: what the clients and the model do around an engine.
 
 Actions are data, as at every machine: a drawn test case, a shrunk one and a replayed
-trace are the same list of these. The engine's own decisions (what a batch runs, what
+trace are the same list of these; each is declared, with its draws and its driver call, in
+the machine's table (:mod:`.operations`). The engine's own decisions (what a batch runs, what
 is preempted, what hits the cache) are not actions: its scheduler makes them anew on
 every replay.
 """
@@ -48,8 +49,9 @@ class Flush:
     operation: str = "flush"
 
 
+#: Every engine-machine action (a trace decodes its actions by this type); what the machine
+#: does with each is its table's (:data:`~.operations.ENGINE_OPERATIONS`).
 EngineAction = Arrive | Abort | RunStep | Flush
-ENGINE_ACTIONS = (Arrive, Abort, RunStep, Flush)
 
 
 def model_token(tokens: tuple[int, ...]) -> int:

@@ -29,7 +29,8 @@ from ...targets.registry import engine
 from ...usage import EXIT_FINDING, EXIT_TOO_FEW, fail_usage
 from ..pool.expectations import Expectation, Expectations, ExpectationsError, read_expectations
 from ..pool.runner import LevelResult
-from .driver import EngineDriverFactory, EngineSetup, close, driver_problems
+from .driver import EngineDriverFactory, EngineSetup, close
+from .driver_check import driver_problems
 from .runner import run_engine
 from .trace_file import (
     EngineTrace,

@@ -5,15 +5,19 @@ The clients send new prompts, prompts opening with one of a few shared system pr
 next turns of finished sessions (their prompt and answer, then a new message), long
 prompts, repeats under another salt, bursts of several at once, and aborts at any point;
 the model stops a request early now and then. Bursts of long prompts on a small cache are
-what make an engine preempt.
+what make an engine preempt. Which draw is made, and how often, is the table's
+(:data:`~.operations.ENGINE_OPERATIONS`); a finding's actions are shrunk by the simpler
+variants here.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...search.choices import Choices
 from .actions import Abort, Arrive, EngineAction, Flush, RunStep
+from .clients import EngineCase
 from .driver import EngineSetup
-from .engine_run import EngineRun
 
 #: Engines are drawn with at least this many blocks (the null block included).
 ENGINE_MIN_BLOCKS = 8
@@ -32,32 +36,35 @@ def engine_setup(choices: Choices, max_blocks: int) -> EngineSetup:
     return EngineSetup(num_blocks, block_size, batch_tokens, batch_size)
 
 
-def next_actions(choices: Choices, run: EngineRun) -> list[EngineAction]:
-    """The next action (several for a burst of arrivals), weighted by the run's state."""
-    live = len(run.clients)
-    kinds = [
-        ("arrive", 4 if live < 4 else 1),
-        ("burst", 1),
-        ("step", 8 if live else 1),
-        ("abort", 1 if live and "abort" in run.can else 0),
-        ("flush", 1 if not live and "flush" in run.can else 0),
-    ]
-    kind = choices.weighted(kinds, "engine action")
-    if kind == "arrive":
-        return [arrival(choices, run, 0)]
-    if kind == "burst":
-        count = choices.integer(2, 4, "burst size")
-        return [arrival(choices, run, i) for i in range(count)]
-    if kind == "abort":
-        return [Abort(choices.choice(sorted(run.clients), "aborted"))]
-    if kind == "flush":
-        return [Flush()]
+def draw_arrival(choices: Choices, run: EngineCase) -> list[EngineAction]:
+    """One request."""
+    return [arrival(choices, run, 0)]
+
+
+def draw_burst(choices: Choices, run: EngineCase) -> list[EngineAction]:
+    """Two to four requests at once."""
+    count = choices.integer(2, 4, "burst size")
+    return [arrival(choices, run, i) for i in range(count)]
+
+
+def draw_step(choices: Choices, run: EngineCase) -> list[EngineAction]:
+    """A batch, the model now and then stopping one running request early."""
     running = sorted(r for r, c in run.clients.items() if c.status == "running")
     stops = choices.items(running, 0, 1, "stops") if choices.integer(0, 3, "stop?") == 0 else []
     return [RunStep(tuple(stops))]
 
 
-def arrival(choices: Choices, run: EngineRun, offset: int) -> Arrive:
+def draw_abort(choices: Choices, run: EngineCase) -> list[EngineAction]:
+    """A live request given up."""
+    return [Abort(choices.choice(sorted(run.clients), "aborted"))]
+
+
+def draw_flush(choices: Choices, run: EngineCase) -> list[EngineAction]:
+    """The prefix cache dropped."""
+    return [Flush()]
+
+
+def arrival(choices: Choices, run: EngineCase, offset: int) -> Arrive:
     """One request: its prompt (of a kind drawn), salt and answer length; ``offset``
     numbers the arrivals of one burst."""
     setup = run.setup
@@ -87,3 +94,25 @@ def fresh_tokens(choices: Choices, low: int, high: int) -> tuple[int, ...]:
     """Between ``low`` and ``high`` tokens of the model's small vocabulary."""
     length = choices.integer(low, max(low, high), "prompt length")
     return tuple(choices.items(VOCABULARY, length, length, "tokens"))
+
+
+def simpler_arrival(action: Arrive) -> list[Arrive]:
+    """Variants of an arrival asking for less: a prompt one token shorter, an answer one
+    token shorter, no salt."""
+    prompt = action.prompt
+    variants = [
+        replace(action, prompt=prompt[:j] + prompt[j + 1 :])
+        for j in range(len(prompt))
+        if len(prompt) > 1
+    ]
+    if action.max_new_tokens > 1:
+        variants.append(replace(action, max_new_tokens=action.max_new_tokens - 1))
+    if action.salt is not None:
+        variants.append(replace(action, salt=None))
+    return variants
+
+
+def simpler_step(action: RunStep) -> list[RunStep]:
+    """Variants of a step with one stop fewer."""
+    stops = action.stops
+    return [replace(action, stops=stops[:j] + stops[j + 1 :]) for j in range(len(stops))]

@@ -64,6 +64,19 @@ CAPABILITIES = MappingProxyType(
 )
 
 
+#: The capabilities that let the machine read what the engine shows, with the driver method
+#: each reads it by (those of the actions it draws are the action table's:
+#: :data:`~.operations.ENGINE_OPERATIONS`).
+READ_CALLS = MappingProxyType(
+    {
+        "events": "drain_events",
+        "free_count": "free_count",
+        "ref_counts": "ref_counts",
+        "drops_results": "dropped",
+    }
+)
+
+
 @dataclass(frozen=True)
 class EngineSetup:
     """How one engine test case is built: the engine's KV cache and its batch budget."""
@@ -170,36 +183,6 @@ EngineDriverFactory = Callable[[EngineSetup], EngineDriver]
 
 class DriverError(Exception):
     """A driver that does not offer what it declares (a usage error, never a finding)."""
-
-
-def driver_problems(driver: object) -> list[str]:
-    """What ``driver`` lacks of the protocol and of what it declares, in words (empty:
-    nothing): checked once, before any test case, so that a misspelt method or a
-    capability without its call is a usage error naming it, not a crash mid-run."""
-    problems = [f"no {name!r}" for name in ("name", "capabilities") if not hasattr(driver, name)]
-    problems += [
-        f"no method {name}()"
-        for name in ("submit", "step", "report")
-        if not callable(getattr(driver, name, None))
-    ]
-    declared: frozenset[str] = frozenset(getattr(driver, "capabilities", ()))
-    unknown = sorted(set(declared) - set(CAPABILITIES))
-    if unknown:
-        problems.append(f"unknown capabilities {unknown} (known: {sorted(CAPABILITIES)})")
-    calls = {
-        "abort": "abort",
-        "events": "drain_events",
-        "free_count": "free_count",
-        "ref_counts": "ref_counts",
-        "flush": "flush",
-        "drops_results": "dropped",
-    }
-    problems += [
-        f"declares {cap!r} but has no method {method}()"
-        for cap, method in calls.items()
-        if cap in declared and not callable(getattr(driver, method, None))
-    ]
-    return problems
 
 
 def drained(driver: EngineDriver) -> list[Event]:

@@ -2,7 +2,7 @@
 
 :class:`EngineRun` applies the machine's actions (:mod:`.actions`) to a driver and judges
 every step by the request-level properties (:mod:`kvpool.spec.manager.properties`, through
-the request machine's :class:`~..manager.checks.RequestChecks`) on what the driver shows,
+the request machine's :class:`~..requests.checks.RequestChecks`) on what the driver shows,
 and, for a driver publishing KV events, by the events level's consumer model. The suite
 plays the model, so it knows what every block holds: each batch's forward pass writes the
 scheduled tokens into the blocks the engine's tables name, and a request whose step
@@ -14,7 +14,6 @@ table then says it was not checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kvpool.spec import PoolConfig
@@ -28,7 +27,8 @@ from ..pool.lockstep import Nonconformance, RunRecord
 from ..pool.target import PoolView
 from ..requests.checks import PropertyBroken, RequestChecks, Tracked
 from ..requests.target import RequestSetup
-from .actions import Abort, Arrive, EngineAction, Flush, RunStep, model_token
+from .actions import Abort, Arrive, EngineAction, RunStep, model_token
+from .clients import Client
 from .driver import (
     Batch,
     EngineDriver,
@@ -40,22 +40,7 @@ from .driver import (
     close,
     drained,
 )
-
-
-@dataclass
-class Client:
-    """A request as its client knows it: what it sent and what it got back."""
-
-    prompt: tuple[int, ...]
-    salt: str | None
-    max_new_tokens: int
-    output: tuple[int, ...] = ()
-    #: ``waiting`` (not scheduled since it arrived or was preempted) or ``running``.
-    status: str = "waiting"
-
-    @property
-    def tokens(self) -> tuple[int, ...]:
-        return self.prompt + self.output
+from .operations import operation_of
 
 
 def request_setup(setup: EngineSetup) -> RequestSetup:
@@ -107,37 +92,13 @@ class EngineRun:
     def allows(self, action: EngineAction) -> bool:
         """Whether ``action`` makes sense now and the driver can take it (replays skip the
         others: a shrunk sequence may have lost the arrival an abort names)."""
-        match action:
-            case Arrive(request_id=rid):
-                return rid not in self.sent
-            case Abort(request_id=rid):
-                return "abort" in self.can and rid in self.clients
-            case Flush():
-                return "flush" in self.can and not self.clients
-            case RunStep():
-                return True
-        return False
+        return operation_of(action).allowed(self, action)
 
     def apply(self, action: EngineAction) -> None:
         self.record.trace.append(action)
         self.record.steps += 1
         self.record.operations[action.operation] += 1
-        match action:
-            case Arrive():
-                self.arrive(action)
-            case Abort(request_id=rid):
-                driver: Any = self.driver
-                driver.abort(rid)
-                self.leave(rid, finished=True)
-                self.judge_events("abort")
-                self.step_done()
-            case Flush():
-                driver = self.driver
-                done = bool(driver.flush())
-                self.judge_events("flush")
-                self.step_done(reset_result=done)
-            case RunStep():
-                self.run_step(action)
+        operation_of(action).take(self, action)
 
     def close(self) -> None:
         close(self.driver)
@@ -150,6 +111,22 @@ class EngineRun:
         self.sent.add(rid)
         self.clients[rid] = Client(action.prompt, action.salt, action.max_new_tokens)
         self.checks.admitted(rid, action.prompt, action.salt)
+
+    def abort(self, action: Abort) -> None:
+        """A client gives up on a live request: the engine drops it, its blocks given back."""
+        driver: Any = self.driver
+        driver.abort(action.request_id)
+        self.leave(action.request_id, finished=True)
+        self.judge_events("abort")
+        self.step_done()
+
+    def flush(self) -> None:
+        """The operator drops the prefix cache (the idle pool's free count is judged on the
+        driver's verdict)."""
+        driver: Any = self.driver
+        done = bool(driver.flush())
+        self.judge_events("flush")
+        self.step_done(reset_result=done)
 
     def leave(self, rid: str, finished: bool) -> None:
         """``rid`` finished or was aborted (``finished``), or was preempted."""

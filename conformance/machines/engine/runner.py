@@ -13,10 +13,10 @@ from ...search.shrink import Replay, shrink_sequence
 from ..pool.levels import Level
 from ..pool.lockstep import RunRecord, replay_actions
 from ..pool.runner import Failure, LevelResult, run_seeded
-from .actions import Arrive, RunStep
-from .draw import ENGINE_MIN_BLOCKS, engine_setup, next_actions
+from .draw import ENGINE_MIN_BLOCKS, engine_setup
 from .driver import EngineDriverFactory, EngineSetup
 from .engine_run import EngineRun
+from .operations import next_actions, operation_of
 
 #: The engine machine's one run: the engine's own scheduler, judged by the properties.
 ON_ENGINE = Level(
@@ -72,23 +72,8 @@ def smaller_setups(setup: EngineSetup) -> list[EngineSetup]:
 
 
 def simpler_action(action: Any) -> list[Any]:
-    """Variants of an action asking for less: a prompt one token shorter, an answer one
-    token shorter, one stop fewer."""
-    match action:
-        case Arrive(prompt=prompt, max_new_tokens=max_new):
-            variants = [
-                replace(action, prompt=prompt[:j] + prompt[j + 1 :])
-                for j in range(len(prompt))
-                if len(prompt) > 1
-            ]
-            if max_new > 1:
-                variants.append(replace(action, max_new_tokens=max_new - 1))
-            if action.salt is not None:
-                variants.append(replace(action, salt=None))
-            return variants
-        case RunStep(stops=stops) if stops:
-            return [replace(action, stops=stops[:j] + stops[j + 1 :]) for j in range(len(stops))]
-    return []
+    """Variants of an action asking for less (the table's, per action)."""
+    return operation_of(action).simpler(action)
 
 
 def shrink_engine_failure(

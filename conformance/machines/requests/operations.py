@@ -2,10 +2,12 @@
 (``kvpool.spec.manager.actions``), how often it is drawn in a state (0: it cannot be), its
 draw, and how it drives a manager under test (:mod:`.drives`): checked, in a lockstep run,
 and bare, in a benchmark (``None`` where the benchmark's workload has no such step).
-The request machine (:func:`~.machine.next_request_action`), the lockstep run
+Each points at the spec's check and program for it (``kvpool.spec.manager.step``'s
+``TRANSITIONS``, by :attr:`RequestOperation.rule`: the spec keeps its own table, in the order
+of its prose, as it does for the pool). The request machine
+(:func:`~.machine.next_request_action`), the lockstep run
 (:meth:`~.manager_run.ManagerRun.drive`) and the manager benchmark read
-:data:`REQUEST_OPERATIONS`. The spec keeps its own dispatch (``kvpool.spec.manager.step``),
-in the order of its prose, as it does for the pool.
+:data:`REQUEST_OPERATIONS`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kvpool.spec.manager import (
     ResetCache,
     Resume,
 )
+from kvpool.spec.manager.step import TRANSITIONS, RequestCheck, RequestProgram
 
 from . import draw, drives
 from .draw import busy, evictable, preempted, running
@@ -55,6 +58,11 @@ class RequestOperation:
     @property
     def name(self) -> str:
         return self.action.operation
+
+    @property
+    def rule(self) -> tuple[RequestCheck, RequestProgram]:
+        """The spec's contract check and program of pool calls for it."""
+        return TRANSITIONS[self.action]
 
 
 #: Every request operation, in the order the request machine weighs them (its draws depend

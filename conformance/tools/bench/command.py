@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ...install import extra_hint
-from ...run_options import seed_option
+from ...run_options import count_option, flag_option, seed_option, text_option
 from ...targets.description import TargetDescription
 from ...targets.options import TARGET
 from ...usage import EXIT_FINDING
@@ -641,12 +641,7 @@ fresh process: events per second (CPU time) and memory per held key (resident me
     help="'vllm': compare the release's own KVCacheManager with ours on the request "
     "workload, instead of the pools on pool calls.",
 )
-@click.option(
-    "--sizes",
-    default=DEFAULT_SIZES,
-    show_default=True,
-    help="Pool sizes in blocks, comma separated.",
-)
+@text_option("--sizes", default=DEFAULT_SIZES, help="Pool sizes in blocks, comma separated.")
 @click.option(
     "--workload",
     "-w",
@@ -655,54 +650,40 @@ fresh process: events per second (CPU time) and memory per held key (resident me
     type=click.Choice(WORKLOADS),
     help="Run only these workloads (pools only; --manager vllm runs the request workload).",
 )
-@click.option(
+@count_option(
     "--ops",
     default=20_000,
-    show_default=True,
-    type=click.IntRange(100),
+    least=100,
     help="Timed pool calls per run (request steps with --manager vllm).",
 )
-@click.option(
+@count_option(
     "--ops-1m",
     "large_ops",
     default=20_000,
-    show_default=True,
-    type=click.IntRange(100),
+    least=100,
     help="Timed pool calls (request steps) per run at 1M blocks or more.",
 )
-@click.option(
-    "--repeat",
-    "-n",
-    default=7,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Timed runs per pool per (workload, size).",
-)
+@count_option("--repeat", "-n", default=7, help="Timed runs per pool per (workload, size).")
 @click.option(
     "--memory/--no-memory",
     default=True,
     show_default=True,
     help="Measure memory per block (tracemalloc, one extra run per size; pools only).",
 )
-@click.option(
-    "--quick", is_flag=True, help="Smoke run: sizes 1000,10000, 2000 calls, 3 repetitions."
-)
-@click.option(
+@flag_option("--quick", help="Smoke run: sizes 1000,10000, 2000 calls, 3 repetitions.")
+@flag_option(
     "--compiled",
-    is_flag=True,
     help="Also time our pool's compiled build (mypyc; built once into ~/.cache/kvpool, "
     "needs mypy and a C compiler) in the same repetitions: pools only.",
 )
-@click.option(
+@flag_option(
     "--monitor",
     "on_monitor",
-    is_flag=True,
     help="Time kvpool monitor's judging (count and set consumers) with --sizes keys held, "
     "beside Dynamo's RadixTree on the same recording: events per second, bytes per key.",
 )
-@click.option(
+@flag_option(
     "--wire",
-    is_flag=True,
     help="Time the wire protocol instead: the pool machine's lockstep runs (every level, "
     "the same seed) on our pool in process and served over the protocol by a child process "
     "(python -m kvpool.conformance.wire.serve impl), and the replay of the seed profile's "
@@ -710,7 +691,7 @@ fresh process: events per second (CPU time) and memory per held key (resident me
     "cases per level (20 with --quick).",
 )
 @seed_option(0)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout.")
+@flag_option("--json", "as_json", help="Print the report as JSON on stdout.")
 @click.option(
     "--chart",
     type=click.Path(dir_okay=False),

@@ -21,7 +21,6 @@ from .code_facts import (  # noqa: E402
     code_of,
     constructed,
     flat_functions,
-    match_case,
     profile_fields_read,
     reach,
     rule_ids,
@@ -101,13 +100,12 @@ class RequestActionFacts:
 
 
 def request_action_facts(action: type[RequestAction]) -> RequestActionFacts:
-    """The facts of one request action: its arm of ``request_violation`` (the rules) and
-    of ``apply_request`` (the pool calls, through every function it reaches)."""
-    try:
-        checking = [match_case(manager_step_module.request_violation, action)]
-    except KeyError:  # an action with no precondition has no arm in the check
-        checking = []
-    doing = reach(match_case(manager_step_module.apply_request, action))
+    """The facts of one request action, read off ``kvpool.spec.manager.step.TRANSITIONS``:
+    its check (the rules) and its program (the pool calls, through every function it
+    reaches)."""
+    check, program = manager_step_module.TRANSITIONS[action]
+    checking = reach(code_of(check))
+    doing = reach(code_of(program))
     calls = constructed(doing, ALL_ACTIONS)
     return RequestActionFacts(
         action=action,

@@ -149,23 +149,6 @@ def flat_functions(codes: Iterable[Code]) -> tuple[types.FunctionType, ...]:
     return tuple(sorted(ours, key=lambda f: f.__code__.co_firstlineno))
 
 
-def match_case(function: types.FunctionType, cls: type) -> Code:
-    """The body of the ``case Cls(...)`` arm of the ``match`` in ``function``.
-
-    ``KeyError`` when ``function`` has no arm for ``cls``: the caller relies on one.
-    """
-    for node in ast.walk(_parse(function)):
-        if not isinstance(node, ast.match_case):
-            continue
-        pattern = node.pattern
-        if isinstance(pattern, ast.MatchClass):
-            named = _resolve(pattern.cls, function.__globals__)
-            if named is cls:
-                body = ast.Module(body=node.body, type_ignores=[])
-                return Code(body, function.__globals__)
-    raise KeyError(f"{function.__qualname__} has no case for {cls.__name__}")
-
-
 def docstring_conditions(function: Callable[..., object]) -> tuple[str, list[str], list[str]]:
     """A docstring split into its prose, its ``pre:`` lines and its ``post:`` lines."""
     text = inspect.cleandoc(function.__doc__ or "")

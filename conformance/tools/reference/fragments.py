@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvpool.conformance.exits import markdown_table
+from kvpool.conformance.machines.engine import operations as engine_operations
 from kvpool.conformance.machines.pool.levels import LEVELS
 
 from .bench_record import load as load_bench_record
@@ -95,6 +96,17 @@ def levels_table(link: Linker, docs_dir: Path) -> str:
     return table(("level", "what passes", "eviction order", "out-of-contract input"), rows)
 
 
+def engine_actions_table() -> str:
+    """The engine machine's actions, from its table
+    (``kvpool.conformance.machines.engine.operations``)."""
+    rows = [
+        (code(op.name), code(f"{op.call}()"), code(op.needs) if op.needs else "every driver",
+         prose(op.about))
+        for op in engine_operations.ENGINE_OPERATIONS
+    ]  # fmt: skip
+    return table(("action", "driver call", "capability", "what it is"), rows)
+
+
 def _diagram(link: Linker, docs_dir: Path) -> str:
     # raw HTML on its own, set off by blank lines, passes through Markdown untouched
     return "\n" + lifecycle_svg() + "\n"
@@ -130,6 +142,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
     "levels-table": (
         "the conformance levels (kvpool.conformance.machines.pool.levels)",
         levels_table,
+    ),
+    "engine-actions": (
+        "the engine machine's actions: the driver call each makes and the capability it "
+        "needs (kvpool.conformance.machines.engine.operations)",
+        lambda link, docs_dir: engine_actions_table(),
     ),
     "vectors-count": (
         "how many vectors the committed corpus (vectors/) holds, per profile, counted at "

@@ -17,6 +17,7 @@ from rich.text import Text
 from ...bounds import MAX_FRAME_BYTES
 from ...consumers.naming import DESCRIPTIONS, parse_consumer
 from ...consumers.protocol import ConsumerError
+from ...run_options import count_option, limit_option, text_option
 from ...usage import EXIT_FINDING, EXIT_PASS, fail_usage
 from .recording import Recorder, RecordingError, read_recording
 from .subscriber import EndpointError, Snapshot, Subscriber, rank_endpoint, snapshot_of
@@ -28,18 +29,17 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
 
 @click.command()
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
-@click.option(
+@text_option(
     "--consumer",
     default="count",
-    show_default=True,
-    metavar="NAME",
     help="Who to judge the stream by: "
     + "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
     + "; or a plugin module:factory. A router is asked after every batch about every prefix "
     "the stream named, against the count model beside it (router-recall, router-copies, "
     "router-precision).",
+    metavar="NAME",
 )
-@click.option("--topic", default="", show_default=True, help="Subscribe to this topic.")
+@text_option("--topic", default="", help="Subscribe to this topic.")
 @click.option(
     "--replay",
     default=None,
@@ -52,11 +52,9 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     help="The publisher's snapshot endpoint (newer vLLM), asked for a rank's cache when it "
     "is first heard.",
 )
-@click.option(
+@count_option(
     "--dp-ranks",
     default=1,
-    show_default=True,
-    type=click.IntRange(1),
     help="Data-parallel ranks behind each tcp SOURCE (rank r at port + r, as vLLM binds).",
 )
 @click.option(
@@ -65,26 +63,16 @@ LIVE_PREFIXES = ("tcp://", "ipc://", "inproc://")
     default=None,
     help="Write every received message to FILE (JSON lines; `kvpool monitor FILE` reads it).",
 )
-@click.option("--max-events", type=click.IntRange(1), default=None, help="Stop after N events.")
-@click.option("--seconds", type=click.FloatRange(0.0), default=None, help="Stop after S seconds.")
-@click.option(
-    "--idle",
-    type=click.FloatRange(0.0),
-    default=None,
-    help="Stop once nothing has arrived for S seconds (after the first message).",
+@limit_option("--max-events", int, "Stop after N events.")
+@limit_option("--seconds", float, "Stop after S seconds.")
+@limit_option(
+    "--idle", float, "Stop once nothing has arrived for S seconds (after the first message)."
 )
-@click.option(
-    "--window",
-    default=8,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Events of the rank shown before each violation.",
-)
-@click.option(
+@count_option("--window", default=8, help="Events of the rank shown before each violation.")
+@count_option(
     "--reorder-window",
     default=REORDER_WINDOW,
-    show_default=True,
-    type=click.IntRange(0),
+    least=0,
     help="Batches of a rank held back waiting for an earlier one that has not arrived: "
     "a batch out of order is judged in sequence order, and reported as reordered; past "
     "the window the missing batches are a gap (0: a gap at once).",

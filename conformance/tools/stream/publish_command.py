@@ -21,7 +21,7 @@ from ...machines.pool.lockstep import Nonconformance, RunRecord
 from ...machines.requests.pool_run import PoolRequestRun
 from ...machines.requests.target import RequestSetup
 from ...machines.requests.workload import Workload, WorkloadParams
-from ...run_options import blocks_option, seed_option
+from ...run_options import blocks_option, count_option, seconds_option, seed_option, text_option
 from ...targets.description import TargetDescription
 from ...targets.loading import TargetLoadError, choose_profile, load_target
 from ...targets.options import TARGET
@@ -50,10 +50,9 @@ from .twins import Twins
     type=TARGET,
     help="The pool whose events are published: 'impl', 'vllm==X.Y.Z', 'module:factory'.",
 )
-@click.option(
+@text_option(
     "--endpoint",
     default="tcp://*:5557",
-    show_default=True,
     help="vLLM's PUB address: tcp://*:PORT binds (on the --bind interface, loopback by "
     "default; subscribers connect to tcp://HOST:PORT); tcp://HOST:PORT connects to a "
     "subscriber that binds there (nothing listens).",
@@ -68,37 +67,31 @@ from .twins import Twins
     "endpoint there (the replay endpoint's port on the same interface). Binding anything "
     "but loopback takes this flag, naming that interface or '*'.",
 )
-@click.option(
+@text_option(
     "--replay-endpoint",
     default="tcp://*:5558",
-    show_default=True,
     help="vLLM's replay ROUTER address (always bound: tcp://*:PORT on the --bind "
     "interface; an address off loopback only with --bind naming it); 'none' for no "
     "replay socket.",
 )
-@click.option("--topic", default="", show_default=True, help="The topic frame of every message.")
-@click.option(
-    "--rate",
-    default=100.0,
-    show_default=True,
-    type=click.FloatRange(0.0),
-    help="Batches per second at most (0: as fast as the target runs).",
+@text_option("--topic", default="", help="The topic frame of every message.")
+@seconds_option(
+    "--rate", default=100.0, help="Batches per second at most (0: as fast as the target runs)."
 )
-@click.option("--requests", "-r", default=100, show_default=True, type=click.IntRange(1))
+@count_option("--requests", "-r", default=100)
 @seed_option(0, "The workload's seed.")
-@click.option("--prefixes", default=6, show_default=True, type=click.IntRange(1))
-@click.option(
+@count_option("--prefixes", default=6)
+@count_option(
     "--twins",
     default=0,
-    show_default=True,
-    type=click.IntRange(0),
+    least=0,
     help="Send the first N prompts twice at once (two requests admitted together), so "
     "the pool caches each of those prefixes in two blocks.",
 )
-@click.option("--concurrency", default=6, show_default=True, type=click.IntRange(1))
+@count_option("--concurrency", default=6)
 @blocks_option(64, None, "Blocks in the pool (num_gpu_blocks, the null block included).")
-@click.option("--block-size", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
+@count_option("--block-size", default=16)
+@count_option("--hash-block-size", default=16)
 @click.option(
     "--publisher",
     "release",
@@ -114,18 +107,12 @@ from .twins import Twins
     help="How hashes go on the wire: the release's default (vLLM: the low 64 bits as an "
     "integer), or forced.",
 )
-@click.option(
-    "--wait",
-    default=0.5,
-    show_default=True,
-    type=click.FloatRange(0.0),
-    help="Seconds between binding and the first batch (subscribers connect).",
+@seconds_option(
+    "--wait", default=0.5, help="Seconds between binding and the first batch (subscribers connect)."
 )
-@click.option(
+@seconds_option(
     "--hold",
     default=2.0,
-    show_default=True,
-    type=click.FloatRange(0.0),
     help="Seconds the replay socket stays up after the last batch (late subscribers).",
 )
 def publish(
