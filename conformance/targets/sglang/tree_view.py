@@ -170,6 +170,47 @@ class SglangTreeView:
             self._keys[(salt, path)] = keys
         return keys
 
+    def page_event_hashes(self, node: Any) -> list[bytes] | None:
+        """The hash each page of ``node`` is published under, in order, as the release's
+        recorder names it (0.5 on: ``kv_events``, its position-aware hashes namespaced
+        as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash
+        per node, of its own tokens)."""
+        recorder = getattr(self.cache, "kv_events", None)
+        if recorder is None:
+            return None
+        release: Any = getattr(self, "release")
+        events = release.modules["sglang.srt.disaggregation.kv_events"]
+        seed = recorder._namespace_seed(node)
+        return [
+            event_hash(
+                events.namespaced_block_hash(
+                    int(release.utils.hash_str_to_int64(value)), namespace_seed=seed
+                )
+            )
+            for value in recorder._node_event_hash_values(node)
+        ]
+
+    def event_parents(self) -> dict[tuple[int, bytes], bytes | None] | None:
+        """The chain a router rebuilds, as the tree holds it: every page the tree holds,
+        under the hash its events give it, mapped to the hash of the page before it on its
+        path from the root (``None`` for a sequence's first page). ``None`` where the pages'
+        hashes cannot be named (:meth:`page_event_hashes`)."""
+        if getattr(self.cache, "kv_events", None) is None:
+            return None
+        release: Any = getattr(self, "release")
+        with release.active():
+            parents: dict[tuple[int, bytes], bytes | None] = {}
+            stack: list[tuple[Any, bytes | None]] = [(self.cache.root_node, None)]
+            while stack:
+                node, before = stack.pop()
+                for child in node.children.values():
+                    last = before
+                    for h in self.page_event_hashes(child) or ():
+                        parents[(0, h)] = last
+                        last = h
+                    stack.append((child, last))
+            return parents
+
     def view(self) -> PoolView:
         tree = self._tree_pages()
         free = set(self._free_pages())
