@@ -46,13 +46,23 @@ OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 SALT_ONLY = frozenset({"cache-salt"})
 
 
+#: The ``page_size`` of a target that names none: page 1 where the drawn hash block size is
+#: 1, the drawn page (as ``page=drawn``) where it is larger, so a default run draws
+#: token-granular trees and paged ones (whose pages chain in its events) alike.
+PAGE_BY_DRAW = 0
+
+
 def supported_setup(setup: RequestSetup, page_size: int | None = 1) -> RequestSetup:
     """``setup`` as SGLang's cache can take it: one full-attention group, caching on,
     blocks of ``page_size`` tokens keyed per page, the capacity kept in tokens. ``None``
     takes the largest power of two up to the drawn block size (its paged kernels need a
-    power of two)."""
+    power of two); :data:`PAGE_BY_DRAW` takes that where the drawn hash block size is more
+    than 1, else 1."""
     drawn = setup.manager.block_size
-    page = 1 << (drawn.bit_length() - 1) if page_size is None else page_size
+    largest = 1 << (drawn.bit_length() - 1)
+    page = largest if page_size is None else page_size
+    if page_size == PAGE_BY_DRAW:
+        page = largest if setup.pool.hash_block_size > 1 else 1
     tokens = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
     pages = max(1, tokens // page)
     pool = replace(setup.pool, enable_caching=True, hash_block_size=page, num_gpu_blocks=pages + 1)
