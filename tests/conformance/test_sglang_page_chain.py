@@ -20,7 +20,6 @@ headers (the release's node hash is compiled on first use).
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest

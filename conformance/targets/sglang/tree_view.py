@@ -95,6 +95,8 @@ class SglangTreeView:
     #: Whether the tree keys a node by a salt too (0.5 on): salted requests are drawn.
     takes_salts = False
 
+    #: The loaded release (its modules, and from 0.5 on ``active()`` to run inside).
+    release: Any
     cache: Any
     allocator: Any
     page: int
@@ -188,7 +190,7 @@ class SglangTreeView:
         recorder = getattr(self.cache, "kv_events", None)
         if recorder is None:
             return None
-        release: Any = getattr(self, "release")
+        release = self.release
         events = release.modules["sglang.srt.disaggregation.kv_events"]
         seed = recorder._namespace_seed(node)
         return [
@@ -207,8 +209,7 @@ class SglangTreeView:
         hashes cannot be named (:meth:`page_event_hashes`)."""
         if getattr(self.cache, "kv_events", None) is None:
             return None
-        release: Any = getattr(self, "release")
-        with release.active():
+        with self.release.active():
             parents: dict[tuple[int, bytes], bytes | None] = {}
             stack: list[tuple[Any, bytes | None]] = [(self.cache.root_node, None)]
             while stack:
