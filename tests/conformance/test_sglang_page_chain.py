@@ -9,7 +9,8 @@ the links each step's stores name against it. Here: a target naming no page size
 pages of one token and larger pages; the release's own stream keeps the chain; a parent
 named one page too far back (a copy of the release's ``events.py`` naming the first page
 of the parent node, a hash the consumer holds, so ``events-parent-known`` passes) is
-caught on seeds 1, 2 and 3 at ``kvpool conform``'s default size, shrunk; 0.4.6.post5's
+caught on seeds 1, 2 and 3 at ``kvpool conform``'s default size, shrunk (and the unplanted
+release passes the same runs under both consumers: ``KVPOOL_LONG=1``); 0.4.6.post5's
 kept finding (a parent never stored) is still the first thing its stream shows, and its
 chain is not judged (its tree has no such recorder).
 
@@ -19,6 +20,7 @@ headers (the release's node hash is compiled on first use).
 
 from __future__ import annotations
 
+import os
 import shutil
 from typing import Any
 
@@ -43,6 +45,7 @@ from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402
 
 VERSION = "0.5.23"
+LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
 #: The planted fault: the first page of the parent node named, not its last.
 LAST_PAGE = "hash_str_to_int64(parent_hash_values[-1])"
 FIRST_PAGE = "hash_str_to_int64(parent_hash_values[0])"
@@ -137,6 +140,22 @@ def test_the_planted_parent_is_caught_at_default_settings_shrunk(planted: Any, s
     failure = result.failures[0]
     assert "property 'events-parent-chain' broken" in failure.message, failure.message
     assert len(failure.trace) <= 6, failure.trace
+
+
+@pytest.mark.skipif(not LONG, reason="about 10 CPU-s a seed: KVPOOL_LONG=1")
+@pytest.mark.parametrize("consumer", ["count", "set"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_release_keeps_its_chain_at_default_settings(
+    release: Any, seed: int, consumer: str
+) -> None:
+    """The unplanted release on the same runs: its own stream keeps the chain."""
+    result = run_requests(
+        manager_builder(release, SEED, consumer), events_on_manager(consumer), seed=seed,
+        max_examples=MAX_EXAMPLES, steps=STEPS, max_blocks=REQUEST_MIN_BLOCKS, max_findings=1,
+        shrink_seconds=1.0,
+    )  # fmt: skip
+    assert not result.failures, result.failures[0].message
+    assert result.record.properties["events-parent-chain"] > 0
 
 
 def test_the_kept_0_4_finding_is_still_the_first_and_its_chain_is_not_judged() -> None:
