@@ -18,13 +18,13 @@ from collections.abc import Iterator
 import pytest
 from kvpool.conformance.consumers.models import ModelConsumer
 from kvpool.conformance.consumers.set_judge import SetJudge
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.manager import manager_run
-from kvpool.conformance.manager.manager_run import ManagerRun
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import RequestSetup
+from kvpool.conformance.engines.builtin.impl_manager import impl_manager_target
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.requests import manager_run
+from kvpool.conformance.machines.requests.manager_run import ManagerRun
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.conformance.run_options import MAX_EXAMPLES, STEPS
-from kvpool.conformance.targets.impl_manager import impl_manager_target
 from kvpool.spec import SEED, BlockRemoved, BlockStored, PoolConfig
 from kvpool.spec.events import as_fine
 from kvpool.spec.manager import FULL, Admit, Compute, ManagerConfig

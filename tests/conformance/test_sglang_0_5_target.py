@@ -1,6 +1,6 @@
 """SGLang 0.5.23, the newest release on the index, through its own code.
 
-The 0.5 generation's adapter (``conformance/targets/sglang/manager_0_5.py``) builds
+The 0.5 generation's adapter (``conformance/engines/sglang/manager_0_5.py``) builds
 ``RadixCache`` from a ``CacheInitParams`` and makes the scheduler's calls of the release:
 ``match_kv_cache``, ``lock``, ``alloc_for_extend`` / ``alloc_for_decode``,
 ``checkpoint_kv_cache`` and ``release_kv_cache``. Here: the files load alone and leave
@@ -31,13 +31,13 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
+from kvpool.conformance.engines.sglang.generations import is_0_5  # noqa: E402
+from kvpool.conformance.engines.sglang.loader import SglangUnavailable  # noqa: E402
+from kvpool.conformance.engines.sglang.manager import SglangManagerTarget  # noqa: E402
+from kvpool.conformance.engines.sglang.manager_0_5 import SglangManagerTarget05  # noqa: E402
+from kvpool.conformance.engines.sglang.release_0_5 import MODULES  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
-from kvpool.conformance.targets.sglang.generations import is_0_5  # noqa: E402
-from kvpool.conformance.targets.sglang.loader import SglangUnavailable  # noqa: E402
-from kvpool.conformance.targets.sglang.manager import SglangManagerTarget  # noqa: E402
-from kvpool.conformance.targets.sglang.manager_0_5 import SglangManagerTarget05  # noqa: E402
-from kvpool.conformance.targets.sglang.release_0_5 import MODULES  # noqa: E402
 from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402
 

@@ -32,13 +32,13 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS  # noqa: E402
-from kvpool.conformance.manager.runner import (  # noqa: E402
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS  # noqa: E402
+from kvpool.conformance.machines.requests.runner import (  # noqa: E402
     events_on_manager,
     manager_builder,
     run_requests,
 )
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
 from kvpool.conformance.run_options import MAX_EXAMPLES, STEPS  # noqa: E402
 from kvpool.conformance.targets.loading import load_manager  # noqa: E402
 from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402

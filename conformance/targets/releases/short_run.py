@@ -117,7 +117,7 @@ def _reason(output: str, status: int) -> str:
 
 def _kinds(folder: Path) -> set[str]:
     """The kinds of finding of the traces in ``folder`` (a rule or property each)."""
-    from ...engine.signature import signature
+    from ...machines.pool.signature import signature
     from ...trace.files import read_trace
 
     kinds = set()
