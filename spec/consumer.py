@@ -28,6 +28,9 @@ The API
   event applied, with the violations of the stream-only properties this event shows
   (``events-parent-known``, ``events-removed-known``). :func:`apply_events` does the same
   for a sequence, in order. Both are pure: the given state is never changed.
+- :func:`chain_violations` ``(events, parents)``: the links a stream names, page by page,
+  against the pool's own chain (``events-parent-chain``: the parent named is the page
+  before it in the same sequence), for a pool that can say which page comes before which.
 - :func:`pool_residency` ``(pool_state)`` -> ``{(group, hash): copies}``: the keys a spec
   :class:`~kvpool.spec.state.PoolState` holds, with multiplicity (blocks per key).
   :func:`residency_of_keys` does the same from raw keys (``hash + 4-byte group``), e.g. a
@@ -86,6 +89,9 @@ MODEL_DESCRIPTIONS: dict[str, str] = {
 EVENT_PROPERTIES: dict[str, str] = {
     "events-parent-known": "a BlockStored's parent hash is one the consumer holds in that "
     "medium and group (the first block of a request has no parent)",
+    "events-parent-chain": "the parent a BlockStored names for each page (the event's parent "
+    "for its first, the page before it in the event for the others) is the page before it in "
+    "the same sequence, as the pool holds it (none for a sequence's first page)",
     "events-removed-known": "a BlockRemoved names a hash the consumer holds in that medium "
     "and group",
     "events-replay-index": "replaying the stream gives exactly the keys the pool holds: with "
@@ -206,6 +212,37 @@ def apply_in_place(
             for where in [w for w in held if w[0] == medium]:
                 del held[where]
     return found
+
+
+def chain_violations(
+    events: Iterable[Event], parents: Mapping[tuple[int, bytes], bytes | None]
+) -> tuple[EventViolation, ...]:
+    """``events-parent-chain``: the links ``events`` name, against ``parents``, the pool's
+    own chain (``(group, hash)`` of every page it holds -> the hash of the page before it
+    in its sequence, ``None`` for a first page). A page the pool no longer holds is not
+    judged (it left within the same events); a parent nobody was told of is
+    ``events-parent-known``'s, judged before this."""
+    found: list[EventViolation] = []
+    for event in events:
+        if not isinstance(event, BlockStored):
+            continue
+        named, group = event.parent_block_hash, event.group_id
+        for h in event.block_hashes:
+            if (group, h) in parents and parents[(group, h)] != named:
+                truth = parents[(group, h)]
+                before = "no page" if truth is None else f"hash {short_hash(truth)}"
+                found.append(
+                    EventViolation(
+                        "events-parent-chain",
+                        h,
+                        group,
+                        f"BlockStored links {_where(h, group, None)} to parent "
+                        f"{short_hash(named)}; the pool holds it after {before} in its "
+                        "sequence",
+                    )
+                )
+            named = h
+    return tuple(found)
 
 
 def apply_events(

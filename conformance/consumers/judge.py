@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kvpool.spec.consumer import (
     EventViolation,
+    chain_violations,
     pool_residency,
     pool_violations,
     served_blocks,
@@ -136,10 +137,19 @@ class StreamJudge:
             return found
         return found + self._replay(events, residency)
 
+    def chain(
+        self, events: Sequence[Event], parents: Mapping[tuple[int, bytes], bytes | None]
+    ) -> tuple[EventViolation, ...]:
+        """The links ``events`` name against the pool's own chain ``parents`` (see
+        :func:`~kvpool.spec.consumer.chain_violations`), in the groups whose stores promise
+        a parent (after :meth:`feed`: a parent nobody was told of is reported there)."""
+        self.checked.update(("events-parent-chain",))
+        return tuple(v for v in chain_violations(events, parents) if self.promised(v))
+
     def promised(self, violation: EventViolation) -> bool:
         """Whether the stream promises what ``violation`` says it broke."""
         return (
-            violation.property != "events-parent-known"
+            violation.property not in ("events-parent-known", "events-parent-chain")
             or self.parent_known is None
             or violation.group_id in self.parent_known
         )

@@ -143,6 +143,7 @@ def test_pool_residency_counts_blocks_per_key() -> None:
 def test_every_property_is_described() -> None:
     assert set(EVENT_PROPERTIES) == {
         "events-parent-known",
+        "events-parent-chain",
         "events-removed-known",
         "events-replay-index",
         "events-cleared-empty",
@@ -165,3 +166,24 @@ def test_a_lookup_is_served_up_to_the_first_missing_block() -> None:
     assert served_blocks(pool, [A, C, B], 0) == 1
     assert served_blocks(pool, [A, B], 1) == 0
     assert served_blocks(pool, [], 0) == 0
+
+
+def test_a_link_to_any_page_but_the_one_before_breaks_the_chain() -> None:
+    from kvpool.spec.consumer import chain_violations
+
+    # the pool holds the sequence A, B, C; the stream stores A, then B and C after A
+    parents = {(0, A): None, (0, B): A, (0, C): B}
+    kept = (
+        BlockStored((A,), None, group_id=0, block_size=1, num_tokens=1),
+        BlockStored((B, C), A, group_id=0, block_size=1, num_tokens=2),
+    )
+    assert chain_violations(kept, parents) == ()
+    skips = BlockStored((C,), A, group_id=0, block_size=1, num_tokens=1)  # B left out
+    (broken,) = chain_violations((skips,), parents)
+    assert broken.property == "events-parent-chain" and broken.block_hash == C
+    assert "after hash " in broken.message
+    rooted = BlockStored((B,), None, group_id=0, block_size=1, num_tokens=1)
+    (broken,) = chain_violations((rooted,), parents)
+    assert "to parent none" in broken.message
+    # a page the pool no longer holds is not judged
+    assert chain_violations((skips,), {(0, A): None}) == ()

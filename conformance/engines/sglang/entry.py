@@ -1,6 +1,9 @@
 """``sglang`` / ``sglang==X.Y.Z`` / ``sglang@PATH``, each optionally ``,page=N``: SGLang's
 ``RadixCache`` over its token allocator, a token-granular manager with no pool API of its
-own (the request machine's manager run checks it). ``sglang`` alone is 0.4.6.post5."""
+own (the request machine's manager run checks it). ``sglang`` alone is 0.4.6.post5. With
+no ``page=`` a run draws both allocators: pages of one token where the drawn hash block
+size is 1, else pages of the drawn size (as ``page=drawn``); ``page=1`` keeps to the
+first."""
 
 from __future__ import annotations
 
@@ -18,11 +21,14 @@ NEWEST_CHECKED = "0.5.23"
 
 
 def page_size(described: TargetDescription) -> int | None:
-    """The page size ``described`` names: 1 when it names none, ``None`` for
+    """The page size ``described`` names: :data:`~.tree_view.PAGE_BY_DRAW` when it names
+    none (page 1 or the drawn page, by the drawn hash block size), ``None`` for
     ``page=drawn``."""
+    from .tree_view import PAGE_BY_DRAW
+
     value = described.option("page")
     if value is None or value == "drawn":
-        return 1 if value is None else None
+        return PAGE_BY_DRAW if value is None else None
     return int(value)
 
 
@@ -79,7 +85,8 @@ class SglangEntry(EngineEntry):
         from .loader import SglangUnavailable
 
         size = page_size(described)
-        pages = "" if size == 1 else f",page={size or 'drawn'}"
+        named = described.option("page")
+        pages = "" if named is None else f",page={named}"
         name = release_name(described, pages)
         return load_form(
             described,

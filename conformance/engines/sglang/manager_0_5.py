@@ -76,7 +76,7 @@ from kvpool.spec.manager import Scheduled
 from ...machines.requests.target import RequestSetup
 from ...targets.manager_factory import ReleaseManagerFactory
 from .release_0_5 import SglangRelease05
-from .tree_view import SglangTreeView, event_hash, require_native_hash, spec_events, supported_setup
+from .tree_view import SglangTreeView, require_native_hash, spec_events, supported_setup
 
 #: ``ReqToTokenPool``'s rows (requests at once) and columns (tokens of one request): far
 #: above what the request machine draws.
@@ -402,21 +402,10 @@ class SglangManagerTarget05(SglangTreeView):
     def event_residency(self) -> dict[tuple[int, bytes], int]:
         """What the tree holds in its events' terms: every page of every node under the
         hash the release's recorder publishes for it."""
-        recorder, held = self.cache.kv_events, Counter[tuple[int, bytes]]()
+        held = Counter[tuple[int, bytes]]()
         for node, _ in self._nodes():
-            values = recorder._node_event_hash_values(node)
-            seed = recorder._namespace_seed(node)
-            for value in values:
-                published = self._namespaced(self._int64(value), seed)
-                held[(0, event_hash(published))] += 1
+            held.update((0, h) for h in self.page_event_hashes(node) or ())
         return dict(held)
-
-    def _int64(self, value: str) -> int:
-        return int(self.release.utils.hash_str_to_int64(value))
-
-    def _namespaced(self, value: int, seed: bytes | None) -> int:
-        events_module = self.release.modules["sglang.srt.disaggregation.kv_events"]
-        return int(events_module.namespaced_block_hash(value, namespace_seed=seed))
 
     # --- looking inside -------------------------------------------------------------------
 

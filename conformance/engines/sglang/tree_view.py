@@ -46,13 +46,23 @@ OBSERVES = frozenset({"ref_cnt", "keys", "index", "structure"})
 SALT_ONLY = frozenset({"cache-salt"})
 
 
+#: The ``page_size`` of a target that names none: page 1 where the drawn hash block size is
+#: 1, the drawn page (as ``page=drawn``) where it is larger, so a default run draws
+#: token-granular trees and paged ones (whose pages chain in its events) alike.
+PAGE_BY_DRAW = 0
+
+
 def supported_setup(setup: RequestSetup, page_size: int | None = 1) -> RequestSetup:
     """``setup`` as SGLang's cache can take it: one full-attention group, caching on,
     blocks of ``page_size`` tokens keyed per page, the capacity kept in tokens. ``None``
     takes the largest power of two up to the drawn block size (its paged kernels need a
-    power of two)."""
+    power of two); :data:`PAGE_BY_DRAW` takes that where the drawn hash block size is more
+    than 1, else 1."""
     drawn = setup.manager.block_size
-    page = 1 << (drawn.bit_length() - 1) if page_size is None else page_size
+    largest = 1 << (drawn.bit_length() - 1)
+    page = largest if page_size is None else page_size
+    if page_size == PAGE_BY_DRAW:
+        page = largest if setup.pool.hash_block_size > 1 else 1
     tokens = (setup.pool.num_gpu_blocks - 1) * setup.manager.block_size
     pages = max(1, tokens // page)
     pool = replace(setup.pool, enable_caching=True, hash_block_size=page, num_gpu_blocks=pages + 1)
@@ -85,6 +95,8 @@ class SglangTreeView:
     #: Whether the tree keys a node by a salt too (0.5 on): salted requests are drawn.
     takes_salts = False
 
+    #: The loaded release (its modules, and from 0.5 on ``active()`` to run inside).
+    release: Any
     cache: Any
     allocator: Any
     page: int
@@ -169,6 +181,46 @@ class SglangTreeView:
             keys = tuple(expected_key(hashes, page, page, i, 0) for i in range(len(hashes)))
             self._keys[(salt, path)] = keys
         return keys
+
+    def page_event_hashes(self, node: Any) -> list[bytes] | None:
+        """The hash each page of ``node`` is published under, in order, as the release's
+        recorder names it (0.5 on: ``kv_events``, its position-aware hashes namespaced
+        as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash
+        per node, of its own tokens)."""
+        recorder = getattr(self.cache, "kv_events", None)
+        if recorder is None:
+            return None
+        release = self.release
+        events = release.modules["sglang.srt.disaggregation.kv_events"]
+        seed = recorder._namespace_seed(node)
+        return [
+            event_hash(
+                events.namespaced_block_hash(
+                    int(release.utils.hash_str_to_int64(value)), namespace_seed=seed
+                )
+            )
+            for value in recorder._node_event_hash_values(node)
+        ]
+
+    def event_parents(self) -> dict[tuple[int, bytes], bytes | None] | None:
+        """The chain a router rebuilds, as the tree holds it: every page the tree holds,
+        under the hash its events give it, mapped to the hash of the page before it on its
+        path from the root (``None`` for a sequence's first page). ``None`` where the pages'
+        hashes cannot be named (:meth:`page_event_hashes`)."""
+        if getattr(self.cache, "kv_events", None) is None:
+            return None
+        with self.release.active():
+            parents: dict[tuple[int, bytes], bytes | None] = {}
+            stack: list[tuple[Any, bytes | None]] = [(self.cache.root_node, None)]
+            while stack:
+                node, before = stack.pop()
+                for child in node.children.values():
+                    last = before
+                    for h in self.page_event_hashes(child) or ():
+                        parents[(0, h)] = last
+                        last = h
+                    stack.append((child, last))
+            return parents
 
     def view(self) -> PoolView:
         tree = self._tree_pages()

@@ -43,6 +43,8 @@ from kvpool.spec.manager import (
 )
 
 from ...consumers.judge import StreamJudge
+from ...consumers.set_judge import SetJudge
+from ..events.check import describe
 from ..pool.compare import compare_views
 from ..pool.lockstep import Nonconformance, RunRecord
 from ..pool.target import PoolView
@@ -109,6 +111,8 @@ class ManagerRun:
         #: The copies the stream's re-sent stores added (requests in the ``"full"`` report
         #: mode), which no removal answers: a count consumer holds them beside the pool's.
         self.resent_copies: Counter[tuple[int, bytes]] = Counter()
+        #: A set consumer of the same stream, beside the spec's set model of the spec's.
+        self.set_judge = SetJudge()
         self.check_pool("after construction")
 
     def allows(self, action: RequestAction) -> bool:
@@ -194,6 +198,11 @@ class ManagerRun:
             raise Nonconformance(
                 f"{where}: KV events differ: expected {list(expected)}, got {list(actual)}"
             )
+        # the same stream to a set consumer: a re-sent store is nothing new to it
+        kept = self.set_judge.feed(actual, expected)
+        if kept:
+            operation = where.removeprefix("after ")
+            raise Nonconformance(describe(kept[0], "set consumer", operation, actual))
 
     def residency(self, expected: tuple[Event, ...]) -> dict[tuple[int, bytes], int]:
         """What a count consumer of the spec's stream holds: the spec's pool's keys, plus a
