@@ -316,6 +316,12 @@ class _MockerRank:
     def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
         return self.engine.held_blocks(hashes)
 
+    def clear(self) -> int:
+        raise ConsumerError(
+            f"on the mocker's stream only {INDEXER} is asked, and it is started anew per "
+            "scenario"
+        )
+
     def shutdown(self) -> None:
         self.engine.shutdown()
 
