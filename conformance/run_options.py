@@ -5,6 +5,7 @@ and says in a word what its test cases are where the wording differs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -110,20 +111,31 @@ def machines_option(help: str) -> Callable[[F], F]:
 
 
 def count_option(
-    *names: str, default: int, least: int = 1, help: str | None = None
+    *names: str, default: int, least: int = 1, most: int | None = None, help: str | None = None
 ) -> Callable[[F], F]:
-    """A whole number of something (``names``: click's declarations), at least ``least``,
-    its default shown."""
+    """A whole number of something (``names``: click's declarations), from ``least`` to
+    ``most``, its default shown."""
     return click.option(
-        *names, default=default, show_default=True, type=click.IntRange(least), help=help
+        *names, default=default, show_default=True, type=click.IntRange(least, most), help=help
     )
 
 
-def seconds_option(*names: str, default: float, help: str) -> Callable[[F], F]:
-    """A duration or a rate, at least 0, its default shown."""
+def seconds_option(
+    *names: str, default: float, least: float = 0.0, most: float | None = None, help: str
+) -> Callable[[F], F]:
+    """A duration, a rate or a fraction, from ``least`` (0 unless said) to ``most``, its
+    default shown."""
     return click.option(
-        *names, default=default, show_default=True, type=click.FloatRange(0.0), help=help
+        *names, default=default, show_default=True, type=click.FloatRange(least, most), help=help
     )
+
+
+def file_option(*names: str, help: str, exists: bool = False) -> Callable[[F], F]:
+    """A file to write (or, with ``exists``, to read), none by default."""
+    return click.option(
+        *names, type=click.Path(exists=exists, dir_okay=False, path_type=Path), default=None,
+        help=help,
+    )  # fmt: skip
 
 
 def limit_option(name: str, kind: type[int] | type[float], help: str) -> Callable[[F], F]:

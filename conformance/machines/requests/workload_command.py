@@ -14,10 +14,13 @@ from rich.table import Table
 from ...report import action_line, properties_table
 from ...run_options import (
     blocks_option,
+    count_option,
     manager_option,
     profile_option,
+    seconds_option,
     seed_option,
     target_option,
+    text_option,
 )
 from ...targets.description import TargetDescription
 from ...targets.loading import TargetLoadError, choose_profile, load_manager, load_target
@@ -36,44 +39,22 @@ from .workload import Workload, WorkloadParams, WorkloadStats
 @manager_option("Also run the workload on this manager target ('auto': the target's own, 'none').")
 @profile_option("Expected behaviour (default: the target's own profile, else seed).")
 @click.option("--requests", "-r", default=200, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--prefixes", default=6, show_default=True, type=click.IntRange(1), help="System prompts."
-)
-@click.option(
-    "--zipf",
-    default=1.2,
-    show_default=True,
-    type=click.FloatRange(0.0),
-    help="Popularity skew of the system prompts (0 = uniform).",
-)
-@click.option("--prefix-tokens", default=48, show_default=True, type=click.IntRange(0))
-@click.option(
-    "--prompt-tokens",
-    default="4-40",
-    show_default=True,
-    help="A turn's own new tokens, as MIN-MAX.",
-)
-@click.option(
-    "--output-tokens", default="1-24", show_default=True, help="Tokens decoded, as MIN-MAX."
-)
-@click.option("--turns", default=3, show_default=True, type=click.IntRange(1))
-@click.option("--concurrency", default=6, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--salted",
-    default=0.1,
-    show_default=True,
-    type=click.FloatRange(0.0, 1.0),
-    help="Fraction of sessions with a cache_salt.",
-)
+@count_option("--prefixes", default=6, help="System prompts.")
+@seconds_option("--zipf", default=1.2, help="Popularity skew of the system prompts (0 = uniform).")
+@count_option("--prefix-tokens", default=48, least=0)
+@text_option("--prompt-tokens", default="4-40", help="A turn's own new tokens, as MIN-MAX.")
+@text_option("--output-tokens", default="1-24", help="Tokens decoded, as MIN-MAX.")
+@count_option("--turns", default=3)
+@count_option("--concurrency", default=6)
+@seconds_option("--salted", default=0.1, most=1.0, help="Fraction of sessions with a cache_salt.")
 @blocks_option(64, None, "Blocks in the pool (num_gpu_blocks, the null block included).")
-@click.option("--block-size", default=16, show_default=True, type=click.IntRange(1))
-@click.option(
+@count_option("--block-size", default=16)
+@text_option(
     "--groups",
     default="full",
-    show_default=True,
     help="KV-cache groups, a comma list of 'full' and 'sliding:N' (a window of N blocks).",
 )
-@click.option("--hash-block-size", default=16, show_default=True, type=click.IntRange(1))
+@count_option("--hash-block-size", default=16)
 @seed_option(0, "The workload's seed.")
 def workload(
     target: TargetDescription,

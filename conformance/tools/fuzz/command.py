@@ -18,9 +18,11 @@ from ...machines.pool.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
 from ...machines.requests.target import RequestSetup
 from ...run_options import (
     blocks_option,
+    count_option,
     machines_option,
     manager_option,
     profile_option,
+    seconds_option,
     seed_option,
     steps_option,
     target_option,
@@ -98,11 +100,9 @@ def _until(duration: float, max_actions: int | None) -> str:
 @trace_dir_option("each kind of failure's")
 @steps_option
 @blocks_option()
-@click.option(
+@count_option(
     "--examples-per-round",
     default=100,
-    show_default=True,
-    type=click.IntRange(1),
     help="Test cases a worker draws for one job before it turns to the next.",
 )
 @seed_option(help="The campaign's seed (default: random).")
@@ -118,11 +118,10 @@ def _until(duration: float, max_actions: int | None) -> str:
     is_flag=True,
     help="Stop the whole campaign at the first failure found.",
 )
-@click.option(
+@seconds_option(
     "--status-every",
     default=60.0,
-    show_default=True,
-    type=click.FloatRange(0.1),
+    least=0.1,
     help="Seconds between status lines when the output is not a terminal (a terminal "
     "shows one live line instead).",
 )

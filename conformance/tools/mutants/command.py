@@ -12,18 +12,17 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ...run_options import max_examples_option, seed_option
+from ...run_options import max_examples_option, seconds_option, seed_option
 from ...usage import EXIT_BUG, EXIT_FINDING, EXIT_UNDECIDED, EXIT_USAGE
 from .corpus import MUTANTS, MUTANTS_BY_NAME
 from .run import MutantResult, clean_run, kill
 
 
 @click.command()
-@click.option(
+@seconds_option(
     "--budget",
     default=60.0,
-    show_default=True,
-    type=click.FloatRange(1.0),
+    least=1.0,
     help="CPU seconds (of the process checking it) a mutant may survive before it counts "
     "as survived; a busy machine slows the wall clock, not this.",
 )

@@ -15,6 +15,7 @@ from rich.progress import Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ...extras import require
+from ...run_options import count_option, file_option
 from ...usage import EXIT_FINDING, EXIT_PASS, EXIT_UNDECIDED
 
 COUNTING_NOTE = (
@@ -77,28 +78,17 @@ def _style(status: str) -> str:
 
 @click.command(name="prove", help=HELP)
 @click.option("--bmc", is_flag=True, help="Bounded model checking instead of the proofs.")
-@click.option(
+@count_option(
     "--blocks",
-    type=click.IntRange(2, 8),
     default=4,
-    show_default=True,
+    least=2,
+    most=8,
     help="Blocks of the bounded pool (the null block included).",
 )
-@click.option(
-    "--depth",
-    type=click.IntRange(1, 30),
-    default=8,
-    show_default=True,
-    help="Most steps a bounded run may take.",
-)
+@count_option("--depth", default=8, most=30, help="Most steps a bounded run may take.")
 @click.option("--fault", default=None, help="The planted fault to find (see --list-faults).")
 @click.option("--list-faults", is_flag=True, help="List the faulty variants and exit.")
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Where --bmc writes the counterexample [default: bmc-FAULT.itf.json].",
-)
+@file_option("--out", help="Where --bmc writes the counterexample [default: bmc-FAULT.itf.json].")
 @click.option(
     "--quantified",
     is_flag=True,

@@ -19,7 +19,7 @@ from ...consumers.naming import BUILT_IN, parse_consumer
 from ...consumers.protocol import ConsumerError
 from ...engines.vllm.isolation import IsolationError as ReleaseIsolationError
 from ...engines.vllm.releases import ReleaseError
-from ...run_options import seed_option
+from ...run_options import file_option, seed_option
 from ...targets.loading import TargetLoadError, load_target
 from ...usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE, comma_names
 from ..stream.publisher import DEFAULT_RELEASE, PublisherError, load_publisher, publisher_source
@@ -73,12 +73,7 @@ CONSUMERS = (*BUILT_IN, INDEXER)
 @click.option("--every", default=4, show_default=True, type=click.IntRange(1),
               help="Ask the consumers every N batches (and at each end).")  # fmt: skip
 @seed_option(0, "The workload's seed.")
-@click.option(
-    "--record",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write the run as data (JSON) to FILE: what `--table` renders.",
-)
+@file_option("--record", help="Write the run as data (JSON) to FILE: what `--table` renders.")
 @click.option(
     "--table",
     "tables",

@@ -318,8 +318,7 @@ class _MockerRank:
 
     def clear(self) -> int:
         raise ConsumerError(
-            f"on the mocker's stream only {INDEXER} is asked, and it is started anew per "
-            "scenario"
+            f"on the mocker's stream only {INDEXER} is asked, and it is started anew per scenario"
         )
 
     def shutdown(self) -> None:
