@@ -124,7 +124,9 @@ def test_a_mocker_killed_mid_run_is_exit_2_with_its_log() -> None:
     assert "error: scenario clean: the mocker exited (status -9)" in err
     log = re.search(r"the mocker's log \((\S+)\), last lines:", err)
     assert log is not None, err
-    assert "dynamo" in Path(log[1]).read_text(encoding="utf-8")  # kept: the error names it
+    # kept where the error names it (what it holds depends on how far the mocker got
+    # before the kill: it may not have flushed a line yet)
+    assert Path(log[1]).is_file()
     shutil.rmtree(Path(log[1]).parent)
     assert "Traceback" not in done.stderr
 
