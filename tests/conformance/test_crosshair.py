@@ -48,7 +48,7 @@ def test_crosshair_finds_a_planted_write_guard_bug(tmp_path: Path) -> None:
 def test_crosshair_finds_a_planted_release_bug_through_the_command(tmp_path: Path) -> None:
     # the bug: the null block's count is released like any other
     module = planted_copy(tmp_path, flat.release_counts, "if b == -1:", "if b == NULL:")
-    out = CliRunner().invoke(crosshair, ["--target", str(module), "--timeout", "3"])
+    out = CliRunner().invoke(crosshair, ["--target", str(module), "--timeout", "1"])
     assert out.exit_code == 1, out.output
     assert "COUNTEREXAMPLE" in out.output
     assert "release_counts(" in out.output

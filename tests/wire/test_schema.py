@@ -78,7 +78,7 @@ def test_every_message_of_a_run_fits_the_schema(
             "--seed",
             "1",
             "--max-examples",
-            "10",
+            "3",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -109,7 +109,7 @@ def test_every_message_of_a_manager_run_fits_the_schema(conversation: list[Any])
             "--seed",
             "1",
             "--max-examples",
-            "10",
+            "3",
         ],
     )
     assert result.exit_code == 0, result.output
