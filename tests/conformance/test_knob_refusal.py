@@ -3,7 +3,7 @@
 a profile file that says so, and a refusal by return value is judged as strictly as one by
 exception: a refusal that changed the pool, and a ``True`` on a refused call, are caught
 (``returning_pools.py``: the sound pool and the two planted faults). The faults are caught
-on seed 1 here; ``KVPOOL_LONG=1`` adds seeds 2-3 (about 2 CPU-s a run)."""
+on seed 1 here (60 examples a run); ``KVPOOL_LONG=1`` adds seeds 2-3."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def profile_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def robustness(pool: str, seed: int, *profile: str) -> Result:
     run = ["conform", "--target", f"returning_pools:{pool}", "--level", "robustness"]
-    return CliRunner().invoke(main, [*run, "--seed", str(seed), "--no-coverage", *profile])
+    return CliRunner().invoke(
+        main, [*run, "--seed", str(seed), "--max-examples", "60", "--no-coverage", *profile]
+    )
 
 
 def test_refusal_reads_false_only_where_the_profile_says_so() -> None:
