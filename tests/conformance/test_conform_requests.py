@@ -39,7 +39,7 @@ def test_impl_pool_and_manager_pass_the_request_machine() -> None:
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_planted_manager_fault_is_caught(fault: str) -> None:
     result = requests(
-        "--manager", f"faulty_managers:make_{fault}", "--max-examples", "300", "--seed", "1"
+        "--manager", f"faulty_managers:make_{fault}", "--max-examples", "150", "--seed", "1"
     )
     assert result.exit_code == 1, result.output
     assert "Nonconformance: requests/manager" in result.output

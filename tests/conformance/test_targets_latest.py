@@ -43,6 +43,33 @@ def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def answers() -> dict[str, str | IndexAnswerError]:
+    """What the fake index answered about each project, kept for the module's other run."""
+    return {}
+
+
+@pytest.fixture
+def asked_once(
+    fake_index: Path, answers: dict[str, str | IndexAnswerError], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real ``pip index versions`` answers each project once for this module (a pip
+    process each, the module's CPU cost): the JSON and the table run read the same answers."""
+
+    def ask(project: str) -> str:
+        if project not in answers:
+            try:
+                answers[project] = newest_release(project)
+            except IndexAnswerError as error:
+                answers[project] = error
+        answer = answers[project]
+        if isinstance(answer, IndexAnswerError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(latest, "newest_release", ask)
+
+
 def rows_by_engine(output: str) -> dict[str, dict[str, str]]:
     return {row["engine"]: row for row in json.loads(output)}
 
@@ -62,7 +89,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(latest, "run_release", lambda entry, target, say: fake_runs(entry, target))
 
 
-def test_every_engine_gets_its_newest_release_and_a_verdict(fake_index: Path, runs: None) -> None:
+def test_every_engine_gets_its_newest_release_and_a_verdict(asked_once: None, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest", "--json"])
     assert result.exit_code == 0, result.output
     rows = rows_by_engine(result.stdout)
@@ -116,7 +143,7 @@ def test_a_short_run_reads_pass_refusal_and_missing_events() -> None:
     assert (refused.status, refused.reason) == ("refused", "vLLM 9.9 uses a placeholder")
 
 
-def test_the_table_names_every_column(fake_index: Path, runs: None) -> None:
+def test_the_table_names_every_column(asked_once: None, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     for word in ("newest release", "supported", "result", "profile", "what is missing", "0.40.0"):
