@@ -20,9 +20,10 @@ which ends the run, and execnet still ends a worker that takes ten seconds more.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -72,3 +73,20 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[Any]:
 def pytest_terminal_summary(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker (not a pytest a test started)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _frozen_heap() -> Iterator[None]:
+    """What the tests before this module left alive is frozen out of the cyclic collector's
+    reach (``gc.freeze``) before the module runs.
+
+    A suite worker runs thousands of tests in one process and keeps millions of objects
+    alive (imported modules, engines' loaded releases, cached fixtures); every full
+    collection walked them all, and the bench's and the adapters' timed or explicit
+    ``gc.collect()`` calls did so on every call (the bench file alone: 30 CPU-s in a worker,
+    3 alone). Frozen objects are still freed by reference counting when they die; only
+    garbage cycles among them would wait, and the collection just before the freeze leaves
+    none. Tests see the same objects: nothing a test creates is frozen while it runs."""
+    gc.collect()
+    gc.freeze()
+    yield

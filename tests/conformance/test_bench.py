@@ -3,10 +3,8 @@ assertions)."""
 
 from __future__ import annotations
 
-import gc
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -15,18 +13,6 @@ from click.testing import CliRunner
 from kvpool.conformance.tools.bench import command, measure, programs
 from kvpool.conformance.tools.bench.measure import Contender
 from kvpool.impl import BlockPool
-
-
-@pytest.fixture(scope="module", autouse=True)
-def frozen_heap() -> Iterator[None]:
-    """The objects earlier tests of this process left (a suite worker's millions) are out of
-    the collector's reach while these tests run: each timing starts with ``gc.collect()``,
-    which then walks the bench's own objects only, not the whole suite's (the same report, at
-    a tenth of the CPU time in a worker's process)."""
-    gc.collect()
-    gc.freeze()
-    yield
-    gc.unfreeze()
 
 
 class ReversingPool(BlockPool):
