@@ -159,7 +159,7 @@ def test_a_result_of_another_shape_is_a_loading_error_naming_the_adapters_place(
     )
     flat = " ".join(output.split())
     assert code == 2, output
-    place = "no longer takes the adapter's call at targets/vllm_api/calls.py line"
+    place = "no longer takes the adapter's call at engines/vllm_api/calls.py line"
     assert f"({VERSION}) {place}" in flat, output
     assert "has no attribute 'block_id'" in flat and "not a finding" in flat, output
 
