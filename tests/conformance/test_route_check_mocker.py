@@ -124,9 +124,13 @@ def test_a_mocker_killed_mid_run_is_exit_2_with_its_log() -> None:
     assert "error: scenario clean: the mocker exited (status -9)" in err
     log = re.search(r"the mocker's log \((\S+)\), last lines:", err)
     assert log is not None, err
-    # kept where the error names it (what it holds depends on how far the mocker got
-    # before the kill: it may not have flushed a line yet)
-    assert Path(log[1]).is_file()
+    # kept where the error names it, and what the error shows is its end (how much it
+    # holds depends on how far the mocker got before the kill: maybe no line yet)
+    kept = Path(log[1]).read_text(encoding="utf-8", errors="replace").splitlines()
+    shown = done.stderr.split("last lines:\n", 1)[1].splitlines()
+    assert [line for line in shown if line.strip()][: len(kept[-15:])] == [
+        line for line in kept[-15:] if line.strip()
+    ], (kept[-15:], shown)
     shutil.rmtree(Path(log[1]).parent)
     assert "Traceback" not in done.stderr
 
