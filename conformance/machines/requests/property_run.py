@@ -92,10 +92,6 @@ class PropertyRun(ManagerRun):
         events = taken_events(target.take_events())
         residency = target.event_residency() if hasattr(target, "event_residency") else None
         found = self.events.feed(events, residency)
-        # the chain a router rebuilds, where the manager can say which page comes first
-        parents = target.event_parents() if hasattr(target, "event_parents") else None
-        if not found and parents is not None:
-            found = self.events.chain(events, parents)
         if not found and residency is not None and self.events.is_router:
             found = self.events.routes_on_residency(residency)
         self.record.properties.update(self.events.checked)
