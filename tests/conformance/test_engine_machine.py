@@ -260,6 +260,65 @@ def test_a_driver_lacking_what_it_declares_is_a_usage_error() -> None:
     assert "is not an engine driver" in result.output
 
 
+class Chained(Scripted):
+    """A scripted engine publishing one stored sequence of three pages, A, B then C, whose
+    cache holds each after the one before (its ``event_parents``); ``named`` is the parent
+    the stream gives C."""
+
+    def __init__(
+        self, batches: Sequence[api.Batch], capabilities: frozenset[str], named: bytes | None
+    ) -> None:
+        super().__init__(batches, capabilities)
+        self.events: list[api.BlockStored] = [
+            api.BlockStored((b"A" * 8, b"B" * 8), None, 0, 2, 4),
+            api.BlockStored((b"C" * 8,), named, 0, 2, 2),
+        ]
+
+    def drain_events(self) -> list[api.BlockStored]:
+        taken, self.events = self.events, []
+        return taken
+
+    def event_parents(self) -> api.EventParents:
+        return {(0, b"A" * 8): None, (0, b"B" * 8): b"A" * 8, (0, b"C" * 8): b"B" * 8}
+
+
+@pytest.mark.parametrize("shown", [True, False], ids=["chain shown", "chain not shown"])
+def test_a_stored_page_naming_a_parent_other_than_the_cache_holds_breaks_the_chain(
+    shown: bool,
+) -> None:
+    """The engine machine reads the chain only where the driver declares it: a stream
+    naming for C the page one too far back, A (a hash the consumer holds, so
+    ``events-parent-known`` passes), is caught then, and not judged otherwise."""
+    capabilities = frozenset({"events", "event_parents"} if shown else {"events"})
+    batches = [api.Batch((S("r1", 0, 5, ((1, 2, 3),)),))]
+    actions = [PROMPT, RunStep()]
+
+    def found(named: bytes | None) -> tuple[str | None, RunRecord]:
+        record = RunRecord()
+        engine = EngineRun(
+            lambda _: Chained(batches, capabilities, named), api.EngineSetup(8, 2), record, "count"
+        )
+        try:
+            for action in actions:
+                engine.apply(action)
+        except Exception as exc:  # noqa: BLE001  (the machine's finding)
+            return str(exc), record
+        return None, record
+
+    broken, _ = found(b"A" * 8)
+    kept, record = found(b"B" * 8)
+    assert kept is None
+    if shown:
+        assert broken is not None and "property 'events-parent-chain' broken" in broken, broken
+        assert record.properties["events-parent-chain"] > 0
+    else:
+        assert broken is None
+        assert record.properties["events-parent-chain"] == 0
+    assert driver_problems(Chained(batches, frozenset({"event_parents"}), None)) == [
+        "declares 'event_parents' without 'events' (the chain judges events)"
+    ]
+
+
 class BadDriver(ToyDriver):
     capabilities = frozenset({"tables", "events"})
 

@@ -183,44 +183,17 @@ class SglangTreeView:
         return keys
 
     def page_event_hashes(self, node: Any) -> list[bytes] | None:
-        """The hash each page of ``node`` is published under, in order, as the release's
-        recorder names it (0.5 on: ``kv_events``, its position-aware hashes namespaced
-        as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash
-        per node, of its own tokens)."""
-        recorder = getattr(self.cache, "kv_events", None)
-        if recorder is None:
+        """The hash each page of ``node`` is published under (:func:`page_event_hashes`)."""
+        if getattr(self.cache, "kv_events", None) is None:
             return None
-        release = self.release
-        events = release.modules["sglang.srt.disaggregation.kv_events"]
-        seed = recorder._namespace_seed(node)
-        return [
-            event_hash(
-                events.namespaced_block_hash(
-                    int(release.utils.hash_str_to_int64(value)), namespace_seed=seed
-                )
-            )
-            for value in recorder._node_event_hash_values(node)
-        ]
+        return page_event_hashes(self.release.modules, self.cache, node)
 
     def event_parents(self) -> dict[tuple[int, bytes], bytes | None] | None:
-        """The chain a router rebuilds, as the tree holds it: every page the tree holds,
-        under the hash its events give it, mapped to the hash of the page before it on its
-        path from the root (``None`` for a sequence's first page). ``None`` where the pages'
-        hashes cannot be named (:meth:`page_event_hashes`)."""
+        """The chain a router rebuilds, as the tree holds it (:func:`event_parents`)."""
         if getattr(self.cache, "kv_events", None) is None:
             return None
         with self.release.active():
-            parents: dict[tuple[int, bytes], bytes | None] = {}
-            stack: list[tuple[Any, bytes | None]] = [(self.cache.root_node, None)]
-            while stack:
-                node, before = stack.pop()
-                for child in node.children.values():
-                    last = before
-                    for h in self.page_event_hashes(child) or ():
-                        parents[(0, h)] = last
-                        last = h
-                    stack.append((child, last))
-            return parents
+            return event_parents(self.release.modules, self.cache)
 
     def view(self) -> PoolView:
         tree = self._tree_pages()
@@ -302,6 +275,48 @@ class SglangTreeView:
                 f"{len(own)} requests' own pages, of {self.num_pages}"
             )
         return problems
+
+
+def page_event_hashes(
+    modules: Mapping[str, ModuleType], cache: Any, node: Any
+) -> list[bytes] | None:
+    """The hash each page of ``node`` is published under, in order, as the release's
+    recorder names it (0.5 on: ``cache.kv_events``, its position-aware hashes namespaced
+    as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash per
+    node, of its own tokens). Run with the release's ``modules`` active."""
+    recorder = getattr(cache, "kv_events", None)
+    if recorder is None:
+        return None
+    events = modules["sglang.srt.disaggregation.kv_events"]
+    to_int64 = modules["sglang.srt.mem_cache.utils"].hash_str_to_int64
+    seed = recorder._namespace_seed(node)
+    return [
+        event_hash(events.namespaced_block_hash(int(to_int64(value)), namespace_seed=seed))
+        for value in recorder._node_event_hash_values(node)
+    ]
+
+
+def event_parents(
+    modules: Mapping[str, ModuleType], cache: Any
+) -> dict[tuple[int, bytes], bytes | None] | None:
+    """The chain a router rebuilds, as ``cache``'s tree holds it: every page the tree
+    holds, under the hash its events give it, mapped to the hash of the page before it on
+    its path from the root (``None`` for a sequence's first page). ``None`` where the
+    pages' hashes cannot be named (:func:`page_event_hashes`). Run with the release's
+    ``modules`` active."""
+    if getattr(cache, "kv_events", None) is None:
+        return None
+    parents: dict[tuple[int, bytes], bytes | None] = {}
+    stack: list[tuple[Any, bytes | None]] = [(cache.root_node, None)]
+    while stack:
+        node, before = stack.pop()
+        for child in node.children.values():
+            last = before
+            for h in page_event_hashes(modules, cache, child) or ():
+                parents[(0, h)] = last
+                last = h
+            stack.append((child, last))
+    return parents
 
 
 def spec_events(taken: Iterable[Any], stored: str, removed: str) -> tuple[Event, ...]:
