@@ -39,8 +39,8 @@ out, as the suite's null block). Chunked prefill and the prefill budget are the 
 batch tokens, the running requests its batch size. Salts are the requests'
 ``cache_salt``. KV events are the release's recorder's (the machine turns them on for a
 driver declaring them), and the chain they should name is read off the tree under the
-recorder's own page hashes (``event_parents``). No abort is declared (``abort_request`` takes the tokenizer's
-``AbortReq`` over IPC).
+recorder's own page hashes (``event_parents``). No abort is declared (``abort_request``
+takes the tokenizer's ``AbortReq`` over IPC).
 """
 
 from __future__ import annotations
