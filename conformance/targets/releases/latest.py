@@ -59,9 +59,10 @@ Runner = Callable[[EngineEntry, str], ShortRun]
 
 def run_release(entry: EngineEntry, target: str, progress: Callable[[str], None]) -> ShortRun:
     """The short run of ``target`` at every level ``entry`` supports, its own manager's
-    beside its pool's."""
+    beside its pool's (or its scheduler's, where only the engine machine takes it)."""
     manager = entry.name if entry.has_pool and entry.manager_summary else None
-    return short_run(target, entry.has_pool, manager, progress)
+    drives = callable(getattr(entry, "load_driver", None))
+    return short_run(target, entry.has_pool, manager, progress, drives=drives)
 
 
 def latest_rows(
