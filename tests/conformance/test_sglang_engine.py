@@ -43,6 +43,7 @@ from kvpool.conformance.engine_machine.runner import replay_engine, run_engine
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
 from kvpool.conformance.targets.releases.files import cached_files
 from kvpool.conformance.targets.sglang.driver import SglangSchedulerDriver
+from kvpool.conformance.targets.sglang.generations import is_0_5
 from kvpool.conformance.targets.sglang.loader import SglangUnavailable
 from kvpool.conformance.targets.sglang.scheduler_release import (
     SglangScheduler05,
@@ -183,6 +184,8 @@ def test_the_requests_machine_refuses_0_5_and_names_the_engine_machine(root: Pat
     assert "--machine engine" in " ".join(result.output.split())
     with pytest.raises(TargetLoadError, match="--machine engine"):
         load_manager(f"sglang@{root},page=2", "impl")
+    assert is_0_5("0.5.23") and is_0_5("0.5.1.post3") and is_0_5("0.6.0")
+    assert not is_0_5("0.4.6.post5") and not is_0_5("0.4.10.post2")
 
 
 def _hit(driver: SglangSchedulerDriver, rid: str, prompt: tuple[int, ...], salt: str | None) -> int:
