@@ -139,6 +139,22 @@ def test_an_engine_its_requests_machine_refuses_runs_at_the_engine_machine() -> 
     assert refused.status == "refused" and len(seen) == 1
 
 
+def test_a_row_run_at_the_engine_machine_names_no_profile() -> None:
+    """The engine machine judges by the properties, not by the profile the pool levels
+    would have used: the row says so."""
+    from kvpool.conformance.targets.registry import engine
+    from kvpool.conformance.targets.releases.short_run import ENGINE_ONLY
+
+    sglang = engine("sglang")
+    engine_only = ShortRun("pass", (), ENGINE_ONLY, ("kvpool conform ...",))
+    row = latest._row(sglang, "sglang", lambda project: "0.5.23", lambda e, t: engine_only)
+    assert (row.supported, row.profile, row.result) == ("yes", "none", "pass")
+    assert ENGINE_ONLY in row.missing
+    passed = ShortRun("pass", (), "", ("kvpool conform ...",))
+    row = latest._row(sglang, "sglang", lambda project: "0.4.6.post5", lambda e, t: passed)
+    assert row.profile == "seed"
+
+
 def test_the_table_names_every_column(fake_index: Path, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from ..errors import TargetLoadError, TargetUsageError
 from ..registry import EngineEntry
 from .index import IndexAnswerError, newest_release
-from .short_run import ShortRun, short_run
+from .short_run import ENGINE_ONLY, ShortRun, short_run
 
 #: What a row says when the index gave no release, or support cannot be judged offline.
 UNKNOWN = "unknown"
@@ -108,8 +108,11 @@ def _row(entry: EngineEntry, project: str, ask: Callable[[str], str], run: Runne
             "refused", (), outcome.commands,
         )  # fmt: skip
     missing = "; ".join(m for m in (outcome.reason, support.missing) if m)
+    profile, reason = choice.name, choice.reason
+    if ENGINE_ONLY in outcome.reason:  # the engine machine judges by no profile
+        profile, reason = "none", "the engine machine judges by the properties"
     return LatestRow(
-        entry.name, project, newest, "yes", choice.name, choice.reason, missing,
+        entry.name, project, newest, "yes", profile, reason, missing,
         outcome.status, outcome.rules, outcome.commands,
     )  # fmt: skip
 
