@@ -23,7 +23,7 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
-from kvpool.conformance.reference.mutmut_score import impl_tree_digest
+from kvpool.conformance.tools.reference.mutmut_score import impl_tree_digest
 from mutmut.stats import status_by_exit_code  # type: ignore[import-not-found]
 
 ROOT = Path(__file__).resolve().parents[1]

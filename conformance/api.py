@@ -56,9 +56,7 @@ from . import hooks
 from .consumers.protocol import ConsumerError
 from .consumers.router import Prompt, Router, Wire
 from .consumers.wire_feed import WireFeed, wire_hash
-from .engine.refusal import RefusedByReturn, refusal
-from .engine.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
-from .engine_machine.driver import (
+from .machines.engine.driver import (
     CAPABILITIES,
     Batch,
     EngineDriver,
@@ -68,7 +66,9 @@ from .engine_machine.driver import (
     ScheduledRequest,
     Submission,
 )
-from .manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
+from .machines.pool.refusal import RefusedByReturn, refusal
+from .machines.pool.target import EVICT_FIRST, OBSERVABLES, PoolView, Target, TargetFactory
+from .machines.requests.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from .targets.description import Form, TargetDescription
 from .targets.errors import TargetLoadError, TargetUsageError
 from .targets.isolated_files import IsolatedLoadError, load_isolated

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# --- KV-event frames (conformance/stream/wire.py) ---------------------------------------
+# --- KV-event frames (conformance/tools/stream/wire.py) ---------------------------------------
 
 #: The largest payload frame decoded (a vLLM batch is a few kilobytes; one storing a
 #: 128k-token prompt at once, about 650 kB). Also the socket's per-frame limit, so a
@@ -37,7 +37,7 @@ MAX_HASH_BYTES = 256
 MAX_RANK = 4095
 MAX_RANKS = 256
 
-# --- the live monitor (conformance/stream/subscriber.py, watch.py) ----------------------
+# --- the live monitor (conformance/tools/stream/subscriber.py, watch.py) ----------------------
 
 #: Messages one replay answer may hold (vLLM buffers 10 000 batches by default).
 MAX_REPLAY_MESSAGES = 100_000
@@ -89,7 +89,7 @@ MAX_RELEASE_MEMBER_BYTES = 4 * 1024 * 1024
 MAX_INDEX_ANSWER_BYTES = 1024 * 1024
 
 
-# --- the fuzz campaign's example database (conformance/fuzz/sharing.py) ------------------
+# --- the fuzz campaign's example database (conformance/tools/fuzz/sharing.py) ------------------
 
 #: One stored example (a choice sequence: a few kilobytes for our machines' test cases).
 MAX_EXAMPLE_BYTES = 1024 * 1024

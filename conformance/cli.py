@@ -28,41 +28,48 @@ class CommandEntry(NamedTuple):
 
 #: Every command, by name (a test keeps each line the start of the command's own help).
 COMMANDS: dict[str, CommandEntry] = {
-    "bench": CommandEntry(".bench.command:bench", "Benchmark our BlockPool against vLLM's."),
-    "conform": CommandEntry(".conform_command:conform", "Run the lockstep conformance suite."),
-    "crosshair": CommandEntry(
-        ".crosshair.command:crosshair", "Search the spec's contracts with CrossHair."
+    "bench": CommandEntry(".tools.bench.command:bench", "Benchmark our BlockPool against vLLM's."),
+    "conform": CommandEntry(
+        ".tools.conform.command:conform", "Run the lockstep conformance suite."
     ),
-    "diff": CommandEntry(".diff.command:diff", "Run two pools A and B in lockstep."),
-    "docs": CommandEntry(".reference.command:docs", "The documentation site."),
-    "fuzz": CommandEntry(".fuzz.command:fuzz", "Fuzz TARGET against the spec on every core."),
+    "crosshair": CommandEntry(
+        ".tools.crosshair.command:crosshair", "Search the spec's contracts with CrossHair."
+    ),
+    "diff": CommandEntry(".tools.diff.command:diff", "Run two pools A and B in lockstep."),
+    "docs": CommandEntry(".tools.reference.command:docs", "The documentation site."),
+    "fuzz": CommandEntry(".tools.fuzz.command:fuzz", "Fuzz TARGET against the spec on every core."),
     "monitor": CommandEntry(
-        ".stream.monitor_command:monitor", "Check a KV-event stream against a consumer model."
+        ".tools.stream.monitor_command:monitor", "Check a KV-event stream against a consumer model."
     ),
     "mutants": CommandEntry(
-        ".mutants.command:mutants", "Run the suite against every mutant of kvpool.impl."
+        ".tools.mutants.command:mutants", "Run the suite against every mutant of kvpool.impl."
     ),
     "profile": CommandEntry(".profiles.command:profile", "Profiles as files."),
-    "prove": CommandEntry(".proofs.command:prove", "Prove the block pool's invariants with Z3."),
+    "prove": CommandEntry(
+        ".tools.proofs.command:prove", "Prove the block pool's invariants with Z3."
+    ),
     "publish": CommandEntry(
-        ".stream.publish_command:publish", "Publish a pool's KV events through vLLM's publisher."
+        ".tools.stream.publish_command:publish",
+        "Publish a pool's KV events through vLLM's publisher.",
     ),
     "replay": CommandEntry(".trace.replay_command:replay", "Replay TRACE_FILE against its target."),
     "route-check": CommandEntry(
-        ".routes.command:route_check", "Measure how well routers know a live worker's cache."
+        ".tools.routes.command:route_check", "Measure how well routers know a live worker's cache."
     ),
     "rules": CommandEntry(
-        ".reference.rules_command:rules", "Explain every rule, invariant and property."
+        ".tools.reference.rules_command:rules", "Explain every rule, invariant and property."
     ),
     "show": CommandEntry(".trace.show_command:show_trace", "Render TRACE_FILE as it was recorded."),
     "targets": CommandEntry(".targets.command:targets", "The targets that can be checked."),
     "validate": CommandEntry(
-        ".validate.command:validate_command",
+        ".tools.validate.command:validate_command",
         "Validate an engine's KV-event stream against the spec.",
     ),
-    "vectors": CommandEntry(".vectors.command:vectors", "Test vectors: the contract as data."),
+    "vectors": CommandEntry(
+        ".tools.vectors.command:vectors", "Test vectors: the contract as data."
+    ),
     "workload": CommandEntry(
-        ".manager.workload_command:workload", "Run a seeded serving workload in lockstep."
+        ".machines.requests.workload_command:workload", "Run a seeded serving workload in lockstep."
     ),
 }
 

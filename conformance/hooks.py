@@ -79,7 +79,7 @@ POOL_FACTORY = (
         "kvpool_features_off",
         "kvpool_features_off: set[str]: features the suite would infer from the pool's "
         "names (foreign_pool, evict_first, ref_cnt, ...: "
-        "kvpool.conformance.targets.vllm_api.features.FEATURES) declared off: never drawn "
+        "kvpool.conformance.engines.vllm_api.features.FEATURES) declared off: never drawn "
         "or compared",
         value_types=(set, frozenset),
     ),
@@ -292,7 +292,7 @@ def _members(protocol: type) -> frozenset[str]:
 
 def pool_target_problems(target: object) -> list[str]:
     """``target`` (a built pool target) against the pool target's hooks."""
-    from .engine.target import Target
+    from .machines.pool.target import Target
 
     what = f"the Target {type(target).__name__}"
     return hook_problems(target, POOL_TARGET, _members(Target), what)
@@ -300,7 +300,7 @@ def pool_target_problems(target: object) -> list[str]:
 
 def manager_target_problems(target: object) -> list[str]:
     """``target`` (a built manager target) against the manager target's hooks."""
-    from .manager.target import ManagerTarget
+    from .machines.requests.target import ManagerTarget
 
     what = f"the manager target {type(target).__name__}"
     return hook_problems(target, MANAGER_TARGET, _members(ManagerTarget), what)
@@ -309,7 +309,7 @@ def manager_target_problems(target: object) -> list[str]:
 def manager_factory_problems(factory: Any) -> list[str]:
     """``factory`` (what ``--manager`` loaded) against the factory's hooks; a class that is
     its own factory against the manager target's too."""
-    from .manager.target import ManagerTarget
+    from .machines.requests.target import ManagerTarget
 
     if isinstance(factory, type):
         what = f"the manager target class {factory.__name__}"

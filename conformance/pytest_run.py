@@ -21,11 +21,17 @@ from kvpool.spec import PoolConfig, Profile, get_profile
 from kvpool.spec.manager import ManagerConfig
 from rich.console import Console
 
-from .engine.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
-from .engine.runner import LevelResult, run_level
-from .engine.target import TargetFactory
-from .manager.runner import ON_MANAGER, ON_POOL, manager_builder, pool_builder, run_requests
-from .manager.target import ManagerTargetFactory, RequestSetup
+from .machines.pool.levels import LEVELS, MACHINES, REQUEST_MIN_BLOCKS
+from .machines.pool.runner import LevelResult, run_level
+from .machines.pool.target import TargetFactory
+from .machines.requests.runner import (
+    ON_MANAGER,
+    ON_POOL,
+    manager_builder,
+    pool_builder,
+    run_requests,
+)
+from .machines.requests.target import ManagerTargetFactory, RequestSetup
 from .pytest_defaults import DEFAULT_LEVELS, DEFAULT_MACHINES, DEFAULT_SETTINGS, SETTINGS_NAMES
 from .report import print_failure, results_table
 from .targets.loading import TargetLoadError, choose_profile, load_manager, load_target

@@ -12,13 +12,13 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 
-from .engine.block_states import BLOCK_STATES
-from .engine.coverage import SITUATIONS
-from .engine.expectations import Expectation, Expectations
-from .engine.runner import Failure, LevelResult
-from .engine.state_coverage import ROWS, missed, reachable_cells
-from .manager.coverage import REQUEST_SITUATIONS
-from .manager.target import RequestSetup
+from .machines.pool.block_states import BLOCK_STATES
+from .machines.pool.coverage import SITUATIONS
+from .machines.pool.expectations import Expectation, Expectations
+from .machines.pool.runner import Failure, LevelResult
+from .machines.pool.state_coverage import ROWS, missed, reachable_cells
+from .machines.requests.coverage import REQUEST_SITUATIONS
+from .machines.requests.target import RequestSetup
 
 
 def short(value: object) -> str:

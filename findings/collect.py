@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kvpool.conformance.reference.findings_events import (
+from kvpool.conformance.tools.reference.findings_events import (
     MANAGER_EVENTS,
     MANAGER_ONLY,
     publishes_events,
@@ -105,7 +105,7 @@ def conform(target: str, options: list[str], trace_dir: str) -> int:
 
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    from kvpool.conformance.engine.signature import signature
+    from kvpool.conformance.machines.pool.signature import signature
     from kvpool.conformance.trace.files import read_trace
 
     out = ROOT / "findings"
@@ -405,7 +405,7 @@ EVENT_RUNS = tuple(f"pool-events-{c}" for c in CONSUMERS)
 def page() -> str:
     """``docs/findings.md``, written from the trace files alone."""
     sys.path.insert(0, str(ROOT))
-    from kvpool.conformance.events.upstream import UPSTREAM, report_link, upstream_report
+    from kvpool.conformance.machines.events.upstream import UPSTREAM, report_link, upstream_report
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
     from kvpool.conformance.trace.trust import replay_command
@@ -540,8 +540,8 @@ def engine_paths(folder: Path) -> list[Path]:
 def engine_findings(out: Path, folder: str) -> list[str]:
     """The page's lines for a target's engine-machine findings: each trace's finding, the
     note on why it is real, its client/model actions and the command that replays it."""
-    from kvpool.conformance.engine_machine.command import engine_trace_lines
-    from kvpool.conformance.engine_machine.trace_file import read_engine_trace
+    from kvpool.conformance.machines.engine.command import engine_trace_lines
+    from kvpool.conformance.machines.engine.trace_file import read_engine_trace
 
     lines: list[str] = []
     for path in engine_paths(out / folder):
@@ -575,7 +575,7 @@ def known_findings(path: Path, folder: str) -> list[str]:
     no lines)."""
     if not path.exists():
         return []
-    from kvpool.conformance.engine.expectations import read_expectations
+    from kvpool.conformance.machines.pool.expectations import read_expectations
 
     expected = read_expectations(path)
     lines = [
@@ -686,7 +686,7 @@ def consumers_section(
 
 #: Simulators judged by ``kvpool validate`` against the engine they simulate: the folder of
 #: their shrunk request sequences, and the driver module that re-runs one.
-SIMULATORS = {"dynamo-mocker-1.6.1": "kvpool.conformance.validate.dynamo_mocker"}
+SIMULATORS = {"dynamo-mocker-1.6.1": "kvpool.conformance.tools.validate.dynamo_mocker"}
 
 
 def simulators_section(out: Path) -> list[str]:

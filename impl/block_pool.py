@@ -58,7 +58,7 @@ def _as_sequence(blocks: Iterable[KVCacheBlock]) -> Sequence[KVCacheBlock]:
     return list(blocks)
 
 
-# The optional compiled build (mypyc, ``python -m kvpool.conformance.bench.compiled``) keeps
+# The optional compiled build (mypyc, ``python -m kvpool.conformance.tools.bench.compiled``) keeps
 # the pool an ordinary class: its blocks hold it by a weak reference, which a native class
 # cannot take. Interpreted, the decorator does nothing.
 @mypyc_attr(native_class=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from kvpool.conformance.engine.signature import signature
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.replay import replay_trace
 
@@ -69,9 +69,9 @@ def test_the_finding_still_reproduces(path: Path) -> None:
     "path", ENGINE_FINDINGS, ids=[f"{p.parent.name}/{p.name}" for p in ENGINE_FINDINGS]
 )
 def test_the_engine_finding_still_reproduces(path: Path) -> None:
-    from kvpool.conformance.engine_machine.command import load_driver
-    from kvpool.conformance.engine_machine.runner import replay_engine
-    from kvpool.conformance.engine_machine.trace_file import read_engine_trace
+    from kvpool.conformance.machines.engine.command import load_driver
+    from kvpool.conformance.machines.engine.runner import replay_engine
+    from kvpool.conformance.machines.engine.trace_file import read_engine_trace
     from kvpool.conformance.targets.registry import describe_target
 
     needs = EXTRAS.get(path.parent.name.split("-")[0])

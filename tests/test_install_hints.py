@@ -48,10 +48,10 @@ def test_a_misspelt_extra_fails_where_it_is_written() -> None:
 
 
 def test_the_engines_install_lines_come_from_the_helper() -> None:
-    from kvpool.conformance.fuzz.database import FUZZ_EXTRA
-    from kvpool.conformance.targets.lmdeploy.release import INSTALL_LINE as LMDEPLOY
-    from kvpool.conformance.targets.nanovllm.release import INSTALL_LINE as NANOVLLM
-    from kvpool.conformance.targets.sglang.loader import INSTALL_LINE as SGLANG
+    from kvpool.conformance.engines.lmdeploy.release import INSTALL_LINE as LMDEPLOY
+    from kvpool.conformance.engines.nanovllm.release import INSTALL_LINE as NANOVLLM
+    from kvpool.conformance.engines.sglang.loader import INSTALL_LINE as SGLANG
+    from kvpool.conformance.tools.fuzz.database import FUZZ_EXTRA
 
     assert extra_hint("fuzz") == FUZZ_EXTRA
     assert extra_hint("lmdeploy") == LMDEPLOY

@@ -31,7 +31,7 @@ from kvpool.spec.consumer import (
 from kvpool.spec.events import AllBlocksCleared, Event
 from kvpool.spec.state import PoolState
 
-from ..events.check import describe
+from ..machines.events.check import describe
 from .models import ModelConsumer
 from .naming import make_consumer
 from .prefixes import PrefixBook

@@ -58,8 +58,8 @@ class _Session:
     """One publisher and one router for a whole run."""
 
     def __init__(self, make: Callable[[], Router], block_size: int) -> None:
-        from ..routes.indexer import free_port
-        from ..stream.publisher import DEFAULT_RELEASE, load_publisher, start_publisher
+        from ..tools.routes.indexer import free_port
+        from ..tools.stream.publisher import DEFAULT_RELEASE, load_publisher, start_publisher
 
         self.make = make
         self.release = load_publisher(DEFAULT_RELEASE)

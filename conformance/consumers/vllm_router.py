@@ -107,7 +107,7 @@ class VllmRouter:
         self._text = ""
 
     def start(self, wire: Wire) -> None:
-        from ..routes.indexer import free_port
+        from ..tools.routes.indexer import free_port
 
         self.block_size, self.model = wire.block_size, wire.model
         self.workers = [FakeWorker(wire.model), FakeWorker(wire.model)]

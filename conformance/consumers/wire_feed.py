@@ -32,7 +32,7 @@ class WireFeed:
     sequence)`` is called from the feed's thread for each batch received."""
 
     def __init__(self, wire: Wire, take: Callable[[Sequence[Event], int, int], None]) -> None:
-        from ..stream.subscriber import Subscriber
+        from ..tools.stream.subscriber import Subscriber
 
         self.take = take
         self.subscribers = [Subscriber([endpoint], "") for endpoint in wire.publishers]
@@ -41,8 +41,8 @@ class WireFeed:
         self.thread.start()
 
     def _run(self) -> None:
-        from ..stream.watch import spec_events_of
-        from ..stream.wire import MalformedFrame, decode_message
+        from ..tools.stream.watch import spec_events_of
+        from ..tools.stream.wire import MalformedFrame, decode_message
 
         while not self._stop.is_set():
             for rank, subscriber in enumerate(self.subscribers):

@@ -20,14 +20,14 @@ def shown(value: object) -> str:
 def target_measurements(target: str) -> tuple[str, str, list[Measurement]]:
     """The profile ``target`` is judged by unless ``--profile`` says otherwise, why, and
     every knob measured on it."""
+    from ..engines.vllm.entry import VllmEntry, load_vllm
+    from ..engines.vllm.profile_choice import measure_release
     from ..targets.loading import choose_profile, described, entry_of, load_target
-    from ..targets.vllm.entry import VllmEntry, load_vllm
-    from ..targets.vllm.profile_choice import measure_release
 
     description = described(target)
     choice = choose_profile(description)
     if isinstance(entry_of(description), VllmEntry):
-        from ..targets.vllm.manager_probe import window_unkeyed_free_first
+        from ..engines.vllm.manager_probe import window_unkeyed_free_first
 
         measured = measure_release(load_vllm(description))
         measured.append(window_unkeyed_free_first(description, choice.name, measured))

@@ -7,7 +7,7 @@ refused), and reads the answer off the target's view, its returned values or its
 A probe that cannot see what it needs (a hidden free queue, no events, an operation the
 pool lacks) says so instead of guessing: :class:`Measurement` ``value is None``.
 
-The pool is driven through its target (:class:`~kvpool.conformance.engine.target.Target`),
+The pool is driven through its target (:class:`~kvpool.conformance.machines.pool.target.Target`),
 so the probes run on anything ``kvpool conform`` can check. The target is built with the
 ``seed`` profile, refusals read either way (:data:`LISTENING`); no probe reads what the
 profile says, only what the pool does.
@@ -34,8 +34,8 @@ from kvpool.spec.actions import ALL_ACTIONS
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.keys import hash_of
 
-from ..engine.refusal import RefusedByReturn
-from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
+from ..machines.pool.refusal import RefusedByReturn
+from ..machines.pool.target import EVICT_FIRST, TAKES, Target, TargetFactory
 
 #: Knob value: a bool, or the set of operations the pool offers.
 Value = bool | frozenset[str]

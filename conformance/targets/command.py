@@ -8,7 +8,7 @@ from kvpool.spec import PROFILES, PoolConfig, get_profile
 from rich.console import Console
 from rich.table import Table
 
-from ..engine.target import EVICT_FIRST
+from ..machines.pool.target import EVICT_FIRST
 from .actions_table import ActionsTable, Described
 from .description import Form, TargetDescription
 from .errors import TargetLoadError
@@ -186,8 +186,8 @@ def _listed(entry: EngineEntry) -> tuple[str, ...]:
 
 
 def _print_vllm_offers(console: Console) -> None:
-    from .vllm.entry import ENTRY as VLLM
-    from .vllm.manager_loading import manager_offer
+    from ..engines.vllm.entry import ENTRY as VLLM
+    from ..engines.vllm.manager_loading import manager_offer
 
     offers = Table(title="vLLM releases in the cache: --manager vllm", show_header=False)
     offers.add_column("release", no_wrap=True)

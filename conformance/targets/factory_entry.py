@@ -20,8 +20,8 @@ from typing import Any
 
 from kvpool.spec import PoolConfig, Profile
 
-from ..engine.target import Target, TargetFactory
-from ..manager.target import ManagerTargetFactory
+from ..machines.pool.target import Target, TargetFactory
+from ..machines.requests.target import ManagerTargetFactory
 from .description import Form, TargetDescription
 from .errors import TargetLoadError
 from .registry import EngineEntry
@@ -101,7 +101,7 @@ class FactoryEntry(EngineEntry):
                 "add the missing parameters (or **kwargs) to its signature, or give it a "
                 "config parameter to build a Target yourself"
             )
-        from .vllm_api.adapter import VllmApiTarget
+        from ..engines.vllm_api.adapter import VllmApiTarget
 
         def wrapped(config: PoolConfig, profile: Profile) -> Target:
             return VllmApiTarget(factory, config, profile, name=spec)

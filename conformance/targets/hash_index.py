@@ -21,7 +21,7 @@ from typing import Any
 
 from kvpool.spec.keys import make_key
 
-from ..engine.target import Index
+from ..machines.pool.target import Index
 
 
 class UnknownLayout(Exception):

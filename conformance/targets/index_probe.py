@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ..engine.target import Lookups
+from ..machines.pool.target import Lookups
 
 #: key -> the block the pool's lookup returns for it (``None``: a miss).
 Lookup = Callable[[bytes], int | None]

@@ -8,9 +8,9 @@ What each engine loads is its registry entry's business (:mod:`.registry`).
 
 from __future__ import annotations
 
-from ..engine.target import TargetFactory
 from ..hooks import manager_factory_problems
-from ..manager.target import ManagerTargetFactory
+from ..machines.pool.target import TargetFactory
+from ..machines.requests.target import ManagerTargetFactory
 from .description import Form, TargetDescription
 from .errors import TargetLoadError, TargetUsageError
 from .factory_entry import FACTORY

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from kvpool.spec import Profile
 
-from ..manager.target import RequestSetup
+from ..machines.requests.target import RequestSetup
 
 Release = TypeVar("Release")
 Built = TypeVar("Built")

@@ -22,8 +22,8 @@ from importlib import metadata
 from types import MappingProxyType
 from typing import Any
 
-from ..engine.target import TargetFactory
-from ..manager.target import ManagerTargetFactory
+from ..machines.pool.target import TargetFactory
+from ..machines.requests.target import ManagerTargetFactory
 from .description import Form, TargetDescription, read_target_text
 from .errors import TargetLoadError, TargetUsageError
 

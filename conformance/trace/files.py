@@ -168,7 +168,7 @@ def parse_trace(data: Json, name: str = "trace") -> Trace:
 def _check_machine(meta: TraceMeta, actions: list[Any], name: str) -> None:
     from kvpool.spec import Action, PoolConfig
 
-    from ..manager.target import RequestSetup
+    from ..machines.requests.target import RequestSetup
 
     pool = meta.machine == "pool"
     if pool != isinstance(meta.config, PoolConfig) or (

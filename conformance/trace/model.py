@@ -8,7 +8,7 @@ from typing import Any, Union
 from kvpool.spec import ALL_ACTIONS, PoolConfig
 from kvpool.spec.manager import REQUEST_ACTIONS
 
-from ..manager.target import RequestSetup
+from ..machines.requests.target import RequestSetup
 
 #: Any action a trace may hold: a pool action or a request action.
 AnyAction = Union[tuple(ALL_ACTIONS + REQUEST_ACTIONS)]  # type: ignore[valid-type]  # noqa: UP007

@@ -14,15 +14,15 @@ from kvpool.spec import (
 )
 from kvpool.spec.manager import ManagerResult, ManagerState, manager_step
 
-from ..engine.fault import fault_of
-from ..engine.levels import level_for
-from ..engine.lockstep import LockstepRun, Nonconformance, RunRecord, plan_ahead
-from ..engine.surface import SurfaceMismatch
-from ..manager.manager_run import ManagerRun
-from ..manager.pool_run import PoolRequestRun
-from ..manager.property_run import PropertyRun
-from ..manager.runner import manager_builder, pool_builder
-from ..manager.target import RequestSetup
+from ..machines.pool.fault import fault_of
+from ..machines.pool.levels import level_for
+from ..machines.pool.lockstep import LockstepRun, Nonconformance, RunRecord, plan_ahead
+from ..machines.pool.surface import SurfaceMismatch
+from ..machines.requests.manager_run import ManagerRun
+from ..machines.requests.pool_run import PoolRequestRun
+from ..machines.requests.property_run import PropertyRun
+from ..machines.requests.runner import manager_builder, pool_builder
+from ..machines.requests.target import RequestSetup
 from ..targets.loading import load_manager, load_target
 from .model import Trace, TraceMeta, TraceStep
 from .outcomes import outcome_json, state_json
@@ -46,7 +46,7 @@ def record(
     :func:`.trust.choose` picked (``replay_trace`` does)."""
     meta = trace.meta
     if meta.versus is not None:  # a diff trace: pool A against pool B
-        from ..diff.record import record_pair
+        from ..tools.diff.record import record_pair
 
         return record_pair(trace, target, versus)
     if meta.machine == "pool":

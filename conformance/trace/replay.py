@@ -62,9 +62,7 @@ def replay_trace(
 
     def recorded_divergence() -> tuple[Trace, int | None, str | None]:
         try:
-            recorded = record(
-                trace, chosen.target, chosen.manager, chosen.versus, chosen.profile
-            )
+            recorded = record(trace, chosen.target, chosen.manager, chosen.versus, chosen.profile)
         except BuildDiverged as exc:  # step 0: the target as it was built
             return trace, 0, str(exc)
         return (recorded, *_first_divergence(recorded))

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from ..engine.surface import SurfaceMismatch
+from ..machines.pool.surface import SurfaceMismatch
 from ..targets.description import TargetDescription
 from ..targets.loading import TargetLoadError
 from ..targets.options import MANAGER, TARGET, text_of
@@ -58,10 +58,10 @@ def replay(
     from .trust import NamedInFile
 
     console = Console()
-    from ..engine_machine.trace_file import SUFFIX as ENGINE_SUFFIX
+    from ..machines.engine.trace_file import SUFFIX as ENGINE_SUFFIX
 
     if trace_file.endswith(ENGINE_SUFFIX):  # the engine machine's: its engine replays it
-        from ..engine_machine.command import replay_engine_file
+        from ..machines.engine.command import replay_engine_file
 
         replay_engine_file(console, Path(trace_file), text_of(target))
         return

@@ -27,10 +27,10 @@ def show_trace(trace_file: str, fmt: str) -> None:
     from .files import TraceFileError, read_trace
 
     console = Console()
-    from ..engine_machine.trace_file import SUFFIX as ENGINE_SUFFIX
+    from ..machines.engine.trace_file import SUFFIX as ENGINE_SUFFIX
 
     if trace_file.endswith(ENGINE_SUFFIX):  # the engine machine's: its actions, as recorded
-        from ..engine_machine.command import show_engine_file
+        from ..machines.engine.command import show_engine_file
 
         show_engine_file(console, Path(trace_file))
         return

@@ -27,10 +27,10 @@ from kvpool.spec import Action, PoolConfig, get_profile
 from rich.console import Console
 from rich.table import Table
 
-from ..engine.levels import level_for
-from ..engine.lockstep import replay
-from ..engine.runner import run_level
-from ..engine.target import TargetFactory
+from ..machines.pool.levels import level_for
+from ..machines.pool.lockstep import replay
+from ..machines.pool.runner import run_level
+from ..machines.pool.target import TargetFactory
 from ..targets.loading import load_target
 from ..trace.model import Trace
 from .entry import WireFactory
@@ -76,7 +76,7 @@ def time_side(factory: TargetFactory, examples: int, seed: int) -> tuple[int, fl
 
 def seed_vectors() -> list[Trace]:
     """The seed profile's test vectors, generated (as ``kvpool vectors`` writes them)."""
-    from ..vectors.generate import corpus
+    from ..tools.vectors.generate import corpus
 
     return [trace for name, trace in corpus() if name.startswith("seed/")]
 

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ..bounds import MAX_WIRE_LINE_BYTES
-from ..engine.surface import SurfaceMismatch
+from ..machines.pool.surface import SurfaceMismatch
 
 #: Writes a message as one compact line (built once: ``json.dumps`` with options builds an
 #: encoder per call).

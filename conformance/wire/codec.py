@@ -21,8 +21,8 @@ from typing import Any, Union, get_args, get_origin
 
 from kvpool.spec import Action, Event, Observation
 
-from ..engine import operations
-from ..engine.target import PoolView
+from ..machines.pool import operations
+from ..machines.pool.target import PoolView
 from ..trace.itf import ItfError, Json, encode, hints_of
 from ..trace.outcomes import result_json, variant
 from .compiled import decode_fast, encode_fast

@@ -15,8 +15,8 @@ from kvpool.spec import PROFILES, PoolConfig, Profile
 from kvpool.spec.manager import ManagerConfig
 
 from ..bounds import WIRE_REPLY_TIMEOUT
-from ..engine.target import Target, TargetFactory
-from ..manager.target import ManagerTargetFactory, RequestSetup
+from ..machines.pool.target import Target, TargetFactory
+from ..machines.requests.target import ManagerTargetFactory, RequestSetup
 from ..targets.description import Form, TargetDescription
 from ..targets.errors import TargetLoadError, TargetUsageError
 from ..targets.registry import EngineEntry, ProfileChoice

@@ -28,8 +28,8 @@ from kvpool.spec.manager import (
     Scheduled,
 )
 
-from ..engine.target import PoolView
-from ..manager.target import ManagerTarget, RequestSetup
+from ..machines.pool.target import PoolView
+from ..machines.requests.target import ManagerTarget, RequestSetup
 from ..trace.itf import Json, decode, encode
 from .codec import Refusal
 from .session import Session

@@ -20,8 +20,8 @@ from typing import Any, Union, get_args, get_origin
 
 from kvpool.spec import Action, PoolConfig
 
-from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
-from ..manager.target import RequestSetup
+from ..machines.pool.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..machines.requests.target import RequestSetup
 from ..trace.itf import hints_of
 from .codec import NOTHING, REFUSED, RESULT_TYPES, RETURNED, pool_actions, view_fields
 from .manager import MANAGER_METHODS, MANAGER_OFFERS, signature

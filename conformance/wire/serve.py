@@ -19,8 +19,8 @@ from typing import Any, TextIO
 
 from kvpool.spec import PoolConfig, get_profile
 
-from ..engine.target import EVICT_FIRST, TAKES, Target, TargetFactory
-from ..manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
+from ..machines.pool.target import EVICT_FIRST, TAKES, Target, TargetFactory
+from ..machines.requests.target import ManagerTarget, ManagerTargetFactory, RequestSetup
 from ..trace.itf import ItfError, decode, hints_of
 from .child import LINE
 from .codec import (

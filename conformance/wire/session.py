@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 from kvpool.spec import Action, Observation, PoolConfig
 
-from ..engine.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
-from ..manager.target import RequestSetup
+from ..machines.pool.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
+from ..machines.requests.target import RequestSetup
 from ..trace.itf import ItfError, Json, encode
 from .child import Child, WireError
 from .codec import (

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 
-from ..engine.refusal import RefusedByReturn
-from ..engine.target import PoolView
+from ..machines.pool.refusal import RefusedByReturn
+from ..machines.pool.target import PoolView
 from .codec import Refusal, optional_arguments_set
 from .session import Session, Step
 

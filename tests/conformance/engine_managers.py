@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord
-from kvpool.conformance.manager.property_run import PropertyRun
-from kvpool.conformance.manager.target import RequestSetup
+from kvpool.conformance.machines.pool.lockstep import Nonconformance, RunRecord
+from kvpool.conformance.machines.requests.property_run import PropertyRun
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.conformance.targets.loading import load_manager
 from kvpool.conformance.targets.manager_factory import ReleaseManagerFactory
 from kvpool.spec import SEED

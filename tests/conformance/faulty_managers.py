@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from kvpool.conformance.engine.target import PoolView
-from kvpool.conformance.manager.target import RequestSetup
-from kvpool.conformance.targets.impl_manager import ManagerApiTarget, build_impl_manager
+from kvpool.conformance.engines.builtin.impl_manager import ManagerApiTarget, build_impl_manager
+from kvpool.conformance.machines.pool.target import PoolView
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.impl import BlockPool, KVCacheBlock, KVCacheManager
 from kvpool.impl.events import BlockRemoved, KVCacheEvent
 from kvpool.impl.hashing import generate_block_hash_extra_keys

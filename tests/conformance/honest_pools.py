@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from kvpool.conformance.targets.spec_target import SpecTarget
+from kvpool.conformance.engines.builtin.spec_target import SpecTarget
 from kvpool.spec import Action, GetNumFreeBlocks, Observation
 from tiny_pool import Block, TinyPool  # pytest puts this folder on sys.path
 

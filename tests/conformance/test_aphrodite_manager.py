@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.engine.runner import LevelResult
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import ManagerTargetFactory
-from kvpool.conformance.targets.aphrodite.entry import ENTRY, KNOWN
+from kvpool.conformance.engines.aphrodite.entry import ENTRY, KNOWN
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.isolation import load_release
+from kvpool.conformance.engines.vllm.manager_api import ManagerApi, manager_api
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.pool.runner import LevelResult
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, choose_profile, load_manager
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.isolation import load_release
-from kvpool.conformance.targets.vllm.manager_api import ManagerApi, manager_api
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.spec.profile import get_profile
 from manager_faults import FAULTS  # on sys.path via pytest
 
@@ -79,8 +79,8 @@ def test_the_release_manager_runs_named_after_its_engine(release: Path) -> None:
 
 
 def test_the_manager_reaches_no_placeholder_but_the_request_status(release: Path) -> None:
-    from kvpool.conformance.targets.vllm.manager_target import manager_factory
-    from kvpool.conformance.targets.vllm.target import describe_release
+    from kvpool.conformance.engines.vllm.manager_target import manager_factory
+    from kvpool.conformance.engines.vllm.target import describe_release
 
     loaded = load_release(release, KNOWN, manager=True, package="aphrodite")
     api = describe_release(loaded).api()

@@ -10,8 +10,8 @@ from typing import Any
 import click
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.bench import command, measure, programs
-from kvpool.conformance.bench.measure import Contender
+from kvpool.conformance.tools.bench import command, measure, programs
+from kvpool.conformance.tools.bench.measure import Contender
 from kvpool.impl import BlockPool
 
 
@@ -103,7 +103,7 @@ def test_json_report_structure(monkeypatch: Any) -> None:
 
 
 def test_compiled_build_is_verified_and_timed_beside_ours(monkeypatch: Any) -> None:
-    from kvpool.conformance.bench import compiled
+    from kvpool.conformance.tools.bench import compiled
 
     try:
         compiled.build()
@@ -199,7 +199,7 @@ def test_the_lookup_floor_looks_up_what_the_pool_looks_up_and_hits_where_it_hits
 
 
 def test_the_floor_pool_hands_out_what_ours_does_on_its_workloads() -> None:
-    from kvpool.conformance.bench import floor
+    from kvpool.conformance.tools.bench import floor
 
     for workload in floor.FLOOR_WORKLOADS:
         for size in (64, 300):
@@ -208,7 +208,7 @@ def test_the_floor_pool_hands_out_what_ours_does_on_its_workloads() -> None:
 
 
 def test_a_floor_pool_that_forgets_the_lru_order_is_refused() -> None:
-    from kvpool.conformance.bench import floor
+    from kvpool.conformance.tools.bench import floor
 
     class Forgetful(floor.FloorPool):
         """Puts keyed blocks at the front too: the next allocation evicts a hit."""
@@ -226,7 +226,7 @@ def test_a_floor_pool_that_forgets_the_lru_order_is_refused() -> None:
 
 
 def test_floor_comparison_reports_every_contender_against_vllms() -> None:
-    from kvpool.conformance.bench import floor
+    from kvpool.conformance.tools.bench import floor
 
     pools = [measure.ours(), measure.ours(), floor.floor_contender()]
     pools[1] = Contender("stand-in", pools[1].make_pool, pools[1].make_request)
@@ -237,7 +237,7 @@ def test_floor_comparison_reports_every_contender_against_vllms() -> None:
 
 
 def test_the_lookup_split_times_the_prefix_hit_lookups_apart_from_the_rest() -> None:
-    from kvpool.conformance.bench import floor
+    from kvpool.conformance.tools.bench import floor
 
     pools = [measure.ours(), measure.ours(), floor.floor_contender()]
     pools[1] = Contender("stand-in", pools[1].make_pool, pools[1].make_request)
@@ -254,7 +254,7 @@ def test_the_lookup_split_times_the_prefix_hit_lookups_apart_from_the_rest() -> 
 
 
 def test_the_lookup_split_refuses_a_pool_that_misses_a_cached_block() -> None:
-    from kvpool.conformance.bench import floor
+    from kvpool.conformance.tools.bench import floor
 
     class Missing(floor.FloorPool):
         """Answers every lookup with a miss: the lookups alone disagree with ours."""
@@ -268,7 +268,7 @@ def test_the_lookup_split_refuses_a_pool_that_misses_a_cached_block() -> None:
 
 
 def test_the_instruction_count_harness_makes_the_timed_calls() -> None:
-    from kvpool.conformance.bench import instructions
+    from kvpool.conformance.tools.bench import instructions
 
     prog = programs.build("cache-full", 200, 300)
     made: list[str] = []

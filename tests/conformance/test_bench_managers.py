@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.bench import command, managers
-from kvpool.conformance.bench.managers import HashFunction, ManagerContender
-from kvpool.conformance.manager.target import ManagerTarget, RequestSetup
-from kvpool.conformance.targets.impl_manager import ManagerApiTarget, build_impl_manager
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.engines.builtin.impl_manager import ManagerApiTarget, build_impl_manager
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.machines.requests.target import ManagerTarget, RequestSetup
+from kvpool.conformance.tools.bench import command, managers
+from kvpool.conformance.tools.bench.managers import HashFunction, ManagerContender
 from kvpool.impl import KVCacheManager
 from kvpool.impl.hashing import sha256_hash
 from kvpool.spec import get_profile

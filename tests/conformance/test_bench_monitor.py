@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.bench import monitor
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.bench_record import BenchRecordError
-from kvpool.conformance.reference.monitor_record import SCHEMA, monitor_table, parse
-from kvpool.conformance.stream.watch import StreamWatch
+from kvpool.conformance.tools.bench import monitor
+from kvpool.conformance.tools.reference.bench_record import BenchRecordError
+from kvpool.conformance.tools.reference.monitor_record import SCHEMA, monitor_table, parse
+from kvpool.conformance.tools.stream.watch import StreamWatch
 
 
 def test_the_recording_holds_its_keys_through_the_timed_part() -> None:

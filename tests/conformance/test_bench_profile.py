@@ -1,11 +1,11 @@
-"""python -m kvpool.conformance.bench.profile: the shares of our manager's time."""
+"""python -m kvpool.conformance.tools.bench.profile: the shares of our manager's time."""
 
 from __future__ import annotations
 
 import pstats
 
 import pytest
-from kvpool.conformance.bench import profile
+from kvpool.conformance.tools.bench import profile
 
 
 def test_the_shares_name_where_the_steps_spent_their_time() -> None:

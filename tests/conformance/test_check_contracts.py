@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.contracts import (
+from kvpool.conformance.machines.pool.contracts import (
     SPEC_BUG,
     ContractBroken,
     checked_step,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kvpool.conformance.engine.choices import RandomChoices, expanded
+from kvpool.conformance.search.choices import RandomChoices, expanded
 
 weights = st.lists(
     st.tuples(st.sampled_from("abcdefg"), st.integers(0, 6)), min_size=1, max_size=8

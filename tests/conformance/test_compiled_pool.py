@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.bench import compiled
+from kvpool.conformance.tools.bench import compiled
 from kvpool.conformance.usage import EXIT_FINDING, EXIT_PASS
 
 TARGET = f"{compiled.PACKAGE}.block_pool:BlockPool"

@@ -151,7 +151,7 @@ def test_several_distinct_findings_are_collected_each_with_its_trace(tmp_path: P
     assert "FAIL (3)" in result.output and "(finding 3 of 3)" in result.output
     traces = sorted(tmp_path.glob("*.itf.json"))
     assert len(traces) == 3
-    from kvpool.conformance.engine.signature import signature
+    from kvpool.conformance.machines.pool.signature import signature
     from kvpool.conformance.trace.files import read_trace
 
     kinds = {signature(read_trace(t).meta.message) for t in traces}

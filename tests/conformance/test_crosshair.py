@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from click.testing import CliRunner
-from kvpool.conformance.crosshair.command import (
+from kvpool.conformance.tools.crosshair.command import (
     CURATED,
     check_target,
     crosshair,

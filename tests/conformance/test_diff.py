@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.diff.command import diff
-from kvpool.conformance.diff.common import label
-from kvpool.conformance.diff.loading import load_pair
-from kvpool.conformance.diff.pair import Difference, PairRun, replay
-from kvpool.conformance.diff.renaming import Renaming
-from kvpool.conformance.diff.run import DiffResult, run_diff
-from kvpool.conformance.engine.levels import ORDER, SAFETY, Level
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.targets.spec_target import SpecTarget
+from kvpool.conformance.engines.builtin.spec_target import SpecTarget
+from kvpool.conformance.machines.pool.levels import ORDER, SAFETY, Level
+from kvpool.conformance.machines.pool.signature import signature
+from kvpool.conformance.tools.diff.command import diff
+from kvpool.conformance.tools.diff.common import label
+from kvpool.conformance.tools.diff.loading import load_pair
+from kvpool.conformance.tools.diff.pair import Difference, PairRun, replay
+from kvpool.conformance.tools.diff.renaming import Renaming
+from kvpool.conformance.tools.diff.run import DiffResult, run_diff
 from kvpool.conformance.trace.files import TraceFileError, dumps, parse_trace, read_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
 from kvpool.conformance.trace.replay import replay_file

@@ -7,13 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.diff.compare import compare_results, compare_views
-from kvpool.conformance.diff.loading import load_pair
-from kvpool.conformance.diff.pair import Difference, PairRun
-from kvpool.conformance.diff.renaming import Renaming
-from kvpool.conformance.engine.levels import ORDER
-from kvpool.conformance.engine.target import PoolView
-from kvpool.conformance.targets.spec_target import SpecTarget
+from kvpool.conformance.engines.builtin.spec_target import SpecTarget
+from kvpool.conformance.machines.pool.levels import ORDER
+from kvpool.conformance.machines.pool.target import PoolView
+from kvpool.conformance.tools.diff.compare import compare_results, compare_views
+from kvpool.conformance.tools.diff.loading import load_pair
+from kvpool.conformance.tools.diff.pair import Difference, PairRun
+from kvpool.conformance.tools.diff.renaming import Renaming
 from kvpool.spec import (
     BlockRemoved,
     FreeBlocks,

@@ -10,11 +10,11 @@ error, a loader bug, fails.
 from __future__ import annotations
 
 import pytest
-from kvpool.conformance.diff.loading import Pair, load_pair
-from kvpool.conformance.diff.run import DiffResult, run_diff
-from kvpool.conformance.engine.levels import ORDER, SAFETY, Level
-from kvpool.conformance.engine.signature import signature
+from kvpool.conformance.machines.pool.levels import ORDER, SAFETY, Level
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import TargetLoadError
+from kvpool.conformance.tools.diff.loading import Pair, load_pair
+from kvpool.conformance.tools.diff.run import DiffResult, run_diff
 from kvpool.spec import CacheFullBlocks, FreeBlocks, GetNewBlocks
 
 

@@ -12,20 +12,20 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance import api
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.lockstep import RunRecord
-from kvpool.conformance.engine.runner import LevelResult
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.engine_machine.actions import Abort, Arrive, RunStep
-from kvpool.conformance.engine_machine.command import replay as replay_command
-from kvpool.conformance.engine_machine.driver import driver_problems
-from kvpool.conformance.engine_machine.engine_run import EngineRun
-from kvpool.conformance.engine_machine.runner import replay_engine, run_engine
-from kvpool.conformance.engine_machine.trace_file import (
+from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
+from kvpool.conformance.machines.engine.command import replay as replay_command
+from kvpool.conformance.machines.engine.driver import driver_problems
+from kvpool.conformance.machines.engine.engine_run import EngineRun
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.engine.trace_file import (
     EngineTrace,
     read_engine_trace,
     replay_engine_trace,
     write_engine_trace,
 )
+from kvpool.conformance.machines.pool.lockstep import RunRecord
+from kvpool.conformance.machines.pool.runner import LevelResult
+from kvpool.conformance.machines.pool.signature import signature
 from toy_driver import ToyDriver  # pytest puts this folder on sys.path
 from toy_faults import CAUGHT_BY
 

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from faulty_event_pools import BREAKS  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.levels import level_for
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.signature import signature
+from kvpool.conformance.machines.pool.levels import level_for
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.trace.files import TraceFileError, dumps, parse_trace, read_trace
 from kvpool.spec import SEED
@@ -124,7 +124,11 @@ def test_a_pool_without_events_is_told_so() -> None:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_request_machine_judges_the_managers_pool_calls(seed: int) -> None:
     """The spec's manager drives the pool; its pool calls' events go to the consumer."""
-    from kvpool.conformance.manager.runner import events_on_pool, pool_builder, run_requests
+    from kvpool.conformance.machines.requests.runner import (
+        events_on_pool,
+        pool_builder,
+        run_requests,
+    )
 
     factory, _ = load_target("faulty_event_pools:NamesUnknownParent")
     result = run_requests(
@@ -144,7 +148,7 @@ def test_the_request_machine_judges_the_managers_pool_calls(seed: int) -> None:
 def test_caching_calls_are_drawn_as_a_manager_makes_them() -> None:
     """The events level's caller: the block before the new ones cached under the request's
     hash, a request's blocks distinct; anything else is left undrawn."""
-    from kvpool.conformance.events.caller import manager_could_call
+    from kvpool.conformance.machines.events.caller import manager_could_call
     from kvpool.spec import (
         CacheFullBlocks,
         CachePartialBlock,

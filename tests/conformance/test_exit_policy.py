@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance import cli, exits
 from kvpool.conformance.cli import COMMANDS, main
-from kvpool.conformance.engine import operations
-from kvpool.conformance.reference.fragments import expand
-from kvpool.conformance.vectors import runner
+from kvpool.conformance.machines.pool import operations
+from kvpool.conformance.tools.reference.fragments import expand
+from kvpool.conformance.tools.vectors import runner
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -147,7 +147,7 @@ def harness_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[int,
 
 def crosshair_tool_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[int, str]:
     pytest.importorskip("crosshair")
-    from kvpool.conformance.crosshair import command
+    from kvpool.conformance.tools.crosshair import command
 
     def check_targets(chosen: list[str], *_: object) -> list[command.CheckResult]:
         return [command.CheckResult(t, error="crosshair crashed (planted)") for t in chosen]
@@ -190,8 +190,8 @@ SLOW_OR_NETWORK = "a live stream over ZMQ or a network namespace; its exit paths
 
 def table() -> dict[str, dict[str, Cell]]:
     """Every command's row (the standalone vectors runner's too)."""
+    from kvpool.conformance.tools.vectors import check
     from kvpool.conformance.trace import record
-    from kvpool.conformance.vectors import check
 
     rows: dict[str, dict[str, Cell]] = {
         "conform": {
@@ -231,7 +231,7 @@ def table() -> dict[str, dict[str, Cell]]:
             ),
             "undecided": NotApplicable(DECIDES),
         },
-        "vectors runner": {  # python -m kvpool.conformance.vectors.runner
+        "vectors runner": {  # python -m kvpool.conformance.tools.vectors.runner
             **{
                 case: Run(standalone(str(VECTORS), "--pool", pool), exits.EXIT_FINDING)
                 for case, pool in POOLS.items()
@@ -451,7 +451,7 @@ def test_help_loads_neither_the_spec_nor_hypothesis_nor_rich() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('hypothesis', 'rich')"
-        " or m.startswith(('kvpool.spec', 'kvpool.impl', 'kvpool.conformance.engine')))\n"
+        " or m.startswith(('kvpool.spec', 'kvpool.impl', 'kvpool.conformance.machines.pool')))\n"
         "print('HEAVY', heavy)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -537,8 +537,8 @@ def test_the_targets_own_keyboard_interrupt_is_a_finding_not_an_interruption(
 
 def test_the_spec_self_check_fails_a_broken_spec_under_python_O() -> None:
     code = (
-        "from kvpool.conformance.engine import lockstep\n"
-        "from kvpool.conformance.engine.levels import SAFETY\n"
+        "from kvpool.conformance.machines.pool import lockstep\n"
+        "from kvpool.conformance.machines.pool.levels import SAFETY\n"
         "from kvpool.conformance.targets.loading import load_target\n"
         "from kvpool.spec import SEED, PoolConfig\n"
         "lockstep.broken_invariants = lambda state: ['planted']\n"
@@ -585,8 +585,8 @@ def test_a_malformed_engine_entry_is_named_and_does_not_break_the_others(
 
 
 def _refusing_run() -> object:
-    from kvpool.conformance.engine.levels import ROBUSTNESS
-    from kvpool.conformance.engine.lockstep import LockstepRun
+    from kvpool.conformance.machines.pool.levels import ROBUSTNESS
+    from kvpool.conformance.machines.pool.lockstep import LockstepRun
     from kvpool.conformance.targets.loading import load_target
     from kvpool.spec import SEED, PoolConfig
 
@@ -604,7 +604,7 @@ def test_the_targets_own_refusal_counts() -> None:
 def test_kvpools_own_exception_is_never_counted_as_a_refusal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+    from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
     from kvpool.spec import FreeBlocks, get_profile
 
     run = _refusing_run()
@@ -637,7 +637,7 @@ def test_the_runners_own_exception_is_never_counted_as_a_refusal(
 
 def test_whose_code_raised_is_read_from_the_traceback() -> None:
     from kvpool.conformance.ending import raised_by_target
-    from kvpool.conformance.vectors.runner import read_vector
+    from kvpool.conformance.tools.vectors.runner import read_vector
     from kvpool.spec import get_profile
 
     def caught(call: Callable[[], object]) -> BaseException:

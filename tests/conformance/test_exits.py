@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine import operations
-from kvpool.conformance.engine.fault import fault_of
-from kvpool.conformance.engine.levels import SAFETY
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.surface import SurfaceMismatch
-from kvpool.conformance.engine.target import Target
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool import operations
+from kvpool.conformance.machines.pool.fault import fault_of
+from kvpool.conformance.machines.pool.levels import SAFETY
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.surface import SurfaceMismatch
+from kvpool.conformance.machines.pool.target import Target
 from kvpool.conformance.usage import EXIT_BUG, EXIT_FINDING, EXIT_USAGE
 from kvpool.spec import GetNewBlocks, PoolConfig, Profile, violation
 from kvpool.spec.profile import SEED

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.expectations import ExpectationsError, read_expectations
+from kvpool.conformance.machines.pool.expectations import ExpectationsError, read_expectations
 from kvpool.conformance.usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE
 
 HERE = Path(__file__).parent

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
-from kvpool.conformance.targets.vllm_api.features import FEATURES, inferred_lines
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.engines.vllm_api.features import FEATURES, inferred_lines
 from kvpool.impl import BlockPool
 from kvpool.spec import SEED, PoolConfig
 

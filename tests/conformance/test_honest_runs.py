@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner, Result
 from honest_pools import OnlyAWrongFreeCount  # pytest puts this folder on sys.path
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.compare import compare_views
-from kvpool.conformance.engine.levels import ORDER, SAFETY
-from kvpool.conformance.engine.lockstep import RunRecord
-from kvpool.conformance.engine.runner import LevelResult, run_level
+from kvpool.conformance.engines.builtin.spec_target import view_of
+from kvpool.conformance.machines.pool.compare import compare_views
+from kvpool.conformance.machines.pool.levels import ORDER, SAFETY
+from kvpool.conformance.machines.pool.lockstep import RunRecord
+from kvpool.conformance.machines.pool.runner import LevelResult, run_level
 from kvpool.conformance.targets.loading import load_target
-from kvpool.conformance.targets.spec_target import view_of
 from kvpool.spec import SEED, PoolConfig, Profile, get_profile, initial_state
 from kvpool.spec.profile import PROFILES
 
@@ -262,7 +262,7 @@ def test_the_seeded_search_on_a_conforming_pool_counts_its_test_cases() -> None:
 def test_a_passing_run_under_its_floor_exits_3(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rejections are not the only way to fall short: Hypothesis also drops test cases that
     run out of choices, and a case that ran no action checked nothing."""
-    from kvpool.conformance import conform_run
+    from kvpool.conformance.tools.conform import run as conform_run
 
     def starved(*args: object, **kwargs: object) -> LevelResult:
         record = RunRecord(examples=40, valid=3, searched=3, steps=3)

@@ -16,13 +16,13 @@ from kvpool.conformance.hooks import (
     manager_target_problems,
     pool_target_problems,
 )
-from kvpool.conformance.manager.capabilities import Capabilities, declared_by
+from kvpool.conformance.machines.requests.capabilities import Capabilities, declared_by
 from kvpool.conformance.usage import EXIT_USAGE
 
 MODULE = textwrap.dedent(
-    '''
-    from kvpool.conformance.targets.builtin import impl_manager, impl_target
-    from kvpool.conformance.targets.impl_manager import ManagerApiTarget
+    """
+    from kvpool.conformance.engines.builtin.entries import impl_manager, impl_target
+    from kvpool.conformance.engines.builtin.impl_manager import ManagerApiTarget
 
 
     class MisspeltManager(ManagerApiTarget):
@@ -60,7 +60,7 @@ MODULE = textwrap.dedent(
         target = Versioned(impl_target(config, profile))
         target.take = lambda action: True  # meant: takes
         return target
-    '''
+    """
 )
 
 
@@ -106,8 +106,8 @@ def test_a_pool_target_with_a_wrong_hook_is_refused_naming_it(factory: str, name
 
 
 def test_the_built_in_impl_manager_and_pool_pass_the_hook_check() -> None:
-    from kvpool.conformance.manager.target import RequestSetup
-    from kvpool.conformance.targets.builtin import impl_manager, impl_target
+    from kvpool.conformance.engines.builtin.entries import impl_manager, impl_target
+    from kvpool.conformance.machines.requests.target import RequestSetup
     from kvpool.spec import PoolConfig, get_profile
     from kvpool.spec.manager import ManagerConfig
 
@@ -154,7 +154,7 @@ def test_the_property_checker_reads_declared_capabilities_in_one_place() -> None
 
 
 def test_the_property_checker_names_no_engine() -> None:
-    from kvpool.conformance.manager import checks
+    from kvpool.conformance.machines.requests import checks
 
     source = Path(checks.__file__).read_text(encoding="utf-8").lower()
     engines = ("vllm", "sglang", "lmdeploy", "nano", "mlx", "aphrodite", "dynamo", "tensorrt")

@@ -144,7 +144,7 @@ def _path_through(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 def test_no_import_cycle_inside_the_package() -> None:
     graph = import_graph(ROOT)
     assert len(graph) > 150  # the whole package was read, not an empty folder
-    assert f"{PACKAGE}.engine.lockstep" in graph[f"{PACKAGE}.engine.runner"]
+    assert f"{PACKAGE}.machines.pool.lockstep" in graph[f"{PACKAGE}.machines.pool.runner"]
     found = cycles(graph)
     assert found == [], "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
@@ -154,14 +154,14 @@ def test_a_deferred_import_that_closes_a_circle_is_caught(tmp_path: Path) -> Non
     function (as the removed ``diff/record`` <-> ``trace/record`` circle was)."""
     copy = tmp_path / "conformance"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    levels = copy / "engine" / "levels.py"
+    levels = copy / "machines" / "pool" / "levels.py"
     levels.write_text(
-        levels.read_text() + "\n\ndef _planted() -> None:\n    from ..cli import main\n"
+        levels.read_text() + "\n\ndef _planted() -> None:\n    from ...cli import main\n"
     )
     found = cycles(import_graph(copy))
     assert len(found) == 1, found
     assert found[0][0] == found[0][-1]
-    assert {f"{PACKAGE}.engine.levels", f"{PACKAGE}.cli"} <= set(found[0])
+    assert {f"{PACKAGE}.machines.pool.levels", f"{PACKAGE}.cli"} <= set(found[0])
 
 
 def test_a_command_registered_by_name_counts_as_an_import(tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 from index_faults import FAULTS, HiddenIndex, planted_vllm_tree  # on sys.path via pytest
-from kvpool.conformance.engine.levels import ORDER, SAFETY
-from kvpool.conformance.engine.runner import LevelResult, run_level
-from kvpool.conformance.engine.target import Target
+from kvpool.conformance.engines.vllm.distribution import cached_release
+from kvpool.conformance.engines.vllm.entry import load_vllm
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool.levels import ORDER, SAFETY
+from kvpool.conformance.machines.pool.runner import LevelResult, run_level
+from kvpool.conformance.machines.pool.target import Target
 from kvpool.conformance.targets.loading import choose_profile, described
-from kvpool.conformance.targets.vllm.distribution import cached_release
-from kvpool.conformance.targets.vllm.entry import load_vllm
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
 from kvpool.impl import BlockPool
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.profile import SEED, get_profile

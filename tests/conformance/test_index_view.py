@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from kvpool.conformance.engine import draw
-from kvpool.conformance.engine.choices import RandomChoices
-from kvpool.conformance.engine.compare import compare_lookups
-from kvpool.conformance.engine.levels import ORDER
-from kvpool.conformance.engine.lockstep import replay
+from kvpool.conformance.machines.pool import draw
+from kvpool.conformance.machines.pool.compare import compare_lookups
+from kvpool.conformance.machines.pool.levels import ORDER
+from kvpool.conformance.machines.pool.lockstep import replay
+from kvpool.conformance.search.choices import RandomChoices
 from kvpool.conformance.targets.index_probe import IndexProbe
 from kvpool.conformance.targets.loading import choose_profile, load_target
 from kvpool.spec import (

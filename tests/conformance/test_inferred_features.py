@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.target import EVICT_FIRST
-from kvpool.conformance.targets.vllm_api import detection
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
-from kvpool.conformance.targets.vllm_api.features import FEATURES, FeatureDeclarationError
+from kvpool.conformance.engines.vllm_api import detection
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.engines.vllm_api.features import FEATURES, FeatureDeclarationError
+from kvpool.conformance.machines.pool.target import EVICT_FIRST
 from kvpool.conformance.usage import EXIT_FINDING, EXIT_PASS, EXIT_USAGE
 from kvpool.impl import BlockPool
 from kvpool.spec import SEED, PoolConfig

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from kvpool.conformance.engine import draw
-from kvpool.conformance.engine.choices import RandomChoices
-from kvpool.conformance.engine.invariant_check import FIELDS, READS, broken_since
-from kvpool.conformance.engine.levels import LEVELS
-from kvpool.conformance.engine.machine import next_action
-from kvpool.conformance.engine.operations import POOL_OPERATIONS
+from kvpool.conformance.machines.pool import draw
+from kvpool.conformance.machines.pool.invariant_check import FIELDS, READS, broken_since
+from kvpool.conformance.machines.pool.levels import LEVELS
+from kvpool.conformance.machines.pool.machine import next_action
+from kvpool.conformance.machines.pool.operations import POOL_OPERATIONS
+from kvpool.conformance.search.choices import RandomChoices
 from kvpool.spec import PoolState, broken_invariants, get_profile, initial_state, step, violation
 from kvpool.spec.invariants import INVARIANTS
 

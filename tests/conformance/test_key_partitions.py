@@ -19,12 +19,12 @@ import faulty_managers as fm  # on sys.path via pytest
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.targets.vllm.distribution import cached_release
-from kvpool.conformance.targets.vllm.isolation import load_release
-from kvpool.conformance.targets.vllm.key_partitions import PAIRS, TOKENS, measure_key_attributes
-from kvpool.conformance.targets.vllm.manager_target import extra_keys_taken
+from kvpool.conformance.engines.vllm.distribution import cached_release
+from kvpool.conformance.engines.vllm.isolation import load_release
+from kvpool.conformance.engines.vllm.key_partitions import PAIRS, TOKENS, measure_key_attributes
+from kvpool.conformance.engines.vllm.manager_target import extra_keys_taken
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.trace.itf import decode, encode
 from kvpool.conformance.trace.model import AnyAction
 from kvpool.impl import KVCacheManager
@@ -128,8 +128,8 @@ def test_rules_lists_both_properties() -> None:
 def test_the_spec_manager_keeps_the_attributes_apart_on_our_pool() -> None:
     """The spec's manager, drawn every attribute, over our pool: it passes, and the
     properties judge real hits of requests with attributes."""
-    from kvpool.conformance.manager.pool_run import PoolRequestRun
-    from kvpool.conformance.manager.runner import ON_POOL
+    from kvpool.conformance.machines.requests.pool_run import PoolRequestRun
+    from kvpool.conformance.machines.requests.runner import ON_POOL
     from kvpool.conformance.targets.loading import load_target
 
     factory, _ = load_target("impl")

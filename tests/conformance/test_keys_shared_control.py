@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from engine_managers import first_difference  # (this folder is on sys.path)
-from kvpool.conformance.manager.target import RequestSetup
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.conformance.targets.loading import load_manager
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig
@@ -138,8 +138,8 @@ def _served_then_again(engine: Engine) -> list[object]:
 @pytest.mark.parametrize("name", sorted(ENGINES))
 def test_keys_shared_is_evaluated_and_holds(name: str) -> None:
     engine, factory = _engine(name)
-    from kvpool.conformance.engine.lockstep import RunRecord
-    from kvpool.conformance.manager.property_run import PropertyRun
+    from kvpool.conformance.machines.pool.lockstep import RunRecord
+    from kvpool.conformance.machines.requests.property_run import PropertyRun
     from kvpool.spec import SEED
 
     run = PropertyRun(factory, SEED, engine.setup, RunRecord())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.refusal import RefusedByReturn, refusal
+from kvpool.conformance.machines.pool.refusal import RefusedByReturn, refusal
 from kvpool.spec import SEED, get_profile
 
 PROFILE = """\

@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.api import ManagerConfig, PoolView, RequestSetup
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.lockstep import Nonconformance
-from kvpool.conformance.manager.capabilities import Capabilities
-from kvpool.conformance.manager.checks import RequestChecks
+from kvpool.conformance.machines.pool.lockstep import Nonconformance
+from kvpool.conformance.machines.requests.capabilities import Capabilities
+from kvpool.conformance.machines.requests.checks import RequestChecks
 from kvpool.spec import PoolConfig
 from kvpool.spec.manager import FULL_ATTENTION
 from kvpool.spec.manager import properties as props

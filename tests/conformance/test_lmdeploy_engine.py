@@ -28,24 +28,24 @@ import pytest
 
 pytest.importorskip("numpy", reason="LMDeploy needs numpy: pip install -e '.[lmdeploy]'")
 
-from kvpool.conformance.engine.runner import LevelResult
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.engine.surface import SurfaceMismatch
-from kvpool.conformance.engine_machine import engine_run
-from kvpool.conformance.engine_machine.actions import Abort, Arrive, RunStep
-from kvpool.conformance.engine_machine.driver import (
+from kvpool.conformance.engines.lmdeploy.driver import LmdeployDriver
+from kvpool.conformance.engines.lmdeploy.manager_release import (
+    LmdeployManagerRelease,
+    load_manager_release,
+    load_manager_tree,
+)
+from kvpool.conformance.machines.engine import engine_run
+from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
+from kvpool.conformance.machines.engine.driver import (
     EngineSetup,
     Sampled,
     Submission,
     driver_problems,
 )
-from kvpool.conformance.engine_machine.runner import replay_engine, run_engine
-from kvpool.conformance.targets.lmdeploy.driver import LmdeployDriver
-from kvpool.conformance.targets.lmdeploy.manager_release import (
-    LmdeployManagerRelease,
-    load_manager_release,
-    load_manager_tree,
-)
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.pool.runner import LevelResult
+from kvpool.conformance.machines.pool.signature import signature
+from kvpool.conformance.machines.pool.surface import SurfaceMismatch
 
 #: The planted fault: a sequence's blocks are freed but for its last one.
 FREE_LINE = "        self.allocator.free(msg.logical_blocks.get_real_blocks())\n"

@@ -30,18 +30,18 @@ pytest.importorskip(
 )
 
 import numpy as np
-from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord
-from kvpool.conformance.manager.checks import RequestChecks
-from kvpool.conformance.manager.property_run import PropertyRun
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import RequestSetup
-from kvpool.conformance.targets.lmdeploy.manager import (
+from kvpool.conformance.engines.lmdeploy.manager import (
     LmdeployManagerFactory,
     LmdeployManagerTarget,
 )
-from kvpool.conformance.targets.lmdeploy.manager_release import (
+from kvpool.conformance.engines.lmdeploy.manager_release import (
     load_manager_release,
 )
+from kvpool.conformance.machines.pool.lockstep import Nonconformance, RunRecord
+from kvpool.conformance.machines.requests.checks import RequestChecks
+from kvpool.conformance.machines.requests.property_run import PropertyRun
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
 from kvpool.spec import SEED, PoolConfig, Profile
 from kvpool.spec.manager import (

@@ -23,14 +23,14 @@ pytest.importorskip(
 )
 
 import numpy as np
-from kvpool.conformance.engine.levels import ROBUSTNESS, SAFETY
-from kvpool.conformance.engine.lockstep import replay
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.targets.lmdeploy import release as lm
-from kvpool.conformance.targets.lmdeploy.allocator import (
+from kvpool.conformance.engines.lmdeploy import release as lm
+from kvpool.conformance.engines.lmdeploy.allocator import (
     LmdeployAllocatorTarget,
 )
+from kvpool.conformance.machines.pool.levels import ROBUSTNESS, SAFETY
+from kvpool.conformance.machines.pool.lockstep import replay
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import TargetLoadError, load_target
 from kvpool.conformance.targets.releases.files import release_dir, valid_cache
 from kvpool.spec import (

@@ -8,8 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import (
+    ManagerTarget,
+    ManagerTargetFactory,
+    RequestSetup,
+)
 from kvpool.conformance.targets.loading import load_manager
 from kvpool.spec import BlockRemoved, Profile
 from kvpool.spec.profile import get_profile

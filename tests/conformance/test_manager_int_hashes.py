@@ -1,5 +1,5 @@
 """The manager adapter reads a release's 64-bit integer event hashes through the pool
-adapter's one mapping (:mod:`kvpool.conformance.targets.vllm_api.int_hashes`).
+adapter's one mapping (:mod:`kvpool.conformance.engines.vllm_api.int_hashes`).
 
 A release's own ``KVCacheManager`` runs with the release's default: events publish the low
 64 bits of each hash. The manager's events are judged as the bytes they stand for and
@@ -15,11 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kvpool.conformance.engine.runner import LevelResult
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import ManagerTarget, ManagerTargetFactory, RequestSetup
+from kvpool.conformance.engines.vllm_api.int_hashes import IntHashes
+from kvpool.conformance.machines.pool.runner import LevelResult
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import (
+    ManagerTarget,
+    ManagerTargetFactory,
+    RequestSetup,
+)
 from kvpool.conformance.targets.loading import load_manager
-from kvpool.conformance.targets.vllm_api.int_hashes import IntHashes
 from kvpool.spec import Profile
 from kvpool.spec.profile import get_profile
 
@@ -90,7 +94,7 @@ def test_a_wrong_mapping_is_caught_by_the_manager_run(
 def test_a_wrong_group_tagging_is_caught_on_a_release_whose_events_name_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kvpool.conformance.targets.vllm_api import events
+    from kvpool.conformance.engines.vllm_api import events
 
     # every event of vLLM 0.18.0's manager tagged as group 0, whichever group changed
     monkeypatch.setattr(events, "_take_group", lambda *_, **__: None)

@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine import lockstep
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
 from kvpool.conformance.exits import EXIT_UNDECIDED
-from kvpool.conformance.mutants.corpus import MUTANTS, MUTANTS_BY_NAME, Mutant
-from kvpool.conformance.mutants.load import MutantError, mutant_pool_class, mutated_source
-from kvpool.conformance.mutants.run import clean_run, kill, shows_in
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool import lockstep
+from kvpool.conformance.tools.mutants.corpus import MUTANTS, MUTANTS_BY_NAME, Mutant
+from kvpool.conformance.tools.mutants.load import MutantError, mutant_pool_class, mutated_source
+from kvpool.conformance.tools.mutants.run import clean_run, kill, shows_in
 from kvpool.impl import BlockPool
 
 #: The settings ``kvpool mutants`` runs at by default.

@@ -27,18 +27,18 @@ for _module in ("xxhash", "numpy"):
 
 from click.testing import CliRunner  # noqa: E402
 from kvpool.conformance.cli import main  # noqa: E402
-from kvpool.conformance.engine.runner import LevelResult  # noqa: E402
-from kvpool.conformance.engine.signature import signature  # noqa: E402
-from kvpool.conformance.engine_machine.driver import (  # noqa: E402
+from kvpool.conformance.engines.nanovllm import release as nv  # noqa: E402
+from kvpool.conformance.engines.nanovllm.driver import NanoVllmDriver  # noqa: E402
+from kvpool.conformance.engines.nanovllm.entry import FORK, UPSTREAM  # noqa: E402
+from kvpool.conformance.machines.engine.driver import (  # noqa: E402
     EngineSetup,
     Sampled,
     Submission,
     driver_problems,
 )
-from kvpool.conformance.engine_machine.runner import replay_engine, run_engine  # noqa: E402
-from kvpool.conformance.targets.nanovllm import release as nv  # noqa: E402
-from kvpool.conformance.targets.nanovllm.driver import NanoVllmDriver  # noqa: E402
-from kvpool.conformance.targets.nanovllm.entry import FORK, UPSTREAM  # noqa: E402
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine  # noqa: E402
+from kvpool.conformance.machines.pool.runner import LevelResult  # noqa: E402
+from kvpool.conformance.machines.pool.signature import signature  # noqa: E402
 from kvpool.conformance.targets.registry import describe_target  # noqa: E402
 
 #: The planted fault: a cache hit on a block another request holds leaves its count alone.

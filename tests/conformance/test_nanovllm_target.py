@@ -26,21 +26,21 @@ for _module in ("xxhash", "numpy"):
     pytest.importorskip(_module, reason=f"nano-vllm needs {_module}: pip install -e '.[nanovllm]'")
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.engine.lockstep import Nonconformance, RunRecord  # noqa: E402
-from kvpool.conformance.engine.signature import signature  # noqa: E402
-from kvpool.conformance.engine.target import PoolView  # noqa: E402
-from kvpool.conformance.manager.capabilities import Capabilities  # noqa: E402
-from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
-from kvpool.conformance.manager.property_run import PropertyRun  # noqa: E402
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
-from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
-from kvpool.conformance.targets.nanovllm import release as nv  # noqa: E402
-from kvpool.conformance.targets.nanovllm.manager import (  # noqa: E402
+from kvpool.conformance.engines.nanovllm import release as nv  # noqa: E402
+from kvpool.conformance.engines.nanovllm.manager import (  # noqa: E402
     NanoVllmManagerFactory,
     NanoVllmManagerTarget,
     supported_setup,
 )
+from kvpool.conformance.machines.pool.lockstep import Nonconformance, RunRecord  # noqa: E402
+from kvpool.conformance.machines.pool.signature import signature  # noqa: E402
+from kvpool.conformance.machines.pool.target import PoolView  # noqa: E402
+from kvpool.conformance.machines.requests.capabilities import Capabilities  # noqa: E402
+from kvpool.conformance.machines.requests.checks import RequestChecks  # noqa: E402
+from kvpool.conformance.machines.requests.property_run import PropertyRun  # noqa: E402
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
+from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
 from kvpool.spec import SEED, PoolConfig, Profile  # noqa: E402
 from kvpool.spec.manager import (  # noqa: E402
     Admit,

@@ -1,10 +1,10 @@
 """No adapter restates an engine's code: every file of the suite's engine adapters
-(``conformance/targets/``, and the engine helpers of the tests) is compared, token by
-token, with every engine source file the suite loads (the cached files of each engine's
-release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx, LMDeploy's
-allocator and both manager generations, both nano-vllm distributions, SGLang 0.4.6.post5 and
-0.5.23, its radix cache's files and its scheduler's: of a file the suite reads only a few
-definitions of, those definitions) and with
+(``conformance/engines/`` and ``conformance/targets/``, and the engine helpers of the tests)
+is compared, token by token, with every engine source file the suite loads (the cached files
+of each engine's release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx,
+LMDeploy's allocator and both manager generations, both nano-vllm distributions, SGLang
+0.4.6.post5 and 0.5.23, its radix cache's files and its scheduler's: of a file the suite
+reads only a few definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
 (:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
 nano-vllm's engine loop and model runner; LMDeploy's ``paging/scheduler.py`` is loaded, 0.18.0's
@@ -42,18 +42,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.targets.aphrodite import entry as APHRODITE
-from kvpool.conformance.targets.lmdeploy import manager_release
-from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
-from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.engines.aphrodite import entry as APHRODITE
+from kvpool.conformance.engines.lmdeploy import manager_release
+from kvpool.conformance.engines.lmdeploy import release as lmdeploy_release
+from kvpool.conformance.engines.nanovllm import release as nanovllm_release
+from kvpool.conformance.engines.sglang import release as sglang_release
+from kvpool.conformance.engines.sglang import release_0_5 as sglang_release_0_5
+from kvpool.conformance.engines.sglang import scheduler_release as sglang_scheduler
+from kvpool.conformance.engines.sglang.entry import NEWEST_CHECKED
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.engines.vllm_mlx.pool import load_paged_cache
 from kvpool.conformance.targets.releases.files import ReleaseFiles, cached_files
-from kvpool.conformance.targets.sglang import release as sglang_release
-from kvpool.conformance.targets.sglang import release_0_5 as sglang_release_0_5
-from kvpool.conformance.targets.sglang import scheduler_release as sglang_scheduler
-from kvpool.conformance.targets.sglang.entry import NEWEST_CHECKED
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
-from kvpool.conformance.targets.vllm_mlx import load_paged_cache
 
 #: The shortest shared run that fails: above what a call into an engine's API shares (the
 #: longest such run in the adapters as they are is printed by the report test), below a
@@ -92,25 +92,28 @@ MIRRORED: dict[str, list[tuple[ReleaseFiles, str]]] = {
         )
     ],
 }
-#: Each engine adapter folder of ``conformance/targets/`` and the engines its files are
+#: Each engine plugin folder of ``conformance/engines/`` and the engines its files are
 #: compared with by renamed tokens (a file elsewhere: every engine). TokenSpeed's
 #: scheduler is C++: its Python package only re-exports the compiled bindings, so there
 #: is no Python code of it to compare.
+EVERY_ENGINE = ("vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang")
 ENGINES_OF: dict[str, tuple[str, ...]] = {
     "aphrodite": ("Aphrodite", "vLLM"),
     "lmdeploy": ("LMDeploy",),
     "nanovllm": ("nano-vllm",),
-    "releases": (),  # fetching wheels: no engine's code
+    "builtin": EVERY_ENGINE,  # kvpool's own pools
     "sglang": ("SGLang",),
     "tokenspeed": (),
     "vllm": ("vLLM", "Aphrodite"),
     "vllm_api": ("vLLM", "Aphrodite"),
+    "vllm_mlx": EVERY_ENGINE,
 }
 
 REPO = Path(__file__).resolve().parents[2]
 #: Our files that drive engines: the adapters and the tests' engine helpers.
 OURS = sorted(
     [
+        *(REPO / "conformance" / "engines").rglob("*.py"),
         *(REPO / "conformance" / "targets").rglob("*.py"),
         *(REPO / "tests" / "conformance").glob("*sglang*.py"),
         REPO / "tests" / "conformance" / "engine_managers.py",
@@ -435,7 +438,7 @@ def test_a_planted_copy_is_caught(engine: str, sources: Sources) -> None:
     """A function body of the engine pasted into an adapter (as a method, re-indented:
     layout does not hide it) is found, with where it came from."""
     path, body = _shortest_copyable_body(sources[engine])
-    adapter = REPO / "conformance" / "targets" / "lmdeploy" / "manager.py"
+    adapter = REPO / "conformance" / "engines" / "lmdeploy" / "manager.py"
     planted = (
         adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(body, "    ")
     )
@@ -488,11 +491,11 @@ def renamed_sources() -> Sources:
 def engines_for(ours: Path) -> tuple[str, ...]:
     """The engines ``ours`` is compared with by renamed tokens (:data:`ENGINES_OF`)."""
     parts = ours.relative_to(REPO).parts
-    if parts[:2] == ("conformance", "targets") and len(parts) > 3:
+    if parts[:2] == ("conformance", "engines") and len(parts) > 3:
         return ENGINES_OF[parts[2]]
     if "sglang" in ours.name:
         return ("SGLang",)
-    return ("vLLM", "Aphrodite", "vllm-mlx", "LMDeploy", "nano-vllm", "SGLang")
+    return EVERY_ENGINE
 
 
 def renamed_copies(ours: Path, mine: Tokens, sources: Sources, n: int) -> list[SharedRun]:
@@ -505,9 +508,9 @@ def renamed_copies(ours: Path, mine: Tokens, sources: Sources, n: int) -> list[S
 
 
 def test_every_engine_folder_is_compared_with_its_engine(renamed_sources: Sources) -> None:
-    """A new engine folder under ``conformance/targets/`` must say which engine's files its
+    """A new engine folder under ``conformance/engines/`` must say which engine's files its
     code is compared with; each engine named has files, the mirrored ones among them."""
-    folders = {p.name for p in (REPO / "conformance" / "targets").iterdir() if p.is_dir()}
+    folders = {p.name for p in (REPO / "conformance" / "engines").iterdir() if p.is_dir()}
     assert folders - {"__pycache__"} == set(ENGINES_OF)
     for engine in {e for engines in ENGINES_OF.values() for e in engines}:
         assert renamed_sources[engine], engine
@@ -599,7 +602,7 @@ def test_a_planted_renamed_copy_is_caught(engine: str, renamed_sources: Sources)
     path, body = _fifteen_line_function(renamed_sources[engine])
     copy = renamed(body)
     assert len(copy.splitlines()) == 15 and not identifiers(copy) & identifiers(body)
-    adapter = REPO / "conformance" / "targets" / "lmdeploy" / "manager.py"
+    adapter = REPO / "conformance" / "engines" / "lmdeploy" / "manager.py"
     planted = (
         adapter.read_text(encoding="utf-8") + "\n\nclass Planted:\n" + textwrap.indent(copy, "    ")
     )

@@ -155,7 +155,7 @@ def _fork_of(release: Path, root: Path, package: str) -> Path:
 
 @pytest.fixture
 def fork_tree(tmp_path: Path) -> Path:
-    from kvpool.conformance.targets.vllm.distribution import WheelError, cached_release
+    from kvpool.conformance.engines.vllm.distribution import WheelError, cached_release
 
     try:
         release = cached_release("0.33.0")
@@ -214,7 +214,7 @@ def test_a_fork_conforms_where_vllm_does(fork_tree: Path, tmp_path: Path) -> Non
 
 
 def test_package_on_the_command_line_picks_the_fork(fork_tree: Path, tmp_path: Path) -> None:
-    from kvpool.conformance.targets.vllm.distribution import cached_release
+    from kvpool.conformance.engines.vllm.distribution import cached_release
 
     _fork_of(cached_release("0.33.0"), fork_tree, "otherllm")
     common = ["conform", "--target", f"vllm@{fork_tree}", "--profile", "vllm-0.33"]

@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from kvpool.conformance.engine import draw, operations
-from kvpool.conformance.engine.choices import Choices, RandomChoices
-from kvpool.conformance.engine.draw_facts import Fact
-from kvpool.conformance.engine.levels import LEVELS
-from kvpool.conformance.engine.lockstep import LockstepRun, RunRecord
-from kvpool.conformance.engine.machine import next_action
-from kvpool.conformance.engine.pool_call import Argument, PoolCall, call_table
-from kvpool.conformance.engine.refusal import RefusedByReturn
-from kvpool.conformance.engine.surface import surface_problems
-from kvpool.conformance.reference.action_facts import pool_action_facts
-from kvpool.conformance.reference.action_pages import operation_page
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
-from kvpool.conformance.vectors import runner
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool import draw, operations
+from kvpool.conformance.machines.pool.draw_facts import Fact
+from kvpool.conformance.machines.pool.levels import LEVELS
+from kvpool.conformance.machines.pool.lockstep import LockstepRun, RunRecord
+from kvpool.conformance.machines.pool.machine import next_action
+from kvpool.conformance.machines.pool.pool_call import Argument, PoolCall, call_table
+from kvpool.conformance.machines.pool.refusal import RefusedByReturn
+from kvpool.conformance.machines.pool.surface import surface_problems
+from kvpool.conformance.search.choices import Choices, RandomChoices
+from kvpool.conformance.tools.reference.action_facts import pool_action_facts
+from kvpool.conformance.tools.reference.action_pages import operation_page
+from kvpool.conformance.tools.vectors import runner
 from kvpool.impl import BlockPool
 from kvpool.spec import (
     ALL_ACTIONS,
@@ -201,10 +201,10 @@ def test_a_made_up_operation_has_a_reference_page() -> None:
 
 
 def test_the_runner_reads_the_call_table_the_operations_give() -> None:
-    from kvpool.conformance.vectors.call_table import PATH, rendered
+    from kvpool.conformance.tools.vectors.call_table import PATH, rendered
 
     assert PATH.read_text(encoding="utf-8") == rendered(), (
-        "regenerate: python -m kvpool.conformance.vectors.call_table"
+        "regenerate: python -m kvpool.conformance.tools.vectors.call_table"
     )
 
 
@@ -217,52 +217,52 @@ def test_the_table_declares_every_action_of_the_spec_once() -> None:
 
 # --- no module outside the table names an operation's draw, call shape or refusal ---------
 
-PACKAGE = Path(operations.__file__).resolve().parents[1]
+PACKAGE = Path(operations.__file__).resolve().parents[2]
 OPERATIONS = frozenset(a.operation for a in ALL_ACTIONS)
 ACTION_CLASSES = frozenset(a.__name__ for a in ALL_ACTIONS)
 #: The table, and the modules that define what it points at (the drawers).
-TABLE = {"engine/operations.py", "engine/draw.py"}
+TABLE = {"machines/pool/operations.py", "machines/pool/draw.py"}
 #: The modules that drive, check, replay or document pool calls: they read the table and
 #: name no operation at all.
 READERS = {
-    "engine/machine.py",
-    "engine/draw_facts.py",
-    "engine/surface.py",
-    "engine/refusal.py",
-    "engine/pool_call.py",
-    "targets/vllm_api/adapter.py",
-    "targets/vllm_api/calls.py",
-    "vectors/generate.py",
-    "vectors/runner.py",
-    "vectors/call_table.py",
-    "reference/pool_calls.py",
-    "reference/action_pages.py",
+    "machines/pool/machine.py",
+    "machines/pool/draw_facts.py",
+    "machines/pool/surface.py",
+    "machines/pool/refusal.py",
+    "machines/pool/pool_call.py",
+    "engines/vllm_api/adapter.py",
+    "engines/vllm_api/calls.py",
+    "tools/vectors/generate.py",
+    "tools/vectors/runner.py",
+    "tools/vectors/call_table.py",
+    "tools/reference/pool_calls.py",
+    "tools/reference/action_pages.py",
 }
 #: What a module may name for something that is not a draw, a call shape or a refusal.
 ALLOWED = {
     # the adapter remembers the coarse keys a caching call gives blocks, to read the 64-bit
     # integer hashes its events publish (events, not the call)
-    ("targets/vllm_api/calls.py", "CacheFullBlocks"),
+    ("engines/vllm_api/calls.py", "CacheFullBlocks"),
     # what the adapter can observe follows from the operations the pool offers (a view,
     # not a call): lookups probe the index, events are taken, watchers fire, a peer exists
-    ("targets/vllm_api/adapter.py", "get_cached_block"),
-    ("targets/vllm_api/adapter.py", "take_events"),
-    ("targets/vllm_api/adapter.py", "unpin_blocks"),
-    ("targets/vllm_api/adapter.py", "peer_get_new_blocks"),
+    ("engines/vllm_api/adapter.py", "get_cached_block"),
+    ("engines/vllm_api/adapter.py", "take_events"),
+    ("engines/vllm_api/adapter.py", "unpin_blocks"),
+    ("engines/vllm_api/adapter.py", "peer_get_new_blocks"),
     # the run's header says where each inferred optional argument was found (a view of what
     # the pool offers, printed, not a call the adapter makes)
-    ("targets/vllm_api/adapter.py", "free_blocks"),
-    ("targets/vllm_api/adapter.py", "cache_full_blocks"),
-    ("targets/vllm_api/adapter.py", "cache_partial_block"),
+    ("engines/vllm_api/adapter.py", "free_blocks"),
+    ("engines/vllm_api/adapter.py", "cache_full_blocks"),
+    ("engines/vllm_api/adapter.py", "cache_partial_block"),
     # the surface check tells a pool lacking even an allocation it is no pool (and points
     # at the page that says what the blocks list holds)
-    ("engine/surface.py", "get_new_blocks"),
+    ("machines/pool/surface.py", "get_new_blocks"),
     # the take_events page lists the events a pool publishes
-    ("reference/action_pages.py", "take_events"),
+    ("tools/reference/action_pages.py", "take_events"),
     # a vector's config without a peer pool draws no peer allocation
-    ("vectors/generate.py", "peer_get_new_blocks"),
+    ("tools/vectors/generate.py", "peer_get_new_blocks"),
     # the proofs' obligations: the symbolic shape of each operation's arguments
-    ("proofs/obligations.py", "a table per operation"),
+    ("tools/proofs/obligations.py", "a table per operation"),
 }
 DRAWERS = frozenset(
     name
@@ -330,8 +330,8 @@ def test_no_module_outside_the_table_names_an_operations_draw_call_or_refusal() 
 def test_the_naming_check_catches_a_table_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    planted = tmp_path / "engine"
-    planted.mkdir()
+    planted = tmp_path / "machines" / "pool"
+    planted.mkdir(parents=True)
     (planted / "machine.py").write_text(
         'WEIGHTS = {"get_new_blocks": 6, "free_blocks": 4}\n'
         "from .draw import draw_touch\n"
@@ -339,9 +339,9 @@ def test_the_naming_check_catches_a_table_of_its_own(
     )
     monkeypatch.setitem(globals(), "PACKAGE", tmp_path)
     found = naming_problems()
-    assert "engine/machine.py:1: a table per operation" in found
-    assert "engine/machine.py names the drawer draw_touch" in found
-    assert "engine/machine.py names the operation 'touch'" in found
+    assert "machines/pool/machine.py:1: a table per operation" in found
+    assert "machines/pool/machine.py names the drawer draw_touch" in found
+    assert "machines/pool/machine.py names the operation 'touch'" in found
 
 
 @pytest.mark.usefixtures("with_mark")

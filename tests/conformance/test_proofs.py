@@ -4,9 +4,9 @@ shown able to fail: its faulty variant refuted with a model, its premises satisf
 from __future__ import annotations
 
 import pytest
-from kvpool.conformance.proofs.actions import FAULTS
-from kvpool.conformance.proofs.obligations import Obligation, all_obligations
-from kvpool.conformance.proofs.prover import PROVED, REFUTED, premises_satisfiable, prove
+from kvpool.conformance.tools.proofs.actions import FAULTS
+from kvpool.conformance.tools.proofs.obligations import Obligation, all_obligations
+from kvpool.conformance.tools.proofs.prover import PROVED, REFUTED, premises_satisfiable, prove
 
 OBLIGATIONS = all_obligations()
 
@@ -37,7 +37,7 @@ def test_premises_are_satisfiable(name: str) -> None:
 
 
 def test_every_fault_is_used_and_every_obligation_names_a_known_fault() -> None:
-    from kvpool.conformance.proofs.bmc import BMC_FAULTS
+    from kvpool.conformance.tools.proofs.bmc import BMC_FAULTS
 
     used = {o.fault for o in OBLIGATIONS} | set(BMC_FAULTS)
     assert used == set(FAULTS)
@@ -63,9 +63,9 @@ def test_a_refutation_is_not_an_instantiation_artefact_for_a_sound_action() -> N
     # a correct action with the witness left out of the assumed invariant is not provable:
     # the instantiation at the witness is what carries the proof
     import z3
-    from kvpool.conformance.proofs import actions, encoding
-    from kvpool.conformance.proofs.obligations import Query
-    from kvpool.conformance.proofs.prover import check_query
+    from kvpool.conformance.tools.proofs import actions, encoding
+    from kvpool.conformance.tools.proofs.obligations import Query
+    from kvpool.conformance.tools.proofs.prover import check_query
 
     s = encoding.fresh_state("s")
     b, k = z3.Ints("b k")
@@ -94,16 +94,16 @@ def test_ref_count_equals_holders_is_proved_by_a_lemma_and_per_action_obligation
 def test_ref_holders_needs_the_invariant_before(action: str) -> None:
     # without ref == holders before the action, the obligation is not provable: the
     # premise is what carries it
-    from kvpool.conformance.proofs import holders
-    from kvpool.conformance.proofs.obligations import Query
-    from kvpool.conformance.proofs.prover import check_query
+    from kvpool.conformance.tools.proofs import holders
+    from kvpool.conformance.tools.proofs.obligations import Query
+    from kvpool.conformance.tools.proofs.prover import check_query
 
     premises, goal, pre, post, blocks, keys, _ = holders.action_query(action, None, False)
     assert check_query(Query(premises, goal, pre, post, blocks, keys), 10)[0] == REFUTED
 
 
 def test_the_report_says_how_ref_count_equals_holders_is_handled() -> None:
-    from kvpool.conformance.proofs.command import COUNTING_NOTE
+    from kvpool.conformance.tools.proofs.command import COUNTING_NOTE
 
     assert "NOT encoded" not in COUNTING_NOTE
     assert "concat-count lemma" in COUNTING_NOTE and "refs-holders" in COUNTING_NOTE

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.proofs.bmc import search
-from kvpool.conformance.proofs.command import prove
-from kvpool.conformance.proofs.counterexample import write_counterexample
+from kvpool.conformance.tools.proofs.bmc import search
+from kvpool.conformance.tools.proofs.command import prove
+from kvpool.conformance.tools.proofs.counterexample import write_counterexample
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.replay import replay_file
 

@@ -1,6 +1,6 @@
 """The Z3 encoding and the executable spec must not drift: random action sequences of every
 spec action run through ``kvpool.spec.step`` and through the encoded transitions
-(``kvpool.conformance.proofs.drift``: the functions the proofs are about, evaluated on
+(``kvpool.conformance.tools.proofs.drift``: the functions the proofs are about, evaluated on
 concrete states) agree on the contract's verdict, on every state field the encoding has
 and on every answer, step by step.
 
@@ -37,8 +37,8 @@ from types import ModuleType
 
 import pytest
 import z3  # type: ignore[import-untyped]
-from kvpool.conformance import proofs
-from kvpool.conformance.proofs.drift import Encoded, Outcome, Values
+from kvpool.conformance.tools import proofs
+from kvpool.conformance.tools.proofs.drift import Encoded, Outcome, Values
 from kvpool.spec import PoolConfig, initial_state, step, violation
 from kvpool.spec.actions import (
     ALL_ACTIONS,

@@ -16,9 +16,12 @@ from pathlib import Path
 import pytest
 from fake_index import point_pip_at  # pytest puts this folder on sys.path
 from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
-from kvpool.conformance.targets.lmdeploy import manager_release
-from kvpool.conformance.targets.lmdeploy import release as lmdeploy_release
-from kvpool.conformance.targets.nanovllm import release as nanovllm_release
+from kvpool.conformance.engines.lmdeploy import manager_release
+from kvpool.conformance.engines.lmdeploy import release as lmdeploy_release
+from kvpool.conformance.engines.nanovllm import release as nanovllm_release
+from kvpool.conformance.engines.sglang import release as sglang_release
+from kvpool.conformance.engines.vllm.distribution import VLLM_DISTRIBUTION
+from kvpool.conformance.engines.vllm_mlx.pool import FILES as VLLM_MLX_FILES
 from kvpool.conformance.targets.releases import files as release_files
 from kvpool.conformance.targets.releases.files import (
     MANIFEST,
@@ -30,9 +33,6 @@ from kvpool.conformance.targets.releases.files import (
     seed_cache,
     valid_cache,
 )
-from kvpool.conformance.targets.sglang import release as sglang_release
-from kvpool.conformance.targets.vllm.distribution import VLLM_DISTRIBUTION
-from kvpool.conformance.targets.vllm_mlx import FILES as VLLM_MLX_FILES
 
 POOL = "fakeengine/pool.py"
 FAKE = ReleaseFiles("fakeengine", "fakeengine", frozenset({POOL}), label="Fake", engine="fake")

@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kvpool.conformance.bench import managers
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.targets.impl_manager import vllm_hashed_manager_target
-from kvpool.conformance.targets.vllm.distribution import cached_release
-from kvpool.conformance.targets.vllm.isolation import load_release
-from kvpool.conformance.targets.vllm.manager_request import ManagerRequest
-from kvpool.conformance.targets.vllm.request_keys import LoraIds, request_fields
+from kvpool.conformance.engines.builtin.impl_manager import vllm_hashed_manager_target
+from kvpool.conformance.engines.vllm.distribution import cached_release
+from kvpool.conformance.engines.vllm.isolation import load_release
+from kvpool.conformance.engines.vllm.manager_request import ManagerRequest
+from kvpool.conformance.engines.vllm.request_keys import LoraIds, request_fields
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.tools.bench import managers
 from kvpool.impl import KVCacheManager, kv_cache_manager, release_hashing
 from kvpool.impl.release_hashing import CHECKED, KeyLayout, ReleaseHashing, vllm_hashing
 from kvpool.spec.manager import ExtraKeys, LoraAdapter, MultiModalFeature

@@ -14,18 +14,18 @@ import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.consumers.models import ModelConsumer
-from kvpool.conformance.engine.choices import RandomChoices
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.engine.lockstep import Nonconformance
-from kvpool.conformance.engine.surface import SurfaceMismatch
-from kvpool.conformance.manager import draw
-from kvpool.conformance.manager.manager_run import ManagerRun
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import RequestSetup
-from kvpool.conformance.targets.impl_manager import impl_manager_target
+from kvpool.conformance.engines.builtin.impl_manager import impl_manager_target
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.pool.lockstep import Nonconformance
+from kvpool.conformance.machines.pool.surface import SurfaceMismatch
+from kvpool.conformance.machines.requests import draw
+from kvpool.conformance.machines.requests.manager_run import ManagerRun
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import RequestSetup
+from kvpool.conformance.search.choices import RandomChoices
 from kvpool.conformance.targets.loading import load_manager
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.spec import (
     SEED,
     BlockRemoved,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 from index_faults import FAULTS  # on sys.path via pytest
-from kvpool.conformance.engine.levels import level_for
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.target import Target
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool.levels import level_for
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.target import Target
 from kvpool.spec import PoolConfig, Profile
 from kvpool.spec.profile import SEED
 

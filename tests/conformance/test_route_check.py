@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.fragments import route_check_table
-from kvpool.conformance.routes.chart import PANEL_H, PANEL_W, route_check_chart
-from kvpool.conformance.routes.isolation import INSIDE, IsolationError, run_isolated
-from kvpool.conformance.routes.recording import (
+from kvpool.conformance.tools.reference.fragments import route_check_table
+from kvpool.conformance.tools.routes.chart import PANEL_H, PANEL_W, route_check_chart
+from kvpool.conformance.tools.routes.isolation import INSIDE, IsolationError, run_isolated
+from kvpool.conformance.tools.routes.recording import (
     contract_table,
     read_recording,
     recording_paths,
 )
-from kvpool.conformance.routes.scenarios import Setting, run_scenario
-from kvpool.conformance.stream.publisher import PublisherError
+from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
+from kvpool.conformance.tools.stream.publisher import PublisherError
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = ROOT / "docs" / "data" / "route-check"

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from docs_written_consumer import CountingRouter  # pytest puts this folder on sys.path
 from kvpool.conformance.consumers.naming import parse_consumer
-from kvpool.conformance.routes.scenarios import Setting, run_scenario
+from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 
 
 class _MergedRanks(CountingRouter):

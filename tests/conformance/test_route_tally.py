@@ -5,7 +5,7 @@ caught as the part of it they break."""
 from __future__ import annotations
 
 import pytest
-from kvpool.conformance.routes.tally import Check, Point, Tally
+from kvpool.conformance.tools.routes.tally import Check, Point, Tally
 
 #: Per check: the batches published so far, and per asked prefix (held, claimed).
 SCRIPT: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = (

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.consumers.naming import parse_consumer
 from kvpool.conformance.consumers.protocol import Consumer, ConsumerError
-from kvpool.conformance.engine.levels import level_for
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.signature import signature
+from kvpool.conformance.machines.pool.levels import level_for
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import load_target
 from kvpool.spec import SEED
 from planted_consumers import BREAKS  # pytest puts this folder on sys.path

@@ -12,7 +12,7 @@ import pytest
 from kvpool.conformance.consumers.naming import make_router, parse_consumer
 from kvpool.conformance.consumers.protocol import ConsumerError
 from kvpool.conformance.consumers.router import FromProtocol1
-from kvpool.conformance.routes.scenarios import Setting, run_scenario
+from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 from test_router_consumers import router_run  # pytest puts this folder on sys.path
 
 HERE = Path(__file__).parent

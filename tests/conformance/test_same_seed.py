@@ -5,7 +5,7 @@ else the process has imported.
 reads nothing but its seed. Hypothesis, which draws each test case's seed in ``kvpool
 fuzz`` (and the actions of ``kvpool diff``), would otherwise draw literals from the source
 of every local module loaded, a set that grows with each import
-(conformance/engine/source_constants.py keeps them out)."""
+(conformance/machines/pool/source_constants.py keeps them out)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import sys
 
 RUN = """
 import contextlib, sys
-from kvpool.conformance.engine import runner
-from kvpool.conformance.engine.levels import SAFETY
-from kvpool.conformance.engine.lockstep import RunRecord
-from kvpool.conformance.engine.machine import pool_case
-from kvpool.conformance.fuzz import hunt
+from kvpool.conformance.machines.pool import runner
+from kvpool.conformance.machines.pool.levels import SAFETY
+from kvpool.conformance.machines.pool.lockstep import RunRecord
+from kvpool.conformance.machines.pool.machine import pool_case
+from kvpool.conformance.tools.fuzz import hunt
 from kvpool.conformance.targets.loading import load_target
 from kvpool.spec.profile import SEED
 seed = int(sys.argv[1])

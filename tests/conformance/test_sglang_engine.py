@@ -31,25 +31,25 @@ import pytest
 
 pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.engine_machine.actions import Arrive, RunStep
-from kvpool.conformance.engine_machine.driver import (
+from kvpool.conformance.engines.sglang.driver import SglangSchedulerDriver
+from kvpool.conformance.engines.sglang.generations import is_0_5
+from kvpool.conformance.engines.sglang.loader import SglangUnavailable
+from kvpool.conformance.engines.sglang.scheduler_release import (
+    SglangScheduler05,
+    load_scheduler_tree,
+    scheduler_files,
+)
+from kvpool.conformance.machines.engine.actions import Arrive, RunStep
+from kvpool.conformance.machines.engine.driver import (
     EngineSetup,
     Sampled,
     Submission,
     driver_problems,
 )
-from kvpool.conformance.engine_machine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
 from kvpool.conformance.targets.releases.files import cached_files
-from kvpool.conformance.targets.sglang.driver import SglangSchedulerDriver
-from kvpool.conformance.targets.sglang.generations import is_0_5
-from kvpool.conformance.targets.sglang.loader import SglangUnavailable
-from kvpool.conformance.targets.sglang.scheduler_release import (
-    SglangScheduler05,
-    load_scheduler_tree,
-    scheduler_files,
-)
 from kvpool.spec import AllBlocksCleared, BlockStored
 
 VERSION = "0.5.23"

@@ -3,7 +3,7 @@
 With pages, SGLang allocates a prefill's and a decode step's slots with two triton kernels
 (``alloc_extend_kernel``, ``alloc_decode_kernel`` in ``paged_allocator.py``) that need a
 GPU; the adapter makes their one-request result from the allocator's ``alloc`` instead
-(see :mod:`kvpool.conformance.targets.sglang.manager`). Here the real kernels run in
+(see :mod:`kvpool.conformance.engines.sglang.manager`). Here the real kernels run in
 triton's interpreter (``TRITON_INTERPRET=1``, on the CPU) on the same free list, for
 every prefix length and growth over three pages, and must hand out the same slots and
 leave the same free list.
@@ -34,8 +34,8 @@ if importlib.util.find_spec("triton") is None:
     )
 
 from engine_managers import loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
-from kvpool.conformance.targets.sglang.manager import SglangManagerTarget  # noqa: E402
+from kvpool.conformance.engines.sglang.manager import SglangManagerTarget  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
 from kvpool.spec import SEED, PoolConfig  # noqa: E402
 from kvpool.spec.manager import ManagerConfig  # noqa: E402
 

@@ -19,7 +19,7 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
 from kvpool.conformance.targets.loading import load_manager  # noqa: E402
 from kvpool.spec import PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402

@@ -15,16 +15,14 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'"
-)
+pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
-from kvpool.conformance.targets.releases.files import cached_files
-from kvpool.conformance.targets.sglang.scheduler_release import (
+from kvpool.conformance.engines.sglang.scheduler_release import (
     SglangScheduler05,
     load_scheduler_tree,
     scheduler_files,
 )
+from kvpool.conformance.targets.releases.files import cached_files
 
 VERSION = "0.5.23"
 PROMPT = (1, 2, 3, 4, 5)

@@ -33,16 +33,16 @@ for _module in ("torch", "numpy"):
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
 from kvpool.conformance.consumers.judge import StreamJudge  # noqa: E402
-from kvpool.conformance.engine.lockstep import Nonconformance  # noqa: E402
-from kvpool.conformance.manager.checks import RequestChecks  # noqa: E402
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
-from kvpool.conformance.manager.target import RequestSetup  # noqa: E402
-from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
-from kvpool.conformance.targets.sglang.manager import (  # noqa: E402
+from kvpool.conformance.engines.sglang.manager import (  # noqa: E402
     SglangManagerFactory,
     SglangManagerTarget,
     sglang_managers,
 )
+from kvpool.conformance.machines.pool.lockstep import Nonconformance  # noqa: E402
+from kvpool.conformance.machines.requests.checks import RequestChecks  # noqa: E402
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests  # noqa: E402
+from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
+from kvpool.conformance.targets.loading import TargetLoadError, load_manager  # noqa: E402
 from kvpool.spec import SEED, AllBlocksCleared, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import (  # noqa: E402
     Admit,

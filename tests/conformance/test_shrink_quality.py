@@ -6,9 +6,9 @@ import statistics
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.engine.levels import LEVELS
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.pool.levels import LEVELS
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
 from kvpool.conformance.targets.loading import load_target
 from kvpool.spec import SEED
 

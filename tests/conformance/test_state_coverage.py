@@ -10,22 +10,22 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.conform_command import conform
-from kvpool.conformance.engine import draw, runner
-from kvpool.conformance.engine.block_states import BLOCK_STATES
-from kvpool.conformance.engine.choices import Choices
-from kvpool.conformance.engine.levels import LEVELS
-from kvpool.conformance.engine.operations import POOL_OPERATIONS
-from kvpool.conformance.engine.runner import LevelResult, run_level
-from kvpool.conformance.engine.state_coverage import (
+from kvpool.conformance.engines.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.machines.pool import draw, runner
+from kvpool.conformance.machines.pool.block_states import BLOCK_STATES
+from kvpool.conformance.machines.pool.levels import LEVELS
+from kvpool.conformance.machines.pool.operations import POOL_OPERATIONS
+from kvpool.conformance.machines.pool.runner import LevelResult, run_level
+from kvpool.conformance.machines.pool.state_coverage import (
     Drawable,
     missed,
     reachable_cells,
 )
-from kvpool.conformance.engine.target import Target
+from kvpool.conformance.machines.pool.target import Target
 from kvpool.conformance.report import state_matrix
+from kvpool.conformance.search.choices import Choices
 from kvpool.conformance.targets.loading import load_target
-from kvpool.conformance.targets.vllm_api.adapter import VllmApiTarget
+from kvpool.conformance.tools.conform.command import conform
 from kvpool.impl import BlockPool, KVCacheBlock
 from kvpool.spec import PoolConfig, PoolState, Profile, get_profile
 from rich.console import Console
@@ -63,8 +63,8 @@ def test_every_default_run_reaches_every_reachable_cell(
     default_runs: list[LevelResult],
 ) -> None:
     # the order level draws the same actions as safety at the same seed: safety stands
-    # for both; the sweep (conformance/engine/sweep.py) runs a witness for each cell the drawn
-    # test cases missed, so this holds on every seed, not between seeds
+    # for both; the sweep (conformance/machines/pool/sweep.py) runs a witness for each cell
+    # the drawn test cases missed, so this holds on every seed, not between seeds
     first = drawable(default_runs[0])
     for seed, result in zip(SEEDS, default_runs, strict=True):
         assert result.passed, result.failure
@@ -230,9 +230,9 @@ def test_the_sweep_finds_a_fault_the_drawn_cases_did_not_reach(
 def test_block_states_are_each_blocks_state() -> None:
     """The block states of a pool, read by what decides them, are :func:`block_state` of
     each block: in every state a run of the spec reaches, through every level's draws."""
-    from kvpool.conformance.engine.block_states import block_state, block_states
-    from kvpool.conformance.engine.choices import RandomChoices
-    from kvpool.conformance.engine.machine import next_action
+    from kvpool.conformance.machines.pool.block_states import block_state, block_states
+    from kvpool.conformance.machines.pool.machine import next_action
+    from kvpool.conformance.search.choices import RandomChoices
     from kvpool.spec import initial_state, step, violation
 
     profile = get_profile("seed")

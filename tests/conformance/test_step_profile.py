@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.engine.step_profile import main
+from kvpool.conformance.machines.pool.step_profile import main
 from kvpool.impl import BlockPool
 
 HERE = Path(__file__).parent

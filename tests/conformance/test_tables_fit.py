@@ -8,9 +8,9 @@ import io
 
 import pytest
 from click.testing import CliRunner
-from kvpool.conformance.conform_command import conform
 from kvpool.conformance.report import RESULTS_COLUMNS, ResultsTable
 from kvpool.conformance.targets.actions_table import ActionsTable, Described
+from kvpool.conformance.tools.conform.command import conform
 from rich.console import Console
 from rich.table import Table
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine_machine.runner import run_engine
+from kvpool.conformance.engines.tokenspeed.entry import ENTRY
+from kvpool.conformance.machines.engine.runner import run_engine
 from kvpool.conformance.targets.errors import TargetLoadError
 from kvpool.conformance.targets.registry import describe_target
-from kvpool.conformance.targets.tokenspeed.entry import ENTRY
 
 pytest.importorskip(
     "tokenspeed_scheduler", reason="pip install -e '.[tokenspeed]' (tokenspeed-scheduler)"

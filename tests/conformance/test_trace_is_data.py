@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.manager.target import RequestSetup
-from kvpool.conformance.targets.vllm import distribution as wheel
-from kvpool.conformance.targets.vllm import entry as vllm_entry
+from kvpool.conformance.engines.vllm import distribution as wheel
+from kvpool.conformance.engines.vllm import entry as vllm_entry
+from kvpool.conformance.machines.requests.target import RequestSetup
 from kvpool.conformance.trace.files import write_pytest, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta
 from kvpool.conformance.trace.record import record
@@ -39,7 +39,7 @@ def make_pool(**kwargs):
 
 
 def make_manager(setup, profile):
-    from kvpool.conformance.targets.impl_manager import impl_manager_target
+    from kvpool.conformance.engines.builtin.impl_manager import impl_manager_target
 
     return impl_manager_target(setup, profile)
 """
@@ -246,7 +246,7 @@ def test_a_malformed_file_is_one_line_and_exit_2_everywhere(tmp_path: Path, name
 def test_the_standalone_vector_runner_loads_only_its_pool_and_reports_bad_files(
     tmp_path: Path, planted: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kvpool.conformance.vectors import runner as vector_runner
+    from kvpool.conformance.tools.vectors import runner as vector_runner
 
     corpus = tmp_path / "corpus"
     meta = TraceMeta("impl", "seed", "pool", "order", PoolConfig(4))

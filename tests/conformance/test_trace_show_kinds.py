@@ -14,9 +14,9 @@ from click.testing import CliRunner, Result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvpool.conformance.cli import main
-from kvpool.conformance.diff.command import diff
-from kvpool.conformance.engine_machine.trace_file import SUFFIX as ENGINE_SUFFIX
-from kvpool.conformance.engine_machine.trace_file import read_engine_trace
+from kvpool.conformance.machines.engine.trace_file import SUFFIX as ENGINE_SUFFIX
+from kvpool.conformance.machines.engine.trace_file import read_engine_trace
+from kvpool.conformance.tools.diff.command import diff
 from kvpool.conformance.trace import show
 from kvpool.conformance.trace.files import read_trace, write_trace
 from kvpool.conformance.trace.model import Trace, TraceMeta

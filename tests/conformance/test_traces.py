@@ -151,8 +151,8 @@ def test_a_target_with_two_answers_is_reported_nondeterministic() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(range(3)), st.data())
 def test_actions_survive_the_itf_round_trip(_: int, data: st.DataObject) -> None:
-    from kvpool.conformance.engine.choices import RandomChoices
-    from kvpool.conformance.engine.draw import request_hashes
+    from kvpool.conformance.machines.pool.draw import request_hashes
+    from kvpool.conformance.search.choices import RandomChoices
 
     drawn = RandomChoices(str(data.draw(st.integers(0, 2**32))))
     hashes = request_hashes(drawn, 1, data.draw(st.integers(0, 3)))

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from kvpool.conformance.tools.vectors.check import check_vectors
+from kvpool.conformance.tools.vectors.generate import write_corpus
 from kvpool.conformance.trace.files import read_trace
-from kvpool.conformance.vectors.check import check_vectors
-from kvpool.conformance.vectors.generate import write_corpus
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def test_a_faulty_pool_fails_vectors(monkeypatch: pytest.MonkeyPatch) -> None:
 def standalone(pool: str) -> subprocess.CompletedProcess[str]:
     script = (
         "import sys\n"
-        "from kvpool.conformance.vectors import runner as vector_runner\n"
+        "from kvpool.conformance.tools.vectors import runner as vector_runner\n"
         f"code = vector_runner.main([{str(CORPUS)!r}, '--pool', {pool!r}, '--profile', 'seed'])\n"
         "leaked = sorted(m for m in sys.modules if m.startswith('kvpool.spec'))\n"
         "assert not leaked, leaked\n"

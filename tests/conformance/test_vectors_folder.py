@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.vectors.owned import MANIFEST, FolderNotOwned, read_manifest, write_owned
+from kvpool.conformance.tools.vectors.owned import (
+    MANIFEST,
+    FolderNotOwned,
+    read_manifest,
+    write_owned,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "vectors"

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 from index_faults import planted_vllm_tree  # on sys.path via pytest
 from kvpool.conformance.cli import main
-from kvpool.conformance.targets.vllm.distribution import cached_release
+from kvpool.conformance.engines.vllm.distribution import cached_release
 from kvpool.conformance.usage import EXIT_FINDING, EXIT_PASS
 
 EXPECT = Path(__file__).resolve().parents[2] / "findings" / "vllm-0.10.2" / "expect.toml"

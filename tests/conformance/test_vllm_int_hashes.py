@@ -9,12 +9,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from kvpool.conformance.engine.levels import level_for
-from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.engines.vllm.entry import load_vllm
+from kvpool.conformance.engines.vllm.target import INT_HASHES_SETTING
+from kvpool.conformance.engines.vllm_api.int_hashes import IntHashes, int_hash
+from kvpool.conformance.machines.pool.levels import level_for
+from kvpool.conformance.machines.pool.runner import run_level
 from kvpool.conformance.targets.loading import described
-from kvpool.conformance.targets.vllm.entry import load_vllm
-from kvpool.conformance.targets.vllm.target import INT_HASHES_SETTING
-from kvpool.conformance.targets.vllm_api.int_hashes import IntHashes, int_hash
 from kvpool.spec.hashing import request_block_hashes
 from kvpool.spec.profile import profile_for_version
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kvpool.conformance.targets.vllm.isolation import (
+from kvpool.conformance.engines.vllm.isolation import (
     IsolationError,
     Placeholder,
     PlaceholderLog,
@@ -23,7 +23,7 @@ from kvpool.conformance.targets.vllm.isolation import (
     init_logger,
     load_release,
 )
-from kvpool.conformance.targets.vllm.releases import ReleaseError
+from kvpool.conformance.engines.vllm.releases import ReleaseError
 
 POOL = """
 from vllm.distributed.kv_events import BlockStored

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.manager.runner import ON_MANAGER, manager_builder, run_requests
-from kvpool.conformance.manager.target import ManagerTargetFactory
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.requests.runner import ON_MANAGER, manager_builder, run_requests
+from kvpool.conformance.machines.requests.target import ManagerTargetFactory
 from kvpool.conformance.targets.loading import TargetLoadError, load_manager
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.spec.profile import get_profile
 from manager_faults import CORE, FAULTS, planted_manager_tree  # on sys.path via pytest
 
@@ -163,10 +163,10 @@ def test_the_manager_files_are_cached_beside_the_pool_files(release: Path) -> No
 def test_the_manager_reaches_no_placeholder_but_the_request_status(release: Path) -> None:
     """Nothing the manager calls while it runs is missing from the isolated files: its
     only reads of a placeholder are the two request states of its admission watermark."""
-    from kvpool.conformance.targets.vllm.isolation import load_release
-    from kvpool.conformance.targets.vllm.manager_api import manager_api
-    from kvpool.conformance.targets.vllm.manager_target import manager_factory
-    from kvpool.conformance.targets.vllm.target import describe_release
+    from kvpool.conformance.engines.vllm.isolation import load_release
+    from kvpool.conformance.engines.vllm.manager_api import manager_api
+    from kvpool.conformance.engines.vllm.manager_target import manager_factory
+    from kvpool.conformance.engines.vllm.target import describe_release
 
     loaded = load_release(release, "0.33.0", manager=True)
     api = describe_release(loaded).api()

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from fake_index import forget_downloads  # pytest puts this folder on sys.path
-from kvpool.conformance.engine.compare import INDEX_RULE
-from kvpool.conformance.engine.levels import ORDER, ROBUSTNESS, SAFETY, Level
-from kvpool.conformance.engine.lockstep import replay
-from kvpool.conformance.engine.runner import run_level
-from kvpool.conformance.engine.target import OBSERVABLES, Target
-from kvpool.conformance.targets import vllm_mlx as mlx
+from kvpool.conformance.engines.vllm_mlx import pool as mlx
+from kvpool.conformance.machines.pool.compare import INDEX_RULE
+from kvpool.conformance.machines.pool.levels import ORDER, ROBUSTNESS, SAFETY, Level
+from kvpool.conformance.machines.pool.lockstep import replay
+from kvpool.conformance.machines.pool.runner import run_level
+from kvpool.conformance.machines.pool.target import OBSERVABLES, Target
 from kvpool.spec import (
     SEED,
     Action,

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.levels import LEVELS, ROBUSTNESS, SAFETY
-from kvpool.conformance.engine.lockstep import replay
-from kvpool.conformance.engine.runner import run_level
+from kvpool.conformance.machines.pool.levels import LEVELS, ROBUSTNESS, SAFETY
+from kvpool.conformance.machines.pool.lockstep import replay
+from kvpool.conformance.machines.pool.runner import run_level
 from kvpool.conformance.targets.loading import TargetLoadError, load_target
 from kvpool.spec import (
     Action,
@@ -189,7 +189,7 @@ def test_the_isolated_release_behaves_as_the_installed_package() -> None:
 
 
 def test_an_unpacked_release_tree_is_a_target(vllm_0_33: Any) -> None:
-    from kvpool.conformance.targets.vllm.distribution import release_dir
+    from kvpool.conformance.engines.vllm.distribution import release_dir
 
     tree = release_dir("0.33.0")  # the cache holds an unpacked wheel's block-pool files
     factory, name = load_target(f"vllm@{tree}")
@@ -208,8 +208,8 @@ def test_the_installed_vllm_target_says_when_there_is_none() -> None:
 
 
 def test_the_pool_never_reaches_a_placeholder_while_it_runs(vllm_0_33: Any) -> None:
+    from kvpool.conformance.engines.vllm.entry import load_vllm
     from kvpool.conformance.targets.loading import described
-    from kvpool.conformance.targets.vllm.entry import load_vllm
 
     release = load_vllm(described(RELEASE))
     assert release.release is not None
@@ -222,8 +222,8 @@ def test_the_pool_never_reaches_a_placeholder_while_it_runs(vllm_0_33: Any) -> N
 def test_event_hashes_published_as_integers_are_read_back_as_bytes(vllm_0_33: Any) -> None:
     """vLLM's default publishes the low 64 bits of each hash; the isolated load turns that
     off, the installed package may not: both must compare the same."""
+    from kvpool.conformance.engines.vllm.entry import load_vllm
     from kvpool.conformance.targets.loading import described
-    from kvpool.conformance.targets.vllm.entry import load_vllm
 
     release = load_vllm(described(RELEASE))
     assert release.release is not None

@@ -10,7 +10,7 @@ import pytest
 from kvpool.conformance.consumers.naming import make_consumer
 from kvpool.conformance.consumers.protocol import ConsumerError
 from kvpool.conformance.consumers.vllm_router import INSTALL, find_binary
-from kvpool.conformance.routes.scenarios import Setting, run_scenario
+from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 from kvpool.spec.events import BlockRemoved, BlockStored
 
 try:

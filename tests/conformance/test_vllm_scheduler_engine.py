@@ -24,26 +24,25 @@ pytest.importorskip(
     reason="vLLM's scheduler runs from an installed vLLM: pip install vllm==0.33.0",
 )
 
-from kvpool.conformance.engine.runner import LevelResult
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.engine_machine.driver import (
+from kvpool.conformance.engines.vllm.scheduler_driver import VllmSchedulerDriver
+from kvpool.conformance.engines.vllm.scheduler_loading import (
+    InstalledVllm,
+    installed_vllm,
+)
+from kvpool.conformance.machines.engine.driver import (
     EngineSetup,
     Sampled,
     Submission,
     driver_problems,
 )
-from kvpool.conformance.engine_machine.runner import replay_engine, run_engine
-from kvpool.conformance.targets.vllm.scheduler_driver import VllmSchedulerDriver
-from kvpool.conformance.targets.vllm.scheduler_loading import (
-    InstalledVllm,
-    installed_vllm,
-)
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.pool.runner import LevelResult
+from kvpool.conformance.machines.pool.signature import signature
 from kvpool.spec.events import BlockStored
 
 #: The planted fault: ``_preempt_request`` no longer resets the request's computed tokens.
 PREEMPT_LINES = (
-    "        request.status = RequestStatus.PREEMPTED\n"
-    "        request.num_computed_tokens = 0\n"
+    "        request.status = RequestStatus.PREEMPTED\n        request.num_computed_tokens = 0\n"
 )
 PLANTED = "        request.status = RequestStatus.PREEMPTED\n"
 

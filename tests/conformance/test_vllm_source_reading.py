@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvpool.conformance.targets.vllm.followed import followed_modules, imported, imports_heavy
-from kvpool.conformance.targets.vllm.request_reads import request_reads
+from kvpool.conformance.engines.vllm.followed import followed_modules, imported, imports_heavy
+from kvpool.conformance.engines.vllm.request_reads import request_reads
 
 POOL = """
 from vllm.v1.core.helpers import hash_extra

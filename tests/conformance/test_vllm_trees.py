@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.stream.publisher import load_publisher, publisher_source
-from kvpool.conformance.targets.loading import TargetLoadError, load_manager
-from kvpool.conformance.targets.releases.files import MANIFEST
-from kvpool.conformance.targets.vllm.distribution import (
+from kvpool.conformance.engines.vllm.distribution import (
     MANAGER_CACHE,
     PUBLISHER_CACHE,
     cached_release,
 )
-from kvpool.conformance.targets.vllm.profile_choice import choice_for_version
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS, PUBLISHER_MEMBERS
+from kvpool.conformance.engines.vllm.profile_choice import choice_for_version
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS, PUBLISHER_MEMBERS
+from kvpool.conformance.targets.loading import TargetLoadError, load_manager
+from kvpool.conformance.targets.releases.files import MANIFEST
+from kvpool.conformance.tools.stream.publisher import load_publisher, publisher_source
 
 DEV_VERSION = "0.34.0.dev118+g4ba787ec9"
 RUN = ["--level", "safety,order,robustness", "--seed", "1", "--max-examples", "25"]

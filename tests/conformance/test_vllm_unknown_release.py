@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
+from kvpool.conformance.engines.vllm.distribution import cached_release
+from kvpool.conformance.engines.vllm.releases import ReleaseError
 from kvpool.conformance.targets.loading import load_target
-from kvpool.conformance.targets.vllm.distribution import cached_release
-from kvpool.conformance.targets.vllm.releases import ReleaseError
 from kvpool.spec import CacheFullBlocks, GetCachedBlock, GetNewBlocks, PoolConfig, get_profile
 
 VERSION = "0.34.0"

@@ -15,6 +15,18 @@ from pathlib import Path
 import pytest
 from fake_index import forget_downloads  # pytest puts this folder on sys.path
 from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
+from kvpool.conformance.engines.vllm.distribution import (
+    VLLM_DISTRIBUTION,
+    WheelError,
+    seed_cache,
+    wheel_version,
+)
+from kvpool.conformance.engines.vllm.releases import (
+    ReleaseError,
+    check_supported,
+    parse_version,
+    version_in_tree,
+)
 from kvpool.conformance.targets.loading import TargetLoadError, choose_profile, load_target
 from kvpool.conformance.targets.releases.files import (
     MANIFEST,
@@ -23,18 +35,6 @@ from kvpool.conformance.targets.releases.files import (
     valid_cache,
 )
 from kvpool.conformance.targets.releases.files import extract_members as extract
-from kvpool.conformance.targets.vllm.distribution import (
-    VLLM_DISTRIBUTION,
-    WheelError,
-    seed_cache,
-    wheel_version,
-)
-from kvpool.conformance.targets.vllm.releases import (
-    ReleaseError,
-    check_supported,
-    parse_version,
-    version_in_tree,
-)
 
 NAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 GOOD = {

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.choices import RandomChoices
-from kvpool.conformance.engine.levels import REQUEST_MIN_BLOCKS
-from kvpool.conformance.manager import draw
-from kvpool.conformance.targets.vllm.distribution import MANAGER_CACHE, cached_release
-from kvpool.conformance.targets.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
+from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
+from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS
+from kvpool.conformance.machines.requests import draw
+from kvpool.conformance.search.choices import RandomChoices
 from kvpool.impl import KVCacheGroupSpec, KVCacheManager
 from kvpool.spec.manager import FULL_ATTENTION, KVGroup, ManagerConfig
 from manager_faults import FAULTS, planted_manager_tree  # on sys.path via pytest
@@ -112,7 +112,11 @@ def test_stores_promise_a_held_parent_except_in_windows_of_at_most_one_block(
 def short_window_runs(monkeypatch: pytest.MonkeyPatch, seed: int) -> str | None:
     """The spec's manager on our pool, events judged by the count consumer, every setup a
     hybrid with a window of at most one block; the first finding's message."""
-    from kvpool.conformance.manager.runner import events_on_pool, pool_builder, run_requests
+    from kvpool.conformance.machines.requests.runner import (
+        events_on_pool,
+        pool_builder,
+        run_requests,
+    )
     from kvpool.conformance.targets.loading import load_target
     from kvpool.spec.profile import SEED
 

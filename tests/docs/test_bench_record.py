@@ -7,14 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.bench_record import (
+from kvpool.conformance.tools.reference.bench_record import (
     DATA,
     BenchRecordError,
     load,
     managers_table,
     parse,
 )
-from kvpool.conformance.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.fragments import DOCS
 
 
 def _run(ours: list[float], vllm: list[float]) -> dict[str, Any]:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from docs_build import build
 from kvpool.conformance.cli import main
-from kvpool.conformance.engine.operations import POOL_OPERATIONS
-from kvpool.conformance.reference.action_facts import all_pool_action_facts
-from kvpool.conformance.reference.cli_page import kvpool_group, walk
-from kvpool.conformance.reference.code_facts import field_comments
-from kvpool.conformance.reference.pool_calls import call_of, unexplained
-from kvpool.conformance.reference.spec_document import PARTS as SPEC_PARTS
+from kvpool.conformance.machines.pool.operations import POOL_OPERATIONS
+from kvpool.conformance.tools.reference.action_facts import all_pool_action_facts
+from kvpool.conformance.tools.reference.cli_page import kvpool_group, walk
+from kvpool.conformance.tools.reference.code_facts import field_comments
+from kvpool.conformance.tools.reference.pool_calls import call_of, unexplained
+from kvpool.conformance.tools.reference.spec_document import PARTS as SPEC_PARTS
 from kvpool.spec import ALL_ACTIONS, INVARIANTS, PROFILES, RULES
 from kvpool.spec import profile as profile_module
 from kvpool.spec.manager import PROPERTIES, REQUEST_ACTIONS
@@ -100,7 +100,7 @@ def test_cli_page_shows_every_commands_help(built_site: Path) -> None:
 
 
 def test_mutants_page_shows_every_mutant_and_its_patch(built_site: Path) -> None:
-    from kvpool.conformance.mutants.corpus import MUTANTS
+    from kvpool.conformance.tools.mutants.corpus import MUTANTS
 
     text = page(built_site, "reference/mutants")
     for mutant in MUTANTS:
@@ -111,7 +111,7 @@ def test_mutants_page_shows_every_mutant_and_its_patch(built_site: Path) -> None
 
 def test_proofs_page_shows_every_obligation_run(built_site: Path) -> None:
     pytest.importorskip("z3")
-    from kvpool.conformance.proofs.obligations import all_obligations
+    from kvpool.conformance.tools.proofs.obligations import all_obligations
 
     text = page(built_site, "reference/proofs")
     for obligation in all_obligations():
@@ -235,7 +235,7 @@ def test_each_query_states_what_it_returns(built_site: Path) -> None:
     """A query's page says what it returns, in its Effect and as a postcondition on the
     result (``is_block_writable`` and ``get_usage`` once said only "see the
     postconditions", which did not say)."""
-    from kvpool.conformance.reference.code_facts import docstring_conditions
+    from kvpool.conformance.tools.reference.code_facts import docstring_conditions
 
     queries = [
         f for f in all_pool_action_facts() if f.transition.__module__ == "kvpool.spec.queries"
@@ -251,7 +251,7 @@ def test_each_query_states_what_it_returns(built_site: Path) -> None:
 
 
 def test_a_transition_without_an_effect_fails_its_page() -> None:
-    from kvpool.conformance.reference.action_pages import operation_page
+    from kvpool.conformance.tools.reference.action_pages import operation_page
 
     def get_usage(state: object, action: object) -> None:
         pass
@@ -299,7 +299,7 @@ def test_the_home_pages_guide_table_lists_every_guide_page_of_the_nav() -> None:
 
 
 def test_the_levels_page_names_every_level_in_the_level_option() -> None:
-    from kvpool.conformance.engine.levels import LEVELS
+    from kvpool.conformance.machines.pool.levels import LEVELS
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "levels.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `--level` |"))

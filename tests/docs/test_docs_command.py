@@ -11,12 +11,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.command import docs
-from kvpool.conformance.reference.fragments import FRAGMENTS
-from kvpool.conformance.reference.pages import reference_builders
+from kvpool.conformance.tools.reference.command import docs
+from kvpool.conformance.tools.reference.fragments import FRAGMENTS
+from kvpool.conformance.tools.reference.pages import reference_builders
 
 ROOT = Path(__file__).resolve().parents[2]
-HOOK = ROOT / "conformance" / "reference" / "mkdocs_hook.py"
+HOOK = ROOT / "conformance" / "tools" / "reference" / "mkdocs_hook.py"
 
 
 def test_help_teaches_the_three_commands_and_the_markers() -> None:
@@ -80,7 +80,10 @@ def test_serve_previews_the_site() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    launch = "import sys; from kvpool.conformance.reference.command import docs; docs(sys.argv[1:])"
+    launch = (
+        "import sys; from kvpool.conformance.tools.reference.command import docs; "
+        "docs(sys.argv[1:])"
+    )
     server = subprocess.Popen(
         [sys.executable, "-c", launch, "serve", "--port", str(port)],
         cwd=ROOT,

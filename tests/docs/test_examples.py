@@ -1,5 +1,5 @@
 """Every code example in the docs runs, as the convention in
-``kvpool.conformance.reference.examples`` says; a failure names the page and line."""
+``kvpool.conformance.tools.reference.examples`` says; a failure names the page and line."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.cli_page import kvpool_group
-from kvpool.conformance.reference.console_output import matches, words
-from kvpool.conformance.reference.examples import (
+from kvpool.conformance.tools.reference.cli_page import kvpool_group
+from kvpool.conformance.tools.reference.console_output import matches, words
+from kvpool.conformance.tools.reference.examples import (
     ExampleFailed,
     ExampleSkipped,
     Fence,

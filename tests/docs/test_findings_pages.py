@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.reference import events_matrix as matrix_module
-from kvpool.conformance.reference.events_matrix import events_matrix
-from kvpool.conformance.reference.repo_files import published_files, site_links
+from kvpool.conformance.tools.reference import events_matrix as matrix_module
+from kvpool.conformance.tools.reference.events_matrix import events_matrix
+from kvpool.conformance.tools.reference.repo_files import published_files, site_links
 
 ROOT = Path(__file__).resolve().parents[2]
 

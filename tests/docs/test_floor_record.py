@@ -1,5 +1,5 @@
 """The bench page's floor table: rendered from the run of
-``python -m kvpool.conformance.bench.floor`` kept in ``docs/data/bench-floor.json``, as it
+``python -m kvpool.conformance.tools.bench.floor`` kept in ``docs/data/bench-floor.json``, as it
 printed it, never typed in."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import copy
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.floor_record import (
+from kvpool.conformance.tools.reference.floor_record import (
     FloorRecordError,
     floor_table,
     load,
     parse,
     read_table,
 )
-from kvpool.conformance.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.fragments import DOCS
 
 PRINTED = (
     "| workload | blocks | ours µs/call | vllm 0.33.0 µs/call | floor µs/call | vLLM / ours "
@@ -30,7 +30,7 @@ def _record() -> dict[str, Any]:
     header, rows = read_table(PRINTED)
     return {
         "schema": "kvpool-bench-floor-record/1",
-        "command": "python -m kvpool.conformance.bench.floor --sizes 1000",
+        "command": "python -m kvpool.conformance.tools.bench.floor --sizes 1000",
         "commit": "abc1234",
         "date": "2026-12-07",
         "machine": "2 cores, x86_64, Python 3.11.7",
@@ -43,13 +43,15 @@ def _record() -> dict[str, Any]:
 def test_the_table_is_what_the_command_printed_with_where_it_comes_from() -> None:
     shown = floor_table(parse(_record()))
     assert "| churn | 1,000 | 1.834 | 4.415 | 1.274 | 2.41 | 3.46 |" in shown
-    assert "`python -m kvpool.conformance.bench.floor --sizes 1000` at commit `abc1234`" in shown
+    assert (
+        "`python -m kvpool.conformance.tools.bench.floor --sizes 1000` at commit `abc1234`" in shown
+    )
     assert "one-minute load 3.5 before the run" in shown
 
 
 def test_the_committed_record_renders() -> None:
     record = load(DOCS)
-    assert record.command.startswith("python -m kvpool.conformance.bench.floor")
+    assert record.command.startswith("python -m kvpool.conformance.tools.bench.floor")
     assert record.header[:2] == ("workload", "blocks")
     lines = floor_table(record).splitlines()
     assert sum(line.startswith("| ") for line in lines) == len(record.rows) + 1

@@ -7,14 +7,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kvpool.conformance.reference.fragments import FRAGMENTS, UnknownMarker, expand, linker_for
-from kvpool.conformance.reference.mkdocs_hook import (
+from kvpool.conformance.tools.reference.fragments import (
+    FRAGMENTS,
+    UnknownMarker,
+    expand,
+    linker_for,
+)
+from kvpool.conformance.tools.reference.mkdocs_hook import (
     expand_operations,
     on_config,
     on_files,
     on_page_markdown,
 )
-from kvpool.conformance.reference.pages import OPERATIONS_INDEX
+from kvpool.conformance.tools.reference.pages import OPERATIONS_INDEX
 from kvpool.spec import ALL_ACTIONS
 from mkdocs.config import load_config
 from mkdocs.exceptions import PluginError
@@ -89,7 +94,7 @@ def test_the_hook_refuses_a_committed_generated_page(tmp_path: Path) -> None:
 
 
 def test_the_vectors_count_is_counted_from_the_corpus(tmp_path: Path) -> None:
-    from kvpool.conformance.reference.fragments import DOCS, vectors_count
+    from kvpool.conformance.tools.reference.fragments import DOCS, vectors_count
 
     for name in ("seed/touch/safety-1", "seed/touch/order-1", "vllm-0.33/invariants/x"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

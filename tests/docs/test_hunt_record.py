@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import DOCS, expand
-from kvpool.conformance.reference.hunt_record import (
+from kvpool.conformance.tools.reference.fragments import DOCS, expand
+from kvpool.conformance.tools.reference.hunt_record import (
     DATA,
     HuntRecordError,
     load,

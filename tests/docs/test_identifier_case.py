@@ -8,9 +8,9 @@ import re
 
 import pytest
 from kvpool.conformance.cli import main
-from kvpool.conformance.mutants.corpus import MUTANTS
-from kvpool.conformance.reference.markdown import sentence
-from kvpool.conformance.reference.pages import reference_builders
+from kvpool.conformance.tools.mutants.corpus import MUTANTS
+from kvpool.conformance.tools.reference.markdown import sentence
+from kvpool.conformance.tools.reference.pages import reference_builders
 from kvpool.spec import ALL_ACTIONS
 from kvpool.spec.consumer import EVENT_PROPERTIES
 from kvpool.spec.manager.properties import PROPERTIES

@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import DOCS
-from kvpool.conformance.reference.instructions_record import (
+from kvpool.conformance.tools.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.instructions_record import (
     POOLS,
     InstructionsRecordError,
     instructions_table,
@@ -21,7 +21,7 @@ def _record() -> dict[str, Any]:
     counted = {"ours": 10_000_000, "vllm": 24_000_000, "floor": 8_000_000}
     return {
         "schema": "kvpool-bench-instructions-record/1",
-        "command": "valgrind --tool=callgrind python -m kvpool.conformance.bench.instructions",
+        "command": "valgrind --tool=callgrind python -m kvpool.conformance.tools.bench.instructions",  # noqa: E501
         "commit": "abc1234",
         "date": "2026-12-07",
         "machine": "2 cores, x86_64, Python 3.11.7",

@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import DOCS
-from kvpool.conformance.reference.latest_record import (
+from kvpool.conformance.tools.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.latest_record import (
     LatestRecordError,
     latest_table,
     load,

@@ -7,9 +7,13 @@ import random
 import re
 
 import pytest
-from kvpool.conformance.reference import lifecycle
-from kvpool.conformance.reference.lifecycle import STATES, Transition, explore, grouped
-from kvpool.conformance.reference.lifecycle_svg import _passes_through, grid_layout, lifecycle_svg
+from kvpool.conformance.tools.reference import lifecycle
+from kvpool.conformance.tools.reference.lifecycle import STATES, Transition, explore, grouped
+from kvpool.conformance.tools.reference.lifecycle_svg import (
+    _passes_through,
+    grid_layout,
+    lifecycle_svg,
+)
 from kvpool.spec import ContractViolation, PoolConfig, UnpinBlocks, initial_state, step
 from kvpool.spec.queries import writable
 

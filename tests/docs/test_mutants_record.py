@@ -6,8 +6,8 @@ import copy
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import DOCS, expand
-from kvpool.conformance.reference.mutants_record import (
+from kvpool.conformance.tools.reference.fragments import DOCS, expand
+from kvpool.conformance.tools.reference.mutants_record import (
     MutantsRecordError,
     load,
     parse,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import expand
-from kvpool.conformance.reference.mutmut_score import (
+from kvpool.conformance.tools.reference.fragments import expand
+from kvpool.conformance.tools.reference.mutmut_score import (
     DATA,
     ScoreFileError,
     impl_digest,

@@ -4,8 +4,8 @@ tests re-run."""
 
 from __future__ import annotations
 
-from kvpool.conformance.reference.fragments import DOCS
-from kvpool.conformance.reference.page_figures import PAGES, page_figures, typed_figures
+from kvpool.conformance.tools.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.page_figures import PAGES, page_figures, typed_figures
 
 
 def test_the_pages_carry_no_typed_figure() -> None:

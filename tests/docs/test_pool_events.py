@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference import pool_events
-from kvpool.conformance.reference.pool_events import EVENT_FIELDS
-from kvpool.conformance.targets.vllm_api.events import EventReader
+from kvpool.conformance.engines.vllm_api.events import EventReader
+from kvpool.conformance.tools.reference import pool_events
+from kvpool.conformance.tools.reference.pool_events import EVENT_FIELDS
 from kvpool.spec import AllBlocksCleared, BlockRemoved, BlockStored
 
 #: A value for every field the table documents (hashes as bytes, group 2).

@@ -7,9 +7,9 @@ import re
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.bench_record import BenchRecordError
-from kvpool.conformance.reference.fragments import DOCS, expand
-from kvpool.conformance.reference.pool_record import growth_table, load, parse, pools_table
+from kvpool.conformance.tools.reference.bench_record import BenchRecordError
+from kvpool.conformance.tools.reference.fragments import DOCS, expand
+from kvpool.conformance.tools.reference.pool_record import growth_table, load, parse, pools_table
 
 DASH = "\N{EN DASH}"
 

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.mutants.corpus import MUTANTS
-from kvpool.conformance.reference.bench_record import BenchRecord, span
-from kvpool.conformance.reference.bench_record import load as load_managers
-from kvpool.conformance.reference.mutants_record import load as load_mutants
-from kvpool.conformance.reference.pool_record import PoolRecord, pools_table
-from kvpool.conformance.reference.pool_record import load as load_pools
+from kvpool.conformance.tools.mutants.corpus import MUTANTS
+from kvpool.conformance.tools.reference.bench_record import BenchRecord, span
+from kvpool.conformance.tools.reference.bench_record import load as load_managers
+from kvpool.conformance.tools.reference.mutants_record import load as load_mutants
+from kvpool.conformance.tools.reference.pool_record import PoolRecord, pools_table
+from kvpool.conformance.tools.reference.pool_record import load as load_pools
 from kvpool.spec.manager.properties import PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_the_readme_counts_the_mutants() -> None:
 
 def test_the_readme_counts_the_proof_obligations() -> None:
     pytest.importorskip("z3")
-    from kvpool.conformance.proofs.obligations import all_obligations
+    from kvpool.conformance.tools.proofs.obligations import all_obligations
 
     assert f"Z3: {len(all_obligations())} obligations for any number of blocks" in README
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvpool.conformance.reference.examples import Fence, find_fences
+from kvpool.conformance.tools.reference.examples import Fence, find_fences
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 KVPOOL = Path(sys.executable).with_name("kvpool")

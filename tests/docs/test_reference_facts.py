@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from kvpool.conformance.reference.action_facts import (
+from kvpool.conformance.tools.reference.action_facts import (
     all_pool_action_facts,
     all_request_action_facts,
 )

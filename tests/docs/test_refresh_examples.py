@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.cli_page import kvpool_group
-from kvpool.conformance.reference.refresh_examples import drifts, refresh
+from kvpool.conformance.tools.reference.cli_page import kvpool_group
+from kvpool.conformance.tools.reference.refresh_examples import drifts, refresh
 
 RUN = "kvpool conform --max-examples 2 --seed 1 --machine pool --level safety --no-coverage"
 STALE = """# A page

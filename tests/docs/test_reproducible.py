@@ -98,8 +98,8 @@ def test_the_cli_page_does_not_depend_on_what_ran_before() -> None:
     build -h`` prints."""
     from click.testing import CliRunner
     from kvpool.conformance.cli import main
-    from kvpool.conformance.reference.cli_page import cli_page
-    from kvpool.conformance.reference.command import docs
+    from kvpool.conformance.tools.reference.cli_page import cli_page
+    from kvpool.conformance.tools.reference.command import docs
 
     assert CliRunner().invoke(docs, ["build", "--help"]).exit_code == 0
     page = cli_page(main)
@@ -108,7 +108,7 @@ def test_the_cli_page_does_not_depend_on_what_ran_before() -> None:
 
 
 def test_a_set_valued_profile_change_names_the_members_added_and_removed() -> None:
-    from kvpool.conformance.reference.profile_values import change, shown
+    from kvpool.conformance.tools.reference.profile_values import change, shown
 
     before = frozenset({"mm-offset", "cache-salt", "lora-path"})
     after = frozenset({"cache-salt", "prompt-embeds"})

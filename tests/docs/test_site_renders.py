@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from chromium_pipe import Chromium, find_chromium
 from docs_build import CONFIG
-from kvpool.conformance.reference.mkdocs_hook import on_config
+from kvpool.conformance.tools.reference.mkdocs_hook import on_config
 from mkdocs.config import load_config
 from site_crawl import crawl, serve
 

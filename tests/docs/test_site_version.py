@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.reference.site_version import (
+from kvpool.conformance.tools.reference.site_version import (
     VersionMissing,
     footer,
     project_version,

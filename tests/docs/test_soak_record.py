@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from kvpool.conformance.reference.fragments import DOCS
-from kvpool.conformance.reference.soak_record import (
+from kvpool.conformance.tools.reference.fragments import DOCS
+from kvpool.conformance.tools.reference.soak_record import (
     SoakRecordError,
     load,
     parse,

@@ -9,8 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from kvpool.conformance.reference.mkdocs_hook import on_page_markdown
-from kvpool.conformance.reference.table_check import cells, malformed_tables
+from kvpool.conformance.tools.reference.mkdocs_hook import on_page_markdown
+from kvpool.conformance.tools.reference.table_check import cells, malformed_tables
 from mkdocs.exceptions import PluginError
 
 GOOD = """\

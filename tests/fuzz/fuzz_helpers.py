@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner, Result
-from kvpool.conformance.fuzz.command import fuzz
+from kvpool.conformance.tools.fuzz.command import fuzz
 
 #: tests/conformance, where the planted faults (faulty_pools.py) live.
 PLANTED = Path(__file__).parents[1] / "conformance"
@@ -27,4 +27,4 @@ def actions_run(output: str) -> int:
 
 def fuzz_command(*args: str) -> list[str]:
     """``kvpool fuzz ARGS`` as a separate process (``python -m``)."""
-    return [sys.executable, "-m", "kvpool.conformance.fuzz", *args]
+    return [sys.executable, "-m", "kvpool.conformance.tools.fuzz", *args]

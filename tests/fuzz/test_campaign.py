@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 from fuzz_helpers import PLANTED, actions_run, fuzz_command, run_fuzz
-from kvpool.conformance.fuzz import supervise
-from kvpool.conformance.fuzz.command import campaign_status
+from kvpool.conformance.tools.fuzz import supervise
+from kvpool.conformance.tools.fuzz.command import campaign_status
 from kvpool.conformance.trace.replay import replay_file
 
 
@@ -45,8 +45,18 @@ def test_a_planted_fault_is_found_shrunk_and_its_trace_written_once(tmp_path: Pa
 
 def test_our_pool_runs_clean_on_every_machine_until_the_action_budget(tmp_path: Path) -> None:
     result = run_fuzz(
-        "--target", "impl", "--workers", "2", "--examples-per-round", "20",
-        "--max-actions", "15000", "--seconds", "120", "--status-every", "1",
+        "--target",
+        "impl",
+        "--workers",
+        "2",
+        "--examples-per-round",
+        "20",
+        "--max-actions",
+        "15000",
+        "--seconds",
+        "120",
+        "--status-every",
+        "1",
     )  # fmt: skip  (at about 5,000 actions/s a budget of 15,000 outlasts the first status line)
     assert result.exit_code == 0, result.output
     assert "no failure found" in result.output

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase, MultiplexedDatabase
-from kvpool.conformance.engine.runner import Failure
-from kvpool.conformance.engine.signature import signature
-from kvpool.conformance.fuzz.database import DatabaseError, database_key, redis_database
-from kvpool.conformance.fuzz.hunt import hunt
-from kvpool.conformance.fuzz.jobs import Job, build_jobs, load
-from kvpool.conformance.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
-from kvpool.conformance.fuzz.sharing import DatabaseErrors, SharedExamples, Tolerant
+from kvpool.conformance.machines.pool.runner import Failure
+from kvpool.conformance.machines.pool.signature import signature
+from kvpool.conformance.tools.fuzz.database import DatabaseError, database_key, redis_database
+from kvpool.conformance.tools.fuzz.hunt import hunt
+from kvpool.conformance.tools.fuzz.jobs import Job, build_jobs, load
+from kvpool.conformance.tools.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
+from kvpool.conformance.tools.fuzz.sharing import DatabaseErrors, SharedExamples, Tolerant
 
 SAFETY = JobSpec("pool", "safety")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from kvpool.conformance.engine.runner import Failure
-from kvpool.conformance.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
-from kvpool.conformance.fuzz.traces import save_finding, trace_path
+from kvpool.conformance.machines.pool.runner import Failure
+from kvpool.conformance.tools.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
+from kvpool.conformance.tools.fuzz.traces import save_finding, trace_path
 from kvpool.conformance.trace.files import read_trace
 from kvpool.spec import GetNewBlocks, PoolConfig
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from fuzz_helpers import fuzz_command
 from hypothesis.database import DirectoryBasedExampleDatabase
-from kvpool.conformance.fuzz.database import RegularFilesDatabase
-from kvpool.conformance.fuzz.sharing import DatabaseErrors
+from kvpool.conformance.tools.fuzz.database import RegularFilesDatabase
+from kvpool.conformance.tools.fuzz.sharing import DatabaseErrors
 
 KEY = b"kvpool-fuzz/v2/impl/seed/pool/safety/blocks=8"
 

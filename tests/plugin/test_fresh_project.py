@@ -44,7 +44,7 @@ def test_loading_the_plugin_imports_nothing_of_the_suite() -> None:
     probe = (
         "import sys, kvpool.conformance.pytest_plugin\n"
         "heavy = ('hypothesis', 'rich', 'click', 'kvpool.spec',"
-        " 'kvpool.conformance.engine.runner')\n"
+        " 'kvpool.conformance.machines.pool.runner')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
     )
     done = subprocess.run(

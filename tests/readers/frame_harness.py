@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 
 from kvpool.conformance.bounds import MAX_SEQUENCE_JUMP
-from kvpool.conformance.stream.watch import StreamWatch
-from kvpool.conformance.stream.wire import MalformedFrame, decode_batch, decode_message
+from kvpool.conformance.tools.stream.watch import StreamWatch
+from kvpool.conformance.tools.stream.wire import MalformedFrame, decode_batch, decode_message
 
 
 def frames_of(data: bytes) -> list[bytes]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from frame_harness import frames_of, one_input
-from kvpool.conformance.stream import wire
-from kvpool.conformance.stream.wire import MalformedFrame, decode_batch, decode_message
+from kvpool.conformance.tools.stream import wire
+from kvpool.conformance.tools.stream.wire import MalformedFrame, decode_batch, decode_message
 
 CORPUS = sorted((Path(__file__).parent / "corpus" / "frames").iterdir())
 

@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner, Result
 from hostile import SEED_TRACES, SEED_VECTORS
 from kvpool.conformance.cli import main
+from kvpool.conformance.tools.vectors import runner
 from kvpool.conformance.trace import files as trace_files
-from kvpool.conformance.vectors import runner
 
 #: Seconds any one command may take on a hostile file (they take well under one).
 DEADLINE = 20
@@ -272,7 +272,7 @@ def test_a_backtracking_regular_expression_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_pattern_of_many_stars_on_a_long_message_answers_at_once() -> None:
-    from kvpool.conformance.engine.expectations import holds
+    from kvpool.conformance.machines.pool.expectations import holds
 
     message = "a" * 100_000
     with deadline(5):

@@ -13,11 +13,11 @@ from hostile import FUZZ
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, InMemoryExampleDatabase
-from kvpool.conformance.fuzz import sharing
-from kvpool.conformance.fuzz.hunt import hunt
-from kvpool.conformance.fuzz.jobs import build_jobs, load
-from kvpool.conformance.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
-from kvpool.conformance.fuzz.sharing import DatabaseErrors, Tolerant
+from kvpool.conformance.tools.fuzz import sharing
+from kvpool.conformance.tools.fuzz.hunt import hunt
+from kvpool.conformance.tools.fuzz.jobs import build_jobs, load
+from kvpool.conformance.tools.fuzz.plan import CampaignPlan, DatabaseSpec, JobSpec
+from kvpool.conformance.tools.fuzz.sharing import DatabaseErrors, Tolerant
 
 PLAN = CampaignPlan(
     target="impl",
@@ -120,7 +120,7 @@ def test_a_fifo_stored_under_a_key_replays_as_nothing_and_is_counted() -> None:
     import os
     import signal
 
-    from kvpool.conformance.fuzz.database import RegularFilesDatabase
+    from kvpool.conformance.tools.fuzz.database import RegularFilesDatabase
 
     def expire(signum: int, frame: object) -> None:
         raise TimeoutError("the replay waits on the FIFO")

@@ -1,5 +1,5 @@
 """Profile files (`--profile FILE`, kvpool.spec.profile) and expectation files (`--expect
-FILE`, kvpool.conformance.engine.expectations) are total: any file is a Profile or one
+FILE`, kvpool.conformance.machines.pool.expectations) are total: any file is a Profile or one
 ProfileFileError, an Expectations or one ExpectationsError. Raw bytes, the real files
 broken in one to three places (written back as TOML or JSON), and deep nesting."""
 
@@ -15,7 +15,7 @@ import pytest
 from hostile import FUZZ, ROOT, at_path, escapes, hostile_json, mangled, node_paths
 from hypothesis import given
 from hypothesis import strategies as st
-from kvpool.conformance.engine.expectations import ExpectationsError, read_expectations
+from kvpool.conformance.machines.pool.expectations import ExpectationsError, read_expectations
 from kvpool.spec.profile import ProfileFileError, load_profile_file
 
 PROFILE_SEEDS = sorted((ROOT / "spec" / "profiles").glob("*.toml"))

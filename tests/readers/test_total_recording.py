@@ -1,4 +1,4 @@
-"""Saved streams (conformance/stream/recording.py) are total: any file reads as messages
+"""Saved streams (conformance/tools/stream/recording.py) are total: any file reads as messages
 or stops at one RecordingError naming its line; `kvpool monitor FILE` exits only with
 its documented statuses (0 no violation, 1 violations, 2 a file it cannot read)."""
 
@@ -15,8 +15,8 @@ from hostile import FUZZ, escapes, hostile_json, hostile_messages, json_text, ma
 from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.conformance.cli import main
-from kvpool.conformance.stream import recording
-from kvpool.conformance.stream.recording import RecordingError, read_recording
+from kvpool.conformance.tools.stream import recording
+from kvpool.conformance.tools.stream.recording import RecordingError, read_recording
 
 HEADER = json.dumps({"format": "kvpool-kv-events", "version": 1, "sources": [], "started": 0})
 

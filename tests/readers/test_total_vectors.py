@@ -1,5 +1,5 @@
 """Vector directories are total: `kvpool vectors check DIR` and the standalone runner
-(`python -m kvpool.conformance.vectors.runner DIR --pool ...`) exit only with their
+(`python -m kvpool.conformance.tools.vectors.runner DIR --pool ...`) exit only with their
 documented statuses (0 all pass, 1 a vector fails, 2 a file they cannot use) for any file
 in DIR, never with a traceback."""
 
@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.conformance import bounds
 from kvpool.conformance.cli import main
-from kvpool.conformance.vectors import runner
+from kvpool.conformance.tools.vectors import runner
 
 inputs = st.one_of(
     broken_documents(SEED_VECTORS),

@@ -1,4 +1,4 @@
-"""Frames and batches (conformance/stream/wire.py) are total: any message decodes or is
+"""Frames and batches (conformance/tools/stream/wire.py) are total: any message decodes or is
 one MalformedFrame; the monitor's core counts it and goes on. Raw bytes and hostile
 structure; and the same strategies find the crash of issue 27 in a decoder that, like the
 old one, caught only the msgpack library's own error."""
@@ -12,8 +12,8 @@ import pytest
 from hostile import FUZZ, escapes, hostile_messages, hostile_payloads, sequence_frames
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
-from kvpool.conformance.stream.watch import StreamWatch
-from kvpool.conformance.stream.wire import (
+from kvpool.conformance.tools.stream.watch import StreamWatch
+from kvpool.conformance.tools.stream.wire import (
     MalformedFrame,
     WireBatch,
     WireMessage,

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.routes.isolation import INSIDE, namespace_problem
-from kvpool.conformance.validate import dynamo_mocker
-from kvpool.conformance.validate.engine_side import windows
-from kvpool.conformance.validate.request_log import read_log
-from kvpool.conformance.validate.spec_side import SpecReplay
+from kvpool.conformance.tools.routes.isolation import INSIDE, namespace_problem
+from kvpool.conformance.tools.validate import dynamo_mocker
+from kvpool.conformance.tools.validate.engine_side import windows
+from kvpool.conformance.tools.validate.request_log import read_log
+from kvpool.conformance.tools.validate.spec_side import SpecReplay
 from kvpool.spec import get_profile
 from kvpool.spec.events import BlockRemoved
 
@@ -40,7 +40,7 @@ if _PROBLEM is not None:
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
-DRIVER = f"{sys.executable} -m kvpool.conformance.validate.dynamo_mocker"
+DRIVER = f"{sys.executable} -m kvpool.conformance.tools.validate.dynamo_mocker"
 
 
 def mocker_run(folder: Path, seed: int, requests: int) -> list[str]:
@@ -182,7 +182,7 @@ def test_a_request_log_the_driver_cannot_send_is_exit_2_naming_it(
 
 CRASHING_MOCKER = """
 import sys
-from kvpool.conformance.validate import dynamo_mocker
+from kvpool.conformance.tools.validate import dynamo_mocker
 crash = "import sys; print('simulated panic at tier.rs'); sys.exit(101)"
 dynamo_mocker._mocker_command = lambda: [sys.executable, "-c", crash]
 sys.exit(dynamo_mocker.main(sys.argv[1:]))

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 from click.testing import CliRunner, Result
 from kvpool.conformance.cli import main
-from kvpool.conformance.validate import impl_engine
-from kvpool.conformance.validate.request_log import read_log
+from kvpool.conformance.tools.validate import impl_engine
+from kvpool.conformance.tools.validate.request_log import read_log
 
 
 def engine_run(folder: Path, seed: int, fault: str | None = None, requests: int = 24) -> list[str]:
@@ -56,7 +56,7 @@ def test_the_planted_per_copy_fault_is_caught_with_a_shrunk_trace(
 
 def test_shrinking_re_runs_the_engine(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    driver = f"{sys.executable} -m kvpool.conformance.validate.impl_engine --fault per-copy"
+    driver = f"{sys.executable} -m kvpool.conformance.tools.validate.impl_engine --fault per-copy"
     args = [*engine_run(tmp_path, 2, "per-copy"), "--trace", str(trace), "--rerun", driver]
     result = validate(*args, "--json")
     assert result.exit_code == 1, result.output

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kvpool.conformance.targets.spec_target import SpecTarget
+from kvpool.conformance.engines.builtin.spec_target import SpecTarget
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.itf import ItfError
 from kvpool.conformance.wire.codec import (

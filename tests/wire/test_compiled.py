@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kvpool.conformance.engine.target import PoolView
-from kvpool.conformance.targets.spec_target import SpecTarget
+from kvpool.conformance.engines.builtin.spec_target import SpecTarget
+from kvpool.conformance.machines.pool.target import PoolView
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.trace.itf import ItfError, decode, encode
 from kvpool.conformance.wire.codec import FIRED, RESULT_TYPES, view_fields

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.reference.examples import find_fences
+from kvpool.conformance.tools.reference.examples import find_fences
 from kvpool.conformance.wire import child
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "wire-protocol.md"

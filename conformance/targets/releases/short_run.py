@@ -136,8 +136,8 @@ def _reason(output: str, status: int) -> str:
 def _kinds(folder: Path) -> set[str]:
     """The kinds of finding of the traces in ``folder`` (a rule or property each), the
     engine machine's among them."""
-    from ...engine.signature import signature
-    from ...engine_machine.trace_file import SUFFIX, read_engine_trace
+    from ...machines.engine.trace_file import SUFFIX, read_engine_trace
+    from ...machines.pool.signature import signature
     from ...trace.files import read_trace
 
     kinds = set()

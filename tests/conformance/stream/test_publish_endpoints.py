@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import zmq
-from kvpool.conformance.stream.publish_command import endpoints
-from kvpool.conformance.stream.publisher import PublisherError
+from kvpool.conformance.tools.stream.publish_command import endpoints
+from kvpool.conformance.tools.stream.publisher import PublisherError
 
 KVPOOL = str(Path(sys.executable).parent / "kvpool")
 

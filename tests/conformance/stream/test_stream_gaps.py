@@ -6,8 +6,13 @@ judged again."""
 
 from __future__ import annotations
 
-from kvpool.conformance.stream.watch import Finding, StreamWatch
-from kvpool.conformance.stream.wire import WireBatch, WireMessage, decode_batch, decode_message
+from kvpool.conformance.tools.stream.watch import Finding, StreamWatch
+from kvpool.conformance.tools.stream.wire import (
+    WireBatch,
+    WireMessage,
+    decode_batch,
+    decode_message,
+)
 from wire_frames import message, payload, removed, stored  # the folder is on sys.path
 
 ONE, TWO = b"1" * 16, b"2" * 16

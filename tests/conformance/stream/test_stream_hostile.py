@@ -18,8 +18,8 @@ import zmq
 from click.testing import CliRunner
 from kvpool.conformance.bounds import MAX_FRAME_BYTES
 from kvpool.conformance.cli import main
-from kvpool.conformance.stream.subscriber import Subscriber
-from kvpool.conformance.stream.watch import Finding, StreamWatch
+from kvpool.conformance.tools.stream.subscriber import Subscriber
+from kvpool.conformance.tools.stream.watch import Finding, StreamWatch
 from kvpool.conformance.usage import EXIT_PASS, EXIT_USAGE
 from test_stream_publish_monitor import TIMEOUT, finish, free_port, start_monitor
 from wire_frames import message, payload, removed, stored  # the folder is on sys.path

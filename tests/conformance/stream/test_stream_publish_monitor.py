@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import zmq
-from kvpool.conformance.stream.publisher import load_publisher, start_publisher
+from kvpool.conformance.tools.stream.publisher import load_publisher, start_publisher
 from wire_frames import message, payload, removed, stored  # the folder is on sys.path
 
 KVPOOL = str(Path(sys.executable).parent / "kvpool")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
-from kvpool.conformance.stream.recording import Recorder, read_recording
+from kvpool.conformance.tools.stream.recording import Recorder, read_recording
 from wire_frames import message, removed, stored  # the folder is on sys.path
 
 #: vLLM 0.33.0's stream, recorded live: `kvpool publish --target vllm==0.33.0 --requests 2

@@ -5,7 +5,7 @@ sequence number no publisher reaches is a malformed message, not a loss."""
 
 from __future__ import annotations
 
-from kvpool.conformance.stream.watch import Finding, StreamWatch
+from kvpool.conformance.tools.stream.watch import Finding, StreamWatch
 from wire_frames import message, removed, stored  # the folder is on sys.path
 
 

@@ -4,8 +4,8 @@ ranks, duplicates, snapshots and malformed frames handled as what they are."""
 from __future__ import annotations
 
 import pytest
-from kvpool.conformance.stream.watch import Finding, StreamWatch
-from kvpool.conformance.stream.wire import WireMessage, decode_batch, decode_message
+from kvpool.conformance.tools.stream.watch import Finding, StreamWatch
+from kvpool.conformance.tools.stream.wire import WireMessage, decode_batch, decode_message
 from wire_frames import CLEARED, message, payload, removed, stored  # the folder is on sys.path
 
 

@@ -18,7 +18,7 @@ from kvpool.conformance.bounds import (
     MAX_TOKENS_PER_EVENT,
     MAX_TOPIC_BYTES,
 )
-from kvpool.conformance.stream.wire import (
+from kvpool.conformance.tools.stream.wire import (
     MalformedFrame,
     decode_batch,
     decode_message,

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 from kvpool.conformance.bounds import MAX_RANK
-from kvpool.conformance.stream import wire
-from kvpool.conformance.stream.wire import MalformedFrame
+from kvpool.conformance.tools.stream import wire
+from kvpool.conformance.tools.stream.wire import MalformedFrame
 
 
 def random_event(rng: random.Random) -> Any:

@@ -1,2 +1,0 @@
-"""The engine machine: an engine driven through its own scheduler, the suite playing the
-clients and the model (:mod:`.driver` is the boundary, :mod:`.engine_run` one test case)."""

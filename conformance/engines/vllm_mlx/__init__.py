@@ -1,0 +1,1 @@
+"""vllm-mlx's ``PagedCacheManager`` as a target (:mod:`.pool`) and its registry entry."""

@@ -1,0 +1,157 @@
+"""Drawing the pool machine's test cases for a :class:`~.lockstep.LockstepRun`.
+
+Each step draws the next kind of action (weighted towards the ones that build state) from
+the spec's current state, then the action itself; the run applies it to the spec and the
+target and compares. :func:`pool_case` is a test case of the seeded search
+(:mod:`.seeded_search`), which ``kvpool conform`` runs and ``kvpool fuzz`` seeds from
+Hypothesis; ``kvpool diff``'s Hypothesis machine draws with :func:`next_action` too.
+Drawing only finds failures: :mod:`.shrink` minimises them by replaying actions, which is
+much faster than shrinking Hypothesis's choice sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import reject
+from kvpool.spec import Action, PoolState, Profile, violation
+
+from ...search.choices import Choices
+from ...search.seeded_search import Start, Step
+from ..events.caller import manager_could_call
+from . import draw
+from . import operations as table
+from .draw_facts import facts
+from .fault import fault_of
+from .levels import Level
+from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .signature import signature
+from .target import TargetFactory
+
+
+def kinds(
+    state: PoolState, ctx: draw.Context, operations: frozenset[str], level: Level
+) -> tuple[tuple[str, int], ...]:
+    """The operations that can be drawn now, with their weights (each operation's
+    :attr:`~.operations.PoolOperation.needs` and ``boosted_by`` read against the
+    :func:`~.draw_facts.facts` of ``state``)."""
+    # what follows depends on these alone: worked out once for each
+    signs = (operations, facts(state, ctx), level.out_of_contract)
+    chosen = _WEIGHED.get(signs)
+    if chosen is None:
+        chosen = _WEIGHED[signs] = _weighed(*signs)
+    return chosen
+
+
+def _weighed(
+    operations: frozenset[str], found: frozenset[str], broken: bool
+) -> tuple[tuple[str, int], ...]:
+    """The drawable operations (in :data:`~.operations.POOL_OPERATIONS`' order) with their
+    weights, four times as heavy where a fact ``found`` boosts them; with ``broken``, a rule
+    broken too."""
+    chosen = [
+        (op.name, op.weight * 4 if not op.boosted_by.isdisjoint(found) else op.weight)
+        for op in table.POOL_OPERATIONS
+        if op.name in operations and op.needs <= found
+    ]
+    if broken:
+        chosen.append((OUT_OF_CONTRACT, 4))
+    return tuple(chosen)
+
+
+#: The kind drawn for an action that breaks a rule (the robustness level).
+OUT_OF_CONTRACT = "out_of_contract"
+
+#: :func:`_weighed` by its arguments, as each is first met (a run meets a few dozen).
+_WEIGHED: dict[tuple[frozenset[str], frozenset[str], bool], tuple[tuple[str, int], ...]] = {}
+
+
+def next_action(
+    choices: Choices,
+    state: PoolState,
+    ctx: draw.Context,
+    operations: frozenset[str],
+    level: Level,
+    allowed: Callable[[Action], bool] | None = None,
+) -> Action | None:
+    """The next action: first its kind (weighted towards the ones that build state), then
+    the action itself; at the robustness level sometimes one that breaks a rule. ``None``
+    when the broken rule drawn cannot be broken in this state. ``allowed`` says what is
+    inside the contract at the levels that stay inside it (default: ``state``'s profile
+    allows it; a diff asks both sides')."""
+    ctx.observe(state)
+    options = kinds(state, ctx, operations, level)
+    # Hypothesis draws the first option far more often than its weight says (get_new_blocks
+    # took 41% of the steps for a weight of 20%): start the list at a place the pool's
+    # state decides, so that no operation always gets that surplus
+    start = (sum(state.ref_cnt) + len(state.free_queue) + len(state.cache)) % len(options)
+    kind = choices.weighted(options[start:] + options[:start], "operation")
+    if kind != OUT_OF_CONTRACT:
+        drawn = table.named(kind).draw(choices, state, ctx)
+        inside = violation(state, drawn) is None if allowed is None else allowed(drawn)
+        if not level.out_of_contract and not inside:
+            # The drawers follow the seed's contract; a profile may narrow it (an older
+            # release's cache_full_blocks taking no null block, say): such an action is
+            # not drawn at the levels that stay inside the contract.
+            return None
+        if level.consumer is not None and not manager_could_call(state, drawn):
+            return None  # the events level: caching calls as a manager makes them
+        return drawn
+    drawers = [d for op in table.POOL_OPERATIONS if op.name in operations for d in op.bad_draws]
+    action = choices.choice(drawers, "broken rule")(choices, state, ctx)
+    if action is None or violation(state, action) is None:
+        return None
+    if not ctx.peer and table.names_peer_blocks(action):
+        return None
+    return action
+
+
+def apply_in_case(
+    apply: Callable[[Any], object],
+    action: Any,
+    known: frozenset[str],
+    record: RunRecord | None = None,
+) -> None:
+    """Run one action of a drawn test case. A failure of a kind in ``known`` drops the test
+    case (Hypothesis's ``reject``: look for something new), counted in ``record``; any
+    other is raised."""
+    try:
+        apply(action)
+    except ExpectedEnd:
+        if record is not None:
+            record.expected_ended += 1
+        reject()
+    except Exception as exc:
+        if not isinstance(exc, Nonconformance) and fault_of(exc) != "target":
+            raise  # a usage error or a bug in kvpool: never a finding, never dropped
+        message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
+        if signature(message) in known:
+            if record is not None:
+                record.rejected += 1
+            reject()
+        raise
+
+
+def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks: int) -> Start:
+    """Test cases of the pool machine at ``level`` for the seeded search: a pool of up to
+    ``max_blocks`` blocks drawn, then one action drawn and run in lockstep per step (a
+    draw that gives no action, or one the target does not take, counted as skipped)."""
+
+    def start(choices: Choices, record: RunRecord) -> Step:
+        config = draw.pool_config(choices, max_blocks, level.out_of_contract)
+        run = LockstepRun(factory, profile, level, config, record)
+        ctx = draw.Context(
+            evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
+        )
+
+        def step(choices: Choices) -> None:
+            action = next_action(choices, run.state, ctx, run.operations, level)
+            if action is None or not run.can_apply(action):
+                record.skipped += 1
+            else:
+                run.apply(action)
+
+        return step
+
+    return start
