@@ -1,11 +1,12 @@
-"""What a ``RadixCache`` shows the request-level properties, for every API generation.
+"""What a ``RadixCache`` shows the request-level properties, and its KV events as the spec's.
 
 The tree's shape is the same from 0.4 to 0.5 (nodes with ``children``, a ``key`` of
 tokens, a ``value`` tensor of token slots, ``lock_ref``; ``root_node``,
 ``evictable_size()``, ``protected_size()``), and so is the allocator's (a tensor of free
-slots or pages). What differs between generations is how the scheduler calls them (the
-adapters :mod:`.manager` for 0.4 and :mod:`.manager_0_5` for 0.5) and, from 0.5 on, the
-salt a key carries: :class:`SglangTreeView` is the part they share.
+slots or pages). :class:`SglangTreeView` reads them for the request machine's adapter of
+0.4 (:mod:`.manager`; from 0.5 on SGLang runs only at the engine machine, whose driver
+reads its own outputs); the event conversion, the native hash check and the page chain the
+tree holds under its recorder's hashes (:func:`event_parents`, 0.5 on) serve both.
 
 **What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
 (the number of running requests whose matched prefix covers it), 1 for a page out of the
@@ -86,14 +87,12 @@ class RequestRecord(Protocol):
 
 
 class SglangTreeView:
-    """The inspection both generations' adapters share; they set ``cache``,
-    ``allocator``, ``page``, ``num_pages`` and ``requests`` and say where the free list
+    """The inspection of the request machine's adapter; it sets ``cache``,
+    ``allocator``, ``page``, ``num_pages`` and ``requests`` and says where the free list
     is (:meth:`_free_pages`)."""
 
     checked_by_properties = True
     observes = OBSERVES
-    #: Whether the tree keys a node by a salt too (0.5 on): salted requests are drawn.
-    takes_salts = False
 
     #: The loaded release (its modules, and from 0.5 on ``active()`` to run inside).
     release: Any
@@ -108,13 +107,13 @@ class SglangTreeView:
 
     def allows(self, action: RequestAction) -> bool:
         """No call evicts named pages (only ``evict(n)``, by LRU): ``evict_cached`` is
-        never drawn; nor a salted request where the tree has no salt (0.4), nor a request
+        never drawn; nor a salted request (0.4's tree has no salt), nor a request
         with other extra keys (LoRA, multimodal: the suite does not build adapters)."""
         if isinstance(action, EvictCached):
             return False
         if not isinstance(action, Admit):
             return True
-        return action.extra == NO_EXTRA and (self.takes_salts or action.salt is None)
+        return action.extra == NO_EXTRA and action.salt is None
 
     def evict_cached(self, block_ids: tuple[int, ...]) -> None:
         raise NotImplementedError("SGLang's RadixCache evicts only by LRU")
@@ -181,12 +180,6 @@ class SglangTreeView:
             keys = tuple(expected_key(hashes, page, page, i, 0) for i in range(len(hashes)))
             self._keys[(salt, path)] = keys
         return keys
-
-    def page_event_hashes(self, node: Any) -> list[bytes] | None:
-        """The hash each page of ``node`` is published under (:func:`page_event_hashes`)."""
-        if getattr(self.cache, "kv_events", None) is None:
-            return None
-        return page_event_hashes(self.release.modules, self.cache, node)
 
     def event_parents(self) -> dict[tuple[int, bytes], bytes | None] | None:
         """The chain a router rebuilds, as the tree holds it (:func:`event_parents`)."""
