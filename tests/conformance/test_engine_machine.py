@@ -13,10 +13,11 @@ from click.testing import CliRunner
 from kvpool.conformance import api
 from kvpool.conformance.cli import main
 from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
+from kvpool.conformance.machines.engine.command import properties_table
 from kvpool.conformance.machines.engine.command import replay as replay_command
 from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.engine_run import EngineRun
-from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.engine.runner import ON_ENGINE, replay_engine, run_engine
 from kvpool.conformance.machines.engine.trace_file import (
     EngineTrace,
     read_engine_trace,
@@ -26,6 +27,7 @@ from kvpool.conformance.machines.engine.trace_file import (
 from kvpool.conformance.machines.pool.lockstep import Nonconformance, RunRecord
 from kvpool.conformance.machines.pool.runner import LevelResult
 from kvpool.conformance.machines.pool.signature import signature
+from rich.console import Console
 from toy_driver import ToyDriver  # pytest puts this folder on sys.path
 from toy_faults import CAUGHT_BY
 
@@ -317,6 +319,25 @@ def test_a_stored_page_naming_a_parent_other_than_the_cache_holds_breaks_the_cha
     assert driver_problems(Chained(batches, frozenset({"event_parents"}), None)) == [
         "declares 'event_parents' without 'events' (the chain judges events)"
     ]
+
+
+def chain_row(capabilities: set[str], evaluations: int) -> str:
+    """The ``events-parent-chain`` row of the engine machine's properties table."""
+    record = RunRecord()
+    record.properties.update({"events-parent-known": 3, "events-parent-chain": evaluations})
+    console = Console(width=120, record=True)
+    console.print(
+        properties_table(LevelResult(ON_ENGINE, record, 0.1, ()), frozenset(capabilities))
+    )
+    rows = console.export_text().splitlines()
+    return next((line for line in rows if "events-parent-chain" in line), "")
+
+
+def test_the_chain_of_a_driver_publishing_events_without_showing_it_is_not_checked() -> None:
+    assert "not checked (the engine does not show its cache's chain)" in chain_row({"events"}, 0)
+    assert "5" in chain_row({"events", "event_parents"}, 5)
+    assert "not checked" not in chain_row({"events", "event_parents"}, 5)
+    assert chain_row(set(), 0) == ""  # no events: no stream properties at all
 
 
 class BadDriver(ToyDriver):
