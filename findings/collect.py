@@ -53,8 +53,6 @@ TARGETS = {
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
     "sglang==0.4.6.post5,page=drawn": "sglang-0.4.6.post5-paged",
-    "sglang==0.5.23": "sglang-0.5.23",
-    "sglang==0.5.23,page=drawn": "sglang-0.5.23-paged",
 }
 #: Pools whose release's own KV cache manager runs beside the spec's, with the ``--manager``
 #: that names it: vLLM's ``KVCacheManager``, LMDeploy's block manager with its prefix trie.
@@ -289,19 +287,6 @@ ABOUT = {
     "counts free pages as SGLang's own check does (available + evictable); in this release a "
     "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
     "`dec_lock_ref`, a new leaf and a deleted leaf",
-    "sglang-0.5.23": "SGLang 0.5.23's RadixCache (the 0.5 API generation: built from a "
-    "`CacheInitParams`, called with params records) over its TokenToKVPoolAllocator, driven "
-    "through the scheduler's own calls of the release (`match_kv_cache`, `lock`, "
-    "`alloc_for_extend`/`alloc_for_decode`, `checkpoint_kv_cache`, `release_kv_cache`) and "
-    "judged by the request-level properties (`--target sglang==0.5.23 --machine requests`); "
-    "salted requests are drawn (the tree keys nodes by `cache_salt`). Neither event finding "
-    "of 0.4.6.post5 is in this release: a first page names no parent and pages are hashed "
-    "by position (`tests/conformance/test_sglang_0_5_target.py`)",
-    "sglang-0.5.23-paged": "The same over SGLang 0.5.23's PagedTokenToKVPoolAllocator, the "
-    "page size drawn (`--target sglang==0.5.23,page=drawn --machine requests`); its "
-    "`alloc_extend`/`alloc_decode` run the release's torch paths (`alloc_extend_naive`, "
-    "`alloc_decode_naive`, what SGLang runs where triton is not supported), so no allocation "
-    "is emulated",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
