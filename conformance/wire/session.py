@@ -13,6 +13,11 @@ change since the view before (:class:`~.codec.ViewReader`). A program that canno
 answers ``error`` with a text. Anything else is a :class:`~.child.WireError` naming the
 message, and the program is ended: the session is then broken, and every later message
 raises the same error.
+
+A batch may be posted before its reply is wanted (:meth:`Session.post_batch`, then
+:meth:`Session.collect_batch`): the program computes it while the suite judges the steps
+before it. At most one message waits for its reply; an ``init`` reads (and checks) the
+reply of one still waiting, then drops it: its steps were a pool that is left.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -66,6 +71,22 @@ class Hello:
 
 
 @dataclass(frozen=True)
+class Posted:
+    """A message sent whose reply is read later: its id, type, what it carries and how
+    many actions (a batch's)."""
+
+    id: int
+    kind: str
+    what: str
+    count: int = 1
+
+    @property
+    def named(self) -> str:
+        """How errors name it: ``message N (what)``."""
+        return f"message {self.id} ({self.what})"
+
+
+@dataclass(frozen=True)
 class Step:
     """A program's ``applied`` reply: the outcome, the view after it, and the structure
     problems it reports (where it shows ``structure``)."""
@@ -92,6 +113,8 @@ class Session:
         self.views = ViewReader()
         #: The version the program answered its latest ``init`` with.
         self.protocol = 1
+        #: The message sent whose reply is not read yet (at most one).
+        self.waiting: Posted | None = None
 
     def init(
         self,
@@ -133,13 +156,22 @@ class Session:
         reply = self.exchange("apply", {"action": encode_action(action)}, what)
         return self.read(reply, what, self.step)
 
-    def batch(self, actions: list[Action]) -> list[Step]:
+    def batch(self, actions: Sequence[Action]) -> list[Step]:
         """Send several actions in one ``batch`` (protocol 2); the program's outcome and
         view after each, in order."""
+        return self.collect_batch(self.post_batch(actions))
+
+    def post_batch(self, actions: Sequence[Action]) -> Posted:
+        """Send several actions in one ``batch`` (protocol 2) without waiting for the
+        reply, which :meth:`collect_batch` reads."""
         what = f"batch of {len(actions)} actions"
         body: dict[str, Json] = {"actions": [encode_action(a) for a in actions]}
-        reply = self.exchange("batch", body, what)
-        return self.read(reply, what, lambda r: self.steps(r, len(actions)))
+        return self.post("batch", body, what, len(actions))
+
+    def collect_batch(self, posted: Posted) -> list[Step]:
+        """The steps of the batch ``posted``, read from its reply."""
+        reply = self.collect(posted)
+        return self.read(reply, posted.what, lambda r: self.steps(r, posted.count), posted.id)
 
     def call(self, method: str, arguments: dict[str, Json], hints: dict[str, Any]) -> Step:
         """Call a manager's ``method`` with ``arguments`` (ITF values); the program's
@@ -151,19 +183,44 @@ class Session:
     def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
         """Send one message, return its reply (checked: JSON, a record, the right type
         and ``in_reply_to``)."""
+        return self.collect(self.post(kind, body, what))
+
+    def post(self, kind: str, body: dict[str, Json], what: str, count: int = 1) -> Posted:
+        """Send one message; its reply is read by :meth:`collect`. A message still
+        waiting for its reply is collected first when this one is an ``init`` (its reply
+        dropped), and may not be otherwise."""
         if self.broken is not None:
             raise self.broken
         if self.child is not None and self.owner != os.getpid():
             self.child = None  # a forked copy: the program is its parent's, start our own
+            self.waiting = None
+        if self.waiting is not None:
+            if kind != "init":
+                raise RuntimeError(f"{self.waiting.what} still waits for its reply")
+            self.collect(self.waiting)
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
             SESSIONS.add(self)
         self.next_id += 1
-        message_id = self.next_id
-        what = f"message {message_id} ({what})"
+        posted = Posted(self.next_id, kind, what, count)
         try:
-            self.child.send({"type": kind, "id": message_id, **body}, what)
+            self.child.send({"type": kind, "id": posted.id, **body}, posted.named)
+        except WireError as exc:
+            self.broken = exc
+            raise
+        self.waiting = posted
+        return posted
+
+    def collect(self, posted: Posted) -> dict[str, Any]:
+        """The reply to ``posted`` (checked: JSON, a record, the right type and
+        ``in_reply_to``)."""
+        if self.broken is not None:
+            raise self.broken
+        assert self.child is not None and self.waiting is posted
+        self.waiting = None
+        message_id, kind, what = posted.id, posted.kind, posted.named
+        try:
             line = self.child.receive(what)
             try:  # the line's length is bounded by the child; its nesting by the decoders
                 reply = json.loads(line.decode())
@@ -190,14 +247,20 @@ class Session:
             raise
         return reply
 
-    def read(self, reply: dict[str, Any], what: str, reader: Callable[[dict[str, Any]], T]) -> T:
-        """``reader(reply)``, a malformed reply raised as an error naming the message."""
+    def read(
+        self,
+        reply: dict[str, Any],
+        what: str,
+        reader: Callable[[dict[str, Any]], T],
+        message_id: int | None = None,
+    ) -> T:
+        """``reader(reply)``, a malformed reply raised as an error naming the message
+        (by default the latest one sent)."""
         try:
             return reader(reply)
         except ItfError as exc:
-            raise self.fail(
-                f"the reply to message {self.next_id} ({what}) is malformed: {exc}"
-            ) from None
+            number = self.next_id if message_id is None else message_id
+            raise self.fail(f"the reply to message {number} ({what}) is malformed: {exc}") from None
 
     def initial_view(self, reply: dict[str, Any]) -> PoolView:
         """The new pool's view in an ``init_ok`` record."""
@@ -249,6 +312,7 @@ class Session:
         if self.child is not None and self.owner == os.getpid():
             self.child.close()
         self.child = None  # a later message starts the program again
+        self.waiting = None
         SESSIONS.discard(self)
 
 

@@ -6,27 +6,35 @@ judged on exactly those, like a Python pool. An operation name ``OPERATION:FIELD
 ``free_blocks:evict_first``) says the program takes that optional argument (a field whose
 default is ``None`` or ``False``); an action setting one it does not list is never drawn.
 
-Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.plan`: a
-replayed trace, a shrinking attempt, an action and the events it publishes): they go to
-the program in one ``batch``, and each later ``apply`` of the same action is answered from
-that batch's steps. When the runner then applies something else (it skipped an action, or
-a refusal ended the pair early), the program's pool has taken actions the runner did not
-apply: a fresh pool is started in the program and given the actions applied so far, and
-the next ones, in one batch; the replayed steps must answer as they did the first time
-(a program that does not is not deterministic, and replay and shrinking need it to be).
+Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.say`: a
+replayed trace, a shrinking attempt, an action and the events it publishes, the steps a
+drawn test case takes if the target answers as the spec predicts): they go to the program
+in batches of at most :data:`BATCH_ACTIONS`, and each later ``apply`` of the same action is
+answered from a batch's steps. The next batch is sent as soon as the one before is
+answered, so the program computes it while the suite judges the steps it has. When the
+runner then applies something else (it skipped an action, a refusal ended the pair early,
+the target answered otherwise than predicted), the program's pool has taken actions the
+runner did not apply: a fresh pool is started in the program and given the actions
+applied so far, and the next ones, in batches; the replayed steps must answer as they did
+the first time (a program that does not is not deterministic, and replay and shrinking
+need it to be).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 
 from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .codec import Refusal, optional_arguments_set
-from .session import Session, Step
+from .session import Posted, Session, Step
+
+#: The most actions one batch carries (a longer plan goes in several, one after another).
+BATCH_ACTIONS = 32
 
 
 class WireRefusal(RefusedByReturn):
@@ -53,10 +61,17 @@ class WireTarget:
         #: The actions the runner applied, each with its outcome (what a rebuilt pool
         #: must answer again).
         self.taken: list[tuple[Action, Observation | Refusal]] = []
-        #: The actions the runner said come next, not yet sent.
-        self.planned: list[Action] = []
         #: Actions the program has taken and answered, not yet applied by the runner.
         self.ahead: deque[tuple[Action, Step]] = deque()
+        #: The batch sent whose reply is not read yet, with its actions (after ``ahead``).
+        self.flight: tuple[Posted, list[Action]] | None = None
+        #: The actions the runner said come next, after those: not yet sent.
+        self.planned: deque[Action] = deque()
+        #: Whether the program's pool took actions the runner will not apply (a plan
+        #: replaced): it is rebuilt at the next action sent.
+        self.behind = False
+        #: :meth:`say` under protocol 2; none under protocol 1 (one action a message).
+        self.plan: Callable[[Sequence[Action]], None] | None = self.say if session.batches else None
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""
@@ -65,16 +80,43 @@ class WireTarget:
             for name in optional_arguments_set(action)
         )
 
-    def plan(self, actions: Sequence[Action]) -> None:
+    def say(self, actions: Sequence[Action]) -> None:
         """The actions the runner applies next, in order (each still comes by
-        :meth:`apply`); sent together with the first of them, under protocol 2."""
-        if self.session.batches:
-            self.planned = list(actions)
+        :meth:`apply`): the target's ``plan`` under protocol 2. Actions already said
+        (sent or not) that begin ``actions`` are not said again, and ``actions`` that
+        begin those said change nothing; other ``actions`` replace all that was said (the
+        program's pool is then rebuilt at the next :meth:`apply`, if it took any of it)."""
+        if not actions:
+            return
+        flying = self.flight[1] if self.flight is not None else ()
+        said = chain((a for a, _ in self.ahead), flying, self.planned)
+        agree = 0
+        for given, known in zip(actions, said):  # noqa: B905  (either may be the shorter)
+            if given != known:
+                break
+            agree += 1
+        if agree == len(actions):
+            return  # said already
+        if agree == len(self.ahead) + len(flying) + len(self.planned):
+            self.planned.extend(actions[agree:])
+            if not self.ahead and self.flight is None and not self.behind:
+                return  # sent with the next apply
+            if self.flight is None and not self.behind:
+                self.launch()
+            return
+        self.behind = self.behind or bool(self.ahead) or self.flight is not None
+        self.ahead.clear()
+        self.flight = None  # its reply is read (and dropped) by the next init
+        self.planned = deque(actions)
 
     def apply(self, action: Action) -> Observation:
         self.check_current()
+        if not self.ahead and self.flight is not None and self.flight[1][0] == action:
+            self.land()
         if self.ahead and self.ahead[0][0] == action:
             step = self.ahead.popleft()[1]
+            if not self.ahead and self.flight is None:
+                self.launch()
         else:
             step = self.send(action)
         self.taken.append((action, step.outcome))
@@ -84,43 +126,68 @@ class WireTarget:
             raise WireRefusal(action.operation, str(step.outcome))
         return step.outcome
 
+    def launch(self) -> None:
+        """Send the next planned actions (at most :data:`BATCH_ACTIONS`) in a batch whose
+        reply is read when the runner comes to them (none alone: an ``apply`` sends it)."""
+        if len(self.planned) > 1 or (self.planned and self.ahead):
+            batch = [self.planned.popleft() for _ in range(min(BATCH_ACTIONS, len(self.planned)))]
+            self.flight = (self.session.post_batch(batch), batch)
+
+    def land(self) -> None:
+        """Read the batch in flight into :attr:`ahead`, and send the next one."""
+        assert self.flight is not None
+        posted, actions = self.flight
+        self.flight = None
+        self.ahead.extend(zip(actions, self.session.collect_batch(posted), strict=True))
+        self.launch()
+
     def send(self, action: Action) -> Step:
         """The program's step for ``action``, sent with the planned actions after it (or
         after the steps already taken, in a fresh pool, when the program is ahead)."""
-        coming = [action]
-        if self.planned and self.planned[0] == action:
-            coming = self.planned
+        flying = self.flight[1] if self.flight is not None else []
+        said = [a for a, _ in self.ahead] + flying + list(self.planned)
+        at = next((at for at, queued in enumerate(said) if queued == action), None)
+        # the runner skipped the actions before it, or it is none of those said
+        self.planned = deque(said[at + 1 :] if at is not None else ())
+        behind = self.behind or bool(self.ahead) or self.flight is not None
+        self.ahead.clear()
+        self.flight = None  # its reply is read (and dropped) by the next init
+        self.behind = False
+        if behind:
+            first = self.rebuild(action)
+        elif self.planned:
+            self.planned.appendleft(action)
+            self.launch()
+            self.land()
+            first = self.ahead.popleft()[1]
         else:
-            for at, (queued, _) in enumerate(self.ahead):
-                if queued == action:  # the runner skipped the actions before it
-                    coming = [a for a, _ in list(self.ahead)[at:]]
-                    break
-        self.planned = []
-        if self.ahead:
-            steps = self.rebuild(coming)
-        elif len(coming) > 1:
-            steps = self.session.batch(coming)
-        else:
-            steps = [self.session.apply(action)]
-        self.ahead = deque(zip(coming[1:], steps[1:], strict=True))
-        return steps[0]
+            first = self.session.apply(action)
+        if not self.ahead and self.flight is None:
+            self.launch()
+        return first
 
-    def rebuild(self, coming: list[Action]) -> list[Step]:
-        """A fresh pool in the program, given the actions taken so far and then
-        ``coming`` in one batch: the steps of ``coming``."""
+    def rebuild(self, action: Action) -> Step:
+        """A fresh pool in the program, given the actions taken so far, ``action`` and
+        planned ones after it, in batches: the step of ``action``."""
         self.session.init(self.config, self.profile.name)
         self.generation = self.session.generation
-        self.ahead.clear()
-        done = [action for action, _ in self.taken]
-        steps = self.session.batch(done + coming)
-        for number, ((action, outcome), step) in enumerate(zip(self.taken, steps, strict=False)):
+        queue = [a for a, _ in self.taken] + [action]
+        room = -len(queue) % BATCH_ACTIONS  # the last batch filled with planned actions
+        queue += [self.planned.popleft() for _ in range(min(room, len(self.planned)))]
+        steps: list[Step] = []
+        for start in range(0, len(queue), BATCH_ACTIONS):
+            chunk = queue[start : start + BATCH_ACTIONS]
+            steps += self.session.batch(chunk) if len(chunk) > 1 else [self.session.apply(chunk[0])]
+        for number, ((taken, outcome), step) in enumerate(zip(self.taken, steps, strict=False)):
             if not _same(outcome, step.outcome):
                 raise self.session.fail(
                     "the program is not deterministic: given the same actions again in a "
-                    f"fresh pool, it answered action {number + 1} ({action.operation}) with "
+                    f"fresh pool, it answered action {number + 1} ({taken.operation}) with "
                     f"{step.outcome!r}, not {outcome!r}"
                 )
-        return steps[len(done) :]
+        done = len(self.taken)
+        self.ahead.extend(zip(queue[done + 1 :], steps[done + 1 :], strict=True))
+        return steps[done]
 
     def view(self) -> PoolView:
         self.check_current()

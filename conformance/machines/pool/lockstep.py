@@ -43,6 +43,9 @@ from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch
 from .target import EVICT_FIRST, PLAN, TAKES, Target, TargetFactory
 
+#: The action that takes a pool's events (the events level sends one after every action).
+TAKE = TakeEvents()
+
 
 class Nonconformance(AssertionError):
     """The target did something the spec does not allow. A step that shows several
@@ -161,6 +164,17 @@ class LockstepRun:
             self.events = StreamJudge(level.consumer)
         self.check_view("after construction")
 
+    def plan(self, actions: Sequence[Action]) -> None:
+        """Tell the target which actions come next (:func:`plan_ahead`), each followed by
+        the ``take_events`` the run sends after it at the events level."""
+        if self.events is not None:
+            actions = [
+                sent
+                for action in actions
+                for sent in ((action,) if isinstance(action, TakeEvents) else (action, TAKE))
+            ]
+        plan_ahead(self.target, actions)
+
     def can_apply(self, action: Action) -> bool:
         """Whether this target takes ``action`` at all (operation and arguments)."""
         if action.operation not in self.operations:
@@ -219,7 +233,7 @@ class LockstepRun:
         self.last = Outcomes(expected_violation, None)
         before = self.target.view() if expected_violation else None
         if self.events is not None and not isinstance(action, TakeEvents):
-            plan_ahead(self.target, (action, TakeEvents()))  # the events it publishes next
+            plan_ahead(self.target, (action, TAKE))  # the events it publishes next
         try:
             actual = self.target.apply(action)
         except Exception as exc:  # the pool refused; whether it may is judged here
@@ -395,7 +409,8 @@ class LockstepRun:
 def plan_ahead(target: Target, actions: Sequence[Action]) -> None:
     """Tell a target that takes several actions at once (one with :data:`PLAN`: the wire
     protocol's batches) which actions the runner applies next; each still comes by
-    ``apply``, and the runner may leave some out."""
+    ``apply``, and the runner may leave some out. Actions said before that begin
+    ``actions`` (or that ``actions`` begin) are kept."""
     plan = getattr(target, PLAN, None)
     if plan is not None:
         plan(actions)
@@ -417,7 +432,7 @@ def replay(
     when dropping an earlier action makes a later one meaningless.
     """
     run = LockstepRun(factory, profile, level, config)
-    plan_ahead(run.target, actions)
+    run.plan(actions)
 
     def skip(action: Any) -> bool:
         return skip_out_of_contract and (

@@ -96,8 +96,10 @@ class Target(Protocol):
 #: :data:`EVICT_FIRST` does for ``free_blocks``.
 TAKES = "takes"
 #: The name of a target's optional method ``plan(actions)``: the runner says which actions
-#: it applies next (a replayed sequence), so a target that takes several at once (the wire
-#: protocol's batches) can send them together. Each still comes by ``apply``.
+#: it applies next (a replayed sequence, the steps a test case draws ahead), so a target
+#: that takes several at once (the wire protocol's batches) can send them together. Each
+#: still comes by ``apply``, and the runner may apply others instead. A target whose
+#: ``plan`` is ``None`` takes one action at a time.
 PLAN = "plan"
 
 
