@@ -36,6 +36,15 @@ class WireError(SurfaceMismatch):
     reply in time, an exit): a usage error (exit 2), never a finding."""
 
 
+class ProgramGone(WireError):
+    """The program exited, closed its input or output, or gave no reply in time: it
+    answered nothing (a reply it gave that is wrong is a :class:`WireError`)."""
+
+
+class BatchUnanswered(ProgramGone):
+    """The program answered nothing to a ``batch`` (see :meth:`.session.Session.restart`)."""
+
+
 class Child:
     """One running program: send a line, read a line, end it."""
 
@@ -74,7 +83,9 @@ class Child:
             self.stdin.write(line)
             self.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            raise self.failure(f"could not send {what}: the program closed its input") from None
+            raise self.failure(
+                f"could not send {what}: the program closed its input", ProgramGone
+            ) from None
 
     def receive(self, what: str) -> bytes:
         """The next line the program writes (without its newline), waiting at most the
@@ -92,23 +103,25 @@ class Child:
                 )
             left = deadline - time.monotonic()
             if left <= 0 or not self.poller.poll(max(1, int(left * 1000) + 1)):
-                raise self.failure(f"no reply to {what} within {self.timeout:g} s")
+                raise self.failure(f"no reply to {what} within {self.timeout:g} s", ProgramGone)
             try:
                 chunk = os.read(self.stdout, 1 << 16)
             except BlockingIOError:
                 continue
             if not chunk:
-                raise self.failure(f"the program closed its output before replying to {what}")
+                raise self.failure(
+                    f"the program closed its output before replying to {what}", ProgramGone
+                )
             self.buffer += chunk
 
-    def failure(self, message: str) -> WireError:
-        """A :class:`WireError` for ``message``, the program ended, with its exit status
-        and the tail of its stderr."""
+    def failure(self, message: str, kind: type[WireError] = WireError) -> WireError:
+        """A :class:`WireError` (of ``kind``) for ``message``, the program ended, with its
+        exit status and the tail of its stderr."""
         status = self.end()
         how = "" if status is None else f"; it exited with status {status}"
         tail = self.stderr_tail()
         said = f"; its stderr ends: {tail}" if tail else ""
-        return WireError(f"program {' '.join(self.command)!r}: {message}{how}{said}")
+        return kind(f"program {' '.join(self.command)!r}: {message}{how}{said}")
 
     def stderr_tail(self) -> str:
         try:

@@ -34,7 +34,7 @@ from kvpool.spec import Action, Observation, PoolConfig
 from ..machines.pool.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..machines.requests.target import RequestSetup
 from ..trace.itf import ItfError, Json, encode
-from .child import Child, WireError
+from .child import BatchUnanswered, Child, ProgramGone, WireError
 from .codec import (
     Refusal,
     ViewReader,
@@ -115,6 +115,8 @@ class Session:
         self.protocol = 1
         #: The message sent whose reply is not read yet (at most one).
         self.waiting: Posted | None = None
+        #: Whether the program is sent one action a message (see :meth:`restart`).
+        self.one_by_one = False
 
     def init(
         self,
@@ -136,8 +138,21 @@ class Session:
 
     @property
     def batches(self) -> bool:
-        """Whether the program takes ``batch`` messages (protocol 2)."""
-        return self.protocol >= BATCHES
+        """Whether the program is sent ``batch`` messages: it speaks protocol 2, and it
+        never went without answering one (:meth:`restart`)."""
+        return self.protocol >= BATCHES and not self.one_by_one
+
+    def restart(self) -> None:
+        """After the program answered nothing to a batch (it exited, or gave no reply in
+        time) that held actions the suite may not need: start it again, to be sent one
+        action a message from then on, so that what it does is told of the very action
+        that does it, and only of actions the suite needs."""
+        assert self.child is not None
+        self.child.close()
+        self.child = None
+        self.broken = None
+        self.waiting = None
+        self.one_by_one = True
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -197,7 +212,10 @@ class Session:
         if self.waiting is not None:
             if kind != "init":
                 raise RuntimeError(f"{self.waiting.what} still waits for its reply")
-            self.collect(self.waiting)
+            try:
+                self.collect(self.waiting)
+            except ProgramGone:  # on actions the suite did not need: they never happened
+                self.restart()
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
@@ -207,8 +225,8 @@ class Session:
         try:
             self.child.send({"type": kind, "id": posted.id, **body}, posted.named)
         except WireError as exc:
-            self.broken = exc
-            raise
+            self.broken = _of_batch(exc, posted)
+            raise self.broken from None
         self.waiting = posted
         return posted
 
@@ -243,8 +261,8 @@ class Session:
                     f"{REPLIES[kind]!r}: {_quote(line)}"
                 )
         except WireError as exc:
-            self.broken = exc
-            raise
+            self.broken = _of_batch(exc, posted)
+            raise self.broken from None
         return reply
 
     def read(
@@ -370,6 +388,14 @@ def _fields(
     extra = keys - required
     if extra and not extra <= optional:
         raise ItfError(f"unknown field(s) {sorted(extra - optional)}")
+
+
+def _of_batch(exc: WireError, posted: Posted) -> WireError:
+    """``exc``, a :class:`~.child.BatchUnanswered` when the program answered nothing to
+    the batch ``posted``."""
+    if isinstance(exc, ProgramGone) and posted.kind == "batch":
+        return BatchUnanswered(str(exc))
+    return exc
 
 
 def _quote(line: bytes) -> str:

@@ -6,7 +6,7 @@ judged on exactly those, like a Python pool. An operation name ``OPERATION:FIELD
 ``free_blocks:evict_first``) says the program takes that optional argument (a field whose
 default is ``None`` or ``False``); an action setting one it does not list is never drawn.
 
-Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.say`: a
+Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.plan`: a
 replayed trace, a shrinking attempt, an action and the events it publishes, the steps a
 drawn test case takes if the target answers as the spec predicts): they go to the program
 in batches of at most :data:`BATCH_ACTIONS`, and each later ``apply`` of the same action is
@@ -23,13 +23,15 @@ need it to be).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from itertools import chain
+from typing import Any
 
 from kvpool.spec import Action, Observation, PoolConfig, Profile
 
 from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
+from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
 from .session import Posted, Session, Step
 
@@ -70,8 +72,6 @@ class WireTarget:
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
-        #: :meth:`say` under protocol 2; none under protocol 1 (one action a message).
-        self.plan: Callable[[Sequence[Action]], None] | None = self.say if session.batches else None
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""
@@ -80,13 +80,13 @@ class WireTarget:
             for name in optional_arguments_set(action)
         )
 
-    def say(self, actions: Sequence[Action]) -> None:
+    def plan(self, actions: Sequence[Action]) -> None:
         """The actions the runner applies next, in order (each still comes by
-        :meth:`apply`): the target's ``plan`` under protocol 2. Actions already said
+        :meth:`apply`), taken in batches under protocol 2. Actions already said
         (sent or not) that begin ``actions`` are not said again, and ``actions`` that
         begin those said change nothing; other ``actions`` replace all that was said (the
         program's pool is then rebuilt at the next :meth:`apply`, if it took any of it)."""
-        if not actions:
+        if not actions or not self.session.batches:
             return
         flying = self.flight[1] if self.flight is not None else ()
         said = chain((a for a, _ in self.ahead), flying, self.planned)
@@ -111,14 +111,17 @@ class WireTarget:
 
     def apply(self, action: Action) -> Observation:
         self.check_current()
-        if not self.ahead and self.flight is not None and self.flight[1][0] == action:
-            self.land()
-        if self.ahead and self.ahead[0][0] == action:
-            step = self.ahead.popleft()[1]
-            if not self.ahead and self.flight is None:
-                self.launch()
-        else:
-            step = self.send(action)
+        try:
+            if not self.ahead and self.flight is not None and self.flight[1][0] == action:
+                self.land()
+            if self.ahead and self.ahead[0][0] == action:
+                step = self.ahead.popleft()[1]
+                if not self.ahead and self.flight is None:
+                    self.launch()
+            else:
+                step = self.send(action)
+        except BatchUnanswered:
+            step = self.again(action)
         self.taken.append((action, step.outcome))
         self.current = step.view
         self.problems = step.problems
@@ -179,15 +182,37 @@ class WireTarget:
             chunk = queue[start : start + BATCH_ACTIONS]
             steps += self.session.batch(chunk) if len(chunk) > 1 else [self.session.apply(chunk[0])]
         for number, ((taken, outcome), step) in enumerate(zip(self.taken, steps, strict=False)):
-            if not _same(outcome, step.outcome):
-                raise self.session.fail(
-                    "the program is not deterministic: given the same actions again in a "
-                    f"fresh pool, it answered action {number + 1} ({taken.operation}) with "
-                    f"{step.outcome!r}, not {outcome!r}"
-                )
+            self.check_same(number, taken, outcome, step.outcome)
         done = len(self.taken)
         self.ahead.extend(zip(queue[done + 1 :], steps[done + 1 :], strict=True))
         return steps[done]
+
+    def again(self, action: Action) -> Step:
+        """After the program answered nothing to a batch (it may have stopped at an
+        action the runner never comes to): the program started again
+        (:meth:`~.session.Session.restart`), a fresh pool given the actions taken so far,
+        then ``action``, one a message from then on: the step of ``action``."""
+        self.session.restart()
+        self.ahead.clear()
+        self.flight, self.behind = None, False
+        self.planned.clear()
+        self.session.init(self.config, self.profile.name)
+        self.generation = self.session.generation
+        for number, (taken, outcome) in enumerate(self.taken):
+            self.check_same(number, taken, outcome, self.session.apply(taken).outcome)
+        return self.session.apply(action)
+
+    def check_same(
+        self, number: int, action: Action, first: Observation | Refusal, again: Any
+    ) -> None:
+        """The program answered ``action`` (the ``number``-th taken) as the first time
+        in a fresh pool, or is not deterministic."""
+        if not _same(first, again):
+            raise self.session.fail(
+                "the program is not deterministic: given the same actions again in a "
+                f"fresh pool, it answered action {number + 1} ({action.operation}) with "
+                f"{again!r}, not {first!r}"
+            )
 
     def view(self) -> PoolView:
         self.check_current()

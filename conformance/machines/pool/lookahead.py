@@ -49,8 +49,8 @@ class Reach:
     test cases), none below 4; doubled, up to :data:`REACH`, by a test case that ran to
     its end as drawn ahead. After :data:`REST` test cases without, one tries again."""
 
-    def __init__(self, steps: int = REACH) -> None:
-        self.steps = steps
+    def __init__(self) -> None:
+        self.steps = REACH
         self.rested = 0
 
     def missed(self) -> None:

@@ -98,8 +98,7 @@ TAKES = "takes"
 #: The name of a target's optional method ``plan(actions)``: the runner says which actions
 #: it applies next (a replayed sequence, the steps a test case draws ahead), so a target
 #: that takes several at once (the wire protocol's batches) can send them together. Each
-#: still comes by ``apply``, and the runner may apply others instead. A target whose
-#: ``plan`` is ``None`` takes one action at a time.
+#: still comes by ``apply``, and the runner may apply others instead.
 PLAN = "plan"
 
 
