@@ -16,8 +16,9 @@ raises the same error.
 
 A batch may be posted before its reply is wanted (:meth:`Session.post_batch`, then
 :meth:`Session.collect_batch`): the program computes it while the suite judges the steps
-before it. At most one message waits for its reply; an ``init`` reads (and checks) the
-reply of one still waiting, then drops it: its steps were a pool that is left.
+before it, or reads it while the suite reads the ``init`` before it. Replies are read in
+the order the messages were sent; an ``init`` first reads (and checks) the replies of
+those still waiting, then drops them: their steps were a pool that is left.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -56,6 +58,8 @@ BATCHES = 2
 REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "call": "returned"}
 #: A program's answer to any message when it cannot go on.
 ERROR = "error"
+#: The most actions one batch carries (a longer plan goes in several, one after another).
+BATCH_ACTIONS = 32
 
 
 @dataclass(frozen=True)
@@ -113,8 +117,10 @@ class Session:
         self.views = ViewReader()
         #: The version the program answered its latest ``init`` with.
         self.protocol = 1
-        #: The message sent whose reply is not read yet (at most one).
-        self.waiting: Posted | None = None
+        #: The messages sent whose replies are not read yet, oldest first.
+        self.waiting: deque[Posted] = deque()
+        #: The batch sent with the latest ``init`` (see :meth:`init`), and its actions.
+        self.first: tuple[Posted, list[Action]] | None = None
         #: Whether the program is sent one action a message (see :meth:`restart`).
         self.one_by_one = False
 
@@ -123,13 +129,19 @@ class Session:
         config: PoolConfig | RequestSetup,
         profile: str | None,
         offerable: frozenset[str] | None = None,
+        first: Sequence[Action] = (),
     ) -> tuple[Hello, PoolView]:
         """Start a fresh pool (a ``PoolConfig``) or manager (a ``RequestSetup``) in the
         program, the program itself on the first call: what the program says of itself
         (its ``operations`` some of ``offerable``, by default the pool's), and the view of
-        the new pool."""
+        the new pool. When the program took batches at its last ``init``, the ``first``
+        actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
+        after this ``init``, before its reply is read: :attr:`first` holds it."""
         body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
-        reply = self.exchange("init", body, "init")
+        posted = self.post("init", body, "init")
+        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
+        self.first = (self.post_batch(early), early) if early else None
+        reply = self.collect(posted)
         self.generation += 1
         allowed = pool_offers() if offerable is None else offerable
         said = self.read(reply, "init", lambda r: hello(r, allowed))
@@ -151,7 +163,7 @@ class Session:
         self.child.close()
         self.child = None
         self.broken = None
-        self.waiting = None
+        self.waiting.clear()
         self.one_by_one = True
 
     def check(self, generation: int) -> None:
@@ -201,19 +213,17 @@ class Session:
         return self.collect(self.post(kind, body, what))
 
     def post(self, kind: str, body: dict[str, Json], what: str, count: int = 1) -> Posted:
-        """Send one message; its reply is read by :meth:`collect`. A message still
-        waiting for its reply is collected first when this one is an ``init`` (its reply
-        dropped), and may not be otherwise."""
+        """Send one message; its reply is read by :meth:`collect`, after those of the
+        messages sent before it. Before an ``init``, those still waiting for their replies
+        are read (and dropped: their pool is left)."""
         if self.broken is not None:
             raise self.broken
         if self.child is not None and self.owner != os.getpid():
             self.child = None  # a forked copy: the program is its parent's, start our own
-            self.waiting = None
-        if self.waiting is not None:
-            if kind != "init":
-                raise RuntimeError(f"{self.waiting.what} still waits for its reply")
+            self.waiting.clear()
+        while self.waiting and kind == "init":
             try:
-                self.collect(self.waiting)
+                self.collect(self.waiting[0])
             except ProgramGone:  # on actions the suite did not need: they never happened
                 self.restart()
         if self.child is None:
@@ -227,7 +237,7 @@ class Session:
         except WireError as exc:
             self.broken = _of_batch(exc, posted)
             raise self.broken from None
-        self.waiting = posted
+        self.waiting.append(posted)
         return posted
 
     def collect(self, posted: Posted) -> dict[str, Any]:
@@ -235,8 +245,8 @@ class Session:
         ``in_reply_to``)."""
         if self.broken is not None:
             raise self.broken
-        assert self.child is not None and self.waiting is posted
-        self.waiting = None
+        assert self.child is not None and self.waiting[0] is posted
+        self.waiting.popleft()
         message_id, kind, what = posted.id, posted.kind, posted.named
         try:
             line = self.child.receive(what)
@@ -330,7 +340,7 @@ class Session:
         if self.child is not None and self.owner == os.getpid():
             self.child.close()
         self.child = None  # a later message starts the program again
-        self.waiting = None
+        self.waiting.clear()
         SESSIONS.discard(self)
 
 

@@ -33,10 +33,7 @@ from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
-from .session import Posted, Session, Step
-
-#: The most actions one batch carries (a longer plan goes in several, one after another).
-BATCH_ACTIONS = 32
+from .session import BATCH_ACTIONS, Posted, Session, Step
 
 
 class WireRefusal(RefusedByReturn):
@@ -51,10 +48,16 @@ class WireRefusal(RefusedByReturn):
 class WireTarget:
     """One pool inside the program of ``session``."""
 
-    def __init__(self, session: Session, config: PoolConfig, profile: Profile) -> None:
+    def __init__(
+        self,
+        session: Session,
+        config: PoolConfig,
+        profile: Profile,
+        first: Sequence[Action] = (),
+    ) -> None:
         self.session = session
         self.config, self.profile = config, profile
-        hello, self.current = session.init(config, profile.name)
+        hello, self.current = session.init(config, profile.name, first=first)
         self.generation = session.generation
         self.name = hello.name
         self.operations = hello.operations
@@ -72,6 +75,9 @@ class WireTarget:
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
+        if session.first is not None:  # the ``first`` actions, sent with the init
+            self.flight = session.first
+            self.planned.extend(first[len(session.first[1]) :])
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""

@@ -100,6 +100,10 @@ TAKES = "takes"
 #: that takes several at once (the wire protocol's batches) can send them together. Each
 #: still comes by ``apply``, and the runner may apply others instead.
 PLAN = "plan"
+#: The name of a target factory's optional method ``plan_first(actions)``: the actions the
+#: next target it builds applies first (a replay), so that a program can be sent them with
+#: the message that starts its pool.
+PLAN_FIRST = "plan_first"
 
 
 #: Builds a fresh target for one test case.
