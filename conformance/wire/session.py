@@ -60,6 +60,9 @@ REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "cal
 ERROR = "error"
 #: The most actions one batch carries (a longer plan goes in several, one after another).
 BATCH_ACTIONS = 32
+#: The actions of the first batch of a plan: a few, so that the suite judges them while
+#: the program computes the next (each batch then twice as long as the one before).
+FIRST_ACTIONS = 4
 
 
 @dataclass(frozen=True)
@@ -135,11 +138,11 @@ class Session:
         program, the program itself on the first call: what the program says of itself
         (its ``operations`` some of ``offerable``, by default the pool's), and the view of
         the new pool. When the program took batches at its last ``init``, the ``first``
-        actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
+        actions of the new pool (up to :data:`FIRST_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
         body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
         posted = self.post("init", body, "init")
-        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
+        early = list(first[:FIRST_ACTIONS]) if self.batches and first else []
         self.first = (self.post_batch(early), early) if early else None
         reply = self.collect(posted)
         self.generation += 1
@@ -319,7 +322,7 @@ class Session:
     ) -> Step:
         """The ``applied`` (or ``returned``: a result of type ``returns``) record as a
         :class:`Step` (a batch's step has no ``header``); :class:`ItfError` when malformed."""
-        _fields(reply, {*header, "outcome", "view"}, {"structure_problems"})
+        _fields(reply, _STEP_FIELDS[header], _OPTIONAL_STEP_FIELDS)
         problems = reply.get("structure_problems", [])
         if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
             raise ItfError("structure_problems: expected a list of strings")
@@ -389,8 +392,18 @@ def pool_offers() -> frozenset[str]:
     )
 
 
+#: The fields of a step record, after its ``header`` (``applied`` has one, a batch's
+#: step none), and those it may have.
+_STEP_FIELDS: dict[tuple[str, ...], frozenset[str]] = {
+    header: frozenset({*header, "outcome", "view"}) for header in (("type", "in_reply_to"), ())
+}
+_OPTIONAL_STEP_FIELDS = frozenset({"structure_problems"})
+
+
 def _fields(
-    reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+    reply: dict[str, Any],
+    required: set[str] | frozenset[str],
+    optional: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     keys = reply.keys()
     if not required <= keys:

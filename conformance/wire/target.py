@@ -33,7 +33,11 @@ from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
-from .session import BATCH_ACTIONS, Posted, Session, Step
+from .session import BATCH_ACTIONS, FIRST_ACTIONS, Posted, Session, Step
+
+#: At most this many batches sent to a program wait for their replies (one computed while
+#: the suite judges the steps of the one before, one more queued).
+FLIGHTS = 2
 
 
 class WireRefusal(RefusedByReturn):
@@ -68,16 +72,21 @@ class WireTarget:
         self.taken: list[tuple[Action, Observation | Refusal]] = []
         #: Actions the program has taken and answered, not yet applied by the runner.
         self.ahead: deque[tuple[Action, Step]] = deque()
-        #: The batch sent whose reply is not read yet, with its actions (after ``ahead``).
-        self.flight: tuple[Posted, list[Action]] | None = None
+        #: The batches sent whose replies are not read yet, with their actions, oldest
+        #: first (after ``ahead``).
+        self.flights: deque[tuple[Posted, list[Action]]] = deque()
         #: The actions the runner said come next, after those: not yet sent.
         self.planned: deque[Action] = deque()
+        #: How many actions the next batch sent carries.
+        self.size = FIRST_ACTIONS
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
         if session.first is not None:  # the ``first`` actions, sent with the init
-            self.flight = session.first
+            self.flights.append(session.first)
             self.planned.extend(first[len(session.first[1]) :])
+            self.size = FIRST_ACTIONS * 2
+            self.launch()
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""
@@ -94,8 +103,7 @@ class WireTarget:
         program's pool is then rebuilt at the next :meth:`apply`, if it took any of it)."""
         if not actions or not self.session.batches:
             return
-        flying = self.flight[1] if self.flight is not None else ()
-        said = chain((a for a, _ in self.ahead), flying, self.planned)
+        said = chain((a for a, _ in self.ahead), *(f[1] for f in self.flights), self.planned)
         agree = 0
         for given, known in zip(actions, said):  # noqa: B905  (either may be the shorter)
             if given != known:
@@ -103,27 +111,28 @@ class WireTarget:
             agree += 1
         if agree == len(actions):
             return  # said already
-        if agree == len(self.ahead) + len(flying) + len(self.planned):
+        if agree == self.said_count():
             self.planned.extend(actions[agree:])
-            if not self.ahead and self.flight is None and not self.behind:
-                return  # sent with the next apply
-            if self.flight is None and not self.behind:
-                self.launch()
+            if (self.ahead or self.flights) and not self.behind:
+                self.launch()  # else sent with the next apply
             return
-        self.behind = self.behind or bool(self.ahead) or self.flight is not None
+        self.behind = self.behind or self.said_count() > len(self.planned)
         self.ahead.clear()
-        self.flight = None  # its reply is read (and dropped) by the next init
+        self.flights.clear()  # their replies are read (and dropped) by the next init
         self.planned = deque(actions)
+
+    def said_count(self) -> int:
+        """How many actions were said and not applied yet."""
+        return len(self.ahead) + sum(len(f[1]) for f in self.flights) + len(self.planned)
 
     def apply(self, action: Action) -> Observation:
         self.check_current()
         try:
-            if not self.ahead and self.flight is not None and self.flight[1][0] == action:
+            if not self.ahead and self.flights and self.flights[0][1][0] == action:
                 self.land()
             if self.ahead and self.ahead[0][0] == action:
                 step = self.ahead.popleft()[1]
-                if not self.ahead and self.flight is None:
-                    self.launch()
+                self.launch()
             else:
                 step = self.send(action)
         except BatchUnanswered:
@@ -136,32 +145,35 @@ class WireTarget:
         return step.outcome
 
     def launch(self) -> None:
-        """Send the next planned actions (at most :data:`BATCH_ACTIONS`) in a batch whose
-        reply is read when the runner comes to them (none alone: an ``apply`` sends it)."""
-        if len(self.planned) > 1 or (self.planned and self.ahead):
-            batch = [self.planned.popleft() for _ in range(min(BATCH_ACTIONS, len(self.planned)))]
-            self.flight = (self.session.post_batch(batch), batch)
+        """Send planned actions in batches whose replies are read when the runner comes
+        to them: at most :data:`FLIGHTS` batches waiting, each twice as long as the one
+        before up to :data:`~.session.BATCH_ACTIONS` (none of one action alone, with
+        nothing before it: an ``apply`` sends that)."""
+        planned, flights = self.planned, self.flights
+        while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
+            batch = [planned.popleft() for _ in range(min(self.size, len(planned)))]
+            flights.append((self.session.post_batch(batch), batch))
+            self.size = min(BATCH_ACTIONS, self.size * 2)
 
     def land(self) -> None:
-        """Read the batch in flight into :attr:`ahead`, and send the next one."""
-        assert self.flight is not None
-        posted, actions = self.flight
-        self.flight = None
+        """Read the oldest batch waiting into :attr:`ahead`, and send the next ones."""
+        posted, actions = self.flights.popleft()
         self.ahead.extend(zip(actions, self.session.collect_batch(posted), strict=True))
         self.launch()
 
     def send(self, action: Action) -> Step:
         """The program's step for ``action``, sent with the planned actions after it (or
         after the steps already taken, in a fresh pool, when the program is ahead)."""
-        flying = self.flight[1] if self.flight is not None else []
-        said = [a for a, _ in self.ahead] + flying + list(self.planned)
+        said = [a for a, _ in self.ahead] + [a for f in self.flights for a in f[1]]
+        said += self.planned
         at = next((at for at, queued in enumerate(said) if queued == action), None)
         # the runner skipped the actions before it, or it is none of those said
         self.planned = deque(said[at + 1 :] if at is not None else ())
-        behind = self.behind or bool(self.ahead) or self.flight is not None
+        behind = self.behind or bool(self.ahead) or bool(self.flights)
         self.ahead.clear()
-        self.flight = None  # its reply is read (and dropped) by the next init
+        self.flights.clear()  # their replies are read (and dropped) by the next init
         self.behind = False
+        self.size = FIRST_ACTIONS
         if behind:
             first = self.rebuild(action)
         elif self.planned:
@@ -171,8 +183,7 @@ class WireTarget:
             first = self.ahead.popleft()[1]
         else:
             first = self.session.apply(action)
-        if not self.ahead and self.flight is None:
-            self.launch()
+        self.launch()
         return first
 
     def rebuild(self, action: Action) -> Step:
@@ -200,7 +211,8 @@ class WireTarget:
         then ``action``, one a message from then on: the step of ``action``."""
         self.session.restart()
         self.ahead.clear()
-        self.flight, self.behind = None, False
+        self.flights.clear()
+        self.behind = False
         self.planned.clear()
         self.session.init(self.config, self.profile.name)
         self.generation = self.session.generation
