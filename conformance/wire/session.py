@@ -60,9 +60,6 @@ REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "cal
 ERROR = "error"
 #: The most actions one batch carries (a longer plan goes in several, one after another).
 BATCH_ACTIONS = 32
-#: The actions of the first batch of a plan: a few, so that the suite judges them while
-#: the program computes the next (each batch then twice as long as the one before).
-FIRST_ACTIONS = 4
 
 
 @dataclass(frozen=True)
@@ -138,11 +135,11 @@ class Session:
         program, the program itself on the first call: what the program says of itself
         (its ``operations`` some of ``offerable``, by default the pool's), and the view of
         the new pool. When the program took batches at its last ``init``, the ``first``
-        actions of the new pool (up to :data:`FIRST_ACTIONS`) are sent in a batch right
+        actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
         body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
         posted = self.post("init", body, "init")
-        early = list(first[:FIRST_ACTIONS]) if self.batches and first else []
+        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
         self.first = (self.post_batch(early), early) if early else None
         reply = self.collect(posted)
         self.generation += 1

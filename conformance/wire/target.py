@@ -33,7 +33,7 @@ from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
-from .session import BATCH_ACTIONS, FIRST_ACTIONS, Posted, Session, Step
+from .session import BATCH_ACTIONS, Posted, Session, Step
 
 #: At most this many batches sent to a program wait for their replies (one computed while
 #: the suite judges the steps of the one before, one more queued).
@@ -77,15 +77,12 @@ class WireTarget:
         self.flights: deque[tuple[Posted, list[Action]]] = deque()
         #: The actions the runner said come next, after those: not yet sent.
         self.planned: deque[Action] = deque()
-        #: How many actions the next batch sent carries.
-        self.size = FIRST_ACTIONS
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
         if session.first is not None:  # the ``first`` actions, sent with the init
             self.flights.append(session.first)
             self.planned.extend(first[len(session.first[1]) :])
-            self.size = FIRST_ACTIONS * 2
             self.launch()
 
     def takes(self, action: Action) -> bool:
@@ -145,15 +142,14 @@ class WireTarget:
         return step.outcome
 
     def launch(self) -> None:
-        """Send planned actions in batches whose replies are read when the runner comes
-        to them: at most :data:`FLIGHTS` batches waiting, each twice as long as the one
-        before up to :data:`~.session.BATCH_ACTIONS` (none of one action alone, with
-        nothing before it: an ``apply`` sends that)."""
+        """Send planned actions in batches (of :data:`~.session.BATCH_ACTIONS` at most)
+        whose replies are read when the runner comes to them, at most :data:`FLIGHTS`
+        waiting (none of one action alone, with nothing before it: an ``apply`` sends
+        that)."""
         planned, flights = self.planned, self.flights
         while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
-            batch = [planned.popleft() for _ in range(min(self.size, len(planned)))]
+            batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
-            self.size = min(BATCH_ACTIONS, self.size * 2)
 
     def land(self) -> None:
         """Read the oldest batch waiting into :attr:`ahead`, and send the next ones."""
@@ -173,7 +169,6 @@ class WireTarget:
         self.ahead.clear()
         self.flights.clear()  # their replies are read (and dropped) by the next init
         self.behind = False
-        self.size = FIRST_ACTIONS
         if behind:
             first = self.rebuild(action)
         elif self.planned:
