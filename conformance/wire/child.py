@@ -17,6 +17,7 @@ import select
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..bounds import MAX_WIRE_LINE_BYTES
@@ -75,10 +76,17 @@ class Child:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, message: dict[str, Any], what: str) -> None:
-        """Write ``message`` as one line; :class:`WireError` naming ``what`` if the program
-        is gone."""
+    def send(
+        self,
+        message: dict[str, Any],
+        what: str,
+        make_room: Callable[[int], None] | None = None,
+    ) -> None:
+        """Write ``message`` as one line (``make_room`` told its length first);
+        :class:`WireError` naming ``what`` if the program is gone."""
         line = LINE.encode(message).encode() + b"\n"
+        if make_room is not None:
+            make_room(len(line))
         try:
             self.stdin.write(line)
             self.stdin.flush()

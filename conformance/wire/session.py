@@ -60,6 +60,10 @@ REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "cal
 ERROR = "error"
 #: The most actions one batch carries (a longer plan goes in several, one after another).
 BATCH_ACTIONS = 32
+#: At most this many bytes of messages the program has not answered are sent before their
+#: replies are read (the smallest pipe buffer of the common systems: a write then never
+#: waits).
+PIPE_ROOM = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,12 @@ class Session:
         self.views = ViewReader()
         #: The version the program answered its latest ``init`` with.
         self.protocol = 1
-        #: The messages sent whose replies are not read yet, oldest first.
+        #: The messages sent whose replies are not collected yet, oldest first.
         self.waiting: deque[Posted] = deque()
+        #: Replies read before they were collected (:meth:`make_room`), by message id.
+        self.early: dict[int, bytes] = {}
+        #: The length of each message sent whose reply is not read yet, by id.
+        self.sizes: dict[int, int] = {}
         #: The batch sent with the latest ``init`` (see :meth:`init`), and its actions.
         self.first: tuple[Posted, list[Action]] | None = None
         #: Whether the program is sent one action a message (see :meth:`restart`).
@@ -165,6 +173,8 @@ class Session:
         self.broken = None
         self.waiting.clear()
         self.one_by_one = True
+        self.early.clear()
+        self.sizes.clear()
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -221,6 +231,8 @@ class Session:
         if self.child is not None and self.owner != os.getpid():
             self.child = None  # a forked copy: the program is its parent's, start our own
             self.waiting.clear()
+            self.early.clear()
+            self.sizes.clear()
         while self.waiting and kind == "init":
             try:
                 self.collect(self.waiting[0])
@@ -233,12 +245,31 @@ class Session:
         self.next_id += 1
         posted = Posted(self.next_id, kind, what, count)
         try:
-            self.child.send({"type": kind, "id": posted.id, **body}, posted.named)
+            self.child.send({"type": kind, "id": posted.id, **body}, posted.named, self.make_room)
         except WireError as exc:
             self.broken = _of_batch(exc, posted)
             raise self.broken from None
         self.waiting.append(posted)
         return posted
+
+    def make_room(self, size: int) -> None:
+        """Before a line of ``size`` bytes is sent: read the replies of messages sent
+        before (kept for :meth:`collect`) while the program's input could hold more than
+        :data:`PIPE_ROOM` bytes of messages it has not answered, so that the suite never
+        waits to write while the program waits to write a reply nobody reads."""
+        self.sizes[self.next_id] = size
+        assert self.child is not None
+        for posted in self.waiting:
+            if sum(self.sizes.values()) <= PIPE_ROOM:
+                return
+            if posted.id in self.early:
+                continue
+            try:
+                self.early[posted.id] = self.child.receive(posted.named)
+            except WireError as exc:
+                self.broken = _of_batch(exc, posted)
+                raise self.broken from None
+            self.sizes.pop(posted.id, None)
 
     def collect(self, posted: Posted) -> dict[str, Any]:
         """The reply to ``posted`` (checked: JSON, a record, the right type and
@@ -248,8 +279,11 @@ class Session:
         assert self.child is not None and self.waiting[0] is posted
         self.waiting.popleft()
         message_id, kind, what = posted.id, posted.kind, posted.named
+        self.sizes.pop(message_id, None)
         try:
-            line = self.child.receive(what)
+            line = self.early.pop(message_id, None)
+            if line is None:
+                line = self.child.receive(what)
             try:  # the line's length is bounded by the child; its nesting by the decoders
                 reply = json.loads(line.decode())
             except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
@@ -341,6 +375,8 @@ class Session:
             self.child.close()
         self.child = None  # a later message starts the program again
         self.waiting.clear()
+        self.early.clear()
+        self.sizes.clear()
         SESSIONS.discard(self)
 
 

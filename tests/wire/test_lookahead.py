@@ -5,8 +5,11 @@ dies on an action drawn ahead the run never comes to is asked again one action a
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ from kvpool.conformance.wire.child import ProgramGone
 from kvpool.conformance.wire.entry import WireFactory
 from kvpool.conformance.wire.session import Session
 from kvpool.conformance.wire.target import WireTarget
-from kvpool.spec import GetNumFreeBlocks, GetUsage, PoolConfig, get_profile
+from kvpool.spec import FreeBlocks, GetNumFreeBlocks, GetUsage, PoolConfig, get_profile
 
 
 def run(command: tuple[str, ...], level: str, seed: int) -> LevelResult:
@@ -128,3 +131,56 @@ def test_a_program_dying_on_an_action_drawn_ahead_is_asked_again_one_action_a_me
     with pytest.raises(ProgramGone, match=r"message 6 \(apply get_usage\).*status 4"):
         wire.apply(GetUsage())  # the action itself: the error names it
     session.close()
+
+
+#: A pool speaking protocol 2 whose every view shows a free queue of 20,000 blocks (a
+#: batch's reply is megabytes, more than a pipe holds).
+WIDE = """
+    import json, sys
+    queue = list(range(1, 20001))
+    for line in sys.stdin:
+        m = json.loads(line)
+        view = {"free_count": len(queue), "free_queue": queue}
+        if m["type"] == "init":
+            r = {"type": "init_ok", "protocol": 2, "name": "wide", "profile": "seed",
+                 "operations": ["get_num_free_blocks", "free_blocks"],
+                 "observes": ["free_queue"], "view": view}
+        else:
+            step = {"outcome": {"tag": "Returned", "value": {"result": {"tag": "Nothing",
+                    "value": {"#tup": []}}, "fired": []}}, "view": view}
+            r = {"type": "applied_batch", "steps": [step] * len(m["actions"])}
+        r["in_reply_to"] = m["id"]
+        print(json.dumps(r), flush=True)
+"""
+
+
+def test_a_long_message_is_sent_after_the_replies_before_it_are_read(tmp_path: Path) -> None:
+    """The program writes a long reply while the suite writes a long batch: the suite reads
+    first, else each would wait for the other to read (the test fails, not hangs)."""
+    path = tmp_path / "wide.py"
+    path.write_text(textwrap.dedent(WIDE), encoding="utf-8")
+    session = Session((sys.executable, str(path)), 60.0)
+    wire = WireTarget(session, PoolConfig(20001), get_profile("seed"))
+    long_free = FreeBlocks(tuple(range(1, 20001)))  # a message of about 120 kB
+    actions = [GetNumFreeBlocks()] * 40 + [long_free]
+    wire.plan(actions)
+    ended: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            for action in actions:
+                wire.apply(action)
+            ended.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            ended.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(90)
+    if worker.is_alive():
+        assert session.child is not None
+        os.kill(session.child.pid, signal.SIGKILL)  # by its pid: the suite's write ends
+        worker.join(30)
+        pytest.fail("the suite and the program each waited for the other to read")
+    session.close()
+    assert ended == [None]
