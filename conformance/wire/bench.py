@@ -9,10 +9,12 @@ and the wall clock (everything a user waits for: the program's work, the pipe, a
 whatever else the machine runs). The ratio (protocol / in process) is the median of the
 per-repetition ratios, with their spread.
 
-Beside the live search, whose next action depends on the last answer (one message per
-step), the same repetitions replay the seed profile's test vectors on both sides: action
-sequences known in advance, which protocol 2 sends in batches (as it sends a replayed
-trace or a shrinking attempt).
+The live search's next action depends on the last answer; over the protocol its steps are
+drawn ahead from the states the spec predicts (:mod:`..machines.pool.lookahead`) and sent
+in batches, the next computed by the program while the suite judges the one before.
+Beside it, the same repetitions replay the seed profile's test vectors on both sides:
+action sequences known in advance, which protocol 2 sends in batches too (as it sends a
+replayed trace or a shrinking attempt), the first with the ``init`` of its pool.
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ def render_wire(console: Console, report: dict[str, Any]) -> None:
         console.print("[red]the two sides ran different numbers of steps[/red]")
     replayed = report["replay"]
     console.print(
-        f"search: {report['steps']:,} steps per run, one message each; replay: the seed "
-        f"profile's {replayed['traces']} test vectors, {replayed['steps']:,} steps, in "
+        f"search: {report['steps']:,} steps per run, drawn ahead, in batches; replay: the "
+        f"seed profile's {replayed['traces']} test vectors, {replayed['steps']:,} steps, in "
         "batches",
         highlight=False,
     )

@@ -17,6 +17,7 @@ import select
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..bounds import MAX_WIRE_LINE_BYTES
@@ -34,6 +35,15 @@ STDERR_TAIL = 600
 class WireError(SurfaceMismatch):
     """The program broke the protocol (a malformed reply, a reply to another message, no
     reply in time, an exit): a usage error (exit 2), never a finding."""
+
+
+class ProgramGone(WireError):
+    """The program exited, closed its input or output, or gave no reply in time: it
+    answered nothing (a reply it gave that is wrong is a :class:`WireError`)."""
+
+
+class BatchUnanswered(ProgramGone):
+    """The program answered nothing to a ``batch`` (see :meth:`.session.Session.restart`)."""
 
 
 class Child:
@@ -66,15 +76,24 @@ class Child:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, message: dict[str, Any], what: str) -> None:
-        """Write ``message`` as one line; :class:`WireError` naming ``what`` if the program
-        is gone."""
+    def send(
+        self,
+        message: dict[str, Any],
+        what: str,
+        make_room: Callable[[int], None] | None = None,
+    ) -> None:
+        """Write ``message`` as one line (``make_room`` told its length first);
+        :class:`WireError` naming ``what`` if the program is gone."""
         line = LINE.encode(message).encode() + b"\n"
+        if make_room is not None:
+            make_room(len(line))
         try:
             self.stdin.write(line)
             self.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
-            raise self.failure(f"could not send {what}: the program closed its input") from None
+            raise self.failure(
+                f"could not send {what}: the program closed its input", ProgramGone
+            ) from None
 
     def receive(self, what: str) -> bytes:
         """The next line the program writes (without its newline), waiting at most the
@@ -92,23 +111,25 @@ class Child:
                 )
             left = deadline - time.monotonic()
             if left <= 0 or not self.poller.poll(max(1, int(left * 1000) + 1)):
-                raise self.failure(f"no reply to {what} within {self.timeout:g} s")
+                raise self.failure(f"no reply to {what} within {self.timeout:g} s", ProgramGone)
             try:
                 chunk = os.read(self.stdout, 1 << 16)
             except BlockingIOError:
                 continue
             if not chunk:
-                raise self.failure(f"the program closed its output before replying to {what}")
+                raise self.failure(
+                    f"the program closed its output before replying to {what}", ProgramGone
+                )
             self.buffer += chunk
 
-    def failure(self, message: str) -> WireError:
-        """A :class:`WireError` for ``message``, the program ended, with its exit status
-        and the tail of its stderr."""
+    def failure(self, message: str, kind: type[WireError] = WireError) -> WireError:
+        """A :class:`WireError` (of ``kind``) for ``message``, the program ended, with its
+        exit status and the tail of its stderr."""
         status = self.end()
         how = "" if status is None else f"; it exited with status {status}"
         tail = self.stderr_tail()
         said = f"; its stderr ends: {tail}" if tail else ""
-        return WireError(f"program {' '.join(self.command)!r}: {message}{how}{said}")
+        return kind(f"program {' '.join(self.command)!r}: {message}{how}{said}")
 
     def stderr_tail(self) -> str:
         try:

@@ -67,7 +67,13 @@ def decode_action(
     """The action ``data`` records, one of ``actions`` (default: :func:`pool_actions`)
     chosen by its ``operation``; :class:`ItfError` names ``where`` when it is none of them
     or malformed."""
-    by_operation = {a.operation: a for a in (pool_actions() if actions is None else actions)}
+    if actions is None:
+        table, by_operation = _TABLE_ACTIONS
+        if table is not operations.POOL_OPERATIONS:
+            by_operation = {a.operation: a for a in pool_actions()}
+            _TABLE_ACTIONS[:] = [operations.POOL_OPERATIONS, by_operation]
+    else:
+        by_operation = {a.operation: a for a in actions}
     operation = data.get("operation") if isinstance(data, dict) else None
     kind = by_operation.get(operation) if isinstance(operation, str) else None
     if kind is None:
@@ -76,6 +82,11 @@ def decode_action(
         )
     decoded: Action = decode_fast(data, kind, where)
     return decoded
+
+
+#: The operation table read last, and its actions by operation (a table replaced is read
+#: again).
+_TABLE_ACTIONS: list[Any] = [None, {}]
 
 
 def encode_outcome(action: Action, outcome: Observation | Exception) -> Json:

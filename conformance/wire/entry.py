@@ -9,9 +9,10 @@ started once per command: the profile it names in its handshake judges it unless
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import MappingProxyType
 
-from kvpool.spec import PROFILES, PoolConfig, Profile
+from kvpool.spec import PROFILES, Action, PoolConfig, Profile
 from kvpool.spec.manager import ManagerConfig
 
 from ..bounds import WIRE_REPLY_TIMEOUT
@@ -34,9 +35,15 @@ class WireFactory:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.first: Sequence[Action] = ()
+
+    def plan_first(self, actions: Sequence[Action]) -> None:
+        """The actions the next pool built applies first: sent with its ``init``."""
+        self.first = actions
 
     def __call__(self, config: PoolConfig, profile: Profile) -> Target:
-        return WireTarget(self.session, config, profile)
+        first, self.first = self.first, ()
+        return WireTarget(self.session, config, profile, first)
 
 
 def session_for(described: TargetDescription) -> Session:

@@ -52,6 +52,9 @@ class Server:
         self.views = ViewWriter()
         #: The protocol version agreed in the latest ``init``.
         self.protocol = 1
+        #: :func:`taken_arguments` of the pools built so far, by class, operations, config
+        #: and profile.
+        self.taken: dict[tuple[type, frozenset[str], PoolConfig, str], frozenset[str]] = {}
 
     def answer(self, message: dict[str, Any]) -> dict[str, Any]:
         kind, message_id = message.get("type"), message.get("id")
@@ -85,7 +88,12 @@ class Server:
             shown: Target | ManagerTarget = self.manager
         else:
             self.pool, self.manager = self.factory(config, profile), None
-            operations = set(self.pool.operations | taken_arguments(self.pool))
+            # the same config builds the same pool: its arguments asked once
+            key = (type(self.pool), self.pool.operations, config, profile.name)
+            taken = self.taken.get(key)
+            if taken is None:
+                taken = self.taken[key] = taken_arguments(self.pool)
+            operations = set(self.pool.operations | taken)
             shown = self.pool
         self.views.restart(self.protocol >= BATCHES)
         return {

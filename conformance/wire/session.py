@@ -13,6 +13,12 @@ change since the view before (:class:`~.codec.ViewReader`). A program that canno
 answers ``error`` with a text. Anything else is a :class:`~.child.WireError` naming the
 message, and the program is ended: the session is then broken, and every later message
 raises the same error.
+
+A batch may be posted before its reply is wanted (:meth:`Session.post_batch`, then
+:meth:`Session.collect_batch`): the program computes it while the suite judges the steps
+before it, or reads it while the suite reads the ``init`` before it. Replies are read in
+the order the messages were sent; an ``init`` first reads (and checks) the replies of
+those still waiting, then drops them: their steps were a pool that is left.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,7 +36,7 @@ from kvpool.spec import Action, Observation, PoolConfig
 from ..machines.pool.target import FINE_EVENT_HASHES, OBSERVABLES, PoolView
 from ..machines.requests.target import RequestSetup
 from ..trace.itf import ItfError, Json, encode
-from .child import Child, WireError
+from .child import BatchUnanswered, Child, ProgramGone, WireError
 from .codec import (
     Refusal,
     ViewReader,
@@ -51,6 +58,12 @@ BATCHES = 2
 REPLIES = {"init": "init_ok", "apply": "applied", "batch": "applied_batch", "call": "returned"}
 #: A program's answer to any message when it cannot go on.
 ERROR = "error"
+#: The most actions one batch carries (a longer plan goes in several, one after another).
+BATCH_ACTIONS = 32
+#: At most this many bytes of messages the program has not answered are sent before their
+#: replies are read (the smallest pipe buffer of the common systems: a write then never
+#: waits).
+PIPE_ROOM = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,22 @@ class Hello:
     observes: frozenset[str]
     #: The protocol version the program speaks (one of :data:`PROTOCOLS`).
     protocol: int = PROTOCOL
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A message sent whose reply is read later: its id, type, what it carries and how
+    many actions (a batch's)."""
+
+    id: int
+    kind: str
+    what: str
+    count: int = 1
+
+    @property
+    def named(self) -> str:
+        """How errors name it: ``message N (what)``."""
+        return f"message {self.id} ({self.what})"
 
 
 @dataclass(frozen=True)
@@ -92,19 +121,35 @@ class Session:
         self.views = ViewReader()
         #: The version the program answered its latest ``init`` with.
         self.protocol = 1
+        #: The messages sent whose replies are not collected yet, oldest first.
+        self.waiting: deque[Posted] = deque()
+        #: Replies read before they were collected (:meth:`make_room`), by message id.
+        self.early: dict[int, bytes] = {}
+        #: The length of each message sent whose reply is not read yet, by id.
+        self.sizes: dict[int, int] = {}
+        #: The batch sent with the latest ``init`` (see :meth:`init`), and its actions.
+        self.first: tuple[Posted, list[Action]] | None = None
+        #: Whether the program is sent one action a message (see :meth:`restart`).
+        self.one_by_one = False
 
     def init(
         self,
         config: PoolConfig | RequestSetup,
         profile: str | None,
         offerable: frozenset[str] | None = None,
+        first: Sequence[Action] = (),
     ) -> tuple[Hello, PoolView]:
         """Start a fresh pool (a ``PoolConfig``) or manager (a ``RequestSetup``) in the
         program, the program itself on the first call: what the program says of itself
         (its ``operations`` some of ``offerable``, by default the pool's), and the view of
-        the new pool."""
+        the new pool. When the program took batches at its last ``init``, the ``first``
+        actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
+        after this ``init``, before its reply is read: :attr:`first` holds it."""
         body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
-        reply = self.exchange("init", body, "init")
+        posted = self.post("init", body, "init")
+        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
+        self.first = (self.post_batch(early), early) if early else None
+        reply = self.collect(posted)
         self.generation += 1
         allowed = pool_offers() if offerable is None else offerable
         said = self.read(reply, "init", lambda r: hello(r, allowed))
@@ -113,8 +158,23 @@ class Session:
 
     @property
     def batches(self) -> bool:
-        """Whether the program takes ``batch`` messages (protocol 2)."""
-        return self.protocol >= BATCHES
+        """Whether the program is sent ``batch`` messages: it speaks protocol 2, and it
+        never went without answering one (:meth:`restart`)."""
+        return self.protocol >= BATCHES and not self.one_by_one
+
+    def restart(self) -> None:
+        """After the program answered nothing to a batch (it exited, or gave no reply in
+        time) that held actions the suite may not need: start it again, to be sent one
+        action a message from then on, so that what it does is told of the very action
+        that does it, and only of actions the suite needs."""
+        assert self.child is not None
+        self.child.close()
+        self.child = None
+        self.broken = None
+        self.waiting.clear()
+        self.one_by_one = True
+        self.early.clear()
+        self.sizes.clear()
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -133,13 +193,22 @@ class Session:
         reply = self.exchange("apply", {"action": encode_action(action)}, what)
         return self.read(reply, what, self.step)
 
-    def batch(self, actions: list[Action]) -> list[Step]:
+    def batch(self, actions: Sequence[Action]) -> list[Step]:
         """Send several actions in one ``batch`` (protocol 2); the program's outcome and
         view after each, in order."""
+        return self.collect_batch(self.post_batch(actions))
+
+    def post_batch(self, actions: Sequence[Action]) -> Posted:
+        """Send several actions in one ``batch`` (protocol 2) without waiting for the
+        reply, which :meth:`collect_batch` reads."""
         what = f"batch of {len(actions)} actions"
         body: dict[str, Json] = {"actions": [encode_action(a) for a in actions]}
-        reply = self.exchange("batch", body, what)
-        return self.read(reply, what, lambda r: self.steps(r, len(actions)))
+        return self.post("batch", body, what, len(actions))
+
+    def collect_batch(self, posted: Posted) -> list[Step]:
+        """The steps of the batch ``posted``, read from its reply."""
+        reply = self.collect(posted)
+        return self.read(reply, posted.what, lambda r: self.steps(r, posted.count), posted.id)
 
     def call(self, method: str, arguments: dict[str, Json], hints: dict[str, Any]) -> Step:
         """Call a manager's ``method`` with ``arguments`` (ITF values); the program's
@@ -151,20 +220,70 @@ class Session:
     def exchange(self, kind: str, body: dict[str, Json], what: str) -> dict[str, Any]:
         """Send one message, return its reply (checked: JSON, a record, the right type
         and ``in_reply_to``)."""
+        return self.collect(self.post(kind, body, what))
+
+    def post(self, kind: str, body: dict[str, Json], what: str, count: int = 1) -> Posted:
+        """Send one message; its reply is read by :meth:`collect`, after those of the
+        messages sent before it. Before an ``init``, those still waiting for their replies
+        are read (and dropped: their pool is left)."""
         if self.broken is not None:
             raise self.broken
         if self.child is not None and self.owner != os.getpid():
             self.child = None  # a forked copy: the program is its parent's, start our own
+            self.waiting.clear()
+            self.early.clear()
+            self.sizes.clear()
+        while self.waiting and kind == "init":
+            try:
+                self.collect(self.waiting[0])
+            except ProgramGone:  # on actions the suite did not need: they never happened
+                self.restart()
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
             SESSIONS.add(self)
         self.next_id += 1
-        message_id = self.next_id
-        what = f"message {message_id} ({what})"
+        posted = Posted(self.next_id, kind, what, count)
         try:
-            self.child.send({"type": kind, "id": message_id, **body}, what)
-            line = self.child.receive(what)
+            self.child.send({"type": kind, "id": posted.id, **body}, posted.named, self.make_room)
+        except WireError as exc:
+            self.broken = _of_batch(exc, posted)
+            raise self.broken from None
+        self.waiting.append(posted)
+        return posted
+
+    def make_room(self, size: int) -> None:
+        """Before a line of ``size`` bytes is sent: read the replies of messages sent
+        before (kept for :meth:`collect`) while the program's input could hold more than
+        :data:`PIPE_ROOM` bytes of messages it has not answered, so that the suite never
+        waits to write while the program waits to write a reply nobody reads."""
+        self.sizes[self.next_id] = size
+        assert self.child is not None
+        for posted in self.waiting:
+            if sum(self.sizes.values()) <= PIPE_ROOM:
+                return
+            if posted.id in self.early:
+                continue
+            try:
+                self.early[posted.id] = self.child.receive(posted.named)
+            except WireError as exc:
+                self.broken = _of_batch(exc, posted)
+                raise self.broken from None
+            self.sizes.pop(posted.id, None)
+
+    def collect(self, posted: Posted) -> dict[str, Any]:
+        """The reply to ``posted`` (checked: JSON, a record, the right type and
+        ``in_reply_to``)."""
+        if self.broken is not None:
+            raise self.broken
+        assert self.child is not None and self.waiting[0] is posted
+        self.waiting.popleft()
+        message_id, kind, what = posted.id, posted.kind, posted.named
+        self.sizes.pop(message_id, None)
+        try:
+            line = self.early.pop(message_id, None)
+            if line is None:
+                line = self.child.receive(what)
             try:  # the line's length is bounded by the child; its nesting by the decoders
                 reply = json.loads(line.decode())
             except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
@@ -186,18 +305,24 @@ class Session:
                     f"{REPLIES[kind]!r}: {_quote(line)}"
                 )
         except WireError as exc:
-            self.broken = exc
-            raise
+            self.broken = _of_batch(exc, posted)
+            raise self.broken from None
         return reply
 
-    def read(self, reply: dict[str, Any], what: str, reader: Callable[[dict[str, Any]], T]) -> T:
-        """``reader(reply)``, a malformed reply raised as an error naming the message."""
+    def read(
+        self,
+        reply: dict[str, Any],
+        what: str,
+        reader: Callable[[dict[str, Any]], T],
+        message_id: int | None = None,
+    ) -> T:
+        """``reader(reply)``, a malformed reply raised as an error naming the message
+        (by default the latest one sent)."""
         try:
             return reader(reply)
         except ItfError as exc:
-            raise self.fail(
-                f"the reply to message {self.next_id} ({what}) is malformed: {exc}"
-            ) from None
+            number = self.next_id if message_id is None else message_id
+            raise self.fail(f"the reply to message {number} ({what}) is malformed: {exc}") from None
 
     def initial_view(self, reply: dict[str, Any]) -> PoolView:
         """The new pool's view in an ``init_ok`` record."""
@@ -228,7 +353,7 @@ class Session:
     ) -> Step:
         """The ``applied`` (or ``returned``: a result of type ``returns``) record as a
         :class:`Step` (a batch's step has no ``header``); :class:`ItfError` when malformed."""
-        _fields(reply, {*header, "outcome", "view"}, {"structure_problems"})
+        _fields(reply, _STEP_FIELDS[header], _OPTIONAL_STEP_FIELDS)
         problems = reply.get("structure_problems", [])
         if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
             raise ItfError("structure_problems: expected a list of strings")
@@ -249,6 +374,9 @@ class Session:
         if self.child is not None and self.owner == os.getpid():
             self.child.close()
         self.child = None  # a later message starts the program again
+        self.waiting.clear()
+        self.early.clear()
+        self.sizes.clear()
         SESSIONS.discard(self)
 
 
@@ -297,8 +425,18 @@ def pool_offers() -> frozenset[str]:
     )
 
 
+#: The fields of a step record, after its ``header`` (``applied`` has one, a batch's
+#: step none), and those it may have.
+_STEP_FIELDS: dict[tuple[str, ...], frozenset[str]] = {
+    header: frozenset({*header, "outcome", "view"}) for header in (("type", "in_reply_to"), ())
+}
+_OPTIONAL_STEP_FIELDS = frozenset({"structure_problems"})
+
+
 def _fields(
-    reply: dict[str, Any], required: set[str], optional: frozenset[str] | set[str] = frozenset()
+    reply: dict[str, Any],
+    required: set[str] | frozenset[str],
+    optional: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     keys = reply.keys()
     if not required <= keys:
@@ -306,6 +444,14 @@ def _fields(
     extra = keys - required
     if extra and not extra <= optional:
         raise ItfError(f"unknown field(s) {sorted(extra - optional)}")
+
+
+def _of_batch(exc: WireError, posted: Posted) -> WireError:
+    """``exc``, a :class:`~.child.BatchUnanswered` when the program answered nothing to
+    the batch ``posted``."""
+    if isinstance(exc, ProgramGone) and posted.kind == "batch":
+        return BatchUnanswered(str(exc))
+    return exc
 
 
 def _quote(line: bytes) -> str:

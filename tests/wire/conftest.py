@@ -8,8 +8,10 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kvpool.conformance.wire import child
 from kvpool.conformance.wire.session import close_sessions
 
 #: The C pool's source, in the repository.
@@ -60,3 +62,17 @@ def build_c_pool(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str | No
         return built[fault]
 
     return build
+
+
+@pytest.fixture
+def sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The type of every message the suite sends a program, in order."""
+    kinds: list[str] = []
+    send = child.Child.send
+
+    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
+        kinds.append(message["type"])
+        send(self, message, what, *rest)
+
+    monkeypatch.setattr(child.Child, "send", sending)
+    return kinds

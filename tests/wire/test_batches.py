@@ -38,9 +38,9 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     kinds: list[str] = []
     send = child.Child.send
 
-    def sending(self: child.Child, message: dict[str, Any], what: str) -> None:
+    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
         kinds.append(message["type"])
-        send(self, message, what)
+        send(self, message, what, *rest)
 
     monkeypatch.setattr(child.Child, "send", sending)
     return kinds

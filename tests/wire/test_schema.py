@@ -37,9 +37,9 @@ def conversation(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     seen: list[Any] = []
     send, receive = child.Child.send, child.Child.receive
 
-    def sending(self: child.Child, message: dict[str, Any], what: str) -> None:
+    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
         seen.append(message)
-        send(self, message, what)
+        send(self, message, what, *rest)
 
     def receiving(self: child.Child, what: str) -> bytes:
         line = receive(self, what)

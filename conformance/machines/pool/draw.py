@@ -9,6 +9,7 @@ state offers no way to break that rule.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
 
 from kvpool.spec import (
@@ -468,6 +469,13 @@ class Context:
         #: Whether the last step dropped a key from a block.
         self.just_dropped = False
         self._cache: Mapping[bytes, tuple[int, ...]] = {}
+
+    def fork(self) -> Context:
+        """A copy that goes on from here as this one would, leaving this one as it is."""
+        forked = copy.copy(self)
+        forked.hashes, forked.requests = list(self.hashes), list(self.requests)
+        forked.dropped = list(self.dropped)
+        return forked
 
     def observe(self, state: PoolState) -> None:
         """Note the keys that lost a block since the state last observed."""

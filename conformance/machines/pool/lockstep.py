@@ -41,7 +41,10 @@ from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch
-from .target import EVICT_FIRST, PLAN, TAKES, Target, TargetFactory
+from .target import EVICT_FIRST, PLAN, PLAN_FIRST, TAKES, Target, TargetFactory
+
+#: The action that takes a pool's events (the events level sends one after every action).
+TAKE = TakeEvents()
 
 
 class Nonconformance(AssertionError):
@@ -136,10 +139,16 @@ class LockstepRun:
         level: Level,
         config: PoolConfig,
         record: RunRecord | None = None,
+        first: Sequence[Action] = (),
     ) -> None:
+        """``first``: the actions the run applies first, when it knows them (a replay),
+        said to the target's factory (:data:`~.target.PLAN_FIRST`) and to the target."""
         self.level = level
         if level.consumer is not None and not config.enable_kv_cache_events:
             config = replace(config, enable_kv_cache_events=True)  # the events level: on
+        plan_first = getattr(factory, PLAN_FIRST, None)
+        if first and plan_first is not None:
+            plan_first(self.sent(first))
         self.record = record if record is not None else RunRecord()
         self.record.trace = []
         self.record.config = config
@@ -159,7 +168,24 @@ class LockstepRun:
             if "take_events" not in self.operations:
                 raise ValueError(f"target {self.target.name!r} publishes no KV events")
             self.events = StreamJudge(level.consumer)
+        if first:
+            self.plan(first)
         self.check_view("after construction")
+
+    def plan(self, actions: Sequence[Action]) -> None:
+        """Tell the target which actions come next (:func:`plan_ahead`)."""
+        plan_ahead(self.target, self.sent(actions))
+
+    def sent(self, actions: Sequence[Action]) -> Sequence[Action]:
+        """What the target is sent for ``actions``: each followed by the ``take_events``
+        the run sends after it at the events level."""
+        if self.level.consumer is None:
+            return actions
+        return [
+            sent
+            for action in actions
+            for sent in ((action,) if isinstance(action, TakeEvents) else (action, TAKE))
+        ]
 
     def can_apply(self, action: Action) -> bool:
         """Whether this target takes ``action`` at all (operation and arguments)."""
@@ -219,7 +245,7 @@ class LockstepRun:
         self.last = Outcomes(expected_violation, None)
         before = self.target.view() if expected_violation else None
         if self.events is not None and not isinstance(action, TakeEvents):
-            plan_ahead(self.target, (action, TakeEvents()))  # the events it publishes next
+            plan_ahead(self.target, (action, TAKE))  # the events it publishes next
         try:
             actual = self.target.apply(action)
         except Exception as exc:  # the pool refused; whether it may is judged here
@@ -395,7 +421,8 @@ class LockstepRun:
 def plan_ahead(target: Target, actions: Sequence[Action]) -> None:
     """Tell a target that takes several actions at once (one with :data:`PLAN`: the wire
     protocol's batches) which actions the runner applies next; each still comes by
-    ``apply``, and the runner may leave some out."""
+    ``apply``, and the runner may leave some out. Actions said before that begin
+    ``actions`` (or that ``actions`` begin) are kept."""
     plan = getattr(target, PLAN, None)
     if plan is not None:
         plan(actions)
@@ -416,8 +443,7 @@ def replay(
     actions this target cannot take) are left out instead of run — the shrinker uses this
     when dropping an earlier action makes a later one meaningless.
     """
-    run = LockstepRun(factory, profile, level, config)
-    plan_ahead(run.target, actions)
+    run = LockstepRun(factory, profile, level, config, first=actions)
 
     def skip(action: Any) -> bool:
         return skip_out_of_contract and (

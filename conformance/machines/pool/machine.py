@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import reject
 from kvpool.spec import Action, PoolState, Profile, violation
 
-from ...search.choices import Choices
+from ...search.choices import Choices, RandomChoices
 from ...search.seeded_search import Start, Step
 from ..events.caller import manager_could_call
 from . import draw
@@ -26,8 +26,9 @@ from .draw_facts import facts
 from .fault import fault_of
 from .levels import Level
 from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .lookahead import Lookahead, Reach
 from .signature import signature
-from .target import TargetFactory
+from .target import PLAN, TargetFactory
 
 
 def kinds(
@@ -133,10 +134,20 @@ def apply_in_case(
         raise
 
 
-def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks: int) -> Start:
+def pool_case(
+    factory: TargetFactory,
+    profile: Profile,
+    level: Level,
+    max_blocks: int,
+    steps: int | None = None,
+) -> Start:
     """Test cases of the pool machine at ``level`` for the seeded search: a pool of up to
     ``max_blocks`` blocks drawn, then one action drawn and run in lockstep per step (a
-    draw that gives no action, or one the target does not take, counted as skipped)."""
+    draw that gives no action, or one the target does not take, counted as skipped).
+    Given the ``steps`` of each test case, a target that takes several actions at once is
+    told the steps drawn ahead (:mod:`.lookahead`; the run's own draws are the same)."""
+
+    reach = Reach()
 
     def start(choices: Choices, record: RunRecord) -> Step:
         config = draw.pool_config(choices, max_blocks, level.out_of_contract)
@@ -145,12 +156,41 @@ def pool_case(factory: TargetFactory, profile: Profile, level: Level, max_blocks
             evict_first=run.evict_first, peer=run.peer, for_events=run.events is not None
         )
 
+        def draw_step(choices: Choices, state: PoolState, ctx: draw.Context) -> Action | None:
+            action = next_action(choices, state, ctx, run.operations, level)
+            return action if action is not None and run.can_apply(action) else None
+
+        if (
+            steps
+            and isinstance(choices, RandomChoices)
+            and hasattr(run.target, PLAN)
+            and reach.ready()
+        ):
+            return ahead_step(Lookahead(run, level, draw_step, choices, ctx, steps, reach))
+
         def step(choices: Choices) -> None:
-            action = next_action(choices, run.state, ctx, run.operations, level)
-            if action is None or not run.can_apply(action):
+            action = draw_step(choices, run.state, ctx)
+            if action is None:
                 record.skipped += 1
             else:
                 run.apply(action)
+
+        return step
+
+    def ahead_step(ahead: Lookahead) -> Step:
+        """The step of a test case drawn ahead of its run (the same draws)."""
+
+        def step(choices: Choices) -> None:
+            action = ahead.next()
+            if action is None:
+                ahead.run.record.skipped += 1
+                return
+            try:
+                ahead.run.apply(action)
+            except BaseException:
+                ahead.rewind()  # the choices as the run's own draws leave them
+                ahead.reach.missed()
+                raise
 
         return step
 

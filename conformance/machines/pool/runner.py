@@ -133,7 +133,7 @@ def run_level(
         return shrink_failure(factory, profile, level, failure, shrink_seconds)
 
     return run_seeded(
-        pool_case(factory, profile, level, max_blocks),
+        pool_case(factory, profile, level, max_blocks, steps),
         record,
         level,
         shrunk,

@@ -96,9 +96,14 @@ class Target(Protocol):
 #: :data:`EVICT_FIRST` does for ``free_blocks``.
 TAKES = "takes"
 #: The name of a target's optional method ``plan(actions)``: the runner says which actions
-#: it applies next (a replayed sequence), so a target that takes several at once (the wire
-#: protocol's batches) can send them together. Each still comes by ``apply``.
+#: it applies next (a replayed sequence, the steps a test case draws ahead), so a target
+#: that takes several at once (the wire protocol's batches) can send them together. Each
+#: still comes by ``apply``, and the runner may apply others instead.
 PLAN = "plan"
+#: The name of a target factory's optional method ``plan_first(actions)``: the actions the
+#: next target it builds applies first (a replay), so that a program can be sent them with
+#: the message that starts its pool.
+PLAN_FIRST = "plan_first"
 
 
 #: Builds a fresh target for one test case.
