@@ -1,8 +1,10 @@
 """vllm-router 0.1.17 as a consumer, run as deployed (a process on loopback, fake workers,
 the real wire): exact on a clean stream, its replay source heals a late join, a restart
-is seen; and its two defects, each in a minimal stream through vLLM 0.33.0's publisher:
-removing one of two copies of a hash drops the block, and one ``BlockStored`` with no
-hashes makes it forget the worker's earlier blocks and the rest of the batch."""
+is seen (it forgets the old publisher's blocks when the sequence goes back, and the suite
+asks only once its watermark has left the old publisher's: test_route_check_restart.py);
+and its two defects, each in a minimal stream through vLLM 0.33.0's publisher: removing
+one of two copies of a hash drops the block, and one ``BlockStored`` with no hashes makes
+it forget the worker's earlier blocks and the rest of the batch."""
 
 from __future__ import annotations
 
@@ -27,18 +29,8 @@ def stored(*hashes: bytes, parent: bytes | None = None) -> BlockStored:
     return BlockStored(tuple(hashes), parent, 0, 16, 16 * len(hashes))
 
 
-#: Open (issue 37): after the restart, vllm-router over-claims a few blocks on some runs
-#: (566 claimed of 556 held, once in this stop's full runs) and is exact on others. Not yet
-#: told apart: the suite asking before the router applied the new publisher's clear (its
-#: sequence starts again from 0), or the router's own handling of a restarted source.
-RESTART_OPEN = pytest.mark.xfail(
-    reason="issue 37, open: vllm-router over-claims after a restart on some runs", strict=False
-)
-
-
 @pytest.mark.parametrize(("scenario", "lost", "extra"), [
-    ("clean", False, False), ("late-join", False, False),
-    pytest.param("restart", False, False, marks=RESTART_OPEN),
+    ("clean", False, False), ("late-join", False, False), ("restart", False, False),
 ])  # fmt: skip
 def test_route_check_on_the_wire(scenario: str, lost: bool, extra: bool) -> None:
     setting = Setting("impl", "0.33.0", ("count", "vllm-router"), requests=8)
