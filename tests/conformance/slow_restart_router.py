@@ -9,7 +9,7 @@ from collections import Counter
 from kvpool.conformance import api
 
 #: How long it takes to forget a restarted publisher's blocks.
-PAUSE = 0.3
+PAUSE = 0.5
 
 
 class SlowRestartRouter:
