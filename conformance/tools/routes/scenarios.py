@@ -14,7 +14,8 @@ Scenarios (:data:`SCENARIOS`): ``clean`` (subscribed before the first batch), ``
 (the first prompts sent twice at once: duplicate copies), ``resets`` (a prefix-cache reset
 between two halves), ``late-join`` (the consumers start after the first half) and
 ``restart`` (the engine restarts between the halves: an empty pool, a new publisher on the
-same address, its sequence from 0; the consumers keep running) and ``data-parallel`` (two
+same address, its sequence from 0; the consumers keep running, and a router's watermark
+counts for the new publisher only once it has left the old one's) and ``data-parallel`` (two
 ranks, each its own pool and its release's publisher with its ``data_parallel_rank``, which
 the publisher writes into every batch and adds to its port; every consumer keeps one view
 per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
