@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 from kvpool.conformance.consumers.naming import make_consumer
 from kvpool.conformance.consumers.protocol import ConsumerError
+from kvpool.conformance.consumers.router import Prompt
 from kvpool.conformance.consumers.vllm_router import INSTALL, find_binary
+from kvpool.conformance.tools.routes import scenarios
 from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 from kvpool.spec.events import BlockRemoved, BlockStored
 
@@ -39,6 +41,32 @@ def test_route_check_on_the_wire(scenario: str, lost: bool, extra: bool) -> None
     t = result.tallies["vllm-router"]
     assert t.checks > 0 and t.held > 0
     assert (t.found < t.held) is lost and (t.found < t.claimed) is extra
+
+
+def test_the_rank_that_holds_a_prompt_is_routed_to() -> None:
+    """Two data-parallel ranks, rank 1 alone serving: vllm-router, started as it is deployed
+    for data-parallel workers, routes each prompt to rank 1 with rank 1's blocks (started
+    without --intra-node-data-parallel-size it indexes rank 1 but routes to rank 0 only,
+    and credits nothing)."""
+    setting = Setting("impl", "0.33.0", ("vllm-router",), requests=4)
+    routers = scenarios.Routers(setting, scenarios.DP_RANKS)
+    try:
+        live = scenarios._Live(setting, routers, scenarios.DP_RANKS)
+        try:
+            live.join()
+            live.serving = 1
+            live.workload(setting.requests, setting.seed)
+            live.check()
+            tokens, hashes = next(reversed(live.engine(1).prefixes.items()))
+            held = live.engine(1).truth(tokens, hashes)
+            answer = live.consumers["vllm-router"].credited(Prompt((*tokens, 1), hashes))
+        finally:
+            live.close()
+    finally:
+        routers.close()
+    assert held > 0 and answer == {1: held}
+    t = live.tallies["vllm-router"]
+    assert t.checks > 0 and t.held > 0 and t.found == t.held == t.claimed
 
 
 def test_removing_one_of_two_copies_drops_the_block() -> None:

@@ -18,7 +18,9 @@ same address, its sequence from 0; the consumers keep running, and a router's wa
 counts for the new publisher only once it has left the old one's) and ``data-parallel`` (two
 ranks, each its own pool and its release's publisher with its ``data_parallel_rank``, which
 the publisher writes into every batch and adds to its port; every consumer keeps one view
-per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
+per rank, and is compared rank by rank, with the best rank, or, for a router that picks a
+rank per prompt, with the rank it picked and the best, as its ``ranks`` hook declares;
+the indexer is told one listener per rank of worker 1). Each check's own recall
 and precision are kept, in order (:mod:`.tally`): the curve over the run.
 
 The consumers are started once per run (:class:`Routers`), on publisher and replay ports
@@ -446,7 +448,7 @@ class _Live:
                     self.keep_stale(rank, name)
             if isinstance(router, DynamoIndexer):
                 self.indexer = router.process  # its /metrics: what it counted
-            if ranks(router) == "one-worker":
+            if ranks(router) != "per-rank":
                 self.rank_tallies.pop(name, None)
         self.engines_bound = False
 
@@ -552,6 +554,19 @@ class _Live:
             now.add(truth, self.claimed(name, 0, tokens, hashes))
         return now
 
+    def check_pick(self, name: str) -> Check:
+        """A router that picks one rank per prefix, asked once per prefix: its credit is
+        compared with the picked rank's blocks (a rank the scenario does not run holds
+        none) for what it over-claims, and with the best rank's for what it misses."""
+        now = Check()
+        for tokens, hashes in self.asked():
+            truths = [self.engine(r).truth(tokens, hashes) for r in range(self.ranks)]
+            rank, credit = picked(
+                self.consumers[name].credited(Prompt((*tokens, PAST_LAST), hashes))
+            )
+            now.add_pick(max(truths), truths[rank] if rank < self.ranks else 0, credit)
+        return now
+
     def check_rank(self, name: str, rank: int) -> Check:
         """Consumer ``name`` asked about rank ``rank``'s most recent prompt prefixes."""
         engine = self.engine(rank)
@@ -582,8 +597,12 @@ class _Live:
         for name, tally in self.tallies.items():
             if not self.started(name):
                 continue
-            if name in self.consumers and ranks(self.consumers[name]) == "one-worker":
+            handling = ranks(self.consumers[name]) if name in self.consumers else "per-rank"
+            if handling == "one-worker":
                 tally.record(self.check_worker(name), self.batches)
+                continue
+            if handling == "picks-rank":
+                tally.record(self.check_pick(name), self.batches)
                 continue
             overall = Check()
             for rank in range(self.ranks):
@@ -618,6 +637,16 @@ class _Live:
                 if engine is not None:
                     engine.shutdown()
         return counts
+
+
+def picked(answer: Mapping[int, int]) -> tuple[int, int]:
+    """The rank a ``picks-rank`` router picked and its credit there: the rank it credits
+    most (the lowest of a tie; rank 0 and no credit when it names none)."""
+    credited = [(int(blocks), -int(rank)) for rank, blocks in answer.items() if int(rank) >= 0]
+    if not credited:
+        return 0, 0
+    blocks, rank = max(credited)
+    return -rank, blocks
 
 
 class Routers:
