@@ -12,7 +12,9 @@ A worker with more than one rank is deployed as vllm-router is told of data-para
 workers: ``--intra-node-data-parallel-size N`` (each worker becomes ``URL@0`` ..
 ``URL@N-1``, one routing target per rank, each scored on its own rank's blocks) and the
 ``--api-key`` that option requires (the key it sends its workers: a random one made per
-start, kept out of everything the suite reports). Without that option vllm-router indexes
+start, kept out of everything the suite reports; the fake workers require it on their
+``/v1/`` endpoints, as a vLLM server started with that key does, and the suite's own
+requests carry it, as a client's would). Without that option vllm-router indexes
 every rank but routes only to rank 0, and loses the prompts another rank holds more of.
 So it declares ``ranks = "picks-rank"``: per prompt it picks one rank and credits it.
 
@@ -21,7 +23,7 @@ worker's ``/v1/completions/render`` for the token ids, hashes them itself, and l
 decision (``KV prefix decision ... worker=URL[@RANK] ... credited_prefix_tokens=N``, at
 debug). The decoy holds nothing, so the router picks the worker whenever it credits it
 with anything: a decision for the worker gives its credit to the rank it names (rank 0
-when it names none), one for the decoy a credit of 0. Its watermark is the last
+when it names none), one for the decoy no credit. Its watermark is the last
 ``kv_index live sequence advanced ... rank=R seq=N`` line per rank. Every process and
 server it starts is stopped by :meth:`close`.
 """
@@ -125,7 +127,9 @@ class VllmRouter:
         from ..tools.routes.indexer import free_port
 
         self.block_size, self.model = wire.block_size, wire.model
-        self.workers = [FakeWorker(wire.model), FakeWorker(wire.model)]
+        self._key = secrets.token_urlsafe(24) if wire.ranks > 1 else ""
+        key = self._key or None
+        self.workers = [FakeWorker(wire.model, key), FakeWorker(wire.model, key)]
         worker, decoy = (w.url for w in self.workers)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -140,7 +144,6 @@ class VllmRouter:
         if wire.replays:
             command += ["--kv-event-replay-source", f"{worker}={','.join(wire.replays)}"]
         if wire.ranks > 1:
-            self._key = secrets.token_urlsafe(24)
             command += ["--intra-node-data-parallel-size", str(wire.ranks), "--api-key", self._key]
         self.log_file = tempfile.NamedTemporaryFile(prefix="vllm-router-", suffix=".log")  # noqa: SIM115 (closed by close())
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}
@@ -201,10 +204,11 @@ class VllmRouter:
     def credited(self, prompt: Prompt) -> Mapping[int, int]:
         before = len(DECISION.findall(self._log()))
         body = {"model": self.model, "prompt": prompt_text(prompt.tokens), "max_tokens": 1}
+        headers = {"content-type": "application/json"}
+        if self._key:
+            headers["authorization"] = f"Bearer {self._key}"
         request = urllib.request.Request(
-            self.url + "/v1/completions",
-            json.dumps(body).encode(),
-            {"content-type": "application/json"},
+            self.url + "/v1/completions", json.dumps(body).encode(), headers
         )
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_SECONDS) as reply:
@@ -220,8 +224,9 @@ class VllmRouter:
                 raise ConsumerError("vllm-router routed a request but logged no KV decision")
             time.sleep(0.01)
         worker, rank, tokens = decisions[before]
-        credit = int(tokens) // self.block_size if worker == self.workers[0].url else 0
-        return {int(rank or 0): credit}
+        if worker != self.workers[0].url:
+            return {}  # the decoy: the worker is credited with nothing
+        return {int(rank or 0): int(tokens) // self.block_size}
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -1,14 +1,17 @@
 """route-check's data-parallel accounting: a router that keeps one index for both ranks
 (a planted fault, written here as a plugin) claims on rank 1 the prompts rank 0 cached
 before rank 1 has computed them, and the per-rank precision shows it; the spec's count
-model, one view per rank, is exact on both."""
+model, one view per rank, is exact on both. A router that picks one rank per prompt (``ranks =
+"picks-rank"``) is judged on the rank it picked: one that names the wrong rank over-claims."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from docs_written_consumer import CountingRouter  # pytest puts this folder on sys.path
 from kvpool.conformance.consumers.naming import parse_consumer
+from kvpool.conformance.consumers.router import Prompt, Wire
 from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 
 
@@ -38,3 +41,56 @@ def test_a_router_that_mixes_the_ranks_up_is_caught_per_rank() -> None:
     assert merged[0].precision == 1.0  # rank 0 served first: nothing to mix up yet
     assert merged[1].precision < 1.0, merged[1]  # rank 1 claimed rank 0's blocks early
     assert min(p.precision for p in merged[1].over_time) < 1.0
+
+
+class _PicksRank:
+    """A router that picks one rank per prompt, as a router routes a request: the rank
+    whose view holds most of it (the lowest of a tie), credited alone."""
+
+    name = "picks-rank"
+    protocol = 2
+    feeds = "process"
+    ranks = "picks-rank"
+
+    def start(self, wire: Wire) -> None:
+        self.views = [CountingRouter() for _ in range(wire.ranks)]
+
+    def apply(self, events: Sequence[object], rank: int) -> None:
+        self.views[rank].apply(events)
+
+    def credited(self, prompt: Prompt) -> dict[int, int]:
+        held = [view.held_blocks(prompt.block_hashes, 0) for view in self.views]
+        best = max(held)
+        return {held.index(best): best}
+
+
+class _NamesTheOtherRank(_PicksRank):
+    """Planted: the best credit, given to rank 1 whichever rank holds it."""
+
+    def credited(self, prompt: Prompt) -> dict[int, int]:
+        return {1: max(super().credited(prompt).values())}
+
+
+def make_picks_rank() -> _PicksRank:
+    return _PicksRank()
+
+
+def make_names_the_other_rank() -> _NamesTheOtherRank:
+    return _NamesTheOtherRank()
+
+
+def test_a_router_that_picks_a_rank_is_judged_on_the_rank_it_picked() -> None:
+    right, wrong = (
+        f"test_route_check_ranks:{f}" for f in ("make_picks_rank", "make_names_the_other_rank")
+    )
+    for plugin in (right, wrong):
+        parse_consumer(plugin)
+    result = run_scenario(
+        "data-parallel", Setting("vllm==0.33.0", "0.33.0", (right, wrong), requests=12)
+    )
+    assert right not in result.ranks and wrong not in result.ranks  # one credit per prompt
+    exact = result.tallies[right]
+    assert exact.held > 0 and exact.held == exact.found == exact.claimed
+    planted = result.tallies[wrong]
+    assert planted.held == exact.held and planted.claimed == exact.claimed
+    assert planted.found < planted.claimed  # rank 0's blocks credited to rank 1

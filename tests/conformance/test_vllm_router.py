@@ -47,7 +47,8 @@ def test_the_rank_that_holds_a_prompt_is_routed_to() -> None:
     """Two data-parallel ranks, rank 1 alone serving: vllm-router, started as it is deployed
     for data-parallel workers, routes each prompt to rank 1 with rank 1's blocks (started
     without --intra-node-data-parallel-size it indexes rank 1 but routes to rank 0 only,
-    and credits nothing)."""
+    and credits nothing). The worker, as a vLLM server started with the router's API key,
+    refuses no request."""
     setting = Setting("impl", "0.33.0", ("vllm-router",), requests=4)
     routers = scenarios.Routers(setting, scenarios.DP_RANKS)
     try:
@@ -59,12 +60,16 @@ def test_the_rank_that_holds_a_prompt_is_routed_to() -> None:
             live.check()
             tokens, hashes = next(reversed(live.engine(1).prefixes.items()))
             held = live.engine(1).truth(tokens, hashes)
-            answer = live.consumers["vllm-router"].credited(Prompt((*tokens, 1), hashes))
+            router = live.consumers["vllm-router"]
+            answer = router.credited(Prompt((*tokens, 1), hashes))
+            worker = router.workers[0]  # type: ignore[attr-defined]
+            sent, refused = dict(worker.ranks), worker.asked["refused"]
         finally:
             live.close()
     finally:
         routers.close()
     assert held > 0 and answer == {1: held}
+    assert sent.get(1, 0) > 0 and refused == 0  # sent to rank 1, with the API key
     t = live.tallies["vllm-router"]
     assert t.checks > 0 and t.held > 0 and t.found == t.held == t.claimed
 
