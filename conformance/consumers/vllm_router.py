@@ -179,8 +179,11 @@ class VllmRouter:
             log.seek(self._read)
             new = log.read(LOG_BYTES - len(self._text))
         self._read += len(new)
-        text = ANSI.sub("", new.decode(errors="replace"))
-        self._text += text.replace(self._key, HIDDEN_KEY) if self._key else text
+        # the key hidden, also where it was split between two reads
+        start = max(0, len(self._text) - len(self._key))
+        self._text += ANSI.sub("", new.decode(errors="replace"))
+        if self._key:
+            self._text = self._text[:start] + self._text[start:].replace(self._key, HIDDEN_KEY)
         return self._text
 
     def applied(self) -> Mapping[int, int]:

@@ -8,11 +8,15 @@ it forget the worker's earlier blocks and the rest of the batch."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
 import pytest
 from kvpool.conformance.consumers.naming import make_consumer
 from kvpool.conformance.consumers.protocol import ConsumerError
 from kvpool.conformance.consumers.router import Prompt
-from kvpool.conformance.consumers.vllm_router import INSTALL, find_binary
+from kvpool.conformance.consumers.vllm_router import HIDDEN_KEY, INSTALL, VllmRouter, find_binary
 from kvpool.conformance.tools.routes import scenarios
 from kvpool.conformance.tools.routes.scenarios import Setting, run_scenario
 from kvpool.spec.events import BlockRemoved, BlockStored
@@ -72,6 +76,22 @@ def test_the_rank_that_holds_a_prompt_is_routed_to() -> None:
     assert sent.get(1, 0) > 0 and refused == 0  # sent to rank 1, with the API key
     t = live.tallies["vllm-router"]
     assert t.checks > 0 and t.held > 0 and t.found == t.held == t.claimed
+
+
+def test_the_api_key_is_kept_out_of_its_log(tmp_path: Path) -> None:
+    """The router's log, as the suite reads and reports it, never shows the API key, even
+    split between two reads."""
+    router = VllmRouter()
+    router._key = "k3y-secret"
+    log = tmp_path / "router.log"
+    router.log_file = cast(Any, SimpleNamespace(name=str(log)))
+    log.write_text("started with k3y-se")
+    router._log()
+    with log.open("a") as more:
+        more.write("cret; and again k3y-secret\n")
+    text = router._log()
+    assert "secret" not in text and text.count(HIDDEN_KEY) == 2
+    router.log_file = None
 
 
 def test_removing_one_of_two_copies_drops_the_block() -> None:
