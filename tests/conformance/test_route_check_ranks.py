@@ -2,7 +2,9 @@
 (a planted fault, written here as a plugin) claims on rank 1 the prompts rank 0 cached
 before rank 1 has computed them, and the per-rank precision shows it; the spec's count
 model, one view per rank, is exact on both. A router that picks one rank per prompt (``ranks =
-"picks-rank"``) is judged on the rank it picked: one that names the wrong rank over-claims."""
+"picks-rank"``) is judged on the rank it picked: one that names the wrong rank over-claims;
+one that takes the ranks for one worker (``"one-worker"``) is judged on the best rank: one
+that adds the ranks' blocks up over-claims."""
 
 from __future__ import annotations
 
@@ -71,6 +73,30 @@ class _NamesTheOtherRank(_PicksRank):
         return {1: max(super().credited(prompt).values())}
 
 
+class _OneWorker(_PicksRank):
+    """The ranks as endpoints of one worker: the best rank's blocks, credited to the worker."""
+
+    ranks = "one-worker"
+
+    def credited(self, prompt: Prompt) -> dict[int, int]:
+        return {0: max(super().credited(prompt).values())}
+
+
+class _AddsTheRanks(_OneWorker):
+    """Planted: every rank's blocks added up, as if the worker held them all."""
+
+    def credited(self, prompt: Prompt) -> dict[int, int]:
+        return {0: sum(view.held_blocks(prompt.block_hashes, 0) for view in self.views)}
+
+
+def make_one_worker() -> _OneWorker:
+    return _OneWorker()
+
+
+def make_adds_the_ranks() -> _AddsTheRanks:
+    return _AddsTheRanks()
+
+
 def make_picks_rank() -> _PicksRank:
     return _PicksRank()
 
@@ -79,18 +105,22 @@ def make_names_the_other_rank() -> _NamesTheOtherRank:
     return _NamesTheOtherRank()
 
 
-def test_a_router_that_picks_a_rank_is_judged_on_the_rank_it_picked() -> None:
-    right, wrong = (
-        f"test_route_check_ranks:{f}" for f in ("make_picks_rank", "make_names_the_other_rank")
+def test_a_router_that_picks_a_rank_or_takes_one_worker_is_judged_as_it_declares() -> None:
+    names = (
+        "make_picks_rank",
+        "make_names_the_other_rank",
+        "make_one_worker",
+        "make_adds_the_ranks",
     )
-    for plugin in (right, wrong):
+    plugins = tuple(f"test_route_check_ranks:{name}" for name in names)
+    for plugin in plugins:
         parse_consumer(plugin)
-    result = run_scenario(
-        "data-parallel", Setting("vllm==0.33.0", "0.33.0", (right, wrong), requests=12)
-    )
-    assert right not in result.ranks and wrong not in result.ranks  # one credit per prompt
-    exact = result.tallies[right]
-    assert exact.held > 0 and exact.held == exact.found == exact.claimed
-    planted = result.tallies[wrong]
-    assert planted.held == exact.held and planted.claimed == exact.claimed
-    assert planted.found < planted.claimed  # rank 0's blocks credited to rank 1
+    result = run_scenario("data-parallel", Setting("vllm==0.33.0", "0.33.0", plugins, requests=12))
+    assert not set(plugins) & set(result.ranks)  # one credit per prompt, no rank table
+    picks, other_rank, one_worker, adds = (result.tallies[p] for p in plugins)
+    for exact in (picks, one_worker):
+        assert exact.held > 0 and exact.held == exact.found == exact.claimed
+    assert other_rank.held == picks.held and other_rank.claimed == picks.claimed
+    assert other_rank.found < other_rank.claimed  # rank 0's blocks credited to rank 1
+    assert adds.held == one_worker.held and adds.found == one_worker.found
+    assert adds.claimed > adds.found  # both ranks' copies of a prompt added up
