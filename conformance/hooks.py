@@ -178,8 +178,9 @@ ROUTER = (
     ),
     Hook(
         "ranks",
-        "ranks: str: 'per-rank' (a view per data-parallel rank) or 'one-worker' (ranks are "
-        "endpoints of one worker, compared with the best rank)",
+        "ranks: str: 'per-rank' (a view per data-parallel rank), 'one-worker' (ranks are "
+        "endpoints of one worker, compared with the best rank) or 'picks-rank' (it credits "
+        "the one rank it routes a prompt to)",
         value_types=(str,),
     ),
     Hook(

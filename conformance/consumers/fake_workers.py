@@ -5,7 +5,10 @@ servers that answer as a vLLM server would, for the endpoints a router calls: ``
 ``/v1/models``, ``/get_server_info``, ``/kv_event_sources``, ``POST /tokenize`` and ``POST
 /v1/completions/render`` (the prompt's token ids: a prompt here is the token ids written
 in decimal, separated by spaces) and ``POST /v1/completions`` (an empty completion). Each
-server records which paths it was asked, so a test can tell what the router did.
+server records which paths it was asked, and which data-parallel rank each completion
+was sent to (the ``X-data-parallel-rank`` header a data-parallel router adds), so a test
+can tell what the router did. Given an API key, a worker refuses (401) every ``/v1/``
+request without it as a bearer token, as a vLLM server started with ``--api-key`` does.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 #: The largest request body a fake worker reads.
 MAX_BODY = 4 * 1024 * 1024
+#: The header a data-parallel router names the rank of a request in.
+RANK_HEADER = "x-data-parallel-rank"
 
 
 def prompt_text(tokens: tuple[int, ...] | list[int]) -> str:
@@ -49,8 +54,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _refused(self, path: str) -> bool:
+        """Whether the request lacks the worker's API key where it is required (then
+        answered 401 and counted as ``refused``)."""
+        key = self.server.api_key
+        if key is None or not path.startswith("/v1/"):
+            return False
+        if self.headers.get("authorization") == f"Bearer {key}":
+            return False
+        self.server.asked["refused"] += 1
+        body = json.dumps({"error": "Unauthorized"}).encode()
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        return True
+
     def do_GET(self) -> None:
         self.server.asked[self.path.split("?")[0]] += 1
+        if self._refused(self.path):
+            return
         if self.path.startswith("/v1/models"):
             model = {"id": self.server.model, "object": "model", "max_model_len": 1 << 20}
             self._reply({"object": "list", "data": [model]})
@@ -60,6 +84,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?")[0]
         self.server.asked[path] += 1
+        if self._refused(path):
+            return
         length = min(int(self.headers.get("content-length") or 0), MAX_BODY)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -71,6 +97,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/tokenize":
             self._reply({"tokens": tokens, "count": len(tokens), "max_model_len": 1 << 20})
         else:
+            rank = self.headers.get(RANK_HEADER, "")
+            if rank.isdigit():
+                self.server.ranks[int(rank)] += 1
             usage = {"prompt_tokens": len(tokens), "completion_tokens": 0}
             choice = {"index": 0, "text": "", "finish_reason": "stop"}
             self._reply({"object": "text_completion", "choices": [choice], "usage": usage})
@@ -79,10 +108,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, api_key: str | None) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.model = model
+        self.api_key = api_key
         self.asked: Counter[str] = Counter()
+        self.ranks: Counter[int] = Counter()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A router that hangs up before the reply is written (it had what it needed) is
@@ -93,10 +124,11 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeWorker:
-    """One fake worker serving on a free loopback port until :meth:`stop`."""
+    """One fake worker serving on a free loopback port until :meth:`stop` (its ``/v1/``
+    endpoints for callers with ``api_key`` only, when it is given)."""
 
-    def __init__(self, model: str) -> None:
-        self.server = _Server(model)
+    def __init__(self, model: str, api_key: str | None = None) -> None:
+        self.server = _Server(model, api_key)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -104,6 +136,11 @@ class FakeWorker:
     @property
     def asked(self) -> Counter[str]:
         return self.server.asked
+
+    @property
+    def ranks(self) -> Counter[int]:
+        """Completions sent to each data-parallel rank (by the router's rank header)."""
+        return self.server.ranks
 
     def stop(self) -> None:
         self.server.shutdown()

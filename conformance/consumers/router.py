@@ -10,7 +10,8 @@ watermark), which the suite waits on before it asks.
 Required: ``name`` (str), ``protocol = 2`` and ``credited(prompt)``. Everything else is
 an optional hook (:data:`kvpool.conformance.hooks.ROUTER`, checked when the router is
 built): ``feeds`` (``"process"`` or ``"wire"``), ``resets`` (``"clear"`` or
-``"new-worker"``), ``ranks`` (``"per-rank"`` or ``"one-worker"``), ``start(wire)``,
+``"new-worker"``), ``ranks`` (``"per-rank"``, ``"one-worker"`` or ``"picks-rank"``),
+``start(wire)``,
 ``apply(events, rank)``, ``applied()`` and ``close()``.
 
 A protocol 1 consumer (``apply(events)``, ``held_blocks(hashes, group)``,
@@ -36,9 +37,12 @@ FEEDS = ("process", "wire")
 #: How a router is emptied between test cases: an ``AllBlocksCleared`` on the stream, or
 #: a new worker id (a new :class:`Wire`, through ``close`` then ``start``).
 RESETS = ("clear", "new-worker")
-#: How it treats data-parallel ranks: a view per rank (the suite compares rank by rank),
-#: or ranks as endpoints of one worker (the suite compares with the best rank).
-RANKS = ("per-rank", "one-worker")
+#: How it treats data-parallel ranks: a view per rank (the suite compares rank by rank);
+#: ranks as endpoints of one worker (the suite compares with the best rank); or a view per
+#: rank from which it picks one rank per prompt, as a router routes a request (it credits
+#: that rank alone; the suite compares its credit with the picked rank's blocks for what it
+#: over-claims and with the best rank's for what it missed).
+RANKS = ("per-rank", "one-worker", "picks-rank")
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,8 @@ class Router(Protocol):
 
     def credited(self, prompt: Prompt) -> Mapping[int, int]:
         """The leading whole blocks of ``prompt`` it credits the worker with, by
-        data-parallel rank (a rank left out: 0; a ``one-worker`` router: rank 0)."""
+        data-parallel rank (a rank left out: 0; a ``one-worker`` router: rank 0; a
+        ``picks-rank`` router: the one rank it picks)."""
         ...
 
 

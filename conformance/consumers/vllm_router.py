@@ -4,17 +4,28 @@ protocol 2 router (``--consumer vllm-router``), run as it is deployed.
 At :meth:`VllmRouter.start` the suite starts, on loopback: a fake worker (the one whose
 stream is published) and a decoy worker (:mod:`.fake_workers`), and ``vllm-router
 --policy kv_aware`` with the worker's static event sources (``--kv-event-source
-URL=EP0,EP1,...``: vllm-router takes a worker's data-parallel ranks as endpoints of one
-worker), its replay endpoints (``--kv-event-replay-source``), the block size and the
-model. vllm-router subscribes to the publisher itself: nothing is translated.
+URL=EP0,EP1,...``, one endpoint per data-parallel rank), its replay endpoints
+(``--kv-event-replay-source``), the block size and the model. vllm-router subscribes to
+the publisher itself: nothing is translated.
+
+A worker with more than one rank is deployed as vllm-router is told of data-parallel
+workers: ``--intra-node-data-parallel-size N`` (each worker becomes ``URL@0`` ..
+``URL@N-1``, one routing target per rank, each scored on its own rank's blocks) and the
+``--api-key`` that option requires (the key it sends its workers: a random one made per
+start, kept out of everything the suite reports; the fake workers require it on their
+``/v1/`` endpoints, as a vLLM server started with that key does, and the suite's own
+requests carry it, as a client's would). Without that option vllm-router indexes
+every rank but routes only to rank 0, and loses the prompts another rank holds more of.
+So it declares ``ranks = "picks-rank"``: per prompt it picks one rank and credits it.
 
 Asked about a prompt, the suite sends it as a completion request; vllm-router asks every
 worker's ``/v1/completions/render`` for the token ids, hashes them itself, and logs its
-decision (``KV prefix decision ... worker=URL ... credited_prefix_tokens=N``, at debug).
-The decoy holds nothing, so the router picks the worker whenever it credits it with
-anything: a decision for the worker gives its credit, one for the decoy a credit of 0.
-Its watermark is the last ``kv_index live sequence advanced ... rank=R seq=N`` line per
-rank. Every process and server it starts is stopped by :meth:`close`.
+decision (``KV prefix decision ... worker=URL[@RANK] ... credited_prefix_tokens=N``, at
+debug). The decoy holds nothing, so the router picks the worker whenever it credits it
+with anything: a decision for the worker gives its credit to the rank it names (rank 0
+when it names none), one for the decoy no credit. Its watermark is the last
+``kv_index live sequence advanced ... rank=R seq=N`` line per rank. Every process and
+server it starts is stopped by :meth:`close`.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import ctypes
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -50,7 +62,11 @@ LOG_BYTES = 64 * 1024 * 1024
 #: Linux's prctl option: the signal a process gets when its parent ends.
 PR_SET_PDEATHSIG = 1
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-DECISION = re.compile(r'KV prefix decision .*?worker="?([^" ]+)"? .*?credited_prefix_tokens=(\d+)')
+DECISION = re.compile(
+    r'KV prefix decision .*?worker="?([^" @]+)(?:@(\d+))?"? .*?credited_prefix_tokens=(\d+)'
+)
+#: What the router's API key is shown as in any of its log the suite reports.
+HIDDEN_KEY = "<api-key>"
 SEQUENCE = re.compile(r"kv_index live sequence advanced .*?rank=(\d+) seq=(\d+)")
 #: Its log lines for a batch it refused (it does not advance its sequence past one).
 REFUSED = re.compile(r"kv_index decode batch: |kv_index dense batch rejected")
@@ -91,7 +107,7 @@ class VllmRouter:
     protocol = PROTOCOL
     feeds = "wire"
     resets = "clear"
-    ranks = "one-worker"
+    ranks = "picks-rank"
     #: Its lookups are token-only and ask group 0 (``group_idx: 0``).
     groups = (0,)
 
@@ -105,12 +121,15 @@ class VllmRouter:
         self.url = ""
         self._read = 0
         self._text = ""
+        self._key = ""
 
     def start(self, wire: Wire) -> None:
         from ..tools.routes.indexer import free_port
 
         self.block_size, self.model = wire.block_size, wire.model
-        self.workers = [FakeWorker(wire.model), FakeWorker(wire.model)]
+        self._key = secrets.token_urlsafe(24) if wire.ranks > 1 else ""
+        key = self._key or None
+        self.workers = [FakeWorker(wire.model, key), FakeWorker(wire.model, key)]
         worker, decoy = (w.url for w in self.workers)
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
@@ -124,6 +143,8 @@ class VllmRouter:
         ]  # fmt: skip
         if wire.replays:
             command += ["--kv-event-replay-source", f"{worker}={','.join(wire.replays)}"]
+        if wire.ranks > 1:
+            command += ["--intra-node-data-parallel-size", str(wire.ranks), "--api-key", self._key]
         self.log_file = tempfile.NamedTemporaryFile(prefix="vllm-router-", suffix=".log")  # noqa: SIM115 (closed by close())
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NO_COLOR": "1"}
         self.process = subprocess.Popen(
@@ -158,7 +179,11 @@ class VllmRouter:
             log.seek(self._read)
             new = log.read(LOG_BYTES - len(self._text))
         self._read += len(new)
+        # the key hidden, also where it was split between two reads
+        start = max(0, len(self._text) - len(self._key))
         self._text += ANSI.sub("", new.decode(errors="replace"))
+        if self._key:
+            self._text = self._text[:start] + self._text[start:].replace(self._key, HIDDEN_KEY)
         return self._text
 
     def applied(self) -> Mapping[int, int]:
@@ -182,10 +207,11 @@ class VllmRouter:
     def credited(self, prompt: Prompt) -> Mapping[int, int]:
         before = len(DECISION.findall(self._log()))
         body = {"model": self.model, "prompt": prompt_text(prompt.tokens), "max_tokens": 1}
+        headers = {"content-type": "application/json"}
+        if self._key:
+            headers["authorization"] = f"Bearer {self._key}"
         request = urllib.request.Request(
-            self.url + "/v1/completions",
-            json.dumps(body).encode(),
-            {"content-type": "application/json"},
+            self.url + "/v1/completions", json.dumps(body).encode(), headers
         )
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_SECONDS) as reply:
@@ -200,9 +226,10 @@ class VllmRouter:
             if time.monotonic() > deadline:
                 raise ConsumerError("vllm-router routed a request but logged no KV decision")
             time.sleep(0.01)
-        worker, tokens = decisions[before]
-        credit = int(tokens) // self.block_size if worker == self.workers[0].url else 0
-        return {0: credit}
+        worker, rank, tokens = decisions[before]
+        if worker != self.workers[0].url:
+            return {}  # the decoy: the worker is credited with nothing
+        return {int(rank or 0): int(tokens) // self.block_size}
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -5,6 +5,7 @@ caught as the part of it they break."""
 from __future__ import annotations
 
 import pytest
+from kvpool.conformance.tools.routes.scenarios import picked
 from kvpool.conformance.tools.routes.tally import Check, Point, Tally
 
 #: Per check: the batches published so far, and per asked prefix (held, claimed).
@@ -92,3 +93,16 @@ def test_a_planted_fault_in_the_accounting_is_caught(
     planted: type[Tally], caught: list[str]
 ) -> None:
     assert accounting_errors(planted()) == caught
+
+
+def test_a_picked_rank_is_judged_on_its_own_blocks_and_the_best() -> None:
+    """A router that picks a rank per prompt: its credit is found up to what the picked
+    rank holds, and is lost against what the best rank holds."""
+    check = Check()
+    check.add_pick(best=5, picked=5, claimed=5)  # the best rank, exact
+    check.add_pick(best=5, picked=2, claimed=2)  # a worse rank, credited truly: 3 lost
+    check.add_pick(best=5, picked=2, claimed=5)  # a worse rank credited with the best's
+    assert (check.held, check.found, check.claimed) == (15, 9, 12)
+    assert picked({1: 3}) == (1, 3)
+    assert picked({0: 2, 1: 2}) == (0, 2)  # a tie: the lowest rank
+    assert picked({}) == (0, 0)  # the decoy: nothing credited

@@ -14,10 +14,13 @@ Scenarios (:data:`SCENARIOS`): ``clean`` (subscribed before the first batch), ``
 (the first prompts sent twice at once: duplicate copies), ``resets`` (a prefix-cache reset
 between two halves), ``late-join`` (the consumers start after the first half) and
 ``restart`` (the engine restarts between the halves: an empty pool, a new publisher on the
-same address, its sequence from 0; the consumers keep running) and ``data-parallel`` (two
+same address, its sequence from 0; the consumers keep running, and a router's watermark
+counts for the new publisher only once it has left the old one's) and ``data-parallel`` (two
 ranks, each its own pool and its release's publisher with its ``data_parallel_rank``, which
 the publisher writes into every batch and adds to its port; every consumer keeps one view
-per rank; the indexer is told one listener per rank of worker 1). Each check's own recall
+per rank, and is compared rank by rank, with the best rank, or, for a router that picks a
+rank per prompt, with the rank it picked and the best, as its ``ranks`` hook declares;
+the indexer is told one listener per rank of worker 1). Each check's own recall
 and precision are kept, in order (:mod:`.tally`): the curve over the run.
 
 The consumers are started once per run (:class:`Routers`), on publisher and replay ports
@@ -35,7 +38,7 @@ from __future__ import annotations
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -407,6 +410,10 @@ class _Live:
             self.indexer.wait_applied(self.indexer_events, self.patience)
             self.counted_before = sum(self.indexer.applied().values())
         self.old_batches = len(old.batch_events)
+        # the new publisher counts from 0 again: a router's watermark for rank 0 is the old
+        # publisher's until it has taken the new one's first batch
+        self.wait_watermarks()
+        self.keep_stale(0)
         self.new_engine(0)
 
     def restart_counts(self) -> dict[str, int]:
@@ -436,12 +443,12 @@ class _Live:
         for name in self.setting.consumers:
             router, reused = self.routers.join(name, self.engines_bound)
             self.consumers[name] = router
-            applied = getattr(router, "applied", None)
-            if reused and applied is not None:
-                self.stale[name] = dict(applied())
+            if reused:
+                for rank in range(self.ranks):
+                    self.keep_stale(rank, name)
             if isinstance(router, DynamoIndexer):
                 self.indexer = router.process  # its /metrics: what it counted
-            if ranks(router) == "one-worker":
+            if ranks(router) != "per-rank":
                 self.rank_tallies.pop(name, None)
         self.engines_bound = False
 
@@ -462,18 +469,52 @@ class _Live:
                 engine = self.engines[rank]
                 if engine is not None and engine.batch_events:
                     wanted[rank] = len(engine.batch_events) - 1
-            stale = self.stale.get(name, {})
             deadline = time.monotonic() + self.patience
-            while True:
-                now = applied()
-                for rank in [r for r in stale if now.get(r, -1) != stale[r]]:
-                    del stale[rank]  # it has moved: the new publisher's sequence
-                if all(r not in stale and now.get(r, -1) >= seq for r, seq in wanted.items()):
-                    break
+            while not self.caught_up(name, applied(), wanted):
                 if time.monotonic() > deadline:
                     self.patience = 0.2
                     break
                 time.sleep(0.01)
+
+    def keep_stale(self, rank: int, only: str | None = None) -> None:
+        """Rank ``rank`` gets a new publisher, whose sequence starts again from 0: the
+        watermark each router (or router ``only``) shows for it now is the old publisher's,
+        kept until it moves (:meth:`caught_up`)."""
+        for name, router in self.consumers.items():
+            applied = getattr(router, "applied", None)
+            if applied is None or only not in (None, name):
+                continue
+            now = applied()
+            if rank in now:
+                self.stale.setdefault(name, {})[rank] = now[rank]
+
+    def caught_up(self, name: str, now: Mapping[int, int], wanted: Mapping[int, int]) -> bool:
+        """Whether router ``name``, whose watermark is ``now``, has applied batch
+        ``wanted[rank]`` of every rank's current publisher: a rank whose watermark is still
+        the one kept from its old publisher (:meth:`keep_stale`) has not (no old batch
+        moves it from there)."""
+        stale = self.stale.get(name, {})
+        for rank in [r for r in stale if now.get(r, -1) != stale[r]]:
+            del stale[rank]  # it has moved: the new publisher's sequence
+        return all(r not in stale and now.get(r, -1) >= seq for r, seq in wanted.items())
+
+    def settle(self, rank: int) -> None:
+        """Rank ``rank`` has just published a batch: each router whose watermark for it is
+        still kept from an old publisher is waited on until it moves. Right after the new
+        publisher's first batch the watermark is either the old one or that batch's
+        sequence, so the wait is exact; a later check could not tell the new sequence from
+        the old one when they meet (a first batch whose sequence equals the kept one is
+        left to the checks)."""
+        seq = len(self.engine(rank).batch_events) - 1
+        for name, stale in self.stale.items():
+            if stale.get(rank, seq) == seq:
+                continue
+            applied = self.consumers[name].applied  # type: ignore[attr-defined]
+            deadline = time.monotonic() + self.patience
+            while not self.caught_up(name, applied(), {rank: seq}):
+                if time.monotonic() > deadline:
+                    break  # left kept: the check waits on it, then lowers its patience
+                time.sleep(0.002)
 
     def apply(self, action: RequestAction) -> ManagerResult:
         engine = self.engine(self.serving)
@@ -487,6 +528,7 @@ class _Live:
             for router in self.consumers.values():
                 if feeds(router) == "process":
                     router.apply(events, engine.rank)  # type: ignore[attr-defined]
+            self.settle(engine.rank)
             self.batches += 1
             if self.batches % self.setting.every == 0:
                 self.check()
@@ -510,6 +552,19 @@ class _Live:
         for tokens, hashes in self.asked():
             truth = max(self.engine(r).truth(tokens, hashes) for r in range(self.ranks))
             now.add(truth, self.claimed(name, 0, tokens, hashes))
+        return now
+
+    def check_pick(self, name: str) -> Check:
+        """A router that picks one rank per prefix, asked once per prefix: its credit is
+        compared with the picked rank's blocks (a rank the scenario does not run holds
+        none) for what it over-claims, and with the best rank's for what it misses."""
+        now = Check()
+        for tokens, hashes in self.asked():
+            truths = [self.engine(r).truth(tokens, hashes) for r in range(self.ranks)]
+            rank, credit = picked(
+                self.consumers[name].credited(Prompt((*tokens, PAST_LAST), hashes))
+            )
+            now.add_pick(max(truths), truths[rank] if rank < self.ranks else 0, credit)
         return now
 
     def check_rank(self, name: str, rank: int) -> Check:
@@ -542,8 +597,12 @@ class _Live:
         for name, tally in self.tallies.items():
             if not self.started(name):
                 continue
-            if name in self.consumers and ranks(self.consumers[name]) == "one-worker":
+            handling = ranks(self.consumers[name]) if name in self.consumers else "per-rank"
+            if handling == "one-worker":
                 tally.record(self.check_worker(name), self.batches)
+                continue
+            if handling == "picks-rank":
+                tally.record(self.check_pick(name), self.batches)
                 continue
             overall = Check()
             for rank in range(self.ranks):
@@ -578,6 +637,16 @@ class _Live:
                 if engine is not None:
                     engine.shutdown()
         return counts
+
+
+def picked(answer: Mapping[int, int]) -> tuple[int, int]:
+    """The rank a ``picks-rank`` router picked and its credit there: the rank it credits
+    most (the lowest of a tie; rank 0 and no credit when it names none)."""
+    credited = [(int(blocks), -int(rank)) for rank, blocks in answer.items() if int(rank) >= 0]
+    if not credited:
+        return 0, 0
+    blocks, rank = max(credited)
+    return -rank, blocks
 
 
 class Routers:
@@ -667,7 +736,7 @@ class Routers:
             if applied is None or not waited:
                 continue
             deadline = time.monotonic() + live.patience + CLEAR_SECONDS
-            while not all(applied().get(r, -1) >= seq for r, seq in waited.items()):
+            while not live.caught_up(name, applied(), waited):
                 if time.monotonic() > deadline:
                     self._stop(name)  # it cannot be shown empty: started anew instead
                     break

@@ -36,6 +36,15 @@ class Check:
         self.claimed += claimed
         self.found += min(truth, claimed)
 
+    def add_pick(self, best: int, picked: int, claimed: int) -> None:
+        """One prefix a router routed to one rank: the best rank holds ``best`` leading
+        blocks, the rank it picked ``picked``, and it credits that rank with ``claimed``.
+        What it knew of is what the picked rank holds of its claim; what it could have
+        found is the best rank's."""
+        self.held += best
+        self.claimed += claimed
+        self.found += min(picked, claimed)
+
     def merge(self, other: Check) -> None:
         """Add another check's prefixes (another rank's, at the same moment)."""
         self.held += other.held
