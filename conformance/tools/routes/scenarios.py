@@ -244,85 +244,89 @@ def note_prefix(
         prefixes[prefix] = hashes[:full]
 
 
-class _SglangRank:
-    """One SGLang engine (:mod:`.sglang_stream`) as a rank of the scenario: its stream is
-    SGLang's own, its truth SGLang's own tree, and only the indexer is asked (by tokens)."""
+class _OwnStreamRank:
+    """An engine that publishes its own stream as the scenario's only rank (SGLang's, Dynamo's
+    mocker): it runs inside route-check's loopback-only namespace (it binds every interface),
+    only the indexer is asked (by tokens), and the in-process consumers are not run on it
+    (only its event counts matter). Subclasses start the engine and say what it holds."""
+
+    #: How errors name the stream.
+    name = ""
+    #: Why the data-parallel scenario cannot run on it.
+    no_ranks = ""
 
     def __init__(self, live: _Live, rank: int) -> None:
         if rank:
-            raise ConsumerError(
-                "SGLang's batches carry no data-parallel rank (0.4.6's KVEventBatch is "
-                "[ts, events]): the data-parallel scenario runs on vLLM's streams only"
-            )
+            raise ConsumerError(self.no_ranks)
         if not inside():
             raise PublisherError(
-                "SGLang's publisher binds every interface: it runs only inside route-check's "
+                f"{self.name} binds every interface: it runs only inside route-check's "
                 "loopback-only network namespace"
             )
-        s = live.setting
         self.rank = rank
         live.routers.let_go(rank)
-        self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
         self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
         self.batch_events: list[int] = []
+
+    def clear(self) -> int:
+        raise ConsumerError(
+            f"on {self.name}'s stream only {INDEXER} is asked, and it is started anew per scenario"
+        )
+
+    def published(self, batches: list[dict[str, int]]) -> Events:
+        """The events of ``batches`` (each a count per kind), noted per batch."""
+        self.batch_events += [sum(kinds.values()) for kinds in batches]
+        return tuple(_Published(k) for kinds in batches for k, n in kinds.items() for _ in range(n))
+
+
+class _SglangRank(_OwnStreamRank):
+    """One SGLang engine (:mod:`.sglang_stream`) as a rank of the scenario: its truth is
+    SGLang's own tree."""
+
+    name = "SGLang's publisher"
+    no_ranks = (
+        "SGLang's batches carry no data-parallel rank (0.4.6's KVEventBatch is "
+        "[ts, events]): the data-parallel scenario runs on vLLM's streams only"
+    )
+
+    def __init__(self, live: _Live, rank: int) -> None:
+        super().__init__(live, rank)
+        s = live.setting
+        self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
 
     def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
         result, kinds = self.engine.apply(action)
         if isinstance(action, Admit) and result is not None:
             note_prefix(self.prefixes, action.tokens, (), block_size)
-        if kinds:
-            self.batch_events.append(sum(kinds.values()))
-        # the in-process consumers are not run on SGLang's stream: only the counts matter
-        return result, tuple(_Published(kind) for kind, n in kinds.items() for _ in range(n))
+        return result, self.published([kinds] if kinds else [])
 
     def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
         return self.engine.held_blocks(tokens)
-
-    def clear(self) -> int:
-        raise ConsumerError(
-            f"on SGLang's stream only {INDEXER} is asked, and it is started anew per scenario"
-        )
 
     def shutdown(self) -> None:
         self.engine.shutdown()
 
 
-class _MockerRank:
-    """Dynamo's mocker (:mod:`.mocker_stream`) as a rank of the scenario: its stream is the
-    mocker's own, its truth the spec's replay of the prompts it ran, and only the indexer
-    is asked (by tokens)."""
+class _MockerRank(_OwnStreamRank):
+    """Dynamo's mocker (:mod:`.mocker_stream`) as a rank of the scenario: its truth is the
+    spec's replay of the prompts it ran."""
+
+    name = "Dynamo's mocker"
+    no_ranks = f"data-parallel: {NOT_ON_MOCKER['data-parallel']}"
 
     def __init__(self, live: _Live, rank: int) -> None:
-        if rank:
-            raise ConsumerError(f"data-parallel: {NOT_ON_MOCKER['data-parallel']}")
-        if not inside():
-            raise PublisherError(
-                "Dynamo's mocker binds every interface: it runs only inside route-check's "
-                "loopback-only network namespace"
-            )
+        super().__init__(live, rank)
         s = live.setting
-        self.rank = rank
-        live.routers.let_go(rank)
         self.engine = MockerEngine(s.block_size, s.blocks, live.port, live.replay_port)
-        self.prefixes: dict[tuple[int, ...], tuple[bytes, ...]] = {}
-        self.batch_events: list[int] = []
 
     def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
         result, hashes, batches = self.engine.apply(action)
         if isinstance(action, Admit) and hashes is not None:
             note_prefix(self.prefixes, action.tokens, hashes, block_size)
-        self.batch_events += [sum(kinds.values()) for kinds in batches]
-        # the in-process consumers are not run on the mocker's stream: only the counts matter
-        events = [_Published(k) for kinds in batches for k, n in kinds.items() for _ in range(n)]
-        return result, tuple(events)
+        return result, self.published(batches)
 
     def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
         return self.engine.held_blocks(hashes)
-
-    def clear(self) -> int:
-        raise ConsumerError(
-            f"on the mocker's stream only {INDEXER} is asked, and it is started anew per scenario"
-        )
 
     def shutdown(self) -> None:
         self.engine.shutdown()
