@@ -7,6 +7,7 @@ first."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import MappingProxyType
 
 from ...machines.engine.driver import EngineDriverFactory, EngineSetup
@@ -100,12 +101,13 @@ class SglangEntry(EngineEntry):
         from .driver import SglangSchedulerDriver
         from .generations import is_0_5
         from .loader import SglangUnavailable
+        from .release_0_5 import is_generation
         from .scheduler_release import load_scheduler_release, load_scheduler_tree
 
         if described.form is Form.RELEASE and not is_0_5(described.version or ""):
-            raise TargetUsageError(
-                f"{described.text}: the engine machine drives SGLang's scheduler from 0.5 on"
-            )
+            return self._load_driver_0_4(described)
+        if described.form is Form.PATH and not is_generation(Path(described.path or "")):
+            return self._load_driver_0_4(described)
         release = load_form(
             described,
             lambda root: load_scheduler_tree(root, f"sglang at {root}"),
@@ -118,6 +120,24 @@ class SglangEntry(EngineEntry):
             return SglangSchedulerDriver(release, setup, label)
 
         return factory, label
+
+    def _load_driver_0_4(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of a 0.4 release's own scheduler (pages of ``page=N`` tokens, 1 by
+        default; ``page=drawn``: the drawn block size)."""
+        from .driver_0_4 import SglangScheduler04Drivers
+        from .loader import SglangUnavailable
+        from .scheduler_release_0_4 import load_scheduler_release, load_scheduler_tree
+
+        release = load_form(
+            described,
+            lambda root: load_scheduler_tree(root, f"sglang at {root}"),
+            load_scheduler_release,
+            SglangUnavailable,
+        )
+        named = described.option("page")
+        page = None if named == "drawn" else int(named or 1)
+        label = f"{described.text} ({release.label})"
+        return SglangScheduler04Drivers(release, label, page), label
 
 
 def _power_of_two(n: int) -> bool:

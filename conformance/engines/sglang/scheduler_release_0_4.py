@@ -1,0 +1,266 @@
+"""SGLang 0.4's scheduler files, loaded from the release (a pure wheel) for the engine
+machine's driver (:mod:`.driver_0_4`).
+
+These run whole, unchanged:
+
+- the radix cache's files (as :mod:`.release` loads them): ``srt/mem_cache/
+  base_prefix_cache.py``, ``memory_pool.py`` (``ReqToTokenPool``,
+  ``TokenToKVPoolAllocator``), ``paged_allocator.py``, ``radix_cache.py``, and
+  ``chunk_cache.py`` (the cache without prefix reuse);
+- ``srt/managers/scheduler.py`` (the ``Scheduler`` class: its methods run on an object the
+  driver builds without ``Scheduler.__init__``, which starts a GPU model worker, IPC
+  sockets and a tokenizer) and ``scheduler_output_processor_mixin.py`` (what a batch's
+  result does to its requests and the cache);
+- ``srt/managers/schedule_batch.py`` (``Req``, ``ScheduleBatch``: ``prepare_for_extend``,
+  ``prepare_for_decode``, ``check_decode_mem``, ``retract_decode``, ``filter_batch``,
+  ``merge_batch``), ``schedule_policy.py`` (``SchedulePolicy``, the ``PrefillAdder``),
+  ``io_struct.py`` (the tokenizer's ``TokenizedGenerateReqInput`` and the outputs the
+  scheduler streams), ``managers/utils.py`` (``validate_input_length``);
+- what they are built from: ``global_config.py``, ``srt/sampling/sampling_params.py``,
+  ``srt/speculative/spec_info.py``, ``srt/metrics/collector.py`` (a request's
+  ``TimeStats``; metrics are off) and the KV event records
+  ``srt/disaggregation/kv_events.py`` (msgspec structs; it imports zmq and pydantic).
+
+Definitions are read out of files too large or too entangled to load (:mod:`.definitions`):
+``ServerArgs`` (its declared defaults: the driver's server settings start from them),
+``ForwardMode`` and ``CaptureHiddenMode`` from ``forward_batch_info.py``,
+``DisaggregationMode`` from ``disaggregation/utils.py`` and the helpers the loaded files
+call from ``srt/utils.py`` (``get_bool_env_var``, which reads the environment as SGLang
+does, ``next_power_of_2``, ``flatten_nested_list``).
+
+Everything else the files import from the package is a placeholder that raises if called
+(a name never reached on the paths that run: the model worker, grammars, sessions,
+disaggregation queues, metrics), except these stand-ins: ``DynamicGradMode`` and
+``debug_timing`` leave what they decorate as it is, ``get_compiler_backend`` names
+torch's ``eager`` backend (``get_last_loc`` is wrapped in ``torch.compile``; with
+``eager`` it runs as written, without generating code: there is no GPU to compile for),
+the memory saver is off, and ``SamplingBatchInfo`` (the sampler's per-batch tensors, the
+model's side: :class:`ModelSampling`). Triton's two paged-allocation kernels
+(``alloc_extend_kernel``, ``alloc_decode_kernel``) need a GPU: with pages of more than one
+token they run in triton's interpreter (the ``sglang-kernels`` extra), unchanged; with
+pages of one token no kernel runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ...install import extra_hint
+from ...targets.releases.files import ReleaseFiles
+from .definitions import DefinitionsError, definitions_of
+from .loader import (
+    MemorySaver,
+    Placeholder,
+    SglangUnavailable,
+    cached_root,
+    load_files,
+    module_name,
+    require_extra,
+    require_files,
+    triton_stand_ins,
+    unchanged,
+)
+from .release_0_5 import _stand_ins
+
+#: The modules that run whole, relative to the package folder (each may import the ones
+#: before it).
+MODULES = (
+    "global_config.py",
+    "srt/disaggregation/kv_events.py",
+    "srt/metrics/collector.py",
+    "srt/sampling/sampling_params.py",
+    "srt/speculative/spec_info.py",
+    "srt/mem_cache/base_prefix_cache.py",
+    "srt/mem_cache/memory_pool.py",
+    "srt/mem_cache/chunk_cache.py",
+    "srt/managers/schedule_batch.py",
+    "srt/mem_cache/paged_allocator.py",
+    "srt/mem_cache/radix_cache.py",
+    "srt/managers/schedule_policy.py",
+    "srt/managers/io_struct.py",
+    "srt/managers/utils.py",
+    "srt/managers/scheduler_output_processor_mixin.py",
+    "srt/managers/scheduler.py",
+)
+#: Files read for a few definitions (file -> names).
+DEFINED = {
+    "srt/utils.py": ("get_bool_env_var", "next_power_of_2", "flatten_nested_list"),
+    "srt/server_args.py": ("ServerArgs",),
+    "srt/model_executor/forward_batch_info.py": ("ForwardMode", "CaptureHiddenMode"),
+    "srt/disaggregation/utils.py": ("DisaggregationMode",),
+}
+#: Where the wheel keeps its version.
+VERSION_FILE = "version.py"
+#: Third-party modules the loaded files import but nothing that runs here calls.
+ABSENT = ("psutil", "setproctitle")
+
+
+class _NoPenalties:
+    """A batch's penalizers with none asked for (the suite's requests set no penalty)."""
+
+    is_required = False
+
+
+class ModelSampling:
+    """Stand-in for ``SamplingBatchInfo``: the sampler's per-batch tensors (temperatures,
+    penalties, grammar masks), the model's side, which the suite plays. It decides nothing
+    of the cache; the batch builds, filters and merges it, and nothing else is read."""
+
+    penalizer_orchestrator = _NoPenalties()
+
+    @classmethod
+    def from_schedule_batch(cls, *_: object) -> ModelSampling:
+        return cls()
+
+    def filter_batch(self, *_: object) -> None:
+        return None
+
+    def merge_batch(self, *_: object) -> None:
+        return None
+
+    def update_regex_vocab_mask(self) -> None:
+        return None
+
+
+def _eager() -> str:
+    """``get_compiler_backend`` on a machine without a GPU to compile for."""
+    return "eager"
+
+
+@dataclass(frozen=True)
+class SglangScheduler04:
+    """The loaded scheduler modules of one 0.4 release."""
+
+    label: str
+    origin: Path
+    scheduler: ModuleType
+    schedule_batch: ModuleType
+    io_struct: ModuleType
+    sampling_params: ModuleType
+    radix_cache: ModuleType
+    memory_pool: ModuleType
+    paged_allocator: ModuleType
+    #: ``ServerArgs`` (its class attributes are the declared defaults).
+    server_args: type
+    #: Every module as loaded, by name.
+    modules: dict[str, ModuleType]
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """The loaded modules in ``sys.modules`` while SGLang's code runs; what was there
+        before is put back afterwards."""
+        saved = {name: sys.modules[name] for name in self.modules if name in sys.modules}
+        sys.modules.update(self.modules)
+        try:
+            yield
+        finally:
+            for name in self.modules:
+                del sys.modules[name]
+            sys.modules.update(saved)
+
+
+def _interpreted_triton() -> dict[str, dict[str, object]]:
+    """Triton for the loaded files: the real one, in its interpreter, when installed (the
+    paged kernels then run on the CPU); else the decorators that leave the kernels as they
+    are, and the paged allocator refuses (:func:`require_kernels`)."""
+    if importlib.util.find_spec("triton") is None:
+        return triton_stand_ins()
+    os.environ["TRITON_INTERPRET"] = "1"
+    return {}
+
+
+def require_kernels(page: int) -> None:
+    """:class:`SglangUnavailable` when pages of ``page`` tokens need triton's interpreter
+    and triton is not installed."""
+    if page > 1 and importlib.util.find_spec("triton") is None:
+        raise SglangUnavailable(
+            "SGLang 0.4 allocates pages of more than one token with two triton kernels, "
+            f"which run here in triton's interpreter; triton is not installed: "
+            f"{extra_hint('sglang-kernels')} (or use page=1)"
+        )
+
+
+def load_scheduler_tree(root: Path, label: str) -> SglangScheduler04:
+    """The scheduler of the 0.4 tree under ``root`` (which holds ``sglang/``)."""
+    require_extra(
+        ("torch", "numpy", "msgspec", "zmq", "pydantic"),
+        "SGLang's scheduler keeps its tables in torch tensors and its event records import "
+        "msgspec, zmq and pydantic",
+    )
+    import numpy
+    import torch
+
+    package = root / "sglang"
+    require_files(root, (package / rel for rel in (*MODULES, *DEFINED)), " of the 0.4 layout")
+    namespace: dict[str, object] = {
+        "dataclasses": dataclasses,
+        "torch": torch,
+        "np": numpy,
+        "os": os,
+        "IntEnum": enum.IntEnum,
+        "Enum": enum.Enum,
+        "auto": enum.auto,
+    }
+    defined: dict[str, dict[str, object]] = {}
+    try:
+        for rel, names in DEFINED.items():
+            defined[rel] = definitions_of(package / rel, names, namespace)
+    except DefinitionsError as exc:
+        raise SglangUnavailable(f"{label}: {exc}") from exc
+    given: dict[str, dict[str, object]] = {module_name(r): dict(d) for r, d in defined.items()}
+    given["sglang.srt.utils"].update(
+        DynamicGradMode=lambda *_, **__: unchanged,
+        debug_timing=unchanged,
+        get_compiler_backend=_eager,
+        is_cuda=lambda: False,
+    )
+    given["sglang.srt.torch_memory_saver_adapter"] = {"TorchMemorySaverAdapter": MemorySaver}
+    given["sglang.srt.sampling.sampling_batch_info"] = {"SamplingBatchInfo": ModelSampling}
+    modules = {module_name(rel): package / rel for rel in MODULES}
+    stand_ins = _stand_ins(root, modules, given)
+    for attributes in stand_ins.values():
+        for name, value in list(attributes.items()):
+            if value is Placeholder:  # each its own class: several may be one's bases
+                attributes[name] = type(name, (Placeholder,), {})
+    outside = {**_interpreted_triton(), **{name: {} for name in ABSENT}}
+    loaded = load_files(label, modules, stand_ins, outside)
+
+    def module(rel: str) -> ModuleType:
+        return loaded[module_name(rel)]
+
+    server_args = defined["srt/server_args.py"]["ServerArgs"]
+    assert isinstance(server_args, type)
+    return SglangScheduler04(
+        label,
+        root,
+        scheduler=module("srt/managers/scheduler.py"),
+        schedule_batch=module("srt/managers/schedule_batch.py"),
+        io_struct=module("srt/managers/io_struct.py"),
+        sampling_params=module("srt/sampling/sampling_params.py"),
+        radix_cache=module("srt/mem_cache/radix_cache.py"),
+        memory_pool=module("srt/mem_cache/memory_pool.py"),
+        paged_allocator=module("srt/mem_cache/paged_allocator.py"),
+        server_args=server_args,
+        modules=loaded,
+    )
+
+
+def scheduler_files() -> ReleaseFiles:
+    """The members of a 0.4 wheel the scheduler's load keeps."""
+    rels = (*MODULES, *DEFINED, VERSION_FILE)
+    members = frozenset(f"sglang/{rel}" for rel in rels)
+    return ReleaseFiles("sglang-scheduler", "sglang", members, label="SGLang", engine="sglang")
+
+
+def load_scheduler_release(version: str) -> SglangScheduler04:
+    """``sglang==version``'s scheduler, from the cache or downloaded into it once."""
+    return load_scheduler_tree(cached_root(scheduler_files(), version), f"sglang {version}")
