@@ -348,8 +348,7 @@ def _init_statements(release: SglangScheduler04) -> ast.Module:
         stored = [
             node
             for node in ast.walk(statement)
-            if isinstance(getattr(node, "ctx", None), ast.Store)
-            and not isinstance(node, ast.Tuple)
+            if isinstance(getattr(node, "ctx", None), ast.Store) and not isinstance(node, ast.Tuple)
         ]
         if stored and all(_wired(node) for node in stored):
             kept.append(statement)
@@ -430,9 +429,11 @@ def _wire(release: SglangScheduler04, setup: EngineSetup, events: EventCollector
         # init_memory_pool_and_cache: no speculative decoding
         decode_mem_cache_buf_multiplier=1,
     )
-    schedule_batch = release.schedule_batch
+    server_globals = release.schedule_batch.global_server_args_dict
+    server_globals.clear()  # a fresh server process's
+    server_globals.update(release.server_globals)
     # what the model runner publishes there (a plain attention model on the CPU)
-    schedule_batch.global_server_args_dict.update(
+    server_globals.update(
         attention_backend=server_args.attention_backend,
         device="cpu",
         use_mla_backend=False,

@@ -37,8 +37,9 @@ torch's ``eager`` backend (``get_last_loc`` is wrapped in ``torch.compile``; wit
 the memory saver is off, and ``SamplingBatchInfo`` (the sampler's per-batch tensors, the
 model's side: :class:`ModelSampling`). Triton's two paged-allocation kernels
 (``alloc_extend_kernel``, ``alloc_decode_kernel``) need a GPU: with pages of more than one
-token they run in triton's interpreter (the ``sglang-kernels`` extra), unchanged; with
-pages of one token no kernel runs.
+token they run in triton's interpreter (the ``sglang-kernels`` extra), unchanged, on a
+free-page list padded past its end (:class:`DeviceMemory`); with pages of one token no
+kernel runs.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ import enum
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from ...install import extra_hint
 from ...targets.releases.files import ReleaseFiles
@@ -153,6 +155,9 @@ class SglangScheduler04:
     server_args: type
     #: Every module as loaded, by name.
     modules: dict[str, ModuleType]
+    #: ``global_server_args_dict`` as ``schedule_batch.py`` left it at import (each
+    #: scheduler starts from it, as in a fresh server process).
+    server_globals: dict[str, object]
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -176,6 +181,33 @@ def _interpreted_triton() -> dict[str, dict[str, object]]:
         return triton_stand_ins()
     os.environ["TRITON_INTERPRET"] = "1"
     return {}
+
+
+class DeviceMemory:
+    """One of the paged allocator's kernels, launched in triton's interpreter on a copy of
+    the free-page list padded past its end. Both kernels read the page after the last free
+    one they hand out without a mask, also when the list is too short (the allocator then
+    sees the count and returns ``None``); on a GPU that read lands in device memory and its
+    value is never used, in the interpreter it would read past a host buffer. The padding
+    is what the GPU gives: memory to read, whose values nothing uses. The kernel runs
+    unchanged; it only reads the list."""
+
+    def __init__(self, kernel: Any, free_at: int, out_at: int) -> None:
+        self.kernel, self.free_at, self.out_at = kernel, free_at, out_at
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
+        import torch
+
+        launch = self.kernel[grid]
+
+        def run(*args: Any) -> None:
+            free, out = args[self.free_at], args[self.out_at]
+            pad = torch.zeros(int(out.numel()) + grid[0] + 1, dtype=free.dtype)
+            padded = list(args)
+            padded[self.free_at] = torch.cat((free, pad))
+            launch(*padded)
+
+        return run
 
 
 def require_kernels(page: int) -> None:
@@ -237,6 +269,13 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler04:
     def module(rel: str) -> ModuleType:
         return loaded[module_name(rel)]
 
+    if importlib.util.find_spec("triton") is not None:
+        paged = loaded[module_name("srt/mem_cache/paged_allocator.py")]
+        for kernel, free_at, out_at in (
+            ("alloc_extend_kernel", 3, 4),
+            ("alloc_decode_kernel", 2, 3),
+        ):
+            setattr(paged, kernel, DeviceMemory(getattr(paged, kernel), free_at, out_at))
     server_args = defined["srt/server_args.py"]["ServerArgs"]
     assert isinstance(server_args, type)
     return SglangScheduler04(
@@ -251,6 +290,7 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler04:
         paged_allocator=module("srt/mem_cache/paged_allocator.py"),
         server_args=server_args,
         modules=loaded,
+        server_globals=dict(module("srt/managers/schedule_batch.py").global_server_args_dict),
     )
 
 
