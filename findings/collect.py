@@ -276,7 +276,10 @@ ABOUT = {
     "holding the same tokens under different prefixes share one hash, which the set "
     "consumer loses when one of them goes (`tests/conformance/test_sglang_target.py` shows "
     "both on the real code; the first finding ends every test case, so the runs here "
-    "report only the parent)",
+    "report only the parent). At the engine machine (`--target sglang==0.4.6.post5 "
+    "--machine engine`: the release's own `Scheduler` plans every batch, pages of one "
+    "token) the parent finding is the same, from the release's own scheduler calls "
+    "(`tests/conformance/test_sglang_0_4_engine.py` shows both findings there)",
     "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
     "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
     "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "
@@ -288,7 +291,10 @@ ABOUT = {
     "`evictable_size()` and `protected_size()` to the tree after every step and `idle-pool-free` "
     "counts free pages as SGLang's own check does (available + evictable); in this release a "
     "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
-    "`dec_lock_ref`, a new leaf and a deleted leaf",
+    "`dec_lock_ref`, a new leaf and a deleted leaf. At the engine machine (`--target "
+    "sglang==0.4.6.post5,page=drawn --machine engine`) the release's own `Scheduler` plans "
+    "every batch and its two allocation kernels run unchanged in triton's interpreter; the "
+    "parent finding is the same",
     "sglang-0.5.23": "SGLang 0.5.23's RadixCache (the 0.5 API generation: built from a "
     "`CacheInitParams`, called with params records) over its TokenToKVPoolAllocator, driven "
     "through the scheduler's own calls of the release (`match_kv_cache`, `lock`, "
@@ -406,6 +412,19 @@ ENGINE_NOTES = {
         "preemption emptied (`IndexError` in `block_manager.py`). The driver makes only "
         "`LLMEngine.step`'s calls (`schedule`, then `postprocess`), so every decision here is "
         "the fork's own; upstream's scheduler passes the same actions.",
+    ),
+    "events-parent-known": (
+        "every node stored under the root names `hash(())` as its parent, a hash no event "
+        "stored",
+        "Read in 0.4.6.post5's `srt/mem_cache/radix_cache.py`: `_record_store_event` "
+        "publishes a new node's `BlockStored` with `parent_block_hash = "
+        "hash(tuple(node.parent.key))`, and the root's key is `[]` (`reset`), so every node "
+        "under the root names `hash(())`; nothing ever stores the root (a reset publishes "
+        "`AllBlocksCleared` only). Here the release's own `Scheduler` made every call "
+        "(`handle_generate_request`, `get_next_batch_to_run`, `process_batch_result`, whose "
+        "`cache_unfinished_req` / `cache_finished_req` insert the node), and its "
+        "`_publish_kv_events` handed the batch to the publisher; the driver plays only the "
+        "client and the model (`--machine engine`).",
     ),
 }
 #: What a kind of finding means, by the end of its file name.

@@ -35,11 +35,11 @@ disaggregation queues, metrics), except these stand-ins: ``DynamicGradMode`` and
 torch's ``eager`` backend (``get_last_loc`` is wrapped in ``torch.compile``; with
 ``eager`` it runs as written, without generating code: there is no GPU to compile for),
 the memory saver is off, and ``SamplingBatchInfo`` (the sampler's per-batch tensors, the
-model's side: :class:`ModelSampling`). Triton's two paged-allocation kernels
-(``alloc_extend_kernel``, ``alloc_decode_kernel``) need a GPU: with pages of more than one
-token they run in triton's interpreter (the ``sglang-kernels`` extra), unchanged, on a
-free-page list padded past its end (:class:`DeviceMemory`); with pages of one token no
-kernel runs.
+model's side: 0.5's :class:`~.scheduler_release.ModelSampling` serves). Triton's two
+paged-allocation kernels (``alloc_extend_kernel``, ``alloc_decode_kernel``) need a GPU:
+with pages of more than one token they run in triton's interpreter (the ``sglang-kernels``
+extra), unchanged, on a free-page list padded past its end (:class:`DeviceMemory`); with
+pages of one token no kernel runs.
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ from .loader import (
     unchanged,
 )
 from .release_0_5 import _stand_ins
+from .scheduler_release import ModelSampling
 
 #: The modules that run whole, relative to the package folder (each may import the ones
 #: before it).
@@ -104,33 +105,6 @@ DEFINED = {
 VERSION_FILE = "version.py"
 #: Third-party modules the loaded files import but nothing that runs here calls.
 ABSENT = ("psutil", "setproctitle")
-
-
-class _NoPenalties:
-    """A batch's penalizers with none asked for (the suite's requests set no penalty)."""
-
-    is_required = False
-
-
-class ModelSampling:
-    """Stand-in for ``SamplingBatchInfo``: the sampler's per-batch tensors (temperatures,
-    penalties, grammar masks), the model's side, which the suite plays. It decides nothing
-    of the cache; the batch builds, filters and merges it, and nothing else is read."""
-
-    penalizer_orchestrator = _NoPenalties()
-
-    @classmethod
-    def from_schedule_batch(cls, *_: object) -> ModelSampling:
-        return cls()
-
-    def filter_batch(self, *_: object) -> None:
-        return None
-
-    def merge_batch(self, *_: object) -> None:
-        return None
-
-    def update_regex_vocab_mask(self) -> None:
-        return None
 
 
 def _eager() -> str:
