@@ -53,13 +53,12 @@ from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import Batch, EngineSetup, Sampled, ScheduledRequest, Submission
+from ...machines.engine.driver import Batch, EngineSetup, Sampled, Submission
+from .scheduler_reading import EOS, ReadsScheduler
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
 from .tree_view import require_native_hash, spec_events
 
-#: The model's end-of-sequence token: none of the suite's tokens (its vocabulary is 1-9).
-EOS = 0
 #: ``ReqToTokenPool``'s columns: far above the longest sequence the suite draws.
 MAX_CONTEXT = 1024
 
@@ -162,7 +161,7 @@ def _no(*_: object, **__: object) -> None:
     return None
 
 
-class SglangSchedulerDriver:
+class SglangSchedulerDriver(ReadsScheduler):
     """One SGLang ``Scheduler`` (its methods, on its own cache objects) for one setup."""
 
     #: ``swaps_in_cached``: ``checkpoint_kv_cache`` points a request at the tree's page
@@ -204,8 +203,7 @@ class SglangSchedulerDriver:
 
     def step(self) -> Batch:
         s, release = self.scheduler, self.release
-        # every request admitted so far (running, or in the last batch, or a chunk away)
-        running = [rid for rid, req in self.reqs.items() if req not in s.waiting_queue]
+        admitted = self._admitted()
         with release.active(self.settings):
             plan = release.scheduler.Scheduler.get_next_batch_to_run(
                 s, running_batch=s.running_batch, last_batch=s.last_batch
@@ -214,19 +212,7 @@ class SglangSchedulerDriver:
         batch = self.batch = plan.batch_to_run
         if batch is None:
             s.last_batch = None
-            return Batch(preempted=self._retracted(running))
-        extend = batch.forward_mode.is_extend()
-        scheduled = []
-        for req in batch.reqs:
-            if extend:
-                start, end = int(req.prefix_len), int(req.extend_end)
-            else:
-                end = len(req.origin_input_ids) + len(req.output_ids)
-                start = end - 1
-            scheduled.append(
-                ScheduledRequest(req.rid, start, end - start, (self._table(req, end),))
-            )
-        return Batch(tuple(scheduled), self._retracted(running))
+        return self._planned(batch, admitted)
 
     def report(self, results: Sequence[Sampled]) -> None:
         import torch
@@ -235,15 +221,7 @@ class SglangSchedulerDriver:
         self.batch = None
         if batch is None:
             return
-        sampled = {r.request_id: r for r in results}
-        tokens = []
-        for req in batch.reqs:
-            got = sampled.get(req.rid)
-            if got is None:  # a middle prompt chunk: SGLang ignores its token
-                tokens.append(EOS)
-                continue
-            last = len(req.output_ids) + 1 >= req.sampling_params.max_new_tokens
-            tokens.append(EOS if got.stop and not last else got.token)
+        tokens = self._sampled_tokens(batch, results)
         utils = release.modules["sglang.srt.managers.utils"]
         result = utils.GenerationBatchResult(next_token_ids=torch.tensor(tokens))
         with release.active(self.settings):
@@ -259,14 +237,6 @@ class SglangSchedulerDriver:
         with self.release.active(self.settings):
             taken = self.scheduler.tree_cache.take_events()
         return list(spec_events(taken, "BlockStored", "BlockRemoved"))
-
-    def free_count(self) -> int:
-        """Pages free for new requests: the allocator's free pages and the tree's
-        evictable ones (the adder's budget counts both)."""
-        s = self.scheduler
-        tokens = int(s.token_to_kv_pool_allocator.available_size())
-        tokens += int(s.tree_cache.evictable_size())
-        return tokens // self.page
 
     def flush(self) -> bool:
         """``Scheduler.flush_cache`` (without emptying the device allocator's cache), as
@@ -284,15 +254,11 @@ class SglangSchedulerDriver:
 
     # --- reading what the scheduler left --------------------------------------------------
 
-    def _table(self, req: Any, end: int) -> tuple[int, ...]:
-        """The pages of ``req``'s row covering its first ``end`` tokens."""
-        row = self.scheduler.req_to_token_pool.req_to_token[req.kv.req_pool_idx]
-        return tuple(int(row[i]) // self.page for i in range(0, end, self.page))
+    def _extended(self, req: Any) -> tuple[int, int]:
+        return int(req.prefix_len), int(req.extend_end)
 
-    def _retracted(self, running: list[str]) -> tuple[str, ...]:
-        """The requests admitted before this plan and waiting again (retracted)."""
-        waiting = self.scheduler.waiting_queue
-        return tuple(rid for rid in running if self.reqs[rid] in waiting)
+    def _row(self, req: Any) -> int:
+        return int(req.kv.req_pool_idx)
 
 
 def _settings(release: SglangScheduler05, setup: EngineSetup) -> dict[str, Bag]:

@@ -56,8 +56,9 @@ from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import Batch, EngineSetup, Sampled, ScheduledRequest, Submission
-from .driver import EOS, MAX_CONTEXT, NotWired, _strict
+from ...machines.engine.driver import Batch, EngineSetup, Sampled, Submission
+from .driver import MAX_CONTEXT, NotWired, _strict
+from .scheduler_reading import EOS, ReadsScheduler
 from .scheduler_release_0_4 import SglangScheduler04, require_kernels
 from .tree_view import spec_events
 
@@ -105,7 +106,7 @@ class ModelWorker:
     suite sampled (:meth:`SglangScheduler04Driver.report` sets them)."""
 
     def __init__(self, setup: EngineSetup, tokens: int) -> None:
-        self.info = (
+        self.info: tuple[object, ...] = (
             tokens,  # max_total_num_tokens
             setup.max_batch_tokens,  # max_prefill_tokens
             setup.max_batch_size,  # max_running_requests
@@ -145,7 +146,7 @@ def _no(*_: object, **__: object) -> None:
     return None
 
 
-class SglangScheduler04Driver:
+class SglangScheduler04Driver(ReadsScheduler):
     """One SGLang 0.4 ``Scheduler`` (its methods, on its own cache objects) for one setup."""
 
     #: ``swaps_in_cached``: ``cache_unfinished_req`` points a request at the tree's slots
@@ -201,7 +202,7 @@ class SglangScheduler04Driver:
 
     def step(self) -> Batch:
         s, release = self.scheduler, self.release
-        running = [rid for rid, req in self.reqs.items() if req not in s.waiting_queue]
+        admitted = self._admitted()
         with self._active():
             batch = release.scheduler.Scheduler.get_next_batch_to_run(s)
         s.cur_batch = self.batch = batch
@@ -210,19 +211,7 @@ class SglangScheduler04Driver:
                 release.scheduler.Scheduler.check_memory(s)
             s.new_token_ratio = s.init_new_token_ratio
             s.last_batch = None
-            return Batch(preempted=self._retracted(running))
-        extend = batch.forward_mode.is_extend()
-        scheduled = []
-        for req in batch.reqs:
-            if extend:
-                start, end = len(req.prefix_indices), len(req.fill_ids)
-            else:
-                end = len(req.origin_input_ids) + len(req.output_ids)
-                start = end - 1
-            scheduled.append(
-                ScheduledRequest(req.rid, start, end - start, (self._table(req, end),))
-            )
-        return Batch(tuple(scheduled), self._retracted(running))
+        return self._planned(batch, admitted)
 
     def report(self, results: Sequence[Sampled]) -> None:
         import torch
@@ -231,15 +220,7 @@ class SglangScheduler04Driver:
         self.batch = None
         if batch is None:
             return
-        sampled = {r.request_id: r for r in results}
-        tokens = []
-        for req in batch.reqs:
-            got = sampled.get(req.rid)
-            if got is None:  # a middle prompt chunk: SGLang ignores its token
-                tokens.append(EOS)
-                continue
-            last = len(req.output_ids) + 1 >= req.sampling_params.max_new_tokens
-            tokens.append(EOS if got.stop and not last else got.token)
+        tokens = self._sampled_tokens(batch, results)
         s.tp_worker.next_token_ids = torch.tensor(tokens, dtype=torch.int64)
         with self._active():
             result = release.scheduler.Scheduler.run_batch(s, batch)
@@ -257,14 +238,6 @@ class SglangScheduler04Driver:
             taken += self.scheduler.tree_cache.take_events()
         return list(spec_events(taken, "BlockStored", "BlockRemoved"))
 
-    def free_count(self) -> int:
-        """Pages free for new requests: the allocator's free slots and the tree's evictable
-        ones (the adder's budget counts both)."""
-        s = self.scheduler
-        tokens = int(s.token_to_kv_pool_allocator.available_size())
-        tokens += int(s.tree_cache.evictable_size())
-        return tokens // self.page
-
     def flush(self) -> bool:
         """``Scheduler.flush_cache``, reached at the top of a loop pass; after the last
         batch the loop has passed idly first (its ``get_next_batch_to_run`` merged and
@@ -277,15 +250,11 @@ class SglangScheduler04Driver:
 
     # --- reading what the scheduler left --------------------------------------------------
 
-    def _table(self, req: Any, end: int) -> tuple[int, ...]:
-        """The pages of ``req``'s row covering its first ``end`` tokens."""
-        row = self.scheduler.req_to_token_pool.req_to_token[req.req_pool_idx]
-        return tuple(int(row[i]) // self.page for i in range(0, end, self.page))
+    def _extended(self, req: Any) -> tuple[int, int]:
+        return len(req.prefix_indices), len(req.fill_ids)
 
-    def _retracted(self, running: list[str]) -> tuple[str, ...]:
-        """The requests admitted before this plan and waiting again (retracted)."""
-        waiting = self.scheduler.waiting_queue
-        return tuple(rid for rid in running if self.reqs[rid] in waiting)
+    def _row(self, req: Any) -> int:
+        return int(req.req_pool_idx)
 
 
 class SglangScheduler04Drivers:
@@ -442,6 +411,7 @@ def _wire(release: SglangScheduler04, setup: EngineSetup, events: EventCollector
     namespace.update(self=s, server_args=server_args, tp_rank=0, pp_rank=0, dp_rank=None)
     namespace.update(gpu_id=0)
     s.server_args = server_args
-    exec(compile(_init_statements(release), release.scheduler.__file__, "exec"), namespace)
+    where = release.scheduler.__file__ or "scheduler.py"
+    exec(compile(_init_statements(release), where, "exec"), namespace)
     base.init_metrics(s)
     return s
