@@ -22,6 +22,7 @@ Needs the ``sglang`` extra (torch, msgspec, zmq, pydantic) and the release's fil
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import shutil
@@ -34,6 +35,8 @@ import pytest
 pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
 from kvpool.conformance.consumers.judge import StreamJudge
+from kvpool.conformance.engines.sglang import driver_0_4
+from kvpool.conformance.engines.sglang.driver import NotWired
 from kvpool.conformance.engines.sglang.driver_0_4 import (
     SglangScheduler04Driver,
     SglangScheduler04Drivers,
@@ -47,8 +50,10 @@ from kvpool.conformance.engines.sglang.tree_view import event_hash
 from kvpool.conformance.machines.engine.actions import Arrive, RunStep
 from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission
 from kvpool.conformance.machines.engine.driver_check import driver_problems
-from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.engine.runner import engine_case, replay_engine, run_engine
+from kvpool.conformance.machines.pool.lockstep import RunRecord
 from kvpool.conformance.machines.pool.signature import signature
+from kvpool.conformance.search.choices import RandomChoices
 from kvpool.conformance.targets.releases.files import cached_files
 from kvpool.spec import AllBlocksCleared, BlockStored
 
@@ -115,6 +120,50 @@ def test_the_driver_drives_the_releases_own_scheduler(
         is release.modules["sglang.srt.managers.schedule_policy"].SchedulePolicy
     )
     assert 0 < driver.scheduler.min_new_token_ratio < driver.scheduler.new_token_ratio <= 1
+
+
+def test_only_init_statements_setting_what_the_loop_reads_run(
+    release: SglangScheduler04, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Scheduler.__init__``'s statements that run are those assigning attributes of
+    ``WIRED`` only: the policy and the ratios are among them, the model worker, the
+    sockets and the watchdog thread are not. Without ``policy`` in ``WIRED`` the scheduler
+    reads an attribute nobody gave: a loading error, never a finding."""
+    kept = driver_0_4._init_statements(release)
+    stored = {
+        node.attr
+        for statement in kept.body
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+    }
+    assert {"policy", "new_token_ratio", "waiting_queue", "max_total_num_tokens"} <= stored
+    assert not stored & {"tp_worker", "recv_from_tokenizer", "parent_process", "tree_cache"}
+    monkeypatch.setattr(driver_0_4, "WIRED", driver_0_4.WIRED - {"policy"})
+    driver = SglangScheduler04Driver(release, SETUP, "sglang")
+    driver.submit(Submission("a", (1, 2), None, 1))
+    with pytest.raises(NotWired, match="'policy'"):
+        driver.step()
+
+
+def test_the_machine_draws_with_the_block_size_the_engine_is_built_for(
+    release: SglangScheduler04,
+) -> None:
+    """``page=1``: the engine machine draws its setups with blocks of one token (the
+    factory's ``block_size``); ``page=drawn``: with the drawn block (2 or 4)."""
+    built: list[EngineSetup] = []
+
+    class Seen(SglangScheduler04Drivers):
+        def __call__(self, setup: EngineSetup) -> SglangScheduler04Driver:
+            built.append(setup)
+            return super().__call__(setup)
+
+    for page, sizes in ((1, {1}), (None, {2, 4})):
+        built.clear()
+        for seed in range(6):
+            engine_case(Seen(release, "sglang", page), 12, None)(
+                RandomChoices(str(seed)), RunRecord()
+            )
+        assert {setup.block_size for setup in built} <= sizes and built, (page, built)
 
 
 def test_a_second_prompt_hits_what_the_first_left(release: SglangScheduler04) -> None:
