@@ -413,6 +413,29 @@ ENGINE_NOTES = {
         "`LLMEngine.step`'s calls (`schedule`, then `postprocess`), so every decision here is "
         "the fork's own; upstream's scheduler passes the same actions.",
     ),
+    "decode-out-of-memory": (
+        "without the overlap loop, the decode memory check counts a new page one token "
+        "late, so the scheduler dies with `Decode out of memory`",
+        "Read in 0.4.6.post5's `srt/managers/schedule_batch.py`: `check_decode_mem` asks "
+        "`new_page_count_next_decode` for the pages the next decode step needs, which counts "
+        "the requests whose `seqlen % page_size == 0`. In `event_loop_normal` (the loop of "
+        "`--disable-overlap-schedule`, the one this driver runs) a request's `seqlen` already "
+        "holds the token sampled last, whose KV the step writes at position `seqlen - 1`, so a "
+        "new page is needed when `(seqlen - 1) % page_size == 0`; the overlap loop (the "
+        "default) plans before the last result is added, where the count is right. Here two "
+        "12-token prompts with pages of 4 each take 3 pages of 7, the check counts no new "
+        "page, `alloc_decode` needs two with one free, and `alloc_paged_token_slots_decode` "
+        "raises `RuntimeError: Decode out of memory` instead of retracting a request. "
+        "Upstream fixed it after this release: "
+        "[sgl-project/sglang PR #6671](https://github.com/sgl-project/sglang/pull/6671) "
+        "(\"fix new_page_count_next_decode\": the estimate used the sequence length instead "
+        "of the KV cache length) and PR #6984 (the overlap case); 0.5.23 counts by "
+        "`kv_committed_len`. Found at the engine machine with the driver's events left out "
+        "(with events on, the parent finding ends every test case first): "
+        "`kvpool conform --target MODULE:FACTORY --machine engine --seed 3`, a factory of "
+        "this driver declaring all but `events`; the trace names the release's target and "
+        "replays on it.",
+    ),
     "events-parent-known": (
         "every node stored under the root names `hash(())` as its parent, a hash no event "
         "stored",

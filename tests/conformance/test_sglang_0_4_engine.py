@@ -62,6 +62,9 @@ VERSION = "0.4.6.post5"
 MATCH_LINE = "rid=self.rid, key=self.adjust_max_prefix_ids()"
 PLANTED = "rid=self.rid, key=self.fill_ids"
 LONG = os.environ.get("KVPOOL_LONG") == "1"
+#: The known finding with pages (``findings/sglang-0.4.6.post5-paged``): the decode memory
+#: check counts a new page one token late without the overlap loop.
+DECODE_OOM = "Decode out of memory"
 SETUP = EngineSetup(8, 1, 32, 2)
 PAGED = EngineSetup(8, 2, 32, 2)
 KERNELS = importlib.util.find_spec("triton") is not None
@@ -203,6 +206,9 @@ def test_a_match_of_the_whole_prompt_is_caught(
 def test_seeds_pass_and_the_planted_fault_is_caught_shrunk(
     release: SglangScheduler04, planted: SglangScheduler04, seed: int, page: int | None
 ) -> None:
+    """The unplanted release shows nothing but the known decode finding (pages of more
+    than one token: ``findings/sglang-0.4.6.post5-paged``); the planted one is caught."""
+
     def run(chosen: SglangScheduler04) -> Any:
         return run_engine(
             drivers(chosen, page), max_examples=60, steps=40, seed=seed, max_blocks=12,
@@ -210,11 +216,12 @@ def test_seeds_pass_and_the_planted_fault_is_caught_shrunk(
         )  # fmt: skip
 
     clean = run(release)
-    assert not clean.failures, [f.message for f in clean.failures]
+    unknown = [f.message for f in clean.failures if DECODE_OOM not in f.message or page == 1]
+    assert not unknown, unknown
     assert clean.record.properties["own-contents"] > 0
-    found = run(planted)
-    assert found.failures, "the planted fault went unseen"
-    failure = found.failures[0]
+    found = [f for f in run(planted).failures if "computes-last-token" in f.message]
+    assert found, "the planted fault went unseen"
+    failure = found[0]
     assert 2 <= len(failure.trace) <= 12, failure.trace
     again, _ = replay_engine(drivers(planted, page), failure.config, failure.trace, skip=False)
     assert again is not None and signature(again) == signature(failure.message)
