@@ -37,8 +37,8 @@ class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
         "SGLang's RadixCache over its token allocator, a token-granular manager (0.4.6.post5 "
-        "by default; 0.4 and 0.5 API generations; needs the sglang extra: torch); from 0.5 on "
-        "also its Scheduler at --machine engine"
+        "by default; 0.4 and 0.5 API generations; needs the sglang extra: torch); also its "
+        "own Scheduler at --machine engine"
     )
     manager_summary = summary
     forms = MappingProxyType(
@@ -97,7 +97,8 @@ class SglangEntry(EngineEntry):
         ), name
 
     def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
-        """Drivers of the release's own scheduler (``--machine engine``; 0.5 releases)."""
+        """Drivers of the release's own scheduler (``--machine engine``; a 0.4 release or
+        tree: :meth:`_load_driver_0_4`)."""
         from .driver import SglangSchedulerDriver
         from .generations import is_0_5
         from .loader import SglangUnavailable
