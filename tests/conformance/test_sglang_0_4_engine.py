@@ -187,6 +187,29 @@ def test_a_paged_hit_is_cut_to_whole_pages(release: SglangScheduler04) -> None:
     assert [served(driver, rid, (1, 2, 3, 4, 5, 6)) for rid in ("a", "b")] == [0, 4]
 
 
+@needs_kernels
+def test_a_short_free_list_is_no_host_read_past_its_end(release: SglangScheduler04) -> None:
+    """The decode kernel reads the page after the last free one without a mask; with no
+    free page at all the allocator, padded as device memory is, returns ``None`` (SGLang's
+    own out-of-memory answer) instead of reading past the host buffer."""
+    import torch
+
+    paged = release.paged_allocator.PagedTokenToKVPoolAllocator(8, 2, torch.float16, "cpu", None)
+    assert paged.alloc(8) is not None  # every page taken
+    got = paged.alloc_decode(torch.tensor([5], dtype=torch.int64), torch.tensor([3]))
+    assert got is None and len(paged.free_pages) == 0
+
+
+def test_pages_without_triton_name_the_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvpool.conformance.engines.sglang import scheduler_release_0_4 as loader
+    from kvpool.conformance.engines.sglang.loader import SglangUnavailable
+
+    loader.require_kernels(1)  # pages of one token run no kernel
+    monkeypatch.setattr(loader.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SglangUnavailable, match="sglang-kernels"):
+        loader.require_kernels(2)
+
+
 def test_a_match_of_the_whole_prompt_is_caught(
     release: SglangScheduler04, planted: SglangScheduler04
 ) -> None:
