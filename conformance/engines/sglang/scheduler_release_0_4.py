@@ -135,26 +135,64 @@ class SglangScheduler04:
 
     @contextmanager
     def active(self) -> Iterator[None]:
-        """The loaded modules in ``sys.modules`` while SGLang's code runs; what was there
-        before is put back afterwards."""
+        """The loaded modules in ``sys.modules`` while SGLang's code runs (triton's too,
+        in its interpreter: :func:`fresh_triton`); what was there before is put back
+        afterwards."""
         saved = {name: sys.modules[name] for name in self.modules if name in sys.modules}
         sys.modules.update(self.modules)
         try:
-            yield
+            with interpreting():
+                yield
         finally:
             for name in self.modules:
                 del sys.modules[name]
             sys.modules.update(saved)
 
 
-def _interpreted_triton() -> dict[str, dict[str, object]]:
-    """Triton for the loaded files: the real one, in its interpreter, when installed (the
-    paged kernels then run on the CPU); else the decorators that leave the kernels as they
-    are, and the paged allocator refuses (:func:`require_kernels`)."""
-    if importlib.util.find_spec("triton") is None:
-        return triton_stand_ins()
-    os.environ["TRITON_INTERPRET"] = "1"
-    return {}
+#: The environment switch that puts triton in its interpreter.
+INTERPRET = "TRITON_INTERPRET"
+
+
+def _triton_names(name: str) -> bool:
+    """Triton's Python modules (its compiled library, ``triton._C``, loads once a
+    process and is shared)."""
+    ours = name == "triton" or name.startswith("triton.")
+    return ours and not name.startswith("triton._C")
+
+
+@contextmanager
+def interpreting() -> Iterator[None]:
+    """``TRITON_INTERPRET=1`` while SGLang's code runs (triton reads it at every launch);
+    the variable as it was afterwards."""
+    before = os.environ.get(INTERPRET)
+    os.environ[INTERPRET] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[INTERPRET]
+        else:
+            os.environ[INTERPRET] = before
+
+
+@contextmanager
+def fresh_triton(into: dict[str, ModuleType]) -> Iterator[None]:
+    """Triton imported anew in its interpreter while the files load: triton decides at
+    import whether its own library functions (``tl.sum``) are interpreted, so a triton
+    another part of the process imported before cannot run the kernels. The new modules go
+    to ``into`` (installed with the loaded files while SGLang's code runs); the triton that
+    was there, and the environment, are put back."""
+    saved = {n: m for n, m in sys.modules.items() if _triton_names(n)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        with interpreting():
+            yield
+    finally:
+        into.update({n: m for n, m in sys.modules.items() if _triton_names(n)})
+        for name in into:
+            del sys.modules[name]
+        sys.modules.update(saved)
 
 
 class DeviceMemory:
@@ -237,13 +275,19 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler04:
         for name, value in list(attributes.items()):
             if value is Placeholder:  # each its own class: several may be one's bases
                 attributes[name] = type(name, (Placeholder,), {})
-    outside = {**_interpreted_triton(), **{name: {} for name in ABSENT}}
-    loaded = load_files(label, modules, stand_ins, outside)
+    kernels = importlib.util.find_spec("triton") is not None
+    outside: dict[str, dict[str, object]] = {name: {} for name in ABSENT}
+    triton: dict[str, ModuleType] = {}
+    if kernels:
+        with fresh_triton(triton):
+            loaded = load_files(label, modules, stand_ins, outside)
+    else:  # the kernels' decorators leave them as they are; pages need triton
+        loaded = load_files(label, modules, stand_ins, {**outside, **triton_stand_ins()})
 
     def module(rel: str) -> ModuleType:
         return loaded[module_name(rel)]
 
-    if importlib.util.find_spec("triton") is not None:
+    if kernels:
         paged = loaded[module_name("srt/mem_cache/paged_allocator.py")]
         for kernel, free_at, out_at in (
             ("alloc_extend_kernel", 3, 4),
@@ -263,7 +307,7 @@ def load_scheduler_tree(root: Path, label: str) -> SglangScheduler04:
         memory_pool=module("srt/mem_cache/memory_pool.py"),
         paged_allocator=module("srt/mem_cache/paged_allocator.py"),
         server_args=server_args,
-        modules=loaded,
+        modules={**loaded, **triton},
         server_globals=dict(module("srt/managers/schedule_batch.py").global_server_args_dict),
     )
 
