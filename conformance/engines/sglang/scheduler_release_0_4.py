@@ -38,8 +38,9 @@ the memory saver is off, and ``SamplingBatchInfo`` (the sampler's per-batch tens
 model's side: 0.5's :class:`~.scheduler_release.ModelSampling` serves). Triton's two
 paged-allocation kernels (``alloc_extend_kernel``, ``alloc_decode_kernel``) need a GPU:
 with pages of more than one token they run in triton's interpreter (the ``sglang-kernels``
-extra), unchanged, on a free-page list padded past its end (:class:`DeviceMemory`); with
-pages of one token no kernel runs.
+extra; triton's Python modules imported anew for them: :func:`fresh_triton`), unchanged,
+on a free-page list padded past its end (:class:`DeviceMemory`); with pages of one token
+no kernel runs.
 """
 
 from __future__ import annotations
