@@ -22,7 +22,8 @@ Names here keep their meaning across releases; anything else under
   :class:`EngineSetup`; it takes submissions (:class:`Submission`), plans batches
   (:class:`Batch`) of scheduled requests (:class:`ScheduledRequest`) and takes the
   model's results (:class:`Sampled`); what else it offers is declared from
-  :data:`CAPABILITIES`.
+  :data:`CAPABILITIES` (the chain its cache holds, ``event_parents``, as
+  :data:`EventParents`).
 - **Consumers** (a router judged on a pool's KV events, ``--consumer module:factory``):
   protocol 2, :class:`Router` asked with a :class:`Prompt`, started with a :class:`Wire`,
   with the optional hooks of :data:`ROUTER_HOOKS`, and :class:`WireFeed` with
@@ -62,6 +63,7 @@ from .machines.engine.driver import (
     EngineDriver,
     EngineDriverFactory,
     EngineSetup,
+    EventParents,
     Sampled,
     ScheduledRequest,
     Submission,
@@ -115,6 +117,7 @@ __all__ = [
     "EngineDriverFactory",
     "EngineEntry",
     "EngineSetup",
+    "EventParents",
     "Form",
     "IsolatedLoadError",
     "KVGroup",

@@ -53,8 +53,6 @@ TARGETS = {
     "nanovllm-fork": "nanovllm-fork-20260210",
     "sglang==0.4.6.post5": "sglang-0.4.6.post5",
     "sglang==0.4.6.post5,page=drawn": "sglang-0.4.6.post5-paged",
-    "sglang==0.5.23": "sglang-0.5.23",
-    "sglang==0.5.23,page=drawn": "sglang-0.5.23-paged",
 }
 #: Pools whose release's own KV cache manager runs beside the spec's, with the ``--manager``
 #: that names it: vLLM's ``KVCacheManager``, LMDeploy's block manager with its prefix trie.
@@ -295,19 +293,6 @@ ABOUT = {
     "sglang==0.4.6.post5,page=drawn --machine engine`) the release's own `Scheduler` plans "
     "every batch and its two allocation kernels run unchanged in triton's interpreter; the "
     "parent finding is the same",
-    "sglang-0.5.23": "SGLang 0.5.23's RadixCache (the 0.5 API generation: built from a "
-    "`CacheInitParams`, called with params records) over its TokenToKVPoolAllocator, driven "
-    "through the scheduler's own calls of the release (`match_kv_cache`, `lock`, "
-    "`alloc_for_extend`/`alloc_for_decode`, `checkpoint_kv_cache`, `release_kv_cache`) and "
-    "judged by the request-level properties (`--target sglang==0.5.23 --machine requests`); "
-    "salted requests are drawn (the tree keys nodes by `cache_salt`). Neither event finding "
-    "of 0.4.6.post5 is in this release: a first page names no parent and pages are hashed "
-    "by position (`tests/conformance/test_sglang_0_5_target.py`)",
-    "sglang-0.5.23-paged": "The same over SGLang 0.5.23's PagedTokenToKVPoolAllocator, the "
-    "page size drawn (`--target sglang==0.5.23,page=drawn --machine requests`); its "
-    "`alloc_extend`/`alloc_decode` run the release's torch paths (`alloc_extend_naive`, "
-    "`alloc_decode_naive`, what SGLang runs where triton is not supported), so no allocation "
-    "is emulated",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
@@ -428,7 +413,7 @@ ENGINE_NOTES = {
         "raises `RuntimeError: Decode out of memory` instead of retracting a request. "
         "Upstream fixed it after this release: "
         "[sgl-project/sglang PR #6671](https://github.com/sgl-project/sglang/pull/6671) "
-        "(\"fix new_page_count_next_decode\": the estimate used the sequence length instead "
+        '("fix new_page_count_next_decode": the estimate used the sequence length instead '
         "of the KV cache length) and PR #6984 (the overlap case); 0.5.23 counts by "
         "`kv_committed_len`. Found at the engine machine with the driver's events left out "
         "(with events on, the parent finding ends every test case first): "
@@ -437,8 +422,7 @@ ENGINE_NOTES = {
         "replays on it.",
     ),
     "events-parent-known": (
-        "every node stored under the root names `hash(())` as its parent, a hash no event "
-        "stored",
+        "every node stored under the root names `hash(())` as its parent, a hash no event stored",
         "Read in 0.4.6.post5's `srt/mem_cache/radix_cache.py`: `_record_store_event` "
         "publishes a new node's `BlockStored` with `parent_block_hash = "
         "hash(tuple(node.parent.key))`, and the root's key is `[]` (`reset`), so every node "

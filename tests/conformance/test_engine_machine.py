@@ -13,19 +13,21 @@ from click.testing import CliRunner
 from kvpool.conformance import api
 from kvpool.conformance.cli import main
 from kvpool.conformance.machines.engine.actions import Abort, Arrive, RunStep
+from kvpool.conformance.machines.engine.command import properties_table
 from kvpool.conformance.machines.engine.command import replay as replay_command
 from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.engine_run import EngineRun
-from kvpool.conformance.machines.engine.runner import replay_engine, run_engine
+from kvpool.conformance.machines.engine.runner import ON_ENGINE, replay_engine, run_engine
 from kvpool.conformance.machines.engine.trace_file import (
     EngineTrace,
     read_engine_trace,
     replay_engine_trace,
     write_engine_trace,
 )
-from kvpool.conformance.machines.pool.lockstep import RunRecord
+from kvpool.conformance.machines.pool.lockstep import Nonconformance, RunRecord
 from kvpool.conformance.machines.pool.runner import LevelResult
 from kvpool.conformance.machines.pool.signature import signature
+from rich.console import Console
 from toy_driver import ToyDriver  # pytest puts this folder on sys.path
 from toy_faults import CAUGHT_BY
 
@@ -258,6 +260,84 @@ def test_a_driver_lacking_what_it_declares_is_a_usage_error() -> None:
     )
     assert result.exit_code == 2, result.output
     assert "is not an engine driver" in result.output
+
+
+class Chained(Scripted):
+    """A scripted engine publishing one stored sequence of three pages, A, B then C, whose
+    cache holds each after the one before (its ``event_parents``); ``named`` is the parent
+    the stream gives C."""
+
+    def __init__(
+        self, batches: Sequence[api.Batch], capabilities: frozenset[str], named: bytes | None
+    ) -> None:
+        super().__init__(batches, capabilities)
+        self.events: list[api.BlockStored] = [
+            api.BlockStored((b"A" * 8, b"B" * 8), None, 0, 2, 4),
+            api.BlockStored((b"C" * 8,), named, 0, 2, 2),
+        ]
+
+    def drain_events(self) -> list[api.BlockStored]:
+        taken, self.events = self.events, []
+        return taken
+
+    def event_parents(self) -> api.EventParents:
+        return {(0, b"A" * 8): None, (0, b"B" * 8): b"A" * 8, (0, b"C" * 8): b"B" * 8}
+
+
+@pytest.mark.parametrize("shown", [True, False], ids=["chain shown", "chain not shown"])
+def test_a_stored_page_naming_a_parent_other_than_the_cache_holds_breaks_the_chain(
+    shown: bool,
+) -> None:
+    """The engine machine reads the chain only where the driver declares it: a stream
+    naming for C the page one too far back, A (a hash the consumer holds, so
+    ``events-parent-known`` passes), is caught then, and not judged otherwise."""
+    capabilities = frozenset({"events", "event_parents"} if shown else {"events"})
+    batches = [api.Batch((S("r1", 0, 5, ((1, 2, 3),)),))]
+    actions = [PROMPT, RunStep()]
+
+    def found(named: bytes | None) -> tuple[str | None, RunRecord]:
+        record = RunRecord()
+        engine = EngineRun(
+            lambda _: Chained(batches, capabilities, named), api.EngineSetup(8, 2), record, "count"
+        )
+        try:
+            for action in actions:
+                engine.apply(action)
+        except Nonconformance as exc:  # the machine's finding
+            return str(exc), record
+        return None, record
+
+    broken, _ = found(b"A" * 8)
+    kept, record = found(b"B" * 8)
+    assert kept is None
+    if shown:
+        assert broken is not None and "property 'events-parent-chain' broken" in broken, broken
+        assert record.properties["events-parent-chain"] > 0
+    else:
+        assert broken is None
+        assert record.properties["events-parent-chain"] == 0
+    assert driver_problems(Chained(batches, frozenset({"event_parents"}), None)) == [
+        "declares 'event_parents' without 'events' (the chain judges events)"
+    ]
+
+
+def chain_row(capabilities: set[str], evaluations: int) -> str:
+    """The ``events-parent-chain`` row of the engine machine's properties table."""
+    record = RunRecord()
+    record.properties.update({"events-parent-known": 3, "events-parent-chain": evaluations})
+    console = Console(width=120, record=True)
+    console.print(
+        properties_table(LevelResult(ON_ENGINE, record, 0.1, ()), frozenset(capabilities))
+    )
+    rows = console.export_text().splitlines()
+    return next((line for line in rows if "events-parent-chain" in line), "")
+
+
+def test_the_chain_of_a_driver_publishing_events_without_showing_it_is_not_checked() -> None:
+    assert "not checked (the engine does not show its cache's chain)" in chain_row({"events"}, 0)
+    assert "5" in chain_row({"events", "event_parents"}, 5)
+    assert "not checked" not in chain_row({"events", "event_parents"}, 5)
+    assert chain_row(set(), 0) == ""  # no events: no stream properties at all
 
 
 class BadDriver(ToyDriver):

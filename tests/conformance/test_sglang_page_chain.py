@@ -1,18 +1,18 @@
-"""SGLang's page-to-page parent chain, drawn by default and judged (``events-parent-chain``).
+"""SGLang's page-to-page parent chain, judged at the engine machine (``events-parent-chain``).
 
 SGLang 0.5.23's recorder (``srt/mem_cache/events.py``) publishes one ``BlockStored`` per
 page, each naming the page before it as its parent (``_parent_block_hash``: the last page
 of the node's parent, ``None`` under the root; coalesced into one event per chain): the
-chain a router rebuilds. The tree view names, for every page the tree holds, the page
-before it on its path under the hashes the recorder publishes; the events level checks
-the links each step's stores name against it. Here: a target naming no page size draws
-pages of one token and larger pages; the release's own stream keeps the chain; a parent
-named one page too far back (a copy of the release's ``events.py`` naming the first page
-of the parent node, a hash the consumer holds, so ``events-parent-known`` passes) is
-caught on seeds 1, 2 and 3 at ``kvpool conform``'s default size, shrunk (and the unplanted
-release passes the same runs under both consumers: ``KVPOOL_LONG=1``); 0.4.6.post5's
-kept finding (a parent never stored) is still the first thing its stream shows, and its
-chain is not judged (its tree has no such recorder).
+chain a router rebuilds. The engine driver of the release's own ``Scheduler`` shows the
+chain its tree holds (``event_parents``: every page under the hash the recorder publishes
+it by, and the page before it on its path); the engine machine checks the links each
+step's stores name against it. Here: the release's own stream keeps the chain; a parent
+named one page too far back (a copy of the release's ``events.py`` naming the first page of
+the parent node, a hash the consumer holds, so ``events-parent-known`` passes) is caught on
+seeds 1, 2 and 3 at ``kvpool conform --machine engine``'s default size, shrunk, and the
+unplanted release passes those runs (under both consumers with ``KVPOOL_LONG=1``);
+0.4.6.post5's kept finding (a parent never stored) is still the first thing its stream
+shows, and its chain is not judged (its tree has no such recorder).
 
 Needs torch and numpy (``pip install -e '.[sglang]'``), a C++ compiler and OpenSSL's
 headers (the release's node hash is compiled on first use).
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,15 +33,23 @@ for _module in ("torch", "numpy"):
     )
 
 from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
-from kvpool.conformance.machines.pool.levels import REQUEST_MIN_BLOCKS  # noqa: E402
-from kvpool.conformance.machines.requests.runner import (  # noqa: E402
-    events_on_manager,
-    manager_builder,
-    run_requests,
+from kvpool.conformance.engines.sglang.driver import SglangSchedulerDriver  # noqa: E402
+from kvpool.conformance.engines.sglang.scheduler_release import (  # noqa: E402
+    SglangScheduler05,
+    load_scheduler_tree,
+    scheduler_files,
 )
+from kvpool.conformance.machines.engine.actions import Arrive, RunStep  # noqa: E402
+from kvpool.conformance.machines.engine.driver import (  # noqa: E402
+    EngineDriverFactory,
+    EngineSetup,
+    Sampled,
+    Submission,
+)
+from kvpool.conformance.machines.engine.runner import replay_engine, run_engine  # noqa: E402
 from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
-from kvpool.conformance.run_options import MAX_EXAMPLES, STEPS  # noqa: E402
-from kvpool.conformance.targets.loading import load_manager  # noqa: E402
+from kvpool.conformance.run_options import BLOCKS, MAX_EXAMPLES, STEPS  # noqa: E402
+from kvpool.conformance.targets.releases.files import cached_files  # noqa: E402
 from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
 from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402
 
@@ -49,111 +58,120 @@ LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
 #: The planted fault: the first page of the parent node named, not its last.
 LAST_PAGE = "hash_str_to_int64(parent_hash_values[-1])"
 FIRST_PAGE = "hash_str_to_int64(parent_hash_values[0])"
-#: Two prompts sharing four tokens: the second's node hangs under a split node of 4 pages
-#: (of one token) or 2 pages (of two).
+#: Two prompts sharing four tokens, each answered with one token: the second's node hangs
+#: under a split node of two pages (of two tokens).
+PROMPTS = ((1, 2, 3, 4, 5, 6), (1, 2, 3, 4, 9, 9, 9, 9))
 SHARED = tuple(
     action
-    for i, tokens in enumerate(((1, 2, 3, 4, 5, 6), (1, 2, 3, 4, 9, 9, 9, 9)))
-    for action in (Admit(str(i), tokens, None), Compute(str(i)), Finish(str(i)))
+    for i, prompt in enumerate(PROMPTS)
+    for action in (Arrive(str(i), prompt, max_new_tokens=1), RunStep())
 )
+#: Pages of two tokens, events on.
+SETUP = EngineSetup(12, 2, 32, 2, enable_kv_cache_events=True)
 
 
-def setup(page: int) -> RequestSetup:
-    """Pages of ``page`` tokens, events on."""
-    return RequestSetup(ManagerConfig(page), PoolConfig(30, True, page))
-
-
-@pytest.fixture(scope="module")
-def release() -> Any:
-    return loaded(f"sglang=={VERSION}")
+def drivers(release: SglangScheduler05) -> EngineDriverFactory:
+    return lambda setup: SglangSchedulerDriver(release, setup, release.label)
 
 
 @pytest.fixture(scope="module")
-def planted(release: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def root() -> Path:
+    return cached_files(scheduler_files(), VERSION)
+
+
+@pytest.fixture(scope="module")
+def release(root: Path) -> SglangScheduler05:
+    return load_scheduler_tree(root, f"sglang {VERSION}")
+
+
+@pytest.fixture(scope="module")
+def planted(root: Path, tmp_path_factory: pytest.TempPathFactory) -> SglangScheduler05:
     """A copy of the release whose recorder names the parent node's first page."""
-    tree = tmp_path_factory.mktemp("chain") / "sglang-planted"
-    shutil.copytree(release.release.origin, tree)
-    path = tree / "sglang" / "srt" / "mem_cache" / "events.py"
+    copy = tmp_path_factory.mktemp("chain") / "release"
+    shutil.copytree(root, copy)
+    path = copy / "sglang" / "srt" / "mem_cache" / "events.py"
     source = path.read_text(encoding="utf-8")
     assert source.count(LAST_PAGE) == 1
     path.write_text(source.replace(LAST_PAGE, FIRST_PAGE), encoding="utf-8")
-    factory, _ = load_manager(f"sglang@{tree}", "impl")
-    return factory
+    return load_scheduler_tree(copy, f"sglang {VERSION}, planted")
 
 
-def test_a_target_naming_no_page_size_draws_pages_of_one_token_and_larger(release: Any) -> None:
-    by_hash_block = {
-        hbs: release.supported_setup(RequestSetup(ManagerConfig(2 * hbs), PoolConfig(5, True, hbs)))
-        for hbs in (1, 2)  # the drawn block size is 2 or 3 hash blocks
-    }
-    assert {h: s.manager.block_size for h, s in by_hash_block.items()} == {1: 1, 2: 4}
-    one, _ = load_manager(f"sglang=={VERSION},page=1", "impl")
-    assert one.supported_setup(by_hash_block[2]).manager.block_size == 1
-
-
-@pytest.mark.parametrize("page", [1, 2])
-def test_the_tree_names_each_pages_predecessor_as_the_release_links_it(
-    release: Any, page: int
+def test_the_driver_names_each_pages_predecessor_as_the_recorder_links_it(
+    release: SglangScheduler05,
 ) -> None:
-    target = release(setup(page), SEED)  # events on
-    linked = []
-    for action in SHARED:
-        if isinstance(action, Admit):
-            target.admit(action.request_id, action.tokens, None)
-        elif isinstance(action, Compute):
-            target.commit(action.request_id, False)
-        else:
-            target.finish(action.request_id)
-        parents = target.event_parents()
-        for event in target.take_events():
+    driver = SglangSchedulerDriver(release, SETUP, "sglang")
+    assert "event_parents" in driver.capabilities
+    linked = []  # (page hash, the page before it in the tree, the parent the stream names)
+    for i, prompt in enumerate(PROMPTS):
+        driver.submit(Submission(str(i), prompt, max_new_tokens=1))
+        driver.step()
+        driver.report([Sampled(str(i), 7, True)])
+        parents = driver.event_parents()
+        for event in driver.drain_events():
             if isinstance(event, BlockStored):
                 before = event.parent_block_hash
                 for h in event.block_hashes:
-                    linked.append((parents[(0, h)], before))
+                    linked.append((h, parents[(0, h)], before))
                     before = h
-    assert len(linked) == (6 + 4) // page
-    assert all(truth == named for truth, named in linked)
-    assert sum(named is None for _, named in linked) == 1  # one sequence starts at the root
+    # the first request's three pages, then the second's two past the two it shares
+    assert len(linked) == 3 + 2, linked
+    assert all(truth == named for _, truth, named in linked)
+    first = [h for h, _, _ in linked[:3]]
+    assert [named for _, _, named in linked] == [None, first[0], first[1], first[1], linked[3][0]]
 
 
 @pytest.mark.parametrize("consumer", ["count", "set"])
-@pytest.mark.parametrize("page", [1, 2])
 def test_a_parent_one_page_too_far_back_is_caught(
-    release: Any, planted: Any, page: int, consumer: str
+    release: SglangScheduler05, planted: SglangScheduler05, consumer: str
 ) -> None:
-    assert first_difference(release, setup(page), *SHARED, consumer=consumer) is None
-    found = first_difference(planted, setup(page), *SHARED, consumer=consumer)
+    kept, _ = replay_engine(drivers(release), SETUP, list(SHARED), False, consumer)
+    assert kept is None, kept
+    found, _ = replay_engine(drivers(planted), SETUP, list(SHARED), False, consumer)
     assert found is not None and "property 'events-parent-chain' broken" in found, found
     assert "events-parent-known" not in found
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_planted_parent_is_caught_at_default_settings_shrunk(planted: Any, seed: int) -> None:
-    """The ``requests/manager (count)`` run of ``kvpool conform --target sglang@COPY
-    --machine requests --level events`` at its default size and page sizes."""
-    result = run_requests(
-        manager_builder(planted, SEED, "count"), events_on_manager("count"), seed=seed,
-        max_examples=MAX_EXAMPLES, steps=STEPS, max_blocks=REQUEST_MIN_BLOCKS, max_findings=1,
-        shrink_seconds=1.0,
+def run(release: SglangScheduler05, seed: int, consumer: str) -> Any:
+    """``kvpool conform --machine engine --target sglang==0.5.23 --seed SEED`` at its
+    default size (its KV events judged by ``consumer``), stopping at the first finding."""
+    return run_engine(
+        drivers(release), max_examples=MAX_EXAMPLES, steps=STEPS, seed=seed, max_blocks=BLOCKS,
+        consumer=consumer, max_findings=1, shrink_seconds=5.0,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_planted_parent_is_caught_at_default_settings_shrunk(
+    planted: SglangScheduler05, seed: int
+) -> None:
+    result = run(planted, seed, "count")
     assert result.failures, f"not caught on seed {seed}"
     failure = result.failures[0]
     assert "property 'events-parent-chain' broken" in failure.message, failure.message
     assert len(failure.trace) <= 6, failure.trace
+    found, _ = replay_engine(drivers(planted), failure.config, list(failure.trace), False, "count")
+    assert found is not None and "property 'events-parent-chain' broken" in found, found
 
 
-@pytest.mark.skipif(not LONG, reason="about 10 CPU-s a seed: KVPOOL_LONG=1")
-@pytest.mark.parametrize("consumer", ["count", "set"])
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "consumer",
+    ["count", pytest.param("set", marks=pytest.mark.skipif(not LONG, reason="KVPOOL_LONG=1"))],
+)
+@pytest.mark.parametrize(
+    "seed",
+    [
+        1,
+        *(
+            pytest.param(s, marks=pytest.mark.skipif(not LONG, reason="KVPOOL_LONG=1"))
+            for s in (2, 3)
+        ),
+    ],
+)
 def test_the_release_keeps_its_chain_at_default_settings(
-    release: Any, seed: int, consumer: str
+    release: SglangScheduler05, seed: int, consumer: str
 ) -> None:
     """The unplanted release on the same runs: its own stream keeps the chain."""
-    result = run_requests(
-        manager_builder(release, SEED, consumer), events_on_manager(consumer), seed=seed,
-        max_examples=MAX_EXAMPLES, steps=STEPS, max_blocks=REQUEST_MIN_BLOCKS, max_findings=1,
-        shrink_seconds=1.0,
-    )  # fmt: skip
+    result = run(release, seed, consumer)
     assert not result.failures, result.failures[0].message
     assert result.record.properties["events-parent-chain"] > 0
 
@@ -163,6 +181,12 @@ def test_the_kept_0_4_finding_is_still_the_first_and_its_chain_is_not_judged() -
     finding kept on the findings page): that stays ``events-parent-known``; its tree has no
     page-hash recorder, so ``events-parent-chain`` is never asked of it."""
     old = loaded("sglang==0.4.6.post5")
-    found = first_difference(old, setup(1), *SHARED, consumer="count")
+    shared = tuple(
+        action
+        for i, tokens in enumerate(PROMPTS)
+        for action in (Admit(str(i), tokens, None), Compute(str(i)), Finish(str(i)))
+    )
+    setup = RequestSetup(ManagerConfig(1), PoolConfig(30, True, 1))
+    found = first_difference(old, setup, *shared, consumer="count")
     assert found is not None and "property 'events-parent-known' broken" in found, found
-    assert old(setup(1), SEED).event_parents() is None
+    assert old(setup, SEED).event_parents() is None

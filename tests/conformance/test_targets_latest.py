@@ -143,6 +143,45 @@ def test_a_short_run_reads_pass_refusal_and_missing_events() -> None:
     assert (refused.status, refused.reason) == ("refused", "vLLM 9.9 uses a placeholder")
 
 
+def test_an_engine_its_requests_machine_refuses_runs_at_the_engine_machine() -> None:
+    """SGLang from 0.5 on, TokenSpeed: the requests machine refuses the release (exit 2),
+    their driver runs it instead; an engine without a driver stays refused."""
+    seen: list[list[str]] = []
+
+    def run(argv: list[str]) -> tuple[int, str]:
+        seen.append(argv)
+        if argv[argv.index("--machine") + 1] == "engine":
+            return 0, ""
+        return 2, "error: x==1: check it with --machine engine"
+
+    driven = short_run("x==1", False, runner=run, drives=True)  # type: ignore[arg-type]
+    assert (driven.status, driven.reason) == (
+        "pass",
+        "the requests machine refused it: run at --machine engine",
+    )
+    assert [a[a.index("--machine") + 1] for a in seen] == ["requests", "engine"]
+    assert "--machine engine" in driven.commands[-1]
+    seen.clear()
+    refused = short_run("x==1", False, runner=run)  # type: ignore[arg-type]
+    assert refused.status == "refused" and len(seen) == 1
+
+
+def test_a_row_run_at_the_engine_machine_names_no_profile() -> None:
+    """The engine machine judges by the properties, not by the profile the pool levels
+    would have used: the row says so."""
+    from kvpool.conformance.targets.registry import engine
+    from kvpool.conformance.targets.releases.short_run import ENGINE_ONLY
+
+    sglang = engine("sglang")
+    engine_only = ShortRun("pass", (), ENGINE_ONLY, ("kvpool conform ...",))
+    row = latest._row(sglang, "sglang", lambda project: "0.5.23", lambda e, t: engine_only)
+    assert (row.supported, row.profile, row.result) == ("yes", "none", "pass")
+    assert ENGINE_ONLY in row.missing
+    passed = ShortRun("pass", (), "", ("kvpool conform ...",))
+    row = latest._row(sglang, "sglang", lambda project: "0.4.6.post5", lambda e, t: passed)
+    assert row.profile == "seed"
+
+
 def test_the_table_names_every_column(asked_once: None, runs: None) -> None:
     result = CliRunner().invoke(main, ["targets", "--latest"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

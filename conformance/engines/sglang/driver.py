@@ -38,8 +38,9 @@ power of two); SGLang's page ``p`` is the suite's block ``p`` (its page 0 is nev
 out, as the suite's null block). Chunked prefill and the prefill budget are the setup's
 batch tokens, the running requests its batch size. Salts are the requests'
 ``cache_salt``. KV events are the release's recorder's (the machine turns them on for a
-driver declaring them). No abort is declared (``abort_request`` takes the tokenizer's
-``AbortReq`` over IPC).
+driver declaring them), and the chain they should name is read off the tree under the
+recorder's own page hashes (``event_parents``). No abort is declared (``abort_request``
+takes the tokenizer's ``AbortReq`` over IPC).
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import Batch, EngineSetup, Sampled, Submission
+from ...machines.engine.driver import Batch, EngineSetup, EventParents, Sampled, Submission
 from .scheduler_reading import EOS, ReadsScheduler
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
-from .tree_view import require_native_hash, spec_events
+from .tree_view import event_parents, require_native_hash, spec_events
 
 #: ``ReqToTokenPool``'s columns: far above the longest sequence the suite draws.
 MAX_CONTEXT = 1024
@@ -167,7 +168,7 @@ class SglangSchedulerDriver(ReadsScheduler):
     #: ``swaps_in_cached``: ``checkpoint_kv_cache`` points a request at the tree's page
     #: where another request cached the same prefix first (and frees its own copy).
     capabilities = frozenset(
-        {"tables", "free_count", "flush", "salts", "swaps_in_cached", "events"}
+        {"tables", "free_count", "flush", "salts", "swaps_in_cached", "events", "event_parents"}
     )
 
     def __init__(self, release: SglangScheduler05, setup: EngineSetup, name: str) -> None:
@@ -237,6 +238,14 @@ class SglangSchedulerDriver(ReadsScheduler):
         with self.release.active(self.settings):
             taken = self.scheduler.tree_cache.take_events()
         return list(spec_events(taken, "BlockStored", "BlockRemoved"))
+
+    def event_parents(self) -> EventParents:
+        """The chain the tree holds: each page under the hash the release's recorder
+        publishes it by, and the page before it on its path (:func:`.tree_view.event_parents`:
+        a node's first page follows its parent node's last)."""
+        with self.release.active(self.settings):
+            parents = event_parents(self.release.modules, self.scheduler.tree_cache)
+        return parents or {}
 
     def flush(self) -> bool:
         """``Scheduler.flush_cache`` (without emptying the device allocator's cache), as

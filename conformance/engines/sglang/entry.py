@@ -1,9 +1,10 @@
-"""``sglang`` / ``sglang==X.Y.Z`` / ``sglang@PATH``, each optionally ``,page=N``: SGLang's
-``RadixCache`` over its token allocator, a token-granular manager with no pool API of its
-own (the request machine's manager run checks it). ``sglang`` alone is 0.4.6.post5. With
-no ``page=`` a run draws both allocators: pages of one token where the drawn hash block
-size is 1, else pages of the drawn size (as ``page=drawn``); ``page=1`` keeps to the
-first."""
+"""``sglang`` / ``sglang==X.Y.Z`` / ``sglang@PATH``, each optionally ``,page=N``: for 0.4
+releases SGLang's ``RadixCache`` over its token allocator, a token-granular manager with no
+pool API of its own (the request machine's manager run checks it); from 0.5 on its own
+``Scheduler``, at the engine machine only. ``sglang`` alone is 0.4.6.post5. With no
+``page=`` a request-machine run draws both allocators: pages of one token where the drawn
+hash block size is 1, else pages of the drawn size (as ``page=drawn``); ``page=1`` keeps
+to the first."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ...targets.errors import TargetUsageError
 from ...targets.registry import EngineEntry
 from ...targets.releases.forms import load_form, release_name
 
-#: The newest release the suite was run on (the 0.5 generation's adapter).
+#: The newest release the suite was run on (the 0.5 generation's scheduler driver).
 NEWEST_CHECKED = "0.5.23"
 
 
@@ -36,9 +37,10 @@ def page_size(described: TargetDescription) -> int | None:
 class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
-        "SGLang's RadixCache over its token allocator, a token-granular manager (0.4.6.post5 "
-        "by default; 0.4 and 0.5 API generations; needs the sglang extra: torch); also its "
-        "own Scheduler at --machine engine"
+        "SGLang 0.4.x's RadixCache over its token allocator, a token-granular manager "
+        "(--machine requests; 0.4.6.post5 by default), and its own Scheduler at --machine "
+        "engine; from 0.5 on its own Scheduler, --machine engine only (needs the sglang "
+        "extra: torch)"
     )
     manager_summary = summary
     forms = MappingProxyType(
@@ -47,8 +49,9 @@ class SglangEntry(EngineEntry):
             "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N "
             "tokens, a power of two (blocks are pages; hits cut to whole pages); 'page=drawn' "
             "takes the largest power of two up to the drawn block size",
-            "sglang==X.Y.Z": "the same from another SGLang release, 0.4.x or 0.5.x (its memory-"
-            "cache files, run alone; ',page=N' too)",
+            "sglang==X.Y.Z": "the same from another 0.4.x release (its memory-cache files, "
+            "run alone; ',page=N' too); a 0.5.x release's scheduler files, at --machine "
+            "engine only",
             "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
         }
     )

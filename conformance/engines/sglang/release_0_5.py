@@ -1,5 +1,6 @@
 """Which files of an SGLang release of the 0.5 generation the suite runs, and the stand-ins
-they need.
+they need: the radix cache's part, which the scheduler's loading (:mod:`.scheduler_release`,
+for the engine machine's driver) widens.
 
 From 0.5 on the memory cache is its own folder of small modules and the wheel is no longer
 pure (it ships Rust and C++ extensions, none of which the radix cache needs). The files
@@ -48,12 +49,10 @@ import ast
 import dataclasses
 import enum
 import functools
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType, ModuleType, SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 from ...targets.releases.files import ReleaseFiles
 from .definitions import DefinitionsError, definitions_of
@@ -61,7 +60,6 @@ from .loader import (
     MemorySaver,
     Placeholder,
     SglangUnavailable,
-    cached_root,
     env_flag_off,
     load_files,
     module_name,
@@ -69,7 +67,6 @@ from .loader import (
     require_extra,
     require_files,
     triton_stand_ins,
-    version_from,
 )
 
 #: The modules that run whole, relative to the package folder.
@@ -106,43 +103,6 @@ DATA = ("srt/mem_cache/cpp_utils/hash_binding.cpp",)
 VERSION_FILE = "_version.py"
 #: What a tree of this generation has and 0.4.x's lacks.
 MARKER = "srt/mem_cache/allocator/token.py"
-
-
-@dataclass(frozen=True)
-class SglangRelease05:
-    """The loaded modules of one release of the 0.5 generation."""
-
-    #: ``sglang 0.5.23``, ``sglang 0.5.23 at PATH``.
-    label: str
-    origin: Path
-    radix_cache: ModuleType
-    base_prefix_cache: ModuleType
-    cache_init_params: ModuleType
-    allocator: ModuleType
-    allocation: ModuleType
-    common: ModuleType
-    utils: ModuleType
-    #: ``ReqToTokenPool``, defined from ``memory_pool.py``.
-    req_to_token_pool: type
-    #: ``ReqKvInfo`` (a request's KV record), defined from ``managers/schedule_batch.py``.
-    req_kv_info: type
-    #: Every module of the package as loaded (the files and their stand-ins).
-    modules: Mapping[str, ModuleType]
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
-        """The loaded modules in ``sys.modules`` while SGLang's code runs: from 0.5 on its
-        functions import more of the package when called (``evict_to_free_tokens`` asks
-        for ``EvictParams``, the node hash for its extension loader). What was there
-        before is put back afterwards."""
-        saved = {name: sys.modules[name] for name in self.modules if name in sys.modules}
-        sys.modules.update(self.modules)
-        try:
-            yield
-        finally:
-            for name in self.modules:
-                del sys.modules[name]
-            sys.modules.update(saved)
 
 
 class _Setting:
@@ -250,29 +210,6 @@ def is_generation(root: Path) -> bool:
     return (root / "sglang" / MARKER).is_file()
 
 
-def load_tree(root: Path, label: str) -> SglangRelease05:
-    """The radix cache, allocators and scheduler calls under ``root``."""
-    loaded, defined = load_files_of(root, label, MODULES, DEFINED, Widening())
-
-    def module(rel: str) -> ModuleType:
-        return loaded[module_name(rel)]
-
-    return SglangRelease05(
-        label,
-        root,
-        radix_cache=module("srt/mem_cache/radix_cache.py"),
-        base_prefix_cache=module("srt/mem_cache/base_prefix_cache.py"),
-        cache_init_params=module("srt/mem_cache/cache_init_params.py"),
-        allocator=module("srt/mem_cache/allocator/__init__.py"),
-        allocation=module("srt/mem_cache/allocation.py"),
-        common=module("srt/mem_cache/common.py"),
-        utils=module("srt/mem_cache/utils.py"),
-        req_to_token_pool=_a_class(defined["srt/mem_cache/memory_pool.py"]["ReqToTokenPool"]),
-        req_kv_info=_a_class(defined["srt/managers/schedule_batch.py"]["ReqKvInfo"]),
-        modules=MappingProxyType(loaded),
-    )
-
-
 @dataclass(frozen=True)
 class Widening:
     """What a loader running more of the release than the radix cache's files adds to
@@ -348,20 +285,9 @@ def load_files_of(
     return load_files(label, modules, stand_ins, outside), defined
 
 
-def _a_class(value: object) -> type:
-    assert isinstance(value, type)
-    return value
-
-
 def files_of() -> ReleaseFiles:
     members = frozenset(f"sglang/{rel}" for rel in (*MODULES, *DEFINED, *DATA, VERSION_FILE))
     return ReleaseFiles("sglang", "sglang", members, label="SGLang", engine="sglang")
-
-
-def load_release(version: str) -> SglangRelease05:
-    """``sglang==version``'s files, from the cache or downloaded into it once."""
-    _require_extra()
-    return load_tree(cached_root(files_of(), version), f"sglang {version}")
 
 
 def _require_extra() -> None:
@@ -370,8 +296,3 @@ def _require_extra() -> None:
         "SGLang's allocators keep their free lists in torch tensors and its event records "
         "import pydantic",
     )
-
-
-def version_label(root: Path) -> str:
-    """What a tree of this layout says it is (``_version.py``, which ``version.py`` reads)."""
-    return version_from(root, (VERSION_FILE, "version.py"))

@@ -1,11 +1,12 @@
-"""What a ``RadixCache`` shows the request-level properties, for every API generation.
+"""What a ``RadixCache`` shows the request-level properties, and its KV events as the spec's.
 
 The tree's shape is the same from 0.4 to 0.5 (nodes with ``children``, a ``key`` of
 tokens, a ``value`` tensor of token slots, ``lock_ref``; ``root_node``,
 ``evictable_size()``, ``protected_size()``), and so is the allocator's (a tensor of free
-slots or pages). What differs between generations is how the scheduler calls them (the
-adapters :mod:`.manager` for 0.4 and :mod:`.manager_0_5` for 0.5) and, from 0.5 on, the
-salt a key carries: :class:`SglangTreeView` is the part they share.
+slots or pages). :class:`SglangTreeView` reads them for the request machine's adapter of
+0.4 (:mod:`.manager`; from 0.5 on SGLang runs only at the engine machine, whose driver
+reads its own outputs); the event conversion, the native hash check and the page chain the
+tree holds under its recorder's hashes (:func:`event_parents`, 0.5 on) serve both.
 
 **What it shows.** Per page: ``lock_ref`` of the tree node holding it as its ref count
 (the number of running requests whose matched prefix covers it), 1 for a page out of the
@@ -86,14 +87,12 @@ class RequestRecord(Protocol):
 
 
 class SglangTreeView:
-    """The inspection both generations' adapters share; they set ``cache``,
-    ``allocator``, ``page``, ``num_pages`` and ``requests`` and say where the free list
+    """The inspection of the request machine's adapter; it sets ``cache``,
+    ``allocator``, ``page``, ``num_pages`` and ``requests`` and says where the free list
     is (:meth:`_free_pages`)."""
 
     checked_by_properties = True
     observes = OBSERVES
-    #: Whether the tree keys a node by a salt too (0.5 on): salted requests are drawn.
-    takes_salts = False
 
     #: The loaded release (its modules, and from 0.5 on ``active()`` to run inside).
     release: Any
@@ -108,13 +107,13 @@ class SglangTreeView:
 
     def allows(self, action: RequestAction) -> bool:
         """No call evicts named pages (only ``evict(n)``, by LRU): ``evict_cached`` is
-        never drawn; nor a salted request where the tree has no salt (0.4), nor a request
+        never drawn; nor a salted request (0.4's tree has no salt), nor a request
         with other extra keys (LoRA, multimodal: the suite does not build adapters)."""
         if isinstance(action, EvictCached):
             return False
         if not isinstance(action, Admit):
             return True
-        return action.extra == NO_EXTRA and (self.takes_salts or action.salt is None)
+        return action.extra == NO_EXTRA and action.salt is None
 
     def evict_cached(self, block_ids: tuple[int, ...]) -> None:
         raise NotImplementedError("SGLang's RadixCache evicts only by LRU")
@@ -182,45 +181,12 @@ class SglangTreeView:
             self._keys[(salt, path)] = keys
         return keys
 
-    def page_event_hashes(self, node: Any) -> list[bytes] | None:
-        """The hash each page of ``node`` is published under, in order, as the release's
-        recorder names it (0.5 on: ``kv_events``, its position-aware hashes namespaced
-        as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash
-        per node, of its own tokens)."""
-        recorder = getattr(self.cache, "kv_events", None)
-        if recorder is None:
-            return None
-        release = self.release
-        events = release.modules["sglang.srt.disaggregation.kv_events"]
-        seed = recorder._namespace_seed(node)
-        return [
-            event_hash(
-                events.namespaced_block_hash(
-                    int(release.utils.hash_str_to_int64(value)), namespace_seed=seed
-                )
-            )
-            for value in recorder._node_event_hash_values(node)
-        ]
-
     def event_parents(self) -> dict[tuple[int, bytes], bytes | None] | None:
-        """The chain a router rebuilds, as the tree holds it: every page the tree holds,
-        under the hash its events give it, mapped to the hash of the page before it on its
-        path from the root (``None`` for a sequence's first page). ``None`` where the pages'
-        hashes cannot be named (:meth:`page_event_hashes`)."""
+        """The chain a router rebuilds, as the tree holds it (:func:`event_parents`)."""
         if getattr(self.cache, "kv_events", None) is None:
             return None
         with self.release.active():
-            parents: dict[tuple[int, bytes], bytes | None] = {}
-            stack: list[tuple[Any, bytes | None]] = [(self.cache.root_node, None)]
-            while stack:
-                node, before = stack.pop()
-                for child in node.children.values():
-                    last = before
-                    for h in self.page_event_hashes(child) or ():
-                        parents[(0, h)] = last
-                        last = h
-                    stack.append((child, last))
-            return parents
+            return event_parents(self.release.modules, self.cache)
 
     def view(self) -> PoolView:
         tree = self._tree_pages()
@@ -302,6 +268,48 @@ class SglangTreeView:
                 f"{len(own)} requests' own pages, of {self.num_pages}"
             )
         return problems
+
+
+def page_event_hashes(
+    modules: Mapping[str, ModuleType], cache: Any, node: Any
+) -> list[bytes] | None:
+    """The hash each page of ``node`` is published under, in order, as the release's
+    recorder names it (0.5 on: ``cache.kv_events``, its position-aware hashes namespaced
+    as it publishes them); ``None`` where the tree has no such recorder (0.4: one hash per
+    node, of its own tokens). Run with the release's ``modules`` active."""
+    recorder = getattr(cache, "kv_events", None)
+    if recorder is None:
+        return None
+    events = modules["sglang.srt.disaggregation.kv_events"]
+    to_int64 = modules["sglang.srt.mem_cache.utils"].hash_str_to_int64
+    seed = recorder._namespace_seed(node)
+    return [
+        event_hash(events.namespaced_block_hash(int(to_int64(value)), namespace_seed=seed))
+        for value in recorder._node_event_hash_values(node)
+    ]
+
+
+def event_parents(
+    modules: Mapping[str, ModuleType], cache: Any
+) -> dict[tuple[int, bytes], bytes | None] | None:
+    """The chain a router rebuilds, as ``cache``'s tree holds it: every page the tree
+    holds, under the hash its events give it, mapped to the hash of the page before it on
+    its path from the root (``None`` for a sequence's first page). ``None`` where the
+    pages' hashes cannot be named (:func:`page_event_hashes`). Run with the release's
+    ``modules`` active."""
+    if getattr(cache, "kv_events", None) is None:
+        return None
+    parents: dict[tuple[int, bytes], bytes | None] = {}
+    stack: list[tuple[Any, bytes | None]] = [(cache.root_node, None)]
+    while stack:
+        node, before = stack.pop()
+        for child in node.children.values():
+            last = before
+            for h in page_event_hashes(modules, cache, child) or ():
+                parents[(0, h)] = last
+                last = h
+            stack.append((child, last))
+    return parents
 
 
 def spec_events(taken: Iterable[Any], stored: str, removed: str) -> tuple[Event, ...]:

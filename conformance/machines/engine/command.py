@@ -43,9 +43,13 @@ from .trace_file import (
 
 #: Properties that can only fail on what a capability lets the machine draw: without it,
 #: their evaluations judged nothing, and the table says not checked.
-NEEDS = {"keys-partitioned": ("salts", "the engine takes no cache salt")}
-#: The events level's stream properties, judged for a driver publishing KV events.
-EVENT_PROPERTIES = ("events-parent-known", "events-removed-known")
+NEEDS = {
+    "keys-partitioned": ("salts", "the engine takes no cache salt"),
+    "events-parent-chain": ("event_parents", "the engine does not show its cache's chain"),
+}
+#: The events level's stream properties, judged for a driver publishing KV events (the
+#: chain where it shows its cache's, ``event_parents``).
+EVENT_PROPERTIES = ("events-parent-known", "events-removed-known", "events-parent-chain")
 
 
 #: ``kvpool conform`` options the engine machine does not take (given, they are refused

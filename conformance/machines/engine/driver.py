@@ -17,7 +17,7 @@ Blocks are named by id; block 0 is the null block (never handed out), so a setup
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
@@ -33,6 +33,11 @@ CAPABILITIES = MappingProxyType(
         "(drawn at any point)",
         "events": "drain_events() -> list of kvpool.spec.events Event: the KV events "
         "published since the last call, judged by the events level's consumer model",
+        "event_parents": "event_parents() -> EventParents: the chain the engine's cache "
+        "holds, every page it holds under the hash its events give it, (group, hash) -> the "
+        "hash of the page before it in its sequence (None for a first page); read after each "
+        "drain_events(), events-parent-chain judges each stored page's named parent on it "
+        "(with events)",
         "free_count": "free_count() -> int: the blocks free for new requests "
         "(idle-pool-free is judged on it)",
         "ref_counts": "ref_counts() -> tuple[int, ...]: every block's holder count, by id "
@@ -73,6 +78,7 @@ READ_CALLS = MappingProxyType(
         "free_count": "free_count",
         "ref_counts": "ref_counts",
         "drops_results": "dropped",
+        "event_parents": "event_parents",
     }
 )
 
@@ -177,6 +183,12 @@ class EngineDriver(Protocol):
         ...
 
 
+#: The chain an engine's cache holds (``event_parents``): ``(group, hash)`` of every page
+#: it holds, under the hash its KV events give it -> the hash of the page before it in its
+#: sequence, ``None`` for a sequence's first page.
+EventParents = Mapping[tuple[int, bytes], bytes | None]
+
+
 #: Builds a fresh engine for one test case.
 EngineDriverFactory = Callable[[EngineSetup], EngineDriver]
 
@@ -191,6 +203,14 @@ def drained(driver: EngineDriver) -> list[Event]:
         return []
     take: Callable[[], list[Event]] = getattr(driver, "drain_events")  # noqa: B009
     return list(take())
+
+
+def event_parents(driver: EngineDriver) -> EventParents | None:
+    """The chain ``driver``'s cache holds now (``None`` without ``event_parents``)."""
+    if "event_parents" not in driver.capabilities:
+        return None
+    read: Callable[[], EventParents] = getattr(driver, "event_parents")  # noqa: B009
+    return read()
 
 
 def close(driver: EngineDriver) -> None:

@@ -27,4 +27,6 @@ def driver_problems(driver: object) -> list[str]:
         for cap, method in calls.items()
         if cap in declared and not callable(getattr(driver, method, None))
     ]
+    if "event_parents" in declared and "events" not in declared:
+        problems.append("declares 'event_parents' without 'events' (the chain judges events)")
     return problems

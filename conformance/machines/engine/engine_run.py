@@ -39,6 +39,7 @@ from .driver import (
     Submission,
     close,
     drained,
+    event_parents,
 )
 from .operations import operation_of
 
@@ -394,11 +395,16 @@ class EngineRun:
 
     def judge_events(self, operation: str) -> None:
         """The events the engine published since the last step, fed to the consumer model
-        (the stream's own properties: every parent and every removal known)."""
+        (the stream's own properties: every parent and every removal known), then, where
+        the driver shows its cache's chain (``event_parents``), the parent each stored page
+        names against it (``events-parent-chain``)."""
         if self.events is None:
             return
         events = drained(self.driver)
         found = self.events.feed(events, None)
+        parents = event_parents(self.driver)
+        if not found and parents is not None:
+            found = self.events.chain(events, parents)
         self.record.properties.update(self.events.checked)
         self.events.checked.clear()
         if found:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from ..errors import TargetLoadError, TargetUsageError
 from ..registry import EngineEntry
 from .index import IndexAnswerError, newest_release
-from .short_run import ShortRun, short_run
+from .short_run import ENGINE_ONLY, ShortRun, short_run
 
 #: What a row says when the index gave no release, or support cannot be judged offline.
 UNKNOWN = "unknown"
@@ -59,9 +59,10 @@ Runner = Callable[[EngineEntry, str], ShortRun]
 
 def run_release(entry: EngineEntry, target: str, progress: Callable[[str], None]) -> ShortRun:
     """The short run of ``target`` at every level ``entry`` supports, its own manager's
-    beside its pool's."""
+    beside its pool's (or its scheduler's, where only the engine machine takes it)."""
     manager = entry.name if entry.has_pool and entry.manager_summary else None
-    return short_run(target, entry.has_pool, manager, progress)
+    drives = callable(getattr(entry, "load_driver", None))
+    return short_run(target, entry.has_pool, manager, progress, drives=drives)
 
 
 def latest_rows(
@@ -107,8 +108,11 @@ def _row(entry: EngineEntry, project: str, ask: Callable[[str], str], run: Runne
             "refused", (), outcome.commands,
         )  # fmt: skip
     missing = "; ".join(m for m in (outcome.reason, support.missing) if m)
+    profile, reason = choice.name, choice.reason
+    if ENGINE_ONLY in outcome.reason:  # the engine machine judges by no profile
+        profile, reason = "none", "the engine machine judges by the properties"
     return LatestRow(
-        entry.name, project, newest, "yes", choice.name, choice.reason, missing,
+        entry.name, project, newest, "yes", profile, reason, missing,
         outcome.status, outcome.rules, outcome.commands,
     )  # fmt: skip
 

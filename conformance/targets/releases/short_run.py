@@ -6,6 +6,9 @@ its own (``python -c 'from kvpool.conformance.cli import main; main()' conform .
 release's loading never touches this process). Exit status 0 is a pass, 1 findings (their
 kinds read off the traces written), 2 a refusal, whose message is the reason. A target
 whose pool or manager publishes no KV events has no events run: that is said, not refused.
+An engine with a driver whose request machine refuses the release (SGLang from 0.5 on,
+TokenSpeed: no manager to drive without restating their schedulers) runs at the engine
+machine instead, which judges its events too; that is said as well.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ SHORT = ("--max-examples", "8", "--steps", "15", "--seed", "1", "--max-findings"
 RUN_SECONDS = 900
 #: What ``conform`` says of a target or manager without KV events.
 NO_EVENTS = "publishes no KV events"
+#: The run of an engine whose request machine refuses it: its own scheduler's.
+ENGINE = ["--machine", "engine"]
+#: What the row says of such an engine.
+ENGINE_ONLY = "the requests machine refused it: run at --machine engine"
 
 
 @dataclass(frozen=True)
@@ -64,20 +71,26 @@ def short_run(
     manager: str | None = None,
     progress: Callable[[str], None] | None = None,
     runner: Callable[[list[str]], tuple[int, str]] | None = None,
+    drives: bool = False,
 ) -> ShortRun:
-    """Run ``target`` shortly at every level; ``progress`` is told what runs."""
+    """Run ``target`` shortly at every level; ``progress`` is told what runs. ``drives``:
+    the engine has a driver, run at the engine machine when its request machine refuses
+    a target with no pool."""
     say = progress or (lambda text: None)
     run = runner or _conform
     rules: set[str] = set()
     commands: list[str] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="kvpool-latest-") as traces:
-        for options in plan(target, has_pool, manager):
+
+        def conform(options: list[str]) -> tuple[int, str]:
             argv = ["conform", "--target", target, *options, *SHORT, "--no-coverage"]
-            command = "kvpool " + " ".join(argv)
-            commands.append(command)
+            commands.append("kvpool " + " ".join(argv))
             say(f"{target}: {' '.join(options)} (a short run)")
-            status, output = run([*argv, "--trace-dir", traces])
+            return run([*argv, "--trace-dir", traces])
+
+        for options in plan(target, has_pool, manager):
+            status, output = conform(options)
             if (
                 status == 2
                 and "--level" in options
@@ -86,6 +99,11 @@ def short_run(
             ):
                 notes.append("no events")
                 continue
+            if status == 2 and drives and not has_pool and not commands[1:]:
+                status, output = conform(ENGINE)
+                if status in (0, 1):
+                    notes.append(ENGINE_ONLY)
+                    break
             if status not in (0, 1):
                 return ShortRun("refused", (), _reason(output, status), tuple(commands))
         rules |= _kinds(Path(traces))
@@ -116,13 +134,18 @@ def _reason(output: str, status: int) -> str:
 
 
 def _kinds(folder: Path) -> set[str]:
-    """The kinds of finding of the traces in ``folder`` (a rule or property each)."""
+    """The kinds of finding of the traces in ``folder`` (a rule or property each), the
+    engine machine's among them."""
+    from ...machines.engine.trace_file import SUFFIX, read_engine_trace
     from ...machines.pool.signature import signature
     from ...trace.files import read_trace
 
     kinds = set()
     for path in sorted(folder.glob("*.itf.json")):
-        message = read_trace(path).meta.message
+        if path.name.endswith(SUFFIX):
+            message = read_engine_trace(path).message
+        else:
+            message = read_trace(path).meta.message
         kinds.add(_rule(message) or signature(message))
     return kinds
 

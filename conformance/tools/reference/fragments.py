@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvpool.conformance.exits import markdown_table
+from kvpool.conformance.machines.engine import driver as engine_driver
 from kvpool.conformance.machines.engine import operations as engine_operations
 from kvpool.conformance.machines.pool.levels import LEVELS
 
@@ -107,6 +108,17 @@ def engine_actions_table() -> str:
     return table(("action", "driver call", "capability", "what it is"), rows)
 
 
+def engine_reads_table() -> str:
+    """What the engine machine reads of a driver, each with its call and the capability
+    declaring it (``kvpool.conformance.machines.engine.driver``: ``READ_CALLS``,
+    ``CAPABILITIES``)."""
+    rows = [
+        (code(f"{call}()"), code(capability), prose(engine_driver.CAPABILITIES[capability]))
+        for capability, call in engine_driver.READ_CALLS.items()
+    ]
+    return table(("driver call", "capability", "what the machine does with it"), rows)
+
+
 def _diagram(link: Linker, docs_dir: Path) -> str:
     # raw HTML on its own, set off by blank lines, passes through Markdown untouched
     return "\n" + lifecycle_svg() + "\n"
@@ -147,6 +159,11 @@ FRAGMENTS: dict[str, tuple[str, Callable[[Linker, Path], str]]] = {
         "the engine machine's actions: the driver call each makes and the capability it "
         "needs (kvpool.conformance.machines.engine.operations)",
         lambda link, docs_dir: engine_actions_table(),
+    ),
+    "engine-reads": (
+        "what the engine machine reads of a driver: the call, the capability declaring it "
+        "and what is judged on it (kvpool.conformance.machines.engine.driver)",
+        lambda link, docs_dir: engine_reads_table(),
     ),
     "vectors-count": (
         "how many vectors the committed corpus (vectors/) holds, per profile, counted at "
