@@ -48,13 +48,12 @@ from __future__ import annotations
 import sys
 from array import array
 from collections import deque
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import Batch, EngineSetup, EventParents, Sampled, Submission
+from ...machines.engine.driver import Batch, EngineSetup, EventParents, Submission
 from .scheduler_reading import EOS, ReadsScheduler
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
@@ -215,21 +214,16 @@ class SglangSchedulerDriver(ReadsScheduler):
             s.last_batch = None
         return self._planned(batch, admitted)
 
-    def report(self, results: Sequence[Sampled]) -> None:
+    def _ran(self, batch: Any, tokens: list[int]) -> None:
+        """The model's tokens as the release's ``GenerationBatchResult``, processed by
+        ``process_batch_result``."""
         import torch
 
-        s, release, batch = self.scheduler, self.release, self.batch
-        self.batch = None
-        if batch is None:
-            return
-        tokens = self._sampled_tokens(batch, results)
+        s, release = self.scheduler, self.release
         utils = release.modules["sglang.srt.managers.utils"]
         result = utils.GenerationBatchResult(next_token_ids=torch.tensor(tokens))
         with release.active(self.settings):
             release.scheduler.Scheduler.process_batch_result(s, batch, result)
-        s.last_batch = batch
-        for rid in [rid for rid, req in self.reqs.items() if req.finished()]:
-            del self.reqs[rid]
 
     def drain_events(self) -> list[Event]:
         """The release's ``KVCacheEventRecorder``'s events since the last call (one

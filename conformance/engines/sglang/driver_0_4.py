@@ -49,14 +49,13 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections.abc import Sequence
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import Batch, EngineSetup, Sampled, Submission
+from ...machines.engine.driver import Batch, EngineSetup, Submission
 from .driver import MAX_CONTEXT, NotWired, _strict
 from .scheduler_reading import EOS, ReadsScheduler
 from .scheduler_release_0_4 import SglangScheduler04, require_kernels
@@ -213,21 +212,16 @@ class SglangScheduler04Driver(ReadsScheduler):
             s.last_batch = None
         return self._planned(batch, admitted)
 
-    def report(self, results: Sequence[Sampled]) -> None:
+    def _ran(self, batch: Any, tokens: list[int]) -> None:
+        """``run_batch`` with the model worker answering the model's tokens, then
+        ``process_batch_result``."""
         import torch
 
-        s, release, batch = self.scheduler, self.release, self.batch
-        self.batch = None
-        if batch is None:
-            return
-        tokens = self._sampled_tokens(batch, results)
+        s, release = self.scheduler, self.release
         s.tp_worker.next_token_ids = torch.tensor(tokens, dtype=torch.int64)
         with self._active():
             result = release.scheduler.Scheduler.run_batch(s, batch)
             release.scheduler.Scheduler.process_batch_result(s, batch, result)
-        s.last_batch = batch
-        for rid in [rid for rid, req in self.reqs.items() if req.finished()]:
-            del self.reqs[rid]
 
     def drain_events(self) -> list[Event]:
         """The events the scheduler published since the last call, then those the tree

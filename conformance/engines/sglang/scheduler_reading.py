@@ -1,8 +1,8 @@
 """What the SGLang engine drivers of both generations (:mod:`.driver` for 0.5,
 :mod:`.driver_0_4` for 0.4) read off the scheduler they drive, and how they hand it the
 model's tokens: the same in both, but for where a request's extend starts and ends and
-which row of ``ReqToTokenPool`` is its own (:meth:`ReadsScheduler._extended`,
-:meth:`ReadsScheduler._row`)."""
+which row of ``ReqToTokenPool`` is its own and which calls take the model's result
+(:meth:`ReadsScheduler._extended`, :meth:`ReadsScheduler._row`, :meth:`ReadsScheduler._ran`)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,24 @@ class ReadsScheduler:
     scheduler: Any
     page: int
     reqs: dict[str, Any]
+    #: The batch planned last, until its result is reported.
+    batch: Any
+
+    def _ran(self, batch: Any, tokens: list[int]) -> None:
+        """The model ran ``batch`` and sampled ``tokens`` (one a request): the release's
+        calls that take the result."""
+        raise NotImplementedError
+
+    def report(self, results: Sequence[Sampled]) -> None:
+        """The model's result for the batch planned last (:meth:`_ran`), then the loop's
+        ``last_batch``; finished requests are forgotten."""
+        batch, self.batch = self.batch, None
+        if batch is None:
+            return
+        self._ran(batch, self._sampled_tokens(batch, results))
+        self.scheduler.last_batch = batch
+        for rid in [rid for rid, req in self.reqs.items() if req.finished()]:
+            del self.reqs[rid]
 
     def _extended(self, req: Any) -> tuple[int, int]:
         """Where the extend of ``req`` in a planned prefill starts (its hit) and ends."""
