@@ -36,11 +36,11 @@ pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install
 
 from kvpool.conformance.consumers.judge import StreamJudge
 from kvpool.conformance.engines.sglang import driver_0_4
-from kvpool.conformance.engines.sglang.driver import NotWired
 from kvpool.conformance.engines.sglang.driver_0_4 import (
     SglangScheduler04Driver,
     SglangScheduler04Drivers,
 )
+from kvpool.conformance.engines.sglang.scheduler_reading import NotWired
 from kvpool.conformance.engines.sglang.scheduler_release_0_4 import (
     SglangScheduler04,
     load_scheduler_tree,

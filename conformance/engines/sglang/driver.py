@@ -54,24 +54,13 @@ from typing import Any
 from kvpool.spec.events import Event
 
 from ...machines.engine.driver import Batch, EngineSetup, EventParents, Submission
-from .scheduler_reading import EOS, ReadsScheduler
+from .scheduler_reading import EOS, NotWired, ReadsScheduler, strict, unwired
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
 from .tree_view import event_parents, require_native_hash, spec_events
 
 #: ``ReqToTokenPool``'s columns: far above the longest sequence the suite draws.
 MAX_CONTEXT = 1024
-
-
-class NotWired(RuntimeError):
-    """SGLang's scheduler read an attribute the driver does not give (a loading error)."""
-
-
-def _strict(name: str) -> Any:
-    raise NotWired(
-        f"SGLang's scheduler read {name!r}, which kvpool's driver does not give (the part "
-        "of Scheduler.__init__ that sets it does not run on CPU)"
-    )
 
 
 class ModelConfig:
@@ -86,7 +75,7 @@ class ModelConfig:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _strict(f"model_config.{name}")
+        return strict(f"model_config.{name}")
 
 
 class Outbox:
@@ -309,14 +298,7 @@ def _wire(release: SglangScheduler05, setup: EngineSetup, settings: dict[str, Ba
     if setup.enable_kv_cache_events:
         require_native_hash(release.modules, release.label)
     base = release.scheduler.Scheduler
-
-    def missing(self: Any, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _strict(name)
-
-    wired_class = type("WiredScheduler", (base,), {"__getattr__": missing})
-    s: Any = object.__new__(wired_class)
+    s = unwired(base)
     schedule = settings["schedule"]
     modes: Any = release.defined["srt/disaggregation/utils.py"]["DisaggregationMode"]
     spec_info = modules["sglang.srt.speculative.spec_info"]

@@ -56,8 +56,8 @@ from typing import Any
 from kvpool.spec.events import Event
 
 from ...machines.engine.driver import Batch, EngineSetup, Submission
-from .driver import MAX_CONTEXT, NotWired, _strict
-from .scheduler_reading import EOS, ReadsScheduler
+from .driver import MAX_CONTEXT
+from .scheduler_reading import EOS, NotWired, ReadsScheduler, strict, unwired
 from .scheduler_release_0_4 import SglangScheduler04, require_kernels
 from .tree_view import spec_events
 
@@ -96,7 +96,7 @@ class ModelConfig:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _strict(f"model_config.{name}")
+        return strict(f"model_config.{name}")
 
 
 class ModelWorker:
@@ -294,7 +294,7 @@ def _server_args(release: SglangScheduler04, setup: EngineSetup) -> Any:
         def __getattr__(self, name: str) -> Any:
             if name.startswith("__"):
                 raise AttributeError(name)
-            return _strict(f"server_args.{name}")
+            return strict(f"server_args.{name}")
 
     return Settings(**values)
 
@@ -358,14 +358,7 @@ def _wire(release: SglangScheduler04, setup: EngineSetup, events: EventCollector
             page_size=page,
         )
     base = release.scheduler.Scheduler
-
-    def missing(self: Any, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _strict(name)
-
-    wired_class = type("WiredScheduler", (base,), {"__getattr__": missing})
-    s: Any = object.__new__(wired_class)
+    s = unwired(base)
     drop = SimpleNamespace(send_pyobj=_no)
     modes: Any = release.modules["sglang.srt.disaggregation.utils"].DisaggregationMode
     s.__dict__.update(

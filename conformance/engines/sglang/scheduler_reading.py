@@ -15,6 +15,31 @@ from ...machines.engine.driver import Batch, Sampled, ScheduledRequest
 EOS = 0
 
 
+class NotWired(RuntimeError):
+    """SGLang's scheduler read an attribute the driver does not give (a loading error)."""
+
+
+def strict(name: str) -> Any:
+    """:class:`NotWired` naming what SGLang read."""
+    raise NotWired(
+        f"SGLang's scheduler read {name!r}, which kvpool's driver does not give (the part "
+        "of Scheduler.__init__ that sets it does not run on CPU)"
+    )
+
+
+def unwired(scheduler_class: type) -> Any:
+    """A ``scheduler_class`` object made without its ``__init__``; an attribute nobody
+    gave it is :class:`NotWired` when read."""
+
+    def missing(self: Any, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return strict(name)
+
+    wired_class = type("WiredScheduler", (scheduler_class,), {"__getattr__": missing})
+    return object.__new__(wired_class)
+
+
 class ReadsScheduler:
     """A driver's reading of SGLang's scheduler: ``scheduler`` (the ``Scheduler``
     object), ``page`` (tokens a page) and ``reqs`` (request id -> its ``Req`` while the
