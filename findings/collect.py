@@ -274,7 +274,10 @@ ABOUT = {
     "holding the same tokens under different prefixes share one hash, which the set "
     "consumer loses when one of them goes (`tests/conformance/test_sglang_target.py` shows "
     "both on the real code; the first finding ends every test case, so the runs here "
-    "report only the parent)",
+    "report only the parent). At the engine machine (`--target sglang==0.4.6.post5 "
+    "--machine engine`: the release's own `Scheduler` plans every batch, pages of one "
+    "token) the parent finding is the same, from the release's own scheduler calls "
+    "(`tests/conformance/test_sglang_0_4_engine.py` shows both findings there)",
     "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
     "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
     "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "
@@ -286,7 +289,10 @@ ABOUT = {
     "`evictable_size()` and `protected_size()` to the tree after every step and `idle-pool-free` "
     "counts free pages as SGLang's own check does (available + evictable); in this release a "
     "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
-    "`dec_lock_ref`, a new leaf and a deleted leaf",
+    "`dec_lock_ref`, a new leaf and a deleted leaf. At the engine machine (`--target "
+    "sglang==0.4.6.post5,page=drawn --machine engine`) the release's own `Scheduler` plans "
+    "every batch and its two allocation kernels run unchanged in triton's interpreter; the "
+    "parent finding is the same",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
@@ -391,6 +397,41 @@ ENGINE_NOTES = {
         "preemption emptied (`IndexError` in `block_manager.py`). The driver makes only "
         "`LLMEngine.step`'s calls (`schedule`, then `postprocess`), so every decision here is "
         "the fork's own; upstream's scheduler passes the same actions.",
+    ),
+    "decode-out-of-memory": (
+        "without the overlap loop, the decode memory check counts a new page one token "
+        "late, so the scheduler dies with `Decode out of memory`",
+        "Read in 0.4.6.post5's `srt/managers/schedule_batch.py`: `check_decode_mem` asks "
+        "`new_page_count_next_decode` for the pages the next decode step needs, which counts "
+        "the requests whose `seqlen % page_size == 0`. In `event_loop_normal` (the loop of "
+        "`--disable-overlap-schedule`, the one this driver runs) a request's `seqlen` already "
+        "holds the token sampled last, whose KV the step writes at position `seqlen - 1`, so a "
+        "new page is needed when `(seqlen - 1) % page_size == 0`; the overlap loop (the "
+        "default) plans before the last result is added, where the count is right. Here two "
+        "12-token prompts with pages of 4 each take 3 pages of 7, the check counts no new "
+        "page, `alloc_decode` needs two with one free, and `alloc_paged_token_slots_decode` "
+        "raises `RuntimeError: Decode out of memory` instead of retracting a request. "
+        "Upstream fixed it after this release: "
+        "[sgl-project/sglang PR #6671](https://github.com/sgl-project/sglang/pull/6671) "
+        '("fix new_page_count_next_decode": the estimate used the sequence length instead '
+        "of the KV cache length) and PR #6984 (the overlap case); 0.5.23 counts by "
+        "`kv_committed_len`. Found at the engine machine with the driver's events left out "
+        "(with events on, the parent finding ends every test case first): "
+        "`kvpool conform --target MODULE:FACTORY --machine engine --seed 3`, a factory of "
+        "this driver declaring all but `events`; the trace names the release's target and "
+        "replays on it.",
+    ),
+    "events-parent-known": (
+        "every node stored under the root names `hash(())` as its parent, a hash no event stored",
+        "Read in 0.4.6.post5's `srt/mem_cache/radix_cache.py`: `_record_store_event` "
+        "publishes a new node's `BlockStored` with `parent_block_hash = "
+        "hash(tuple(node.parent.key))`, and the root's key is `[]` (`reset`), so every node "
+        "under the root names `hash(())`; nothing ever stores the root (a reset publishes "
+        "`AllBlocksCleared` only). Here the release's own `Scheduler` made every call "
+        "(`handle_generate_request`, `get_next_batch_to_run`, `process_batch_result`, whose "
+        "`cache_unfinished_req` / `cache_finished_req` insert the node), and its "
+        "`_publish_kv_events` handed the batch to the publisher; the driver plays only the "
+        "client and the model (`--machine engine`).",
     ),
 }
 #: What a kind of finding means, by the end of its file name.

@@ -3,7 +3,7 @@
 is compared, token by token, with every engine source file the suite loads (the cached files
 of each engine's release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx,
 LMDeploy's allocator and both manager generations, both nano-vllm distributions, SGLang
-0.4.6.post5 and 0.5.23, its radix cache's files and its scheduler's: of a file the suite
+0.4.6.post5 and 0.5.23, their radix caches' files and their schedulers': of a file the suite
 reads only a few definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
 (:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
@@ -49,6 +49,7 @@ from kvpool.conformance.engines.nanovllm import release as nanovllm_release
 from kvpool.conformance.engines.sglang import release as sglang_release
 from kvpool.conformance.engines.sglang import release_0_5 as sglang_release_0_5
 from kvpool.conformance.engines.sglang import scheduler_release as sglang_scheduler
+from kvpool.conformance.engines.sglang import scheduler_release_0_4 as sglang_scheduler_0_4
 from kvpool.conformance.engines.sglang.entry import NEWEST_CHECKED
 from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
@@ -318,6 +319,7 @@ def engine_sources() -> dict[str, list[Path]]:
         cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION),
         cached_files(sglang_release_0_5.files_of(), NEWEST_CHECKED),
         cached_files(sglang_scheduler.scheduler_files(), NEWEST_CHECKED),
+        cached_files(sglang_scheduler_0_4.scheduler_files(), sglang_release.DEFAULT_VERSION),
     ]
     vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
     aphrodite = cached_release(
@@ -346,12 +348,17 @@ def definitions_only() -> dict[Path, tuple[str, ...]]:
     """The files the suite reads only a few definitions of, by path: those names (a file
     of the same name in another cache, a mirrored ``schedule_batch.py`` say, is whole)."""
     loaders = (
-        (sglang_release_0_5.files_of(), sglang_release_0_5.DEFINED),
-        (sglang_scheduler.scheduler_files(), sglang_scheduler.SCHEDULER_DEFINED),
+        (sglang_release_0_5.files_of(), sglang_release_0_5.DEFINED, NEWEST_CHECKED),
+        (sglang_scheduler.scheduler_files(), sglang_scheduler.SCHEDULER_DEFINED, NEWEST_CHECKED),
+        (
+            sglang_scheduler_0_4.scheduler_files(),
+            sglang_scheduler_0_4.DEFINED,
+            sglang_release.DEFAULT_VERSION,
+        ),
     )
     return {
-        cached_files(files, NEWEST_CHECKED) / "sglang" / rel: names
-        for files, defined in loaders
+        cached_files(files, version) / "sglang" / rel: names
+        for files, defined, version in loaders
         for rel, names in defined.items()
     }
 

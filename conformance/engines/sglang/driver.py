@@ -48,39 +48,19 @@ from __future__ import annotations
 import sys
 from array import array
 from collections import deque
-from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from kvpool.spec.events import Event
 
-from ...machines.engine.driver import (
-    Batch,
-    EngineSetup,
-    EventParents,
-    Sampled,
-    ScheduledRequest,
-    Submission,
-)
+from ...machines.engine.driver import Batch, EngineSetup, EventParents, Submission
+from .scheduler_reading import EOS, NotWired, ReadsScheduler, strict, unwired
 from .scheduler_release import SglangScheduler05
 from .settings import Bag
 from .tree_view import event_parents, require_native_hash, spec_events
 
-#: The model's end-of-sequence token: none of the suite's tokens (its vocabulary is 1-9).
-EOS = 0
 #: ``ReqToTokenPool``'s columns: far above the longest sequence the suite draws.
 MAX_CONTEXT = 1024
-
-
-class NotWired(RuntimeError):
-    """SGLang's scheduler read an attribute the driver does not give (a loading error)."""
-
-
-def _strict(name: str) -> Any:
-    raise NotWired(
-        f"SGLang's scheduler read {name!r}, which kvpool's driver does not give (the part "
-        "of Scheduler.__init__ that sets it does not run on CPU)"
-    )
 
 
 class ModelConfig:
@@ -95,7 +75,7 @@ class ModelConfig:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _strict(f"model_config.{name}")
+        return strict(f"model_config.{name}")
 
 
 class Outbox:
@@ -170,7 +150,7 @@ def _no(*_: object, **__: object) -> None:
     return None
 
 
-class SglangSchedulerDriver:
+class SglangSchedulerDriver(ReadsScheduler):
     """One SGLang ``Scheduler`` (its methods, on its own cache objects) for one setup."""
 
     #: ``swaps_in_cached``: ``checkpoint_kv_cache`` points a request at the tree's page
@@ -212,8 +192,7 @@ class SglangSchedulerDriver:
 
     def step(self) -> Batch:
         s, release = self.scheduler, self.release
-        # every request admitted so far (running, or in the last batch, or a chunk away)
-        running = [rid for rid, req in self.reqs.items() if req not in s.waiting_queue]
+        admitted = self._admitted()
         with release.active(self.settings):
             plan = release.scheduler.Scheduler.get_next_batch_to_run(
                 s, running_batch=s.running_batch, last_batch=s.last_batch
@@ -222,43 +201,18 @@ class SglangSchedulerDriver:
         batch = self.batch = plan.batch_to_run
         if batch is None:
             s.last_batch = None
-            return Batch(preempted=self._retracted(running))
-        extend = batch.forward_mode.is_extend()
-        scheduled = []
-        for req in batch.reqs:
-            if extend:
-                start, end = int(req.prefix_len), int(req.extend_end)
-            else:
-                end = len(req.origin_input_ids) + len(req.output_ids)
-                start = end - 1
-            scheduled.append(
-                ScheduledRequest(req.rid, start, end - start, (self._table(req, end),))
-            )
-        return Batch(tuple(scheduled), self._retracted(running))
+        return self._planned(batch, admitted)
 
-    def report(self, results: Sequence[Sampled]) -> None:
+    def _ran(self, batch: Any, tokens: list[int]) -> None:
+        """The model's tokens as the release's ``GenerationBatchResult``, processed by
+        ``process_batch_result``."""
         import torch
 
-        s, release, batch = self.scheduler, self.release, self.batch
-        self.batch = None
-        if batch is None:
-            return
-        sampled = {r.request_id: r for r in results}
-        tokens = []
-        for req in batch.reqs:
-            got = sampled.get(req.rid)
-            if got is None:  # a middle prompt chunk: SGLang ignores its token
-                tokens.append(EOS)
-                continue
-            last = len(req.output_ids) + 1 >= req.sampling_params.max_new_tokens
-            tokens.append(EOS if got.stop and not last else got.token)
+        s, release = self.scheduler, self.release
         utils = release.modules["sglang.srt.managers.utils"]
         result = utils.GenerationBatchResult(next_token_ids=torch.tensor(tokens))
         with release.active(self.settings):
             release.scheduler.Scheduler.process_batch_result(s, batch, result)
-        s.last_batch = batch
-        for rid in [rid for rid, req in self.reqs.items() if req.finished()]:
-            del self.reqs[rid]
 
     def drain_events(self) -> list[Event]:
         """The release's ``KVCacheEventRecorder``'s events since the last call (one
@@ -276,14 +230,6 @@ class SglangSchedulerDriver:
             parents = event_parents(self.release.modules, self.scheduler.tree_cache)
         return parents or {}
 
-    def free_count(self) -> int:
-        """Pages free for new requests: the allocator's free pages and the tree's
-        evictable ones (the adder's budget counts both)."""
-        s = self.scheduler
-        tokens = int(s.token_to_kv_pool_allocator.available_size())
-        tokens += int(s.tree_cache.evictable_size())
-        return tokens // self.page
-
     def flush(self) -> bool:
         """``Scheduler.flush_cache`` (without emptying the device allocator's cache), as
         the server's loop reaches it: a flush request is read at the top of a loop pass,
@@ -300,15 +246,11 @@ class SglangSchedulerDriver:
 
     # --- reading what the scheduler left --------------------------------------------------
 
-    def _table(self, req: Any, end: int) -> tuple[int, ...]:
-        """The pages of ``req``'s row covering its first ``end`` tokens."""
-        row = self.scheduler.req_to_token_pool.req_to_token[req.kv.req_pool_idx]
-        return tuple(int(row[i]) // self.page for i in range(0, end, self.page))
+    def _extended(self, req: Any) -> tuple[int, int]:
+        return int(req.prefix_len), int(req.extend_end)
 
-    def _retracted(self, running: list[str]) -> tuple[str, ...]:
-        """The requests admitted before this plan and waiting again (retracted)."""
-        waiting = self.scheduler.waiting_queue
-        return tuple(rid for rid in running if self.reqs[rid] in waiting)
+    def _row(self, req: Any) -> int:
+        return int(req.kv.req_pool_idx)
 
 
 def _settings(release: SglangScheduler05, setup: EngineSetup) -> dict[str, Bag]:
@@ -356,14 +298,7 @@ def _wire(release: SglangScheduler05, setup: EngineSetup, settings: dict[str, Ba
     if setup.enable_kv_cache_events:
         require_native_hash(release.modules, release.label)
     base = release.scheduler.Scheduler
-
-    def missing(self: Any, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _strict(name)
-
-    wired_class = type("WiredScheduler", (base,), {"__getattr__": missing})
-    s: Any = object.__new__(wired_class)
+    s = unwired(base)
     schedule = settings["schedule"]
     modes: Any = release.defined["srt/disaggregation/utils.py"]["DisaggregationMode"]
     spec_info = modules["sglang.srt.speculative.spec_info"]

@@ -8,6 +8,7 @@ to the first."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import MappingProxyType
 
 from ...machines.engine.driver import EngineDriverFactory, EngineSetup
@@ -37,8 +38,9 @@ class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
         "SGLang 0.4.x's RadixCache over its token allocator, a token-granular manager "
-        "(--machine requests; 0.4.6.post5 by default); from 0.5 on its own Scheduler, "
-        "--machine engine only (needs the sglang extra: torch)"
+        "(--machine requests; 0.4.6.post5 by default), and its own Scheduler at --machine "
+        "engine; from 0.5 on its own Scheduler, --machine engine only (needs the sglang "
+        "extra: torch)"
     )
     manager_summary = summary
     forms = MappingProxyType(
@@ -98,16 +100,18 @@ class SglangEntry(EngineEntry):
         ), name
 
     def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
-        """Drivers of the release's own scheduler (``--machine engine``; 0.5 releases)."""
+        """Drivers of the release's own scheduler (``--machine engine``; a 0.4 release or
+        tree: :meth:`_load_driver_0_4`)."""
         from .driver import SglangSchedulerDriver
         from .generations import is_0_5
         from .loader import SglangUnavailable
+        from .release_0_5 import is_generation
         from .scheduler_release import load_scheduler_release, load_scheduler_tree
 
         if described.form is Form.RELEASE and not is_0_5(described.version or ""):
-            raise TargetUsageError(
-                f"{described.text}: the engine machine drives SGLang's scheduler from 0.5 on"
-            )
+            return self._load_driver_0_4(described)
+        if described.form is Form.PATH and not is_generation(Path(described.path or "")):
+            return self._load_driver_0_4(described)
         release = load_form(
             described,
             lambda root: load_scheduler_tree(root, f"sglang at {root}"),
@@ -120,6 +124,24 @@ class SglangEntry(EngineEntry):
             return SglangSchedulerDriver(release, setup, label)
 
         return factory, label
+
+    def _load_driver_0_4(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
+        """Drivers of a 0.4 release's own scheduler (pages of ``page=N`` tokens, 1 by
+        default; ``page=drawn``: the drawn block size)."""
+        from .driver_0_4 import SglangScheduler04Drivers
+        from .loader import SglangUnavailable
+        from .scheduler_release_0_4 import load_scheduler_release, load_scheduler_tree
+
+        release = load_form(
+            described,
+            lambda root: load_scheduler_tree(root, f"sglang at {root}"),
+            load_scheduler_release,
+            SglangUnavailable,
+        )
+        named = described.option("page")
+        page = None if named == "drawn" else int(named or 1)
+        label = f"{described.text} ({release.label})"
+        return SglangScheduler04Drivers(release, label, page), label
 
 
 def _power_of_two(n: int) -> bool:

@@ -34,6 +34,9 @@ def engine_case(factory: EngineDriverFactory, max_blocks: int, consumer: str | N
 
     def start(choices: Choices, record: RunRecord) -> Step:
         setup = engine_setup(choices, max_blocks)
+        fixed = getattr(factory, "block_size", None)  # an engine built for one block size
+        if fixed is not None:
+            setup = replace(setup, block_size=fixed)
         if consumer is not None:
             setup = replace(setup, enable_kv_cache_events=True)
         run = EngineRun(factory, setup, record, consumer)
