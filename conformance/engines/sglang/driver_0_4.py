@@ -132,13 +132,17 @@ class ModelWorker:
 
 class EventCollector:
     """The KV event publisher (``EventPublisherFactory.create``'s ZMQ publisher): keeps
-    the batches ``_publish_kv_events`` hands it."""
+    the events of the batches ``_publish_kv_events`` hands it, and hands each batch on to
+    ``forward`` when given (route-check's stream: the release's own ``ZmqEventPublisher``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, forward: Any = None) -> None:
         self.events: list[Any] = []
+        self.forward = forward
 
     def publish(self, batch: Any) -> None:
         self.events.extend(batch.events)
+        if self.forward is not None:
+            self.forward.publish(batch)
 
 
 def _no(*_: object, **__: object) -> None:
@@ -152,12 +156,15 @@ class SglangScheduler04Driver(ReadsScheduler):
     #: where another request cached the same prefix first (and frees its own copy).
     capabilities = frozenset({"tables", "free_count", "flush", "swaps_in_cached", "events"})
 
-    def __init__(self, release: SglangScheduler04, setup: EngineSetup, name: str) -> None:
+    def __init__(
+        self, release: SglangScheduler04, setup: EngineSetup, name: str, publisher: Any = None
+    ) -> None:
+        """``publisher``: where the scheduler's event batches go too (:class:`EventCollector`)."""
         require_kernels(setup.block_size)
         self.name = name
         self.release = release
         self.page = setup.block_size
-        self.events = EventCollector()
+        self.events = EventCollector(publisher)
         with release.active():
             self.scheduler = _wire(release, setup, self.events)
             #: ``global_server_args_dict`` as this scheduler set it (a module global:

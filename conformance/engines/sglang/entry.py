@@ -1,10 +1,10 @@
-"""``sglang`` / ``sglang==X.Y.Z`` / ``sglang@PATH``, each optionally ``,page=N``: for 0.4
-releases SGLang's ``RadixCache`` over its token allocator, a token-granular manager with no
-pool API of its own (the request machine's manager run checks it); from 0.5 on its own
-``Scheduler``, at the engine machine only. ``sglang`` alone is 0.4.6.post5. With no
-``page=`` a request-machine run draws both allocators: pages of one token where the drawn
-hash block size is 1, else pages of the drawn size (as ``page=drawn``); ``page=1`` keeps
-to the first."""
+"""``sglang`` / ``sglang==X.Y.Z`` / ``sglang@PATH``, each optionally ``,page=N``: SGLang's
+own ``Scheduler`` (0.4: :mod:`.driver_0_4`; from 0.5 on: :mod:`.driver`), at the engine
+machine only. ``sglang`` alone is 0.4.6.post5. A 0.4 release runs with pages of one token
+unless ``page=N`` names another power of two (``page=drawn``: the drawn block size). The
+requests machine refuses every release (exit 2): SGLang has no manager of its own to call
+one request action at a time, only the scheduler that calls its radix cache
+(:mod:`.generations`)."""
 
 from __future__ import annotations
 
@@ -16,54 +16,41 @@ from ...machines.requests.target import ManagerTargetFactory
 from ...targets.description import Form, TargetDescription
 from ...targets.errors import TargetUsageError
 from ...targets.registry import EngineEntry
-from ...targets.releases.forms import load_form, release_name
+from ...targets.releases.forms import load_form
 
+#: The release ``sglang`` alone names (the 0.4 generation's scheduler driver).
+DEFAULT_VERSION = "0.4.6.post5"
 #: The newest release the suite was run on (the 0.5 generation's scheduler driver).
 NEWEST_CHECKED = "0.5.23"
-
-
-def page_size(described: TargetDescription) -> int | None:
-    """The page size ``described`` names: :data:`~.tree_view.PAGE_BY_DRAW` when it names
-    none (page 1 or the drawn page, by the drawn hash block size), ``None`` for
-    ``page=drawn``."""
-    from .tree_view import PAGE_BY_DRAW
-
-    value = described.option("page")
-    if value is None or value == "drawn":
-        return PAGE_BY_DRAW if value is None else None
-    return int(value)
 
 
 class SglangEntry(EngineEntry):
     name = "sglang"
     summary = (
-        "SGLang 0.4.x's RadixCache over its token allocator, a token-granular manager "
-        "(--machine requests; 0.4.6.post5 by default), and its own Scheduler at --machine "
-        "engine; from 0.5 on its own Scheduler, --machine engine only (needs the sglang "
-        "extra: torch)"
+        "SGLang's own Scheduler over its RadixCache, an engine: --machine engine only "
+        "(0.4.6.post5 by default; needs the sglang extra: torch)"
     )
-    manager_summary = summary
     forms = MappingProxyType(
         {
-            "sglang": summary,
+            "sglang": "SGLang 0.4.6.post5's Scheduler over its RadixCache and token "
+            "allocator (pages of one token), --machine engine only",
             "sglang,page=N": "the same over its PagedTokenToKVPoolAllocator with pages of N "
-            "tokens, a power of two (blocks are pages; hits cut to whole pages); 'page=drawn' "
-            "takes the largest power of two up to the drawn block size",
-            "sglang==X.Y.Z": "the same from another 0.4.x release (its memory-cache files, "
-            "run alone; ',page=N' too); a 0.5.x release's scheduler files, at --machine "
-            "engine only",
+            "tokens, a power of two (blocks are pages; its kernels in triton's interpreter); "
+            "'page=drawn' takes the drawn block size",
+            "sglang==X.Y.Z": "the same from another 0.4.x release's scheduler files "
+            "(',page=N' too), or a 0.5.x release's, --machine engine only",
             "sglang@PATH": "an SGLang checkout's python/ folder or unpacked wheel at PATH",
         }
     )
     extra = "sglang"
     project = "sglang"
     has_pool = False
+    #: Not a manager, but --manager auto must reach load_manager, which says to use the
+    #: engine machine (with none, the requests machine would run nothing and pass).
     auto_manager = True
     accepted = frozenset({Form.BUILT_IN, Form.RELEASE, Form.PATH})
 
     def parse(self, described: TargetDescription) -> TargetDescription:
-        from .release import DEFAULT_VERSION
-
         if described.form not in self.accepted:
             raise TargetUsageError(f"{described.text!r}: sglang takes {self.forms_line()}")
         for key, value in described.options:
@@ -80,24 +67,12 @@ class SglangEntry(EngineEntry):
         return described
 
     def versions(self) -> tuple[str, ...]:
-        from .release import DEFAULT_VERSION
-
         return (DEFAULT_VERSION, NEWEST_CHECKED)
 
     def load_manager(self, described: TargetDescription) -> tuple[ManagerTargetFactory | None, str]:
-        from .generations import release_managers, tree_managers
-        from .loader import SglangUnavailable
+        from .generations import engine_only
 
-        size = page_size(described)
-        named = described.option("page")
-        pages = "" if named is None else f",page={named}"
-        name = release_name(described, pages)
-        return load_form(
-            described,
-            lambda root: tree_managers(root, name, size),
-            lambda version: release_managers(version, name, size),
-            SglangUnavailable,
-        ), name
+        raise engine_only(described.text)
 
     def load_driver(self, described: TargetDescription) -> tuple[EngineDriverFactory, str]:
         """Drivers of the release's own scheduler (``--machine engine``; a 0.4 release or

@@ -1,25 +1,25 @@
-"""Which adapter drives an SGLang release: one per API generation of its radix cache.
+"""Which driver runs an SGLang release: one per API generation of its scheduler and cache.
 
 =============  =========================================  ==================================
 generation     what changed                               modules
 =============  =========================================  ==================================
-0.4            ``RadixCache(req_to_token_pool, allocator,  :mod:`.release`, :mod:`.manager`
-               page_size=...)``, ``match_prefix(key)``,   (``--machine requests``)
+0.4            ``RadixCache(req_to_token_pool, allocator,  :mod:`.scheduler_release_0_4`,
+               page_size=...)``, ``match_prefix(key)``,   :mod:`.driver_0_4`
                ``cache_unfinished_req`` /
                ``cache_finished_req``, allocators in
                ``memory_pool.py`` / ``paged_allocator.py``
 0.5            ``RadixCache(CacheInitParams)``, params     :mod:`.scheduler_release`,
                records (``MatchPrefixParams``, ...),       :mod:`.driver`
-               ``TreeLock`` receipts, the scheduler's      (``--machine engine`` only)
+               ``TreeLock`` receipts, the scheduler's
                calls in ``common.py`` / ``allocation.py``
                (``checkpoint``, ``release_kv_cache``),
                allocators in ``mem_cache/allocator/``
 =============  =========================================  ==================================
 
-From 0.5 on the cache is called only by the scheduler's own code (``Req.
+In both generations the radix cache is called only by the scheduler's own code (``Req.
 init_next_round_input``, the prefill adder, ``ScheduleBatch``, the batch result
 processor): driving it one request action at a time would mean restating that code, so
-the requests machine refuses a 0.5 release (exit 2) and names the engine machine, where
+the requests machine refuses every release (exit 2) and names the engine machine, where
 the release's own ``Scheduler`` makes every call.
 
 A release is placed by its version (0.5 and later: the 0.5 generation); a tree by its
@@ -30,11 +30,8 @@ check, the isolated load, the stand-ins) is :mod:`.loader`.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from kvpool.spec.versions import VersionError, parse_version
 
-from ...machines.requests.target import ManagerTargetFactory
 from ...targets.errors import TargetLoadError, TargetUsageError
 
 #: The first release of the 0.5 generation's API.
@@ -51,35 +48,9 @@ def is_0_5(version: str) -> bool:
 
 
 def engine_only(text: str) -> TargetLoadError:
-    """The refusal of the requests machine for an SGLang of the 0.5 generation."""
+    """The requests machine's refusal of an SGLang release or tree."""
     return TargetLoadError(
-        f"{text}: from 0.5 on SGLang's radix cache is called only by its scheduler's own "
-        "code, which the requests machine would have to restate; check it with --machine "
-        "engine (the release's own Scheduler plans every batch)"
+        f"{text}: SGLang's radix cache is called only by its scheduler's own code, which "
+        "the requests machine would have to restate; check it with --machine engine (the "
+        "release's own Scheduler plans every batch)"
     )
-
-
-def release_managers(version: str, name: str, page_size: int | None) -> ManagerTargetFactory:
-    """The managers of ``sglang==version`` (downloaded once), named ``name``; a 0.5
-    release is refused (:func:`engine_only`)."""
-    if is_0_5(version):
-        raise engine_only(name)
-    from .manager import sglang_managers
-    from .release import load_release
-
-    old = load_release(version)
-    return sglang_managers(old, f"{name} ({old.label})", page_size)
-
-
-def tree_managers(root: Path, name: str, page_size: int | None) -> ManagerTargetFactory:
-    """The managers of the SGLang tree under ``root`` (which holds ``sglang/``); a tree
-    of the 0.5 layout is refused (:func:`engine_only`)."""
-    from . import release_0_5
-
-    if release_0_5.is_generation(root):
-        raise engine_only(name)
-    from .manager import sglang_managers
-    from .release import load_tree, version_label
-
-    old = load_tree(root, version_label(root))
-    return sglang_managers(old, f"{name} ({old.label})", page_size)

@@ -4,7 +4,7 @@
 vLLM backend, extra ``[dynamo-mocker]``) on loopback, with the block size and pool of the
 check, by the validate driver's :class:`~kvpool.conformance.tools.validate.dynamo_mocker.Mocker`
 (one place starts and stops it). The scenario's workload is scheduled by the spec's manager
-(:class:`Planner`: it answers the workload's admissions, growth and preemptions, as the
+(:class:`~.planner.Planner`: it answers the workload's admissions, growth and preemptions, as the
 target's manager does on vLLM's streams); each prompt it admits is sent to the mocker's
 request endpoint as one request (one generated token), one at a time, and the messages the
 mocker publishes until its stream is quiet are that request's. The consumers read the
@@ -27,16 +27,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from kvpool.spec import PoolConfig, Profile, get_profile, initial_state
+from kvpool.spec import get_profile
 from kvpool.spec.consumer import served_blocks
-from kvpool.spec.manager import Admit, ManagerConfig, ManagerResult, RequestAction, Scheduled
-from kvpool.spec.manager.state import initial_manager_state
-from kvpool.spec.manager.step import manager_step
+from kvpool.spec.manager import Admit, ManagerResult, RequestAction, Scheduled
 
 from ..stream.wire import MalformedFrame, decode_message
 from ..validate.dynamo_mocker import INSTALL, Mocker, MockerError, installed
 from ..validate.request_log import LoggedRequest, RequestLog
 from ..validate.spec_side import SpecReplay
+from .planner import Planner
 
 #: The target naming the mocker.
 MOCKER = "dynamo-mocker"
@@ -61,25 +60,6 @@ def is_mocker(target: str) -> bool:
 def mocker_problem() -> str | None:
     """Why the mocker cannot be run here (``None``: it can)."""
     return None if installed() else f"Dynamo's mocker is not installed: {INSTALL}"
-
-
-class Planner:
-    """The workload's scheduler: the spec's manager, answering each request action as the
-    target's manager does on vLLM's streams (the mocker runs whole requests only)."""
-
-    def __init__(self, block_size: int, blocks: int, profile: Profile) -> None:
-        config = PoolConfig(blocks, hash_block_size=block_size)
-        self.pool = initial_state(config, profile)
-        self.state = initial_manager_state(
-            ManagerConfig(block_size),
-            config,
-            profile.key_attributes,
-            window_unkeyed_free_first=profile.window_unkeyed_free_first,
-        )
-
-    def apply(self, action: RequestAction) -> ManagerResult:
-        self.pool, self.state, result = manager_step(self.pool, self.state, action)
-        return result
 
 
 class MockerEngine:

@@ -295,10 +295,10 @@ class _SglangRank(_OwnStreamRank):
         self.engine = SglangEngine(s.target, s.block_size, s.blocks, live.port)
 
     def step(self, action: RequestAction, block_size: int) -> tuple[ManagerResult, Events]:
-        result, kinds = self.engine.apply(action)
+        result, batches = self.engine.apply(action)
         if isinstance(action, Admit) and result is not None:
             note_prefix(self.prefixes, action.tokens, (), block_size)
-        return result, self.published([kinds] if kinds else [])
+        return result, self.published(batches)
 
     def truth(self, tokens: tuple[int, ...], hashes: tuple[bytes, ...]) -> int:
         return self.engine.held_blocks(tokens)

@@ -1,16 +1,22 @@
-"""SGLang's stream for route-check: the release's own radix cache and its own publisher.
+"""SGLang's stream for route-check: the release's own scheduler and its own publisher.
 
-The engine is the radix cache of ``sglang==X`` as ``--target sglang`` runs it (the
-release's ``RadixCache`` and paged allocator, built with ``enable_kv_cache_events``), at a
-page of the check's block size, driven by the workload's request actions directly (the
-suite's lockstep with the spec's manager is not used: SGLang's tree differs from the spec
-by design, and the truth here is SGLang's own tree). After each action the tree's events
-(``take_events``: one ``BlockStored`` per node, its hash Python's ``hash`` of the node's
-tokens, its ``block_size`` the node's length; a ``BlockRemoved`` per node that leaves;
-``AllBlocksCleared`` on a reset) become one ``KVEventBatch`` of the release's own classes,
-field for field, and are sent by the release's own ``ZmqEventPublisher``
-(``srt/disaggregation/kv_events.py``, loaded from the wheel in isolation: it needs only
-msgspec, zmq and pydantic). That publisher binds ``tcp://*:PORT``, so it runs only in
+The engine is ``sglang==X`` (a 0.4 release) as ``--target sglang==X,page=N --machine
+engine`` runs it: the release's own ``Scheduler`` over its ``RadixCache`` and paged
+allocator, at a page of the check's block size, built with ``enable_kv_cache_events``
+(:class:`~kvpool.conformance.engines.sglang.driver_0_4.SglangScheduler04Driver`). The
+workload is planned as on Dynamo's mocker (:mod:`.mocker_stream`): the spec's manager
+answers the workload's request actions (:class:`~.planner.Planner`), and each prompt it
+admits is sent to SGLang as one request that generates one token. SGLang's scheduler then
+runs it to its end, deciding everything it decides in production: what the request hits
+in the tree, what is evicted to make room, what is cached at the finish; the loop's idle
+pass follows (its ``check_memory``). A reset the planner grants is SGLang's own
+``flush_cache``, between requests. The workload's other actions (decode growth,
+preemption, eviction by block id) are the planner's only: SGLang evicts by its own LRU.
+
+The batches are the scheduler's own: its ``_publish_kv_events`` builds each
+``KVEventBatch`` (in the prefill and decode stats, and in the idle pass) and hands it to
+the release's own ``ZmqEventPublisher`` (``srt/disaggregation/kv_events.py``, the module
+the scheduler was loaded with). That publisher binds ``tcp://*:PORT``, so it runs only in
 route-check's loopback-only namespace.
 
 The truth for a prompt is what SGLang's tree holds of it: the longest run of its leading
@@ -23,43 +29,29 @@ hashes tokens itself) is measured.
 
 from __future__ import annotations
 
-import time
-from types import ModuleType
+from collections import Counter
 from typing import Any
 
-from kvpool.spec import PoolConfig, get_profile
-from kvpool.spec.manager import (
-    Admit,
-    Append,
-    Compute,
-    EvictCached,
-    Finish,
-    ManagerConfig,
-    ManagerResult,
-    Preempt,
-    RequestAction,
-    ResetCache,
-    Resume,
-)
+from kvpool.spec import get_profile
+from kvpool.spec.manager import Admit, ManagerResult, RequestAction, ResetCache, Scheduled
 
-from ...machines.requests.target import ManagerTarget, RequestSetup
-from ...targets.isolated_files import IsolatedLoadError, load_isolated
-from ...targets.loading import choose_profile, described, load_manager
-from ...targets.releases.files import ReleaseFiles, ReleaseFilesError, cached_files
+from ...engines.sglang.driver_0_4 import SglangScheduler04Driver
+from ...engines.sglang.generations import is_0_5
+from ...engines.sglang.loader import SglangUnavailable
+from ...engines.sglang.scheduler_release_0_4 import SglangScheduler04, load_scheduler_release
+from ...machines.engine.driver import EngineSetup, Sampled, Submission
+from ...targets.errors import TargetUsageError
+from ...targets.loading import choose_profile, described
 from ..stream.publisher import PublisherError
+from .planner import Planner
 
 MODULE = "sglang.srt.disaggregation.kv_events"
 #: Why only the indexer is asked on SGLang's stream.
 SGLANG_CONSUMERS = (
     "a prompt's block hashes depend on SGLang's tree nodes; the indexer hashes tokens itself"
 )
-PUBLISHER_FILES = ReleaseFiles(
-    "sglang-publisher",
-    "sglang",
-    frozenset({"sglang/srt/disaggregation/kv_events.py"}),
-    label="SGLang",
-    engine="sglang",
-)
+#: The token the model samples for each request (its one token, which ends it).
+SAMPLED = 1
 
 
 def is_sglang(target: str) -> bool:
@@ -67,122 +59,106 @@ def is_sglang(target: str) -> bool:
     return described(target).engine == "sglang"
 
 
-def load_sglang_publisher(version: str) -> ModuleType:
-    """``sglang==version``'s ``kv_events.py``, from the cache or the wheel, in isolation."""
+def load_sglang(target: str) -> SglangScheduler04:
+    """The scheduler files of the 0.4 release ``target`` names, from the cache or the
+    wheel; :class:`PublisherError` when it names another form or generation, or they
+    cannot be loaded."""
+    named = described(target)
+    version = named.version or ""
     try:
-        root = cached_files(PUBLISHER_FILES, version)
-        modules = load_isolated(
-            "sglang", {MODULE: root / "sglang" / "srt" / "disaggregation" / "kv_events.py"}
-        )
-    except (ReleaseFilesError, IsolatedLoadError) as exc:
-        raise PublisherError(f"SGLang {version}'s publisher could not be loaded: {exc}") from None
-    module = modules[MODULE]
-    missing = [
-        name
-        for name in ("ZmqEventPublisher", "KVEventBatch", "BlockStored", "BlockRemoved")
-        if not hasattr(module, name)
-    ]
-    if missing:
-        raise PublisherError(f"SGLang {version}'s kv_events.py has no {', '.join(missing)}")
-    return module
+        if not version or is_0_5(version):
+            raise PublisherError(
+                f"{target}: route-check runs SGLang's stream on a 0.4 release (sglang==0.4.x)"
+            )
+        release = load_scheduler_release(version)
+    except (SglangUnavailable, TargetUsageError) as exc:
+        raise PublisherError(f"SGLang {version}'s scheduler could not be loaded: {exc}") from None
+    if not hasattr(release.modules.get(MODULE), "ZmqEventPublisher"):
+        raise PublisherError(f"SGLang {version}'s kv_events.py has no ZmqEventPublisher")
+    return release
 
 
 def prefetch_sglang(target: str, block_size: int) -> None:
-    """Fetch (or find cached) what :class:`SglangEngine` loads: the release's cache files
-    and its publisher; :class:`PublisherError` or the loader's error when it cannot."""
-    version = described(target).version or ""
-    factory, _ = load_manager("auto", f"sglang=={version},page={block_size}")
-    if factory is None:
-        raise PublisherError(f"{target}: no SGLang manager to drive")
-    load_sglang_publisher(version)
+    """Fetch (or find cached) what :class:`SglangEngine` loads; :class:`PublisherError`
+    when it cannot."""
+    load_sglang(target)
+
+
+class _Counted:
+    """The release's publisher, the events of each batch it is handed counted by type."""
+
+    def __init__(self, publisher: Any) -> None:
+        self.publisher = publisher
+        self.batches: list[dict[str, int]] = []
+
+    def publish(self, batch: Any) -> None:
+        self.batches.append(dict(Counter(type(e).__name__ for e in batch.events)))
+        self.publisher.publish(batch)
+
+    def taken(self) -> list[dict[str, int]]:
+        """The counts of the batches published since the last call."""
+        batches, self.batches = self.batches, []
+        return batches
 
 
 class SglangEngine:
-    """One SGLang engine: its radix cache driven by request actions, its publisher."""
+    """One SGLang scheduler, sent each prompt the workload's planner admits, publishing by
+    its own publisher."""
 
     def __init__(self, target: str, block_size: int, blocks: int, port: int) -> None:
-        version = described(target).version or ""
-        factory, _ = load_manager("auto", f"sglang=={version},page={block_size}")
-        if factory is None:
-            raise PublisherError(f"{target}: no SGLang manager to drive")
-        profile = get_profile(choose_profile(target).name)
-        setup = RequestSetup(
-            ManagerConfig(block_size),
-            PoolConfig(blocks, hash_block_size=block_size, enable_kv_cache_events=True),
-        )
+        release = load_sglang(target)
         self.block_size = block_size
-        built: Any = factory(setup, profile)
-        self.manager: ManagerTarget = built
-        self.cache: Any = built.cache  # the release's RadixCache
-        self.events = load_sglang_publisher(version)
-        self.publisher = self.events.ZmqEventPublisher(endpoint=f"tcp://*:{port}")
-
-    def apply(self, action: RequestAction) -> tuple[ManagerResult, dict[str, int]]:
-        """Run ``action`` on the tree and publish its events as one batch; the result and
-        the number of events of each type published."""
-        result = self._drive(action)
-        batch = [self._event(e) for e in self.cache.take_events()]
-        kinds: dict[str, int] = {}
-        for event in batch:
-            kinds[type(event).__name__] = kinds.get(type(event).__name__, 0) + 1
-        if batch:
-            self.publisher.publish(self.events.KVEventBatch(ts=time.time(), events=batch))
-        return result, kinds
-
-    def _drive(self, action: RequestAction) -> ManagerResult:
-        m, rid = self.manager, action.request_id
-        match action:
-            case Admit(tokens=tokens, salt=salt):
-                scheduled = m.admit(rid, tokens, salt)
-                if scheduled is not None:
-                    m.copies_done(rid)
-                return scheduled
-            case Resume():
-                scheduled = m.resume(rid)
-                if scheduled is not None:
-                    m.copies_done(rid)
-                return scheduled
-            case Append(tokens=tokens):
-                return m.append(rid, tokens)
-            case Compute(cache_partial=cache_partial):
-                if m.prepare_write(rid) is None:
-                    return None
-                m.copies_done(rid)
-                return m.commit(rid, cache_partial)
-            case Preempt():
-                m.preempt(rid)
-                return None
-            case Finish():
-                m.finish(rid)
-                return None
-            case ResetCache():
-                return m.reset_prefix_cache()
-            case EvictCached(block_ids=block_ids):
-                m.evict_cached(block_ids)
-                return None
-        raise TypeError(f"not a request action: {action!r}")
-
-    def _event(self, record: Any) -> Any:
-        """One of the tree's event records as the release's own event class, field for
-        field (the suite loads the tree with records of the same fields)."""
-        kind = type(record).__name__
-        if kind == "StoredEvent":
-            return self.events.BlockStored(
-                block_hashes=list(record.block_hashes),
-                parent_block_hash=record.parent_block_hash,
-                token_ids=[int(t) for t in record.token_ids],
-                block_size=int(record.block_size),
-                lora_id=record.lora_id,
+        self.planner = Planner(block_size, blocks, get_profile(choose_profile(target).name))
+        with release.active():
+            publisher = release.modules[MODULE].ZmqEventPublisher(endpoint=f"tcp://*:{port}")
+        self.publisher = _Counted(publisher)
+        try:
+            setup = EngineSetup(
+                blocks,
+                block_size,
+                max_batch_tokens=(blocks - 1) * block_size,
+                max_batch_size=1,
+                enable_kv_cache_events=True,
             )
-        if kind == "RemovedEvent":
-            return self.events.BlockRemoved(block_hashes=list(record.block_hashes))
-        return self.events.AllBlocksCleared()
+            self.driver = SglangScheduler04Driver(release, setup, target, self.publisher)
+        except BaseException:
+            publisher.shutdown()
+            raise
+
+    def apply(self, action: RequestAction) -> tuple[ManagerResult, list[dict[str, int]]]:
+        """Plan ``action``; an admitted prompt is run by SGLang's scheduler, a granted
+        reset is its flush. The result, and the events of each batch SGLang published, by
+        type."""
+        result = self.planner.apply(action)
+        if isinstance(action, Admit) and isinstance(result, Scheduled):
+            self._serve(action)
+        elif isinstance(action, ResetCache) and result is True:
+            if not self.driver.flush():
+                raise PublisherError("SGLang refused to flush its cache with no request running")
+            self._idle()
+        return result, self.publisher.taken()
+
+    def _serve(self, admitted: Admit) -> None:
+        """SGLang's loop passes until ``admitted`` has its one token and the loop is idle."""
+        d, rid, length = self.driver, admitted.request_id, len(admitted.tokens)
+        d.submit(Submission(rid, admitted.tokens, None, 1))
+        for _ in range(length + 2):  # a pass per prompt chunk, at most
+            batch = d.step()
+            if not batch.scheduled:
+                return  # the idle pass
+            ends = [r for r in batch.scheduled if r.start + r.num_tokens >= length]
+            d.report([Sampled(r.request_id, SAMPLED, True) for r in ends])
+        raise PublisherError(f"SGLang did not finish request {rid} ({length} tokens)")
+
+    def _idle(self) -> None:
+        if self.driver.step().scheduled:
+            raise PublisherError("SGLang planned a batch with no request waiting")
 
     def held_blocks(self, tokens: tuple[int, ...]) -> int:
         """How many leading blocks of ``tokens`` the tree holds: the longest common start
         of ``tokens`` with a path from the root, in whole pages."""
         held = 0
-        stack: list[tuple[Any, int]] = [(self.cache.root_node, 0)]
+        stack: list[tuple[Any, int]] = [(self.driver.scheduler.tree_cache.root_node, 0)]
         while stack:
             node, depth = stack.pop()
             for child in node.children.values():
@@ -198,4 +174,4 @@ class SglangEngine:
         return held // self.block_size
 
     def shutdown(self) -> None:
-        self.publisher.shutdown()
+        self.publisher.publisher.shutdown()
