@@ -4,12 +4,11 @@ that shares blocks, and a planted manager that never shares fails it, per engine
 
 nano-vllm and LMDeploy key a block when they schedule it: for them a block counts as left
 by the request it was keyed for, from that moment (not from its write), so the request
-after it, agreeing in every attribute, must hit it. SGLang keys what a forward pass
-computed. Each plant turns the engine's own lookup blind (nano-vllm's hash index answers
-"no such hash", LMDeploy's trie match finds nothing, SGLang's radix match at scheduling
-returns an empty prefix): the engine still runs, it only never shares, and the run must
-say so by ``keys-shared`` and by nothing else first. SGLang from 0.5 on runs at the engine
-machine only, which does not evaluate ``keys-shared``: no control of it here.
+after it, agreeing in every attribute, must hit it. Each plant turns the engine's own
+lookup blind (nano-vllm's hash index answers "no such hash", LMDeploy's trie match finds
+nothing): the engine still runs, it only never shares, and the run must say so by
+``keys-shared`` and by nothing else first. SGLang runs at the engine machine only, which
+does not evaluate ``keys-shared``: no control of it here.
 """
 
 from __future__ import annotations
@@ -40,21 +39,6 @@ def _blind_nanovllm(target: Any) -> None:
 
 def _blind_lmdeploy(target: Any) -> None:
     target.trie.match = lambda seq: None
-
-
-def _blind_sglang(target: Any) -> None:
-    """``match_prefix`` finds nothing when a request is scheduled (the lookup after a
-    forward pass, which reads back what was just inserted, still works)."""
-    schedule, match = target._schedule, target.cache.match_prefix
-
-    def blind_schedule(request: Any) -> Any:
-        target.cache.match_prefix = lambda key, **kw: match(key=[], **kw)
-        try:
-            return schedule(request)
-        finally:
-            target.cache.match_prefix = match
-
-    target._schedule = blind_schedule
 
 
 @dataclass(frozen=True)
@@ -89,13 +73,6 @@ ENGINES = {
         RequestSetup(ManagerConfig(2), PoolConfig(9, True, 2)),
         (1, 2, 3, 4, 5),
         _blind_lmdeploy,
-    ),
-    "sglang-0.4.6.post5": Engine(
-        "sglang==0.4.6.post5",
-        ("torch", "numpy"),
-        RequestSetup(ManagerConfig(1), PoolConfig(9, True, 1)),
-        (1, 2, 3, 4, 5),
-        _blind_sglang,
     ),
 }
 

@@ -3,7 +3,7 @@
 is compared, token by token, with every engine source file the suite loads (the cached files
 of each engine's release: vLLM's pool and manager, Aphrodite's pool and manager, vllm-mlx,
 LMDeploy's allocator and both manager generations, both nano-vllm distributions, SGLang
-0.4.6.post5 and 0.5.23, their radix caches' files and their schedulers': of a file the suite
+0.4.6.post5's scheduler and its cache files, 0.5.23's radix cache and scheduler: of a file the suite
 reads only a few definitions of, those definitions) and with
 the release modules an adapter mirrors or calls into without loading them
 (:data:`MIRRORED`: SGLang 0.5.23's scheduler, schedule batch and schedule policy,
@@ -46,11 +46,10 @@ from kvpool.conformance.engines.aphrodite import entry as APHRODITE
 from kvpool.conformance.engines.lmdeploy import manager_release
 from kvpool.conformance.engines.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.engines.nanovllm import release as nanovllm_release
-from kvpool.conformance.engines.sglang import release as sglang_release
 from kvpool.conformance.engines.sglang import release_0_5 as sglang_release_0_5
 from kvpool.conformance.engines.sglang import scheduler_release as sglang_scheduler
 from kvpool.conformance.engines.sglang import scheduler_release_0_4 as sglang_scheduler_0_4
-from kvpool.conformance.engines.sglang.entry import NEWEST_CHECKED
+from kvpool.conformance.engines.sglang.entry import DEFAULT_VERSION, NEWEST_CHECKED
 from kvpool.conformance.engines.vllm.distribution import MANAGER_CACHE, cached_release
 from kvpool.conformance.engines.vllm.releases import MANAGER_WHEEL_MEMBERS
 from kvpool.conformance.engines.vllm_mlx.pool import load_paged_cache
@@ -316,10 +315,9 @@ def engine_sources() -> dict[str, list[Path]]:
         for name, (_, version, _) in nanovllm_release.DISTRIBUTIONS.items()
     ]
     sglang = [
-        cached_files(sglang_release.files_of(), sglang_release.DEFAULT_VERSION),
         cached_files(sglang_release_0_5.files_of(), NEWEST_CHECKED),
         cached_files(sglang_scheduler.scheduler_files(), NEWEST_CHECKED),
-        cached_files(sglang_scheduler_0_4.scheduler_files(), sglang_release.DEFAULT_VERSION),
+        cached_files(sglang_scheduler_0_4.scheduler_files(), DEFAULT_VERSION),
     ]
     vllm = [cached_release("0.33.0", folder=MANAGER_CACHE, members=MANAGER_WHEEL_MEMBERS)]
     aphrodite = cached_release(
@@ -353,7 +351,7 @@ def definitions_only() -> dict[Path, tuple[str, ...]]:
         (
             sglang_scheduler_0_4.scheduler_files(),
             sglang_scheduler_0_4.DEFINED,
-            sglang_release.DEFAULT_VERSION,
+            DEFAULT_VERSION,
         ),
     )
     return {

@@ -19,7 +19,7 @@ from kvpool.conformance.bounds import MAX_RELEASE_MEMBER_BYTES
 from kvpool.conformance.engines.lmdeploy import manager_release
 from kvpool.conformance.engines.lmdeploy import release as lmdeploy_release
 from kvpool.conformance.engines.nanovllm import release as nanovllm_release
-from kvpool.conformance.engines.sglang import release as sglang_release
+from kvpool.conformance.engines.sglang import scheduler_release_0_4 as sglang_scheduler
 from kvpool.conformance.engines.vllm.distribution import VLLM_DISTRIBUTION
 from kvpool.conformance.engines.vllm_mlx.pool import FILES as VLLM_MLX_FILES
 from kvpool.conformance.targets.releases import files as release_files
@@ -43,7 +43,7 @@ EVERY_ENGINE = {
     "lmdeploy": lmdeploy_release.FILES,
     "lmdeploy-prefill-scheduler": manager_release.FILES,
     "nanovllm": nanovllm_release.files_of("nanovllm"),
-    "sglang": sglang_release.files_of(),
+    "sglang": sglang_scheduler.scheduler_files(),
     "vllm-mlx": VLLM_MLX_FILES,
 }
 

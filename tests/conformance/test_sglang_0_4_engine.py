@@ -48,12 +48,15 @@ from kvpool.conformance.engines.sglang.scheduler_release_0_4 import (
 )
 from kvpool.conformance.engines.sglang.tree_view import event_hash
 from kvpool.conformance.machines.engine.actions import Arrive, RunStep
+from kvpool.conformance.machines.engine.command import load_driver
 from kvpool.conformance.machines.engine.driver import EngineSetup, Sampled, Submission
 from kvpool.conformance.machines.engine.driver_check import driver_problems
 from kvpool.conformance.machines.engine.runner import engine_case, replay_engine, run_engine
 from kvpool.conformance.machines.pool.lockstep import RunRecord
 from kvpool.conformance.machines.pool.signature import signature
 from kvpool.conformance.search.choices import RandomChoices
+from kvpool.conformance.targets.errors import TargetLoadError
+from kvpool.conformance.targets.loading import described, load_manager
 from kvpool.conformance.targets.releases.files import cached_files
 from kvpool.spec import AllBlocksCleared, BlockStored
 
@@ -146,6 +149,33 @@ def test_only_init_statements_setting_what_the_loop_reads_run(
     driver.submit(Submission("a", (1, 2), None, 1))
     with pytest.raises(NotWired, match="'policy'"):
         driver.step()
+
+
+def test_the_requests_machine_refuses_0_4_and_names_the_engine_machine() -> None:
+    """0.4's radix cache too is called only by its scheduler's own code: the requests
+    machine refuses the release (exit 2, no traceback) and names the engine machine."""
+    from click.testing import CliRunner
+    from kvpool.conformance.cli import main
+
+    for target in ("sglang", f"sglang=={VERSION},page=2"):
+        argv = ["conform", "--target", target, "--machine", "requests"]
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 2, result.output
+        assert "--machine engine" in " ".join(result.output.split())
+        assert "Traceback" not in result.output
+    with pytest.raises(TargetLoadError, match="--machine engine"):
+        load_manager(f"sglang=={VERSION}", "impl")
+
+
+@pytest.mark.parametrize("option", ["page=0", "page=3", "page=x", "pages=2"])
+def test_a_page_size_it_cannot_take_is_refused(option: str) -> None:
+    with pytest.raises(TargetLoadError, match=r"'page=N' \(N tokens a page, a power of two"):
+        load_driver(described(f"sglang,{option}"))
+
+
+def test_a_tree_without_the_scheduler_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(TargetLoadError, match=r"not an SGLang checkout"):
+        load_driver(described(f"sglang@{tmp_path}"))
 
 
 def test_the_machine_draws_with_the_block_size_the_engine_is_built_for(
