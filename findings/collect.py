@@ -10,6 +10,9 @@ shrunk trace is kept under ``findings/TARGET/MACHINE-LEVEL-KIND.itf.json`` (even
 the requests machine also runs its own manager (``--manager vllm``); for LMDeploy, its block
 manager with the prefix trie (``--manager lmdeploy``).
 ``tests/test_findings.py`` replays them all, and ``docs/findings.md`` reads each one.
+Engines checked at the engine machine only (SGLang: no pool or manager API) are not run
+here: their ``--machine engine`` traces (``*.engine.itf.json``, kept beside the others)
+are collected by hand, and the page's events columns count them.
 
     python findings/collect.py --manager-only
 
@@ -33,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from kvpool.conformance.tools.reference.findings_events import (
-    MANAGER_EVENTS,
     MANAGER_ONLY,
+    engine_only,
     publishes_events,
 )
 
@@ -130,6 +133,8 @@ def main() -> None:
     for target, folder in TARGETS.items():  # e.g. python findings/collect.py lmdeploy==0.18.0
         if target not in chosen or (manager_runs_only and folder not in MANAGERS):
             continue
+        if engine_only(target):  # its engine-machine traces are collected by hand
+            continue
         manager = MANAGERS.get(folder, "none")
         with tempfile.TemporaryDirectory() as tmp:
             if manager_runs_only:
@@ -148,11 +153,8 @@ def main() -> None:
             if status not in (0, 1):  # the target could not run: keep what we had
                 print(f"{target}: not collected (exit {status})", file=sys.stderr)
                 continue
-            for consumer in (
-                CONSUMERS if target not in MANAGER_ONLY or target in MANAGER_EVENTS else ()
-            ):
-                machine = "requests" if target in MANAGER_ONLY else "pool"
-                events = ["--machine", machine, "--level", "events", "--consumer", consumer]
+            for consumer in CONSUMERS if target not in MANAGER_ONLY else ():
+                events = ["--machine", "pool", "--level", "events", "--consumer", consumer]
                 if conform(target, events, tmp) == 2:
                     print(f"{folder}: {NO_EVENTS} (the events level does not run)")
             expect = out / folder / EXPECT_FILE  # the known findings stay: written by hand
@@ -260,39 +262,28 @@ ABOUT = {
     "has not yet appended to; its `LLMEngine.reset` after an exception frees blocks that may "
     "be unwritten, but the fork's `deallocate` then drops their entries, so no key outlives "
     "them)",
-    "sglang-0.4.6.post5": "SGLang 0.4.6.post5's RadixCache over its TokenToKVPoolAllocator "
-    "(page size 1), a token-granular manager judged by the request-level properties as "
-    "blocks of one token (`--target sglang==0.4.6.post5 --machine requests`); by design a "
-    "request's computed duplicate of a cached prefix is swapped for the tree's slots "
-    "(`append-only` lets exactly that pass), decoded tokens are cached when the request "
-    "finishes (`hit-keys` reads up to its locked prefix) and a flush is refused while any "
-    "request waits. Its KV events (`enable_kv_cache_events`) are judged on the same run "
-    "(`--level events --consumer count|set`): every node the tree stores under the root "
-    "names the root's hash, `hash(())`, as its parent, a hash no event ever stored (vLLM "
-    "names no parent for a first block), so `events-parent-known` breaks on the first "
-    "insert; and a node's hash is that of its own tokens, not of its prefix, so two nodes "
-    "holding the same tokens under different prefixes share one hash, which the set "
-    "consumer loses when one of them goes (`tests/conformance/test_sglang_target.py` shows "
-    "both on the real code; the first finding ends every test case, so the runs here "
-    "report only the parent). At the engine machine (`--target sglang==0.4.6.post5 "
-    "--machine engine`: the release's own `Scheduler` plans every batch, pages of one "
-    "token) the parent finding is the same, from the release's own scheduler calls "
-    "(`tests/conformance/test_sglang_0_4_engine.py` shows both findings there)",
+    "sglang-0.4.6.post5": "SGLang 0.4.6.post5's own `Scheduler` over its RadixCache and "
+    "TokenToKVPoolAllocator (pages of one token), at the engine machine (`--target "
+    "sglang==0.4.6.post5,page=1 --machine engine`): the release's scheduler methods plan "
+    "every batch (`handle_generate_request`, `get_next_batch_to_run`, `run_batch` with the "
+    "suite as the model, `process_batch_result`), and its idle pass runs its own "
+    "`check_memory`. SGLang has neither a pool nor a manager to call (the requests machine "
+    "refuses it). Its KV events (`enable_kv_cache_events`, handed by the scheduler's "
+    "`_publish_kv_events` to the publisher) are judged on the same runs (`--consumer "
+    "count|set`): every node the tree stores under the root names the root's hash, "
+    "`hash(())`, as its parent, a hash no event ever stored (vLLM names no parent for a "
+    "first block), so `events-parent-known` breaks on the first insert; and a node's hash "
+    "is that of its own tokens, not of its prefix, so two nodes holding the same tokens "
+    "under different prefixes share one hash, which the set consumer loses when one of "
+    "them goes (`tests/conformance/test_sglang_0_4_engine.py` shows both on the release's "
+    "own code; the first finding ends every test case, so the runs here report only the "
+    "parent)",
     "sglang-0.4.6.post5-paged": "The same over SGLang 0.4.6.post5's "
-    "PagedTokenToKVPoolAllocator, the page size drawn (2 or 4 "
-    "tokens: the largest power of two up to the drawn block size, as its kernels need; `--target "
-    "sglang==0.4.6.post5,page=drawn --machine requests`): blocks are pages, hits are cut to whole"
-    " pages, and the triton kernels that allocate an extend or a decode step (GPU only) are "
-    "replaced by the allocator's own `alloc` of the same pages (checked against the kernels in "
-    "triton's interpreter). SGLang #35270 (evictable size double-counting shared pages, so the "
-    "idle leak check fires) was looked for here and not found: the structure checks hold "
-    "`evictable_size()` and `protected_size()` to the tree after every step and `idle-pool-free` "
-    "counts free pages as SGLang's own check does (available + evictable); in this release a "
-    "split node's halves keep one lock count and the sizes move only in `inc_lock_ref`, "
-    "`dec_lock_ref`, a new leaf and a deleted leaf. At the engine machine (`--target "
-    "sglang==0.4.6.post5,page=drawn --machine engine`) the release's own `Scheduler` plans "
-    "every batch and its two allocation kernels run unchanged in triton's interpreter; the "
-    "parent finding is the same",
+    "PagedTokenToKVPoolAllocator, the page size drawn (`--target "
+    "sglang==0.4.6.post5,page=drawn --machine engine`): blocks are pages, and the two "
+    "triton kernels that allocate an extend or a decode step run unchanged in triton's "
+    "interpreter. The parent finding is the same; the decode memory check's page counted "
+    "one token late is its own finding, below",
     "lmdeploy-0.18.0": "LMDeploy 0.18.0's LogicalAllocator (PyTorch engine), isolated from "
     "its wheel, as a pool without a prefix cache (profile lmdeploy); its spec block b is "
     "LMDeploy's logical block b - 1. Its own manager is its DefaultBlockManager with the "
@@ -471,6 +462,7 @@ EVENT_RUNS = tuple(f"pool-events-{c}" for c in CONSUMERS)
 def page() -> str:
     """``docs/findings.md``, written from the trace files alone."""
     sys.path.insert(0, str(ROOT))
+    from kvpool.conformance.machines.engine.trace_file import read_engine_trace
     from kvpool.conformance.machines.events.upstream import UPSTREAM, report_link, upstream_report
     from kvpool.conformance.trace.files import read_trace
     from kvpool.conformance.trace.show import action_text
@@ -495,19 +487,27 @@ def page() -> str:
     traces = {
         folder: [read_trace(p) for p in pool_paths(out / folder)] for folder in TARGETS.values()
     }
+    engine_traces = {
+        folder: [read_engine_trace(p) for p in engine_paths(out / folder)]
+        for folder in TARGETS.values()
+    }
 
     by_folder = {folder: target for target, folder in TARGETS.items()}
     for folder, found in traces.items():
         target = by_folder[folder]
         manager_only = target in MANAGER_ONLY
+        engine = engine_only(target)
         emits = publishes_events(target)
         cells = []
         for run in (*RUNS, *EVENT_RUNS):
-            # a manager's own events come from its manager run
-            kind = run.replace("pool-events", "requests-manager") if manager_only else run
-            n = sum(1 for t in found if run_of(t) == kind)
+            n = sum(1 for t in found if run_of(t) == run)
+            if engine and run in EVENT_RUNS:  # its events are judged at the engine machine
+                consumer = run.removeprefix("pool-events-")
+                n = sum(1 for t in engine_traces[folder] if t.consumer == consumer)
             if run in EVENT_RUNS and not emits:
                 cells.append(NO_EVENTS)
+            elif run in RUNS and engine:
+                cells.append("-")  # no pool or manager API: the engine machine only
             elif run == "requests-manager" and not (manager_only or folder in MANAGERS):
                 cells.append("-")  # no manager of its own is run for this pool
             elif run != "requests-manager" and run not in EVENT_RUNS and manager_only:
@@ -522,8 +522,11 @@ def page() -> str:
         "`requests-manager` is a target's own manager beside the spec's: vLLM's",
         "`KVCacheManager` (`--machine requests --manager vllm`) for the vLLM releases,",
         "LMDeploy's block manager with its prefix trie (`--manager lmdeploy`), the engine's",
-        "own for nano-vllm and SGLang; `-`: no such manager is run (vllm-mlx has none of",
-        "vLLM's kind; vLLM 0.30.0 is checked at the events level only).",
+        "own for nano-vllm; `-`: no such manager is run (vllm-mlx has none of vLLM's kind;",
+        "vLLM 0.30.0 is checked at the events level only). SGLang has neither a pool nor a",
+        "manager to call: its own scheduler runs at the engine machine (`--machine engine`),",
+        "where its events columns are judged; each target's engine-machine findings are",
+        "listed in its section below.",
         "",
         "The events columns feed each release's KV events, taken after every step, to a",
         "consumer model ([The KV events contract](guide/kv-events-contract.md)): `count`,",

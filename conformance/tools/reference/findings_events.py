@@ -9,22 +9,29 @@ missing traces as a pass.
 
 from __future__ import annotations
 
-from kvpool.conformance.targets.loading import choose_profile
+from kvpool.conformance.targets.loading import choose_profile, described
 from kvpool.spec import get_profile
 
-#: Managers with no pool API of their own: only their requests/manager run (SGLang from
-#: 0.5 on runs at the engine machine only, which leaves no trace here when it passes).
-SGLANG = frozenset({"sglang==0.4.6.post5", "sglang==0.4.6.post5,page=drawn"})
-MANAGER_ONLY = frozenset({"nanovllm", "nanovllm-fork", *SGLANG})
-#: Managers that publish their own KV events: the events level judges their manager run
-#: (``--machine requests --level events``; traces ``requests-manager-CONSUMER-KIND``).
-MANAGER_EVENTS = SGLANG
+#: Managers with no pool API of their own: only their requests/manager run.
+MANAGER_ONLY = frozenset({"nanovllm", "nanovllm-fork"})
+#: Engines with neither a pool nor a manager API, checked at the engine machine only
+#: (SGLang's scheduler): their KV events are judged there (``--machine engine``, traces
+#: ``engine-scheduler-CONSUMER-KIND.engine.itf.json``).
+ENGINE_ONLY = frozenset({"sglang"})
+
+
+def engine_only(target: str) -> bool:
+    """Whether ``target`` (a ``--target`` spelling) is checked at the engine machine only."""
+    return described(target).engine in ENGINE_ONLY
 
 
 def publishes_events(target: str) -> bool:
-    """Whether the events level runs on ``target`` (a ``--target`` spelling): a manager-only
-    target when it publishes its own events, any other when its profile offers
-    ``take_events``."""
+    """Whether the events are judged on ``target`` (a ``--target`` spelling): an
+    engine-only target's at the engine machine (its scheduler publishes them), a
+    manager-only target's never (none publishes events), any other's when its profile
+    offers ``take_events``."""
+    if engine_only(target):
+        return True
     if target in MANAGER_ONLY:
-        return target in MANAGER_EVENTS
+        return False
     return get_profile(choose_profile(target).name).offers("take_events")
