@@ -1,9 +1,9 @@
 """One factory for the engine managers judged by the request-level properties alone.
 
-nano-vllm's ``BlockManager`` and SGLang's ``RadixCache`` are loaded once per run (a
-release) and built afresh per test case. Each narrows a drawn setup to what it can take
-(one full-attention group, caching on, SGLang's page size) before it is built, and says
-so through ``supported_setup``, which the property run and the shrinker call too.
+nano-vllm's ``BlockManager`` is loaded once per run (a release) and built afresh per test
+case. It narrows a drawn setup to what it can take (one full-attention group, caching on)
+before it is built, and says so through ``supported_setup``, which the property run and
+the shrinker call too.
 """
 
 from __future__ import annotations

@@ -159,3 +159,31 @@ def test_the_property_checker_names_no_engine() -> None:
     source = Path(checks.__file__).read_text(encoding="utf-8").lower()
     engines = ("vllm", "sglang", "lmdeploy", "nano", "mlx", "aphrodite", "dynamo", "tensorrt")
     assert [e for e in engines if e in source] == []
+
+
+def test_a_refused_flush_passes_only_while_a_declared_manager_still_knows_a_request() -> None:
+    """``resets_only_without_requests``: a flush refused while a preempted request still
+    waits (holding no block) passes ``idle-pool-free``; without the declaration, or once
+    no request is known, the refusal breaks it."""
+    from collections import Counter
+    from dataclasses import replace
+
+    from kvpool.conformance.machines.pool.target import PoolView
+    from kvpool.conformance.machines.requests.checks import PropertyBroken, RequestChecks, Tracked
+    from kvpool.conformance.machines.requests.target import RequestSetup
+    from kvpool.spec import PoolConfig
+    from kvpool.spec.manager import ManagerConfig
+
+    setup = RequestSetup(ManagerConfig(2), PoolConfig(5, True, 2))
+    idle = PoolView(free_count=4)
+    checks = RequestChecks(setup, Counter())
+    checks.declared = replace(checks.declared, resets_only_without_requests=True)
+    checks.requests["a"] = Tracked((1, 2), None)  # preempted: known, holds nothing
+    checks.step_done(idle, reset_result=False)
+    checks.declared = replace(checks.declared, resets_only_without_requests=False)
+    with pytest.raises(PropertyBroken, match="reset_prefix_cache refused"):
+        checks.step_done(idle, reset_result=False)
+    checks.declared = replace(checks.declared, resets_only_without_requests=True)
+    del checks.requests["a"]
+    with pytest.raises(PropertyBroken, match="reset_prefix_cache refused"):
+        checks.step_done(idle, reset_result=False)

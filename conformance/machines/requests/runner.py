@@ -161,6 +161,6 @@ def events_on_pool(consumer: str) -> Level:
 
 
 def events_on_manager(consumer: str) -> Level:
-    """The request machine's run of a manager that publishes its own events (SGLang's
-    radix tree), its stream judged by ``consumer`` after every request action."""
+    """The request machine's run of a manager that publishes its own events (one with no
+    pool API), its stream judged by ``consumer`` after every request action."""
     return replace(ON_MANAGER, consumer=consumer)

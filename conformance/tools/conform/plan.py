@@ -284,7 +284,7 @@ def _request_runs(
     if manager_factory is not None and not (manager_only and level_names == ["events"]):
         runs.append((ON_MANAGER, manager_builder(manager_factory, profile)))
     if manager_only and events_asked:
-        # a manager that publishes its own events (SGLang's tree): its stream judged
+        # a manager with no pool API that publishes its own events: its stream judged
         judged = manager_builder(manager_factory, profile, consumer_model)
         runs.append((events_on_manager(consumer_model), judged))
     return runs

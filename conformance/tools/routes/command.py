@@ -98,8 +98,9 @@ def route_check(
     For each scenario the serving workload of `kvpool workload` drives TARGET through the
     spec's manager; after every request action its events go out as one batch through
     the release's own ZmqEventPublisher, on loopback. An SGLang target
-    (sglang==0.4.6.post5) is its own radix cache driven directly, published through
-    SGLang's own publisher, its truth SGLang's tree, and only dynamo-indexer is asked.
+    (sglang==0.4.6.post5) is its own scheduler, sent each prompt the workload admits and
+    publishing through SGLang's own publisher, its truth SGLang's tree, and only
+    dynamo-indexer is asked.
     The dynamo-mocker target is Dynamo's mocker, started on loopback: each prompt the
     workload admits is sent to its request endpoint, its own stream is read, its truth is
     the spec's replay of the prompts it ran, and only dynamo-indexer is asked (no resets
