@@ -1,4 +1,4 @@
-"""What the tests of the engine managers judged by the properties (nano-vllm, SGLang)
+"""What the tests of the engine managers judged by the properties (nano-vllm, LMDeploy)
 share: loading one by its ``--target`` form, and the first difference a property run
 reports for a given action sequence."""
 

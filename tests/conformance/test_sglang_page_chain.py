@@ -32,7 +32,6 @@ for _module in ("torch", "numpy"):
         _module, reason=f"SGLang's allocator needs {_module}: pip install -e '.[sglang]'"
     )
 
-from engine_managers import first_difference, loaded  # noqa: E402  (this folder is on sys.path)
 from kvpool.conformance.engines.sglang.driver import SglangSchedulerDriver  # noqa: E402
 from kvpool.conformance.engines.sglang.scheduler_release import (  # noqa: E402
     SglangScheduler05,
@@ -47,11 +46,9 @@ from kvpool.conformance.machines.engine.driver import (  # noqa: E402
     Submission,
 )
 from kvpool.conformance.machines.engine.runner import replay_engine, run_engine  # noqa: E402
-from kvpool.conformance.machines.requests.target import RequestSetup  # noqa: E402
 from kvpool.conformance.run_options import BLOCKS, MAX_EXAMPLES, STEPS  # noqa: E402
 from kvpool.conformance.targets.releases.files import cached_files  # noqa: E402
-from kvpool.spec import SEED, BlockStored, PoolConfig  # noqa: E402
-from kvpool.spec.manager import Admit, Compute, Finish, ManagerConfig  # noqa: E402
+from kvpool.spec import BlockStored  # noqa: E402
 
 VERSION = "0.5.23"
 LONG = os.environ.get("KVPOOL_LONG", "") not in ("", "0")
@@ -177,16 +174,21 @@ def test_the_release_keeps_its_chain_at_default_settings(
 
 
 def test_the_kept_0_4_finding_is_still_the_first_and_its_chain_is_not_judged() -> None:
-    """0.4.6.post5 names the root's hash, never stored, as a first node's parent (the
-    finding kept on the findings page): that stays ``events-parent-known``; its tree has no
-    page-hash recorder, so ``events-parent-chain`` is never asked of it."""
-    old = loaded("sglang==0.4.6.post5")
-    shared = tuple(
-        action
-        for i, tokens in enumerate(PROMPTS)
-        for action in (Admit(str(i), tokens, None), Compute(str(i)), Finish(str(i)))
+    """0.4.6.post5's scheduler names the root's hash, never stored, as a first node's
+    parent (the finding kept on the findings page): that stays ``events-parent-known``;
+    its tree has no page-hash recorder, so its driver does not show ``event_parents`` and
+    ``events-parent-chain`` is never asked of it."""
+    from kvpool.conformance.engines.sglang import scheduler_release_0_4 as release_0_4
+    from kvpool.conformance.engines.sglang.driver_0_4 import SglangScheduler04Driver
+
+    old = release_0_4.load_scheduler_tree(
+        cached_files(release_0_4.scheduler_files(), "0.4.6.post5"), "sglang 0.4.6.post5"
     )
-    setup = RequestSetup(ManagerConfig(1), PoolConfig(30, True, 1))
-    found = first_difference(old, setup, *shared, consumer="count")
+    setup = EngineSetup(30, 1, 32, 2, enable_kv_cache_events=True)  # pages of one token
+
+    def factory(setup: EngineSetup) -> SglangScheduler04Driver:
+        return SglangScheduler04Driver(old, setup, "sglang==0.4.6.post5")
+
+    found, _ = replay_engine(factory, setup, list(SHARED), False, "count")
     assert found is not None and "property 'events-parent-known' broken" in found, found
-    assert old(setup, SEED).event_parents() is None
+    assert "event_parents" not in factory(setup).capabilities
