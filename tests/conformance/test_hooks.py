@@ -159,3 +159,19 @@ def test_the_property_checker_names_no_engine() -> None:
     source = Path(checks.__file__).read_text(encoding="utf-8").lower()
     engines = ("vllm", "sglang", "lmdeploy", "nano", "mlx", "aphrodite", "dynamo", "tensorrt")
     assert [e for e in engines if e in source] == []
+
+
+def test_an_engine_factory_s_block_size_is_checked() -> None:
+    """The engine machine reads ``block_size`` off a driver's factory: a misspelt one or one
+    of another type is named, a right one passes."""
+    from kvpool.conformance.hooks import engine_factory_problems
+
+    class Factory:
+        def __init__(self, **declared: object) -> None:
+            self.__dict__.update(declared)
+
+    assert engine_factory_problems(Factory(block_size=4)) == []
+    (misspelt,) = engine_factory_problems(Factory(block_sise=4))
+    assert "'block_sise', which is no hook: did you mean 'block_size'?" in misspelt
+    (typed,) = engine_factory_problems(Factory(block_size="4"))
+    assert "hook block_size" in typed
