@@ -91,12 +91,16 @@ MANAGER_FACTORY_HOOKS = MappingProxyType(
     {hook.name: hook.meaning for hook in hooks.MANAGER_FACTORY}
 )
 
+#: What an engine driver's factory may declare.
+ENGINE_FACTORY_HOOKS = MappingProxyType({hook.name: hook.meaning for hook in hooks.ENGINE_FACTORY})
+
 #: What a consumer (protocol 2 router) may declare beyond ``name``, ``protocol`` and
 #: ``credited``.
 ROUTER_HOOKS = MappingProxyType({hook.name: hook.meaning for hook in hooks.ROUTER})
 
 __all__ = [
     "CAPABILITIES",
+    "ENGINE_FACTORY_HOOKS",
     "EVICT_FIRST",
     "FULL_ATTENTION",
     "GROUP",

@@ -66,8 +66,10 @@ POOL_TARGET = (
     Hook(
         "plan",
         "plan(actions) -> None: the actions the runner applies next, when it knows them "
-        "(a replay, a shrinking attempt), so a target that can take several at once (the "
-        "wire protocol's batches) sends them together; each still comes by apply",
+        "(a replay, a shrinking attempt, the steps a drawn test case draws ahead from the "
+        "spec's predictions), so a target that can take several at once (the wire "
+        "protocol's batches) sends them together; each still comes by apply, and the runner "
+        "may apply others instead",
         called_with=("actions",),
     ),
 )
@@ -82,6 +84,13 @@ POOL_FACTORY = (
         "kvpool.conformance.engines.vllm_api.features.FEATURES) declared off: never drawn "
         "or compared",
         value_types=(set, frozenset),
+    ),
+    Hook(
+        "plan_first",
+        "plan_first(actions) -> None: the actions the next pool it builds applies first (a "
+        "replay's), so that a target taking several at once sends them with what starts its "
+        "pool (the wire protocol's init)",
+        called_with=("actions",),
     ),
 )
 
@@ -157,6 +166,18 @@ MANAGER_FACTORY = (
         "fit_setup(setup) -> RequestSetup: the same for a manager checked step by step (the "
         "spec's manager is then built for the fitted setup too)",
         called_with=("setup",),
+    ),
+)
+
+
+#: What an engine driver's factory may declare (``--machine engine --target
+#: module:factory``).
+ENGINE_FACTORY = (
+    Hook(
+        "block_size",
+        "block_size: int: the block size every engine it builds has (an engine built for "
+        "one page size): the machine draws its test cases with it",
+        value_types=(int,),
     ),
 )
 
@@ -318,6 +339,11 @@ def manager_factory_problems(factory: Any) -> list[str]:
         return hook_problems(factory, hooks, _members(ManagerTarget), what)
     what = f"the manager factory {getattr(factory, '__name__', type(factory).__name__)}"
     return hook_problems(factory, MANAGER_FACTORY, frozenset(), what)
+
+
+def engine_factory_problems(factory: object) -> list[str]:
+    """What is wrong with an engine driver's factory against :data:`ENGINE_FACTORY`."""
+    return hook_problems(factory, ENGINE_FACTORY, frozenset(), "the engine factory")
 
 
 def router_problems(router: object) -> list[str]:

@@ -15,7 +15,12 @@ READ = re.compile(
     r"\s*,\s*(?:\"([a-z_]+)\"|([A-Z_]+))"
 )
 #: Hooks read through a named constant.
-CONSTANTS = {"TAKES": "takes", "PLAN": "plan", "OFF_ATTRIBUTE": "kvpool_features_off"}
+CONSTANTS = {
+    "TAKES": "takes",
+    "PLAN": "plan",
+    "PLAN_FIRST": "plan_first",
+    "OFF_ATTRIBUTE": "kvpool_features_off",
+}
 
 
 def hooks_read(root: Path) -> set[str]:
@@ -31,6 +36,7 @@ DOCUMENTED = {
     *api.POOL_FACTORY_HOOKS,
     *api.MANAGER_HOOKS,
     *api.MANAGER_FACTORY_HOOKS,
+    *api.ENGINE_FACTORY_HOOKS,
     *api.ROUTER_HOOKS,
 }
 

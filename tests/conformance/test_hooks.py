@@ -187,3 +187,19 @@ def test_a_refused_flush_passes_only_while_a_declared_manager_still_knows_a_requ
     del checks.requests["a"]
     with pytest.raises(PropertyBroken, match="reset_prefix_cache refused"):
         checks.step_done(idle, reset_result=False)
+
+
+def test_an_engine_factory_s_block_size_is_checked() -> None:
+    """The engine machine reads ``block_size`` off a driver's factory: a misspelt one or one
+    of another type is named, a right one passes."""
+    from kvpool.conformance.hooks import engine_factory_problems
+
+    class Factory:
+        def __init__(self, **declared: object) -> None:
+            self.__dict__.update(declared)
+
+    assert engine_factory_problems(Factory(block_size=4)) == []
+    (misspelt,) = engine_factory_problems(Factory(block_sise=4))
+    assert "'block_sise', which is no hook: did you mean 'block_size'?" in misspelt
+    (typed,) = engine_factory_problems(Factory(block_size="4"))
+    assert "hook block_size" in typed

@@ -21,6 +21,7 @@ from kvpool.spec.manager import PROPERTIES
 from rich.console import Console
 from rich.table import Table
 
+from ...hooks import engine_factory_problems
 from ...report import print_unmet, results_table
 from ...targets.description import Form, TargetDescription
 from ...targets.errors import TargetLoadError
@@ -85,6 +86,9 @@ def load_driver(target: TargetDescription) -> tuple[EngineDriverFactory, str]:
 
 def probe(console: Console, factory: EngineDriverFactory, name: str) -> frozenset[str]:
     """Build one engine and check it offers what it declares; its capabilities."""
+    wrong = engine_factory_problems(factory)
+    if wrong:
+        fail_usage(console, f"engine {name!r}: " + "; ".join(wrong))
     try:
         driver = factory(EngineSetup(8, 2))
     except Exception as exc:  # the user's factory failed to build an engine
