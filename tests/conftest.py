@@ -14,7 +14,9 @@ and execnet's worker side sends its own process a SIGINT when that end takes ove
 seconds (``WorkerGateway._terminate_execution``). On a loaded machine it can (importing
 Hypothesis for its summary hook in a worker that ran no Hypothesis test took that long
 here), and a KeyboardInterrupt traceback was seen after a passing run (issue 38). So a worker
-ignores SIGINT once it is in its summary: the user's Ctrl-C still reaches the controller,
+ignores SIGINT from its session's end on, before it reports its results (a worker whose
+summary began more than five seconds after that report, on a loaded machine, was cut
+when the guard waited for the summary): the user's Ctrl-C still reaches the controller,
 which ends the run, and execnet still ends a worker that takes ten seconds more.
 """
 
@@ -70,8 +72,9 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[Any]:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_terminal_summary(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):  # an xdist worker (not a pytest a test started)
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker (not a pytest a test started)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

@@ -1,10 +1,11 @@
 """A ``pytest -n`` worker whose session end is slow finishes it (the SIGINT guard of
-``tests/conftest.py``): a small project whose terminal summary takes 10 s in each worker,
+``tests/conftest.py``): a small project whose terminal summary takes 6 s in each worker,
 run with the guard and, to show the fault is there, without it. execnet interrupts a
 worker still busy five seconds after the controller asked it to stop; with the guard the
-worker's own end (its unconfigure) still runs. Without the guard the workers are cut only
-when the controller asks them to stop within five seconds of their summary's start; on a
-loaded machine it can ask later, and that run then says it could not show the fault."""
+worker's own end (its unconfigure) still runs, and execnet's ``os._exit`` ten seconds after
+its interrupt leaves room for a loaded machine. Without the guard the workers are cut only
+when the controller asks them to stop before their summary has run a second; on a loaded
+machine it can ask later, and that run then says it could not show the fault."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import time
 
 def pytest_terminal_summary(config):
     if hasattr(config, "workerinput"):
-        time.sleep(10)
+        time.sleep(6)  # past execnet's 5 s, and well within its 15 s before os._exit
 
 
 def pytest_unconfigure(config):
