@@ -24,7 +24,7 @@ from ..targets.registry import EngineEntry, ProfileChoice
 from .child import WireError
 from .manager import MANAGER_OFFERS, WireManagerFactory
 from .session import Session
-from .target import WireTarget
+from .target import Next, WireTarget
 
 #: The options an ``exec`` form takes before its colon.
 OPTIONS = {"timeout": f"seconds to wait for each reply (default {WIRE_REPLY_TIMEOUT:g})"}
@@ -36,14 +36,22 @@ class WireFactory:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.first: Sequence[Action] = ()
+        self.then: Next | None = None
 
     def plan_first(self, actions: Sequence[Action]) -> None:
         """The actions the next pool built applies first: sent with its ``init``."""
         self.first = actions
 
+    def plan_next(self, config: PoolConfig, profile: Profile, actions: Sequence[Action]) -> None:
+        """The pool built after the next one (its config, profile and first actions): the
+        next one starts it in the program once it has sent what it was told, so the
+        program computes it while the suite judges the one before."""
+        self.then = (config, profile.name, tuple(actions))
+
     def __call__(self, config: PoolConfig, profile: Profile) -> Target:
         first, self.first = self.first, ()
-        return WireTarget(self.session, config, profile, first)
+        then, self.then = self.then, None
+        return WireTarget(self.session, config, profile, first, then)
 
 
 def session_for(described: TargetDescription) -> Session:

@@ -95,6 +95,24 @@ class Posted:
 
 
 @dataclass(frozen=True)
+class Upcoming:
+    """A pool started ahead (:meth:`Session.start_next`): what it was started with, its
+    ``init`` and its first batch with the batch's actions."""
+
+    config: PoolConfig | RequestSetup
+    profile: str | None
+    first: tuple[Action, ...]
+    init: Posted
+    batch: tuple[Posted, list[Action]]
+
+    def fits(
+        self, config: PoolConfig | RequestSetup, profile: str | None, first: Sequence[Action]
+    ) -> bool:
+        """Whether an ``init`` of these is this pool's."""
+        return (config, profile, tuple(first)) == (self.config, self.profile, self.first)
+
+
+@dataclass(frozen=True)
 class Step:
     """A program's ``applied`` reply: the outcome, the view after it, and the structure
     problems it reports (where it shows ``structure``)."""
@@ -131,6 +149,8 @@ class Session:
         self.first: tuple[Posted, list[Action]] | None = None
         #: Whether the program is sent one action a message (see :meth:`restart`).
         self.one_by_one = False
+        #: The next pool, started ahead (:meth:`start_next`) and not yet taken.
+        self.upcoming: Upcoming | None = None
 
     def init(
         self,
@@ -145,16 +165,53 @@ class Session:
         the new pool. When the program took batches at its last ``init``, the ``first``
         actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
-        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
-        posted = self.post("init", body, "init")
-        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
-        self.first = (self.post_batch(early), early) if early else None
+        ahead, self.upcoming = self.upcoming, None
+        if (
+            ahead is not None
+            and ahead.fits(config, profile, first)
+            and self.drop_before(ahead.init)
+        ):
+            posted, self.first = ahead.init, ahead.batch
+        else:
+            self.drop_before(_NOTHING)  # the pools before are left
+            body = {"protocol": PROTOCOL, "config": encode(config, type(config))}
+            posted = self.post("init", {**body, "profile": profile}, "init")
+            early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
+            self.first = (self.post_batch(early), early) if early else None
         reply = self.collect(posted)
         self.generation += 1
         allowed = pool_offers() if offerable is None else offerable
         said = self.read(reply, "init", lambda r: hello(r, allowed))
         self.protocol = said.protocol
         return said, self.read(reply, "init", self.initial_view)
+
+    def start_next(
+        self, config: PoolConfig | RequestSetup, profile: str | None, first: Sequence[Action]
+    ) -> None:
+        """Send the ``init`` of the next pool and its ``first`` actions (up to
+        :data:`BATCH_ACTIONS`, in a batch) now, before the pool before it is judged: the
+        :attr:`upcoming` pool, taken by the :meth:`init` of the same. Nothing is sent when
+        the program does not take batches or ``first`` is empty; after it, the pool before
+        sends nothing more (:attr:`upcoming` says so)."""
+        if not first or not self.batches or self.upcoming is not None:
+            return
+        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
+        posted = self.post("init", body, "init")
+        early = list(first[:BATCH_ACTIONS])
+        self.upcoming = Upcoming(
+            config, profile, tuple(first), posted, (self.post_batch(early), early)
+        )
+
+    def drop_before(self, posted: Posted) -> bool:
+        """Read (and drop) the replies of the messages sent before ``posted``: whether
+        ``posted`` is still waiting (not if the program answered nothing to a batch, on
+        actions the suite did not need, and was started again)."""
+        while self.waiting and self.waiting[0] is not posted:
+            try:
+                self.collect(self.waiting[0])
+            except ProgramGone:  # on actions the suite did not need: they never happened
+                self.restart()
+        return bool(self.waiting)
 
     @property
     def batches(self) -> bool:
@@ -175,6 +232,7 @@ class Session:
         self.one_by_one = True
         self.early.clear()
         self.sizes.clear()
+        self.upcoming = None
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -224,8 +282,7 @@ class Session:
 
     def post(self, kind: str, body: dict[str, Json], what: str, count: int = 1) -> Posted:
         """Send one message; its reply is read by :meth:`collect`, after those of the
-        messages sent before it. Before an ``init``, those still waiting for their replies
-        are read (and dropped: their pool is left)."""
+        messages sent before it."""
         if self.broken is not None:
             raise self.broken
         if self.child is not None and self.owner != os.getpid():
@@ -233,11 +290,7 @@ class Session:
             self.waiting.clear()
             self.early.clear()
             self.sizes.clear()
-        while self.waiting and kind == "init":
-            try:
-                self.collect(self.waiting[0])
-            except ProgramGone:  # on actions the suite did not need: they never happened
-                self.restart()
+            self.upcoming = None
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
@@ -377,6 +430,7 @@ class Session:
         self.waiting.clear()
         self.early.clear()
         self.sizes.clear()
+        self.upcoming = None
         SESSIONS.discard(self)
 
 
@@ -458,6 +512,9 @@ def _quote(line: bytes) -> str:
     text = line[:200].decode(errors="replace")
     return repr(text) + ("..." if len(line) > 200 else "")
 
+
+#: No message: :meth:`Session.drop_before` it drops every reply waiting.
+_NOTHING = Posted(0, "init", "nothing")
 
 #: Every session with a running program, ended at exit if not before.
 SESSIONS: set[Session] = set()

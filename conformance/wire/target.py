@@ -35,6 +35,9 @@ from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
 from .session import BATCH_ACTIONS, Posted, Session, Step
 
+#: The next pool of a run (its config, profile and first actions), to start ahead.
+Next = tuple[PoolConfig, str, tuple[Action, ...]]
+
 #: At most this many batches sent to a program wait for their replies (one computed while
 #: the suite judges the steps of the one before, one more queued).
 FLIGHTS = 2
@@ -58,7 +61,10 @@ class WireTarget:
         config: PoolConfig,
         profile: Profile,
         first: Sequence[Action] = (),
+        then: Next | None = None,
     ) -> None:
+        """``then``: the next pool of the run, started in the program ahead
+        (:meth:`~.session.Session.start_next`) once this one has sent all it was told."""
         self.session = session
         self.config, self.profile = config, profile
         hello, self.current = session.init(config, profile.name, first=first)
@@ -80,10 +86,11 @@ class WireTarget:
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
+        self.then = then
         if session.first is not None:  # the ``first`` actions, sent with the init
             self.flights.append(session.first)
             self.planned.extend(first[len(session.first[1]) :])
-            self.launch()
+        self.launch()
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""
@@ -147,9 +154,20 @@ class WireTarget:
         waiting (none of one action alone, with nothing before it: an ``apply`` sends
         that)."""
         planned, flights = self.planned, self.flights
+        if self.superseded:
+            return  # the program's next message is the next pool's
         while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
             batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
+        if self.then is not None and not planned and not self.behind:
+            then, self.then = self.then, None
+            self.session.start_next(*then)
+
+    @property
+    def superseded(self) -> bool:
+        """Whether the next pool was started after this one's messages: this pool's program
+        takes nothing more (the next action sent rebuilds it, dropping the next pool)."""
+        return self.session.upcoming is not None
 
     def land(self) -> None:
         """Read the oldest batch waiting into :attr:`ahead`, and send the next ones."""
@@ -165,7 +183,7 @@ class WireTarget:
         at = next((at for at, queued in enumerate(said) if queued == action), None)
         # the runner skipped the actions before it, or it is none of those said
         self.planned = deque(said[at + 1 :] if at is not None else ())
-        behind = self.behind or bool(self.ahead) or bool(self.flights)
+        behind = self.behind or bool(self.ahead) or bool(self.flights) or self.superseded
         self.ahead.clear()
         self.flights.clear()  # their replies are read (and dropped) by the next init
         self.behind = False
