@@ -1,0 +1,113 @@
+"""A replay of many traces over the wire starts each trace's pool in the program while the
+suite judges the trace before (``plan_next``), with the same results as one trace at a
+time: on the C pool with each planted fault, and when a trace needs its program again."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FAULTS
+from kvpool.conformance.machines.pool.levels import level_for
+from kvpool.conformance.machines.pool.lockstep import Replay, replay, replay_each
+from kvpool.conformance.targets.loading import load_target
+from kvpool.conformance.trace.files import read_trace
+from kvpool.conformance.wire import child
+from kvpool.conformance.wire.entry import WireFactory
+from kvpool.conformance.wire.session import Session
+from kvpool.spec import (
+    Action,
+    FreeBlocks,
+    GetNewBlocks,
+    GetNumFreeBlocks,
+    PoolConfig,
+    get_profile,
+)
+
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "seed"
+SERVED = (sys.executable, "-m", "kvpool.conformance.wire.serve", "impl")
+
+
+@pytest.fixture
+def wire_log(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each message sent (its type) and each reply read (``reply``), in order."""
+    log: list[str] = []
+    send, receive = child.Child.send, child.Child.receive
+
+    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
+        log.append(message["type"])
+        send(self, message, what, *rest)
+
+    def receiving(self: child.Child, what: str) -> bytes:
+        log.append("reply")
+        return receive(self, what)
+
+    monkeypatch.setattr(child.Child, "send", sending)
+    monkeypatch.setattr(child.Child, "receive", receiving)
+    return log
+
+
+def replays(operations: frozenset[str]) -> list[Replay]:
+    """The seed profile's vectors whose actions ``operations`` holds, as replays."""
+    found = []
+    for path in sorted(VECTORS.glob("*/*.itf.json")):
+        trace = read_trace(path)
+        actions = [a for a in trace.actions if isinstance(a, Action)]
+        config = trace.meta.config
+        if isinstance(config, PoolConfig) and {a.operation for a in actions} <= operations:
+            level = level_for(trace.meta.level, trace.meta.consumer)
+            found.append(Replay(get_profile(trace.meta.profile), level, config, actions))
+    return found
+
+
+def one_at_a_time(factory: WireFactory, runs: list[Replay]) -> list[tuple[str | None, Any]]:
+    return [replay(factory, r.profile, r.level, r.config, r.actions) for r in runs]
+
+
+@pytest.mark.parametrize("fault", [None, *FAULTS])
+def test_replays_started_ahead_give_what_one_at_a_time_gives(
+    build_c_pool: Callable[[str | None], Path], fault: str | None, wire_log: list[str]
+) -> None:
+    command = (str(build_c_pool(fault)),)
+    ahead = WireFactory(Session(command, 60.0))
+    probe = ahead(PoolConfig(2), get_profile("seed"))
+    runs = replays(probe.operations)
+    assert len(runs) > 20
+    wire_log.clear()
+    got = list(replay_each(ahead, runs))
+    # the second pool's init and batch went before the first's batch was answered
+    assert wire_log[:6] == ["init", "batch", "reply", "init", "batch", "reply"], wire_log[:8]
+    alone = one_at_a_time(WireFactory(Session(command, 60.0)), runs)
+    assert got == alone
+    failed = [found for found, _ in got if found is not None]
+    assert bool(failed) == (fault is not None), failed[:3]
+
+
+def test_a_trace_needing_its_program_again_drops_the_next_pool_and_the_next_is_sent_again(
+    wire_log: list[str],
+) -> None:
+    profile, level = get_profile("seed"), level_for("safety", None)
+    planned = [GetNewBlocks(2), GetNewBlocks(1), FreeBlocks((1,)), GetNumFreeBlocks()]
+    applied = [planned[0], planned[2], planned[3]]  # the runner leaves the second out
+    after = [GetNewBlocks(3), GetNumFreeBlocks()]
+    factory = WireFactory(Session(SERVED, 60.0))
+    in_process, _ = load_target("impl")
+    factory(PoolConfig(2), profile)  # the handshake: the program speaks protocol 2
+    wire_log.clear()
+    factory.plan_next(PoolConfig(5), profile, after)
+    factory.plan_first(planned)
+    first, expected = factory(PoolConfig(6), profile), in_process(PoolConfig(6), profile)
+    for action in applied:
+        assert first.apply(action) == expected.apply(action)
+        assert first.view() == expected.view()
+    # the first pool and the next, started ahead; the skip: the first rebuilt (dropping
+    # the next) with the actions applied and the rest
+    sent_ahead = ["init", "batch", "reply", "init", "batch"]
+    assert wire_log == [*sent_ahead, "reply", "reply", "reply", "init", "reply", "batch", "reply"]
+    wire_log.clear()
+    found, ran = replay(factory, profile, level, PoolConfig(5), after)
+    assert found is None and ran == after
+    assert wire_log == ["init", "batch", "reply", "reply"]  # the next pool sent again
