@@ -92,6 +92,14 @@ POOL_FACTORY = (
         "pool (the wire protocol's init)",
         called_with=("actions",),
     ),
+    Hook(
+        "plan_next",
+        "plan_next(config, profile, actions) -> None: the pool it builds after the next one "
+        "(a replay of many sequences: its config, profile and first actions), so that a "
+        "program can compute it while the suite judges the one before (the wire protocol's "
+        "init and first batch sent ahead)",
+        called_with=("config", "profile", "actions"),
+    ),
 )
 
 MANAGER_TARGET = (
