@@ -19,6 +19,14 @@ A batch may be posted before its reply is wanted (:meth:`Session.post_batch`, th
 before it, or reads it while the suite reads the ``init`` before it. Replies are read in
 the order the messages were sent; an ``init`` first reads (and checks) the replies of
 those still waiting, then drops them: their steps were a pool that is left.
+
+The next pools of a run of several (a replay of many traces) may be started ahead too
+(:meth:`Session.start_ahead`: each one's ``init`` and first batch, :attr:`Session.upcoming`),
+sent once the pool before them has nothing more to send: the program computes them while
+the suite judges the pools before. An ``init`` of the same config, profile and first
+actions then takes its pool (those started before it are dropped); a pool that needs its
+program again (a rebuild) drops them all: their replies are read and dropped by the next
+``init``, and each pool is started again when it comes.
 """
 
 from __future__ import annotations
@@ -94,22 +102,19 @@ class Posted:
         return f"message {self.id} ({self.what})"
 
 
+#: A pool to start ahead: its config, profile and first actions.
+Ahead = tuple[PoolConfig | RequestSetup, str | None, tuple[Action, ...]]
+
+
 @dataclass(frozen=True)
 class Upcoming:
-    """A pool started ahead (:meth:`Session.start_next`): what it was started with, its
-    ``init`` and its first batch with the batch's actions."""
+    """A pool started ahead (:meth:`Session.start_ahead`): what it was started with (its
+    config, profile and first actions), its ``init`` and its first batch with the batch's
+    actions."""
 
-    config: PoolConfig | RequestSetup
-    profile: str | None
-    first: tuple[Action, ...]
+    started: Ahead
     init: Posted
     batch: tuple[Posted, list[Action]]
-
-    def fits(
-        self, config: PoolConfig | RequestSetup, profile: str | None, first: Sequence[Action]
-    ) -> bool:
-        """Whether an ``init`` of these is this pool's."""
-        return (config, profile, tuple(first)) == (self.config, self.profile, self.first)
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,8 @@ class Session:
         self.first: tuple[Posted, list[Action]] | None = None
         #: Whether the program is sent one action a message (see :meth:`restart`).
         self.one_by_one = False
-        #: The next pool, started ahead (:meth:`start_next`) and not yet taken.
-        self.upcoming: Upcoming | None = None
+        #: The next pools, started ahead (:meth:`start_ahead`) and not yet taken, in order.
+        self.upcoming: deque[Upcoming] = deque()
 
     def init(
         self,
@@ -165,14 +170,14 @@ class Session:
         the new pool. When the program took batches at its last ``init``, the ``first``
         actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
-        ahead, self.upcoming = self.upcoming, None
-        if (
-            ahead is not None
-            and ahead.fits(config, profile, first)
-            and self.drop_before(ahead.init)
-        ):
+        upcoming, started = self.upcoming, (config, profile, tuple(first))
+        while upcoming and upcoming[0].started != started:
+            upcoming.popleft()  # its replies are read (and dropped) below
+        if upcoming and self.drop_before(upcoming[0].init):
+            ahead = upcoming.popleft()
             posted, self.first = ahead.init, ahead.batch
         else:
+            upcoming.clear()
             self.drop_before(_NOTHING)  # the pools before are left
             body = {"protocol": PROTOCOL, "config": encode(config, type(config))}
             posted = self.post("init", {**body, "profile": profile}, "init")
@@ -185,22 +190,25 @@ class Session:
         self.protocol = said.protocol
         return said, self.read(reply, "init", self.initial_view)
 
-    def start_next(
-        self, config: PoolConfig | RequestSetup, profile: str | None, first: Sequence[Action]
-    ) -> None:
-        """Send the ``init`` of the next pool and its ``first`` actions (up to
-        :data:`BATCH_ACTIONS`, in a batch) now, before the pool before it is judged: the
-        :attr:`upcoming` pool, taken by the :meth:`init` of the same. Nothing is sent when
-        the program does not take batches or ``first`` is empty; after it, the pool before
-        sends nothing more (:attr:`upcoming` says so)."""
-        if not first or not self.batches or self.upcoming is not None:
+    def start_ahead(self, pools: Sequence[Ahead]) -> None:
+        """Send the ``init`` of each of the next ``pools`` (in the order they come) and its
+        first actions, in a batch, now, before the pools before them are judged: the
+        :attr:`upcoming` pools, each taken by the :meth:`init` of the same. Those started
+        already are not sent again; nothing is sent when the program does not take
+        batches, when those started are not the first of ``pools`` (a pool dropped: the
+        order would break), and from a pool whose first actions are none or more than one
+        batch holds (the rest of its actions would come after the pools started after
+        it). After it, the pool before sends nothing more (:attr:`upcoming` says so)."""
+        started = [ahead.started for ahead in self.upcoming]
+        if not self.batches or list(pools[: len(started)]) != started:
             return
-        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
-        posted = self.post("init", body, "init")
-        early = list(first[:BATCH_ACTIONS])
-        self.upcoming = Upcoming(
-            config, profile, tuple(first), posted, (self.post_batch(early), early)
-        )
+        for config, profile, first in pools[len(started) :]:
+            if not 0 < len(first) <= BATCH_ACTIONS:
+                return
+            body = {"config": encode(config, type(config)), "profile": profile}
+            posted = self.post("init", {"protocol": PROTOCOL, **body}, "init")
+            batch = (self.post_batch(first), list(first))
+            self.upcoming.append(Upcoming((config, profile, first), posted, batch))
 
     def drop_before(self, posted: Posted) -> bool:
         """Read (and drop) the replies of the messages sent before ``posted``: whether
@@ -232,7 +240,7 @@ class Session:
         self.one_by_one = True
         self.early.clear()
         self.sizes.clear()
-        self.upcoming = None
+        self.upcoming.clear()
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -290,7 +298,7 @@ class Session:
             self.waiting.clear()
             self.early.clear()
             self.sizes.clear()
-            self.upcoming = None
+            self.upcoming.clear()
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
@@ -430,7 +438,7 @@ class Session:
         self.waiting.clear()
         self.early.clear()
         self.sizes.clear()
-        self.upcoming = None
+        self.upcoming.clear()
         SESSIONS.discard(self)
 
 

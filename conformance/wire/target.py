@@ -33,10 +33,7 @@ from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
-from .session import BATCH_ACTIONS, Posted, Session, Step
-
-#: The next pool of a run (its config, profile and first actions), to start ahead.
-Next = tuple[PoolConfig, str, tuple[Action, ...]]
+from .session import BATCH_ACTIONS, Ahead, Posted, Session, Step
 
 #: At most this many batches sent to a program wait for their replies (one computed while
 #: the suite judges the steps of the one before, one more queued).
@@ -61,10 +58,10 @@ class WireTarget:
         config: PoolConfig,
         profile: Profile,
         first: Sequence[Action] = (),
-        then: Next | None = None,
+        then: Sequence[Ahead] = (),
     ) -> None:
-        """``then``: the next pool of the run, started in the program ahead
-        (:meth:`~.session.Session.start_next`) once this one has sent all it was told."""
+        """``then``: the next pools of the run, in order, started in the program ahead
+        (:meth:`~.session.Session.start_ahead`) once this one has sent all it was told."""
         self.session = session
         self.config, self.profile = config, profile
         hello, self.current = session.init(config, profile.name, first=first)
@@ -159,15 +156,15 @@ class WireTarget:
         while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
             batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
-        if self.then is not None and not planned and not self.behind:
-            then, self.then = self.then, None
-            self.session.start_next(*then)
+        if self.then and not planned and not self.behind:
+            then, self.then = self.then, ()
+            self.session.start_ahead(then)
 
     @property
     def superseded(self) -> bool:
-        """Whether the next pool was started after this one's messages: this pool's program
-        takes nothing more (the next action sent rebuilds it, dropping the next pool)."""
-        return self.session.upcoming is not None
+        """Whether next pools were started after this one's messages: this pool's program
+        takes nothing more (the next action sent rebuilds it, dropping the next pools)."""
+        return bool(self.session.upcoming)
 
     def land(self) -> None:
         """Read the oldest batch waiting into :attr:`ahead`, and send the next ones."""

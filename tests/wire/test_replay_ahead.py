@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import FAULTS
 from kvpool.conformance.machines.pool.levels import level_for
-from kvpool.conformance.machines.pool.lockstep import Replay, replay, replay_each
+from kvpool.conformance.machines.pool.lockstep import REPLAYS_AHEAD, Replay, replay, replay_each
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.trace.files import read_trace
 from kvpool.conformance.wire import child
@@ -78,36 +78,55 @@ def test_replays_started_ahead_give_what_one_at_a_time_gives(
     assert len(runs) > 20
     wire_log.clear()
     got = list(replay_each(ahead, runs))
-    # the second pool's init and batch went before the first's batch was answered
-    assert wire_log[:6] == ["init", "batch", "reply", "init", "batch", "reply"], wire_log[:8]
+    # the next pools' inits and batches went before the first's batch was answered
+    ahead = ["init", "batch"] * REPLAYS_AHEAD
+    assert wire_log[: 4 + len(ahead)] == ["init", "batch", "reply", *ahead, "reply"]
     alone = one_at_a_time(WireFactory(Session(command, 60.0)), runs)
     assert got == alone
     failed = [found for found, _ in got if found is not None]
     assert bool(failed) == (fault is not None), failed[:3]
 
 
-def test_a_trace_needing_its_program_again_drops_the_next_pool_and_the_next_is_sent_again(
+def test_a_trace_needing_its_program_again_drops_the_next_pools_and_they_are_sent_again(
     wire_log: list[str],
 ) -> None:
     profile, level = get_profile("seed"), level_for("safety", None)
     planned = [GetNewBlocks(2), GetNewBlocks(1), FreeBlocks((1,)), GetNumFreeBlocks()]
     applied = [planned[0], planned[2], planned[3]]  # the runner leaves the second out
     after = [GetNewBlocks(3), GetNumFreeBlocks()]
+    last = [GetNewBlocks(1), FreeBlocks((0,))]
     factory = WireFactory(Session(SERVED, 60.0))
     in_process, _ = load_target("impl")
     factory(PoolConfig(2), profile)  # the handshake: the program speaks protocol 2
     wire_log.clear()
+    factory.plan_next(PoolConfig(6), profile, planned)
     factory.plan_next(PoolConfig(5), profile, after)
+    factory.plan_next(PoolConfig(4), profile, last)
     factory.plan_first(planned)
     first, expected = factory(PoolConfig(6), profile), in_process(PoolConfig(6), profile)
     for action in applied:
         assert first.apply(action) == expected.apply(action)
         assert first.view() == expected.view()
-    # the first pool and the next, started ahead; the skip: the first rebuilt (dropping
-    # the next) with the actions applied and the rest
-    sent_ahead = ["init", "batch", "reply", "init", "batch"]
-    assert wire_log == [*sent_ahead, "reply", "reply", "reply", "init", "reply", "batch", "reply"]
+    # the first pool and the next two, started ahead; the skip: the first rebuilt
+    # (dropping the next two) with the actions applied and the rest
+    sent_ahead = ["init", "batch", "reply", "init", "batch", "init", "batch", "reply"]
+    assert wire_log == [*sent_ahead, *["reply"] * 4, "init", "reply", "batch", "reply"]
     wire_log.clear()
-    found, ran = replay(factory, profile, level, PoolConfig(5), after)
-    assert found is None and ran == after
-    assert wire_log == ["init", "batch", "reply", "reply"]  # the next pool sent again
+    for config, actions in ((PoolConfig(5), after), (PoolConfig(4), last)):
+        found, ran = replay(factory, profile, level, config, actions)
+        assert found is None and ran == actions
+    # each sent again: the second started ahead again by the first
+    assert wire_log == ["init", "batch", "reply", "init", "batch", "reply", "reply", "reply"]
+
+
+def test_a_pool_built_that_was_not_said_ends_what_was_said(wire_log: list[str]) -> None:
+    profile = get_profile("seed")
+    factory = WireFactory(Session(SERVED, 60.0))
+    factory(PoolConfig(2), profile)  # the handshake: the program speaks protocol 2
+    factory.plan_next(PoolConfig(5), profile, [GetNewBlocks(3)])
+    factory.plan_next(PoolConfig(4), profile, [GetNewBlocks(1)])
+    wire_log.clear()
+    factory.plan_first([GetNewBlocks(2), GetNumFreeBlocks()])
+    factory(PoolConfig(6), profile)  # another run's pool: nothing is started ahead
+    assert not factory.then
+    assert wire_log == ["init", "batch", "reply"]

@@ -440,6 +440,10 @@ def sent_actions(level: Level, actions: Sequence[Action]) -> Sequence[Action]:
     ]
 
 
+#: How many replays after the one run :func:`replay_each` says to the factory.
+REPLAYS_AHEAD = 8
+
+
 class Replay(NamedTuple):
     """One sequence of a :func:`replay_each`: its profile, level, config and actions."""
 
@@ -452,15 +456,18 @@ class Replay(NamedTuple):
 def replay_each(
     factory: TargetFactory, replays: Sequence[Replay]
 ) -> Iterator[tuple[str | None, list[Action]]]:
-    """:func:`replay` of each of ``replays`` in turn, on fresh targets. Before each, a
-    factory with :data:`~.target.PLAN_NEXT` is told the one after it, so that a program
-    can compute it while this one is judged (the results are the same)."""
+    """:func:`replay` of each of ``replays`` in turn, on fresh targets. A factory with
+    :data:`~.target.PLAN_NEXT` is told each, and the next :data:`REPLAYS_AHEAD`, before
+    it is run, so that a program can compute them while this one is judged (the results are
+    the same)."""
     plan_next = getattr(factory, PLAN_NEXT, None)
+    said = 0  # how many replays were said
     for number, one in enumerate(replays):
-        if plan_next is not None and number + 1 < len(replays):
-            after = replays[number + 1]
+        while plan_next is not None and said < min(len(replays), number + 1 + REPLAYS_AHEAD):
+            after = replays[said]
             config = run_config(after.level, after.config)
             plan_next(config, after.profile, sent_actions(after.level, after.actions))
+            said += 1
         yield replay(factory, one.profile, one.level, one.config, one.actions)
 
 
