@@ -170,6 +170,7 @@ class Session:
         the new pool. When the program took batches at its last ``init``, the ``first``
         actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
+        self.leave_parents()  # a forked copy takes none of its parent's pools
         upcoming, started = self.upcoming, (config, profile, tuple(first))
         while upcoming and upcoming[0].started != started:
             upcoming.popleft()  # its replies are read (and dropped) below
@@ -293,12 +294,7 @@ class Session:
         messages sent before it."""
         if self.broken is not None:
             raise self.broken
-        if self.child is not None and self.owner != os.getpid():
-            self.child = None  # a forked copy: the program is its parent's, start our own
-            self.waiting.clear()
-            self.early.clear()
-            self.sizes.clear()
-            self.upcoming.clear()
+        self.leave_parents()
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
@@ -312,6 +308,16 @@ class Session:
             raise self.broken from None
         self.waiting.append(posted)
         return posted
+
+    def leave_parents(self) -> None:
+        """In a forked copy of this session: forget the program, which is its parent's
+        (the next message starts one of our own)."""
+        if self.child is not None and self.owner != os.getpid():
+            self.child = None
+            self.waiting.clear()
+            self.early.clear()
+            self.sizes.clear()
+            self.upcoming.clear()
 
     def make_room(self, size: int) -> None:
         """Before a line of ``size`` bytes is sent: read the replies of messages sent

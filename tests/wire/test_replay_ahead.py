@@ -4,6 +4,7 @@ time: on the C pool with each planted fault, and when a trace needs its program 
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -130,3 +131,30 @@ def test_a_pool_built_that_was_not_said_ends_what_was_said(wire_log: list[str]) 
     factory(PoolConfig(6), profile)  # another run's pool: nothing is started ahead
     assert not factory.then
     assert wire_log == ["init", "batch", "reply"]
+
+
+def test_a_forked_copy_takes_none_of_its_parents_pools_started_ahead() -> None:
+    profile, level = get_profile("seed"), level_for("safety", None)
+    actions = [GetNewBlocks(2), GetNumFreeBlocks()]
+    factory = WireFactory(Session(SERVED, 20.0))
+    factory(PoolConfig(2), profile)  # the handshake: the program speaks protocol 2
+    factory.plan_next(PoolConfig(6), profile, [GetNewBlocks(1)])
+    factory.plan_next(PoolConfig(5), profile, actions)
+    factory.plan_first([GetNewBlocks(1)])
+    factory(PoolConfig(6), profile)
+    assert len(factory.session.upcoming) == 1 and factory.session.child is not None
+    parents = factory.session.child.pid
+    pid = os.fork()
+    if pid == 0:  # the copy: a program of its own, and the pool started there
+        code = 1
+        try:
+            found, _ = replay(factory, profile, level, PoolConfig(5), actions)
+            own = factory.session.child
+            code = 0 if found is None and own is not None and own.pid != parents else 1
+        finally:
+            factory.session.close()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    found, _ = replay(factory, profile, level, PoolConfig(5), actions)
+    assert found is None and not factory.session.upcoming
