@@ -83,7 +83,9 @@ class WireTarget:
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
-        self.then = then
+        # none start ahead of ``first`` actions not sent with the init (the program's
+        # first init, before it said it takes batches)
+        self.then = then if session.first is not None or not first else ()
         if session.first is not None:  # the ``first`` actions, sent with the init
             self.flights.append(session.first)
             self.planned.extend(first[len(session.first[1]) :])
@@ -151,9 +153,12 @@ class WireTarget:
         waiting (none of one action alone, with nothing before it: an ``apply`` sends
         that)."""
         planned, flights = self.planned, self.flights
-        if self.superseded:
-            return  # the program's next message is the next pool's
-        while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
+        while (
+            planned
+            and len(flights) < FLIGHTS
+            and (len(planned) > 1 or self.ahead or flights)
+            and not self.superseded  # the program's next message is a next pool's
+        ):
             batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
         if self.then and not planned and not self.behind:

@@ -105,8 +105,9 @@ PLAN = "plan"
 #: the message that starts its pool.
 PLAN_FIRST = "plan_first"
 #: The name of a target factory's optional method ``plan_next(config, profile, actions)``:
-#: the target it builds after the next one (a replay of many sequences), so that a
-#: program can start computing it while the runner judges the one before.
+#: a target it builds later, the next or after those said before (a replay of many
+#: sequences), so that a program can start computing it while the runner judges those
+#: before.
 PLAN_NEXT = "plan_next"
 
 
