@@ -61,7 +61,7 @@ class WireTarget:
         then: Sequence[Ahead] = (),
     ) -> None:
         """``then``: the next pools of the run, in order, started in the program ahead
-        (:meth:`~.session.Session.start_ahead`) once this one has sent all it was told."""
+        (:meth:`start_ahead`) once this one has sent all it was told."""
         self.session = session
         self.config, self.profile = config, profile
         hello, self.current = session.init(config, profile.name, first=first)
@@ -138,6 +138,7 @@ class WireTarget:
                 self.launch()
             else:
                 step = self.send(action)
+            self.start_ahead()
         except BatchUnanswered:
             step = self.again(action)
         self.taken.append((action, step.outcome))
@@ -161,7 +162,12 @@ class WireTarget:
         ):
             batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
-        if self.then and not planned and not self.behind:
+
+    def start_ahead(self) -> None:
+        """Once this pool has sent all it was told: start the next pools of the run in the
+        program (:meth:`~.session.Session.start_ahead`). Done as an action is applied, so
+        that a program that stops answering meanwhile is met as :meth:`apply` meets it."""
+        if self.then and not self.planned and not self.behind:
             then, self.then = self.then, ()
             self.session.start_ahead(then)
 

@@ -79,9 +79,9 @@ def test_replays_started_ahead_give_what_one_at_a_time_gives(
     assert len(runs) > 20
     wire_log.clear()
     got = list(replay_each(ahead, runs))
-    # the next pools' inits and batches went before the first's batch was answered
+    # the next pools' inits and batches went as the first's first step was applied
     ahead = ["init", "batch"] * REPLAYS_AHEAD
-    assert wire_log[: 4 + len(ahead)] == ["init", "batch", "reply", *ahead, "reply"]
+    assert wire_log[: 5 + len(ahead)] == ["init", "batch", "reply", "reply", *ahead, "reply"]
     alone = one_at_a_time(WireFactory(Session(command, 60.0)), runs)
     assert got == alone
     failed = [found for found, _ in got if found is not None]
@@ -108,16 +108,16 @@ def test_a_trace_needing_its_program_again_drops_the_next_pools_and_they_are_sen
     for action in applied:
         assert first.apply(action) == expected.apply(action)
         assert first.view() == expected.view()
-    # the first pool and the next two, started ahead; the skip: the first rebuilt
-    # (dropping the next two) with the actions applied and the rest
-    sent_ahead = ["init", "batch", "reply", "init", "batch", "init", "batch", "reply"]
+    # the first pool, and the next two started ahead at its first step; the skip: the
+    # first rebuilt (dropping the next two) with the actions applied and the rest
+    sent_ahead = ["init", "batch", "reply", "reply", "init", "batch", "init", "batch"]
     assert wire_log == [*sent_ahead, *["reply"] * 4, "init", "reply", "batch", "reply"]
     wire_log.clear()
     for config, actions in ((PoolConfig(5), after), (PoolConfig(4), last)):
         found, ran = replay(factory, profile, level, config, actions)
         assert found is None and ran == actions
     # each sent again: the second started ahead again by the first
-    assert wire_log == ["init", "batch", "reply", "init", "batch", "reply", "reply", "reply"]
+    assert wire_log == ["init", "batch", "reply", "reply", "init", "batch", "reply", "reply"]
 
 
 def test_a_pool_built_that_was_not_said_ends_what_was_said(wire_log: list[str]) -> None:
@@ -141,7 +141,7 @@ def test_a_forked_copy_takes_none_of_its_parents_pools_started_ahead() -> None:
     factory.plan_next(PoolConfig(6), profile, [GetNewBlocks(1)])
     factory.plan_next(PoolConfig(5), profile, actions)
     factory.plan_first([GetNewBlocks(1)])
-    factory(PoolConfig(6), profile)
+    factory(PoolConfig(6), profile).apply(GetNewBlocks(1))
     assert len(factory.session.upcoming) == 1 and factory.session.child is not None
     parents = factory.session.child.pid
     pid = os.fork()
@@ -158,3 +158,34 @@ def test_a_forked_copy_takes_none_of_its_parents_pools_started_ahead() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     found, _ = replay(factory, profile, level, PoolConfig(5), actions)
     assert found is None and not factory.session.upcoming
+
+
+EXITING = """
+import json, sys
+from kvpool.conformance.targets.loading import load_target
+from kvpool.conformance.wire import serve
+
+server = serve.Server(load_target("impl")[0], "seed")
+for line in sys.stdin:
+    message = json.loads(line)
+    actions = message.get("actions", [message.get("action")])
+    if any(a and a.get("num_blocks") == 7 for a in actions):
+        sys.exit(3)
+    print(serve.LINE.encode(server.answer(message)), flush=True)
+"""
+
+
+def test_a_program_exiting_on_a_pool_started_ahead_is_told_of_its_own_action(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "exiting.py"
+    path.write_text(EXITING, encoding="utf-8")
+    factory = WireFactory(Session((sys.executable, str(path)), 60.0))
+    profile, level = get_profile("seed"), level_for("safety", None)
+    factory(PoolConfig(2), profile)  # the handshake: the program speaks protocol 2
+    fine = Replay(profile, level, PoolConfig(10), [GetNewBlocks(2), GetNumFreeBlocks()])
+    fatal = Replay(profile, level, PoolConfig(10), [GetNewBlocks(1), GetNewBlocks(7)])
+    (first, ran_first), (found, ran) = replay_each(factory, [fine, fatal])
+    assert first is None and ran_first == fine.actions  # judged before the exit is met
+    assert ran == fatal.actions and found is not None
+    assert "(apply get_new_blocks)" in found and "status 3" in found, found
