@@ -92,6 +92,14 @@ POOL_FACTORY = (
         "pool (the wire protocol's init)",
         called_with=("actions",),
     ),
+    Hook(
+        "plan_next",
+        "plan_next(config, profile, actions) -> None: a pool it builds later, the next or "
+        "after those said before (a replay of many sequences: its config, profile and first "
+        "actions), so that a program can compute it while the suite judges those before "
+        "(the wire protocol's init and first batch sent ahead)",
+        called_with=("config", "profile", "actions"),
+    ),
 )
 
 MANAGER_TARGET = (

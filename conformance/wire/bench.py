@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..machines.pool.levels import level_for
-from ..machines.pool.lockstep import replay
+from ..machines.pool.lockstep import Replay, replay_each
 from ..machines.pool.runner import run_level
 from ..machines.pool.target import TargetFactory
 from ..targets.loading import load_target
@@ -87,12 +87,14 @@ def time_replays(factory: TargetFactory, traces: list[Trace]) -> tuple[int, floa
     """Steps, suite CPU seconds and wall seconds of replaying ``traces`` in lockstep."""
     steps = 0
     cpu_started, wall_started = time.process_time(), time.perf_counter()
+    replays = []
     for trace in traces:
         level = level_for(trace.meta.level, trace.meta.consumer)
         config = trace.meta.config
         assert isinstance(config, PoolConfig)  # a vector is a pool-machine trace
         actions = [a for a in trace.actions if isinstance(a, Action)]
-        found, ran = replay(factory, get_profile(trace.meta.profile), level, config, actions)
+        replays.append(Replay(get_profile(trace.meta.profile), level, config, actions))
+    for found, ran in replay_each(factory, replays):
         if found is not None:
             raise RuntimeError(f"a vector failed on replay: {found}")
         steps += len(ran)

@@ -73,6 +73,8 @@ def encoder(hint: Any) -> Encoder:
         return bool
     if hint is bytes:
         return lambda value: bytes(value).hex()
+    if hint is str:
+        return str
     members = _members(hint)
     if type(None) in members:
         rest = tuple(m for m in members if m is not type(None))
@@ -90,6 +92,11 @@ def encoder(hint: Any) -> Encoder:
             return lambda value: [_int(v) for v in value]
         item = encoder(args[0])
         return lambda value: [item(v) for v in value]
+    if origin is tuple and Ellipsis not in args:
+        items = [encoder(a) for a in args]
+        return lambda value: {"#tup": [w(v) for w, v in zip(items, value, strict=True)]}
+    if origin is frozenset and args[0] is bytes:  # hex strings: in the order of their JSON
+        return lambda value: {"#set": sorted([bytes(v).hex() for v in value])}
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         field, name = _discriminator(hint)
         omitted = _omitted(hint)

@@ -9,6 +9,7 @@ started once per command: the profile it names in its handshake judges it unless
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from types import MappingProxyType
 
@@ -23,7 +24,7 @@ from ..targets.errors import TargetLoadError, TargetUsageError
 from ..targets.registry import EngineEntry, ProfileChoice
 from .child import WireError
 from .manager import MANAGER_OFFERS, WireManagerFactory
-from .session import Session
+from .session import Ahead, Session
 from .target import WireTarget
 
 #: The options an ``exec`` form takes before its colon.
@@ -36,14 +37,30 @@ class WireFactory:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.first: Sequence[Action] = ()
+        #: The pools said to come after the next one (:meth:`plan_next`), in order.
+        self.then: deque[Ahead] = deque()
 
     def plan_first(self, actions: Sequence[Action]) -> None:
         """The actions the next pool built applies first: sent with its ``init``."""
         self.first = actions
 
+    def plan_next(self, config: PoolConfig, profile: Profile, actions: Sequence[Action]) -> None:
+        """A pool built later, the next or after those said before (its config, profile
+        and first actions): each pool built starts those said after it in the program
+        once it has sent what it was told, so the program computes them while the suite
+        judges it. A pool built with first actions that were not said ends what was
+        said."""
+        self.then.append((config, profile.name, tuple(actions)))
+
     def __call__(self, config: PoolConfig, profile: Profile) -> Target:
         first, self.first = self.first, ()
-        return WireTarget(self.session, config, profile, first)
+        built = (config, profile.name, tuple(first))
+        if built in self.then:  # those said before it were not built: left
+            while self.then.popleft() != built:
+                pass
+        elif first:  # a pool not said: those said are no longer the run's
+            self.then.clear()
+        return WireTarget(self.session, config, profile, first, tuple(self.then))
 
 
 def session_for(described: TargetDescription) -> Session:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from functools import lru_cache
 from typing import Any, TextIO
 
 from kvpool.spec import PoolConfig, get_profile
@@ -74,7 +75,7 @@ class Server:
         return {"in_reply_to": message_id, **body}
 
     def init(self, message: dict[str, Any]) -> dict[str, Any]:
-        config = decode(message["config"], PoolConfig | RequestSetup, "config")
+        config = decoded_config(json.dumps(message["config"], sort_keys=True))
         asked = message["protocol"]
         if not isinstance(asked, int) or asked < min(PROTOCOLS):
             raise ItfError(f"protocol {asked!r}: this program speaks protocols {PROTOCOLS}")
@@ -149,6 +150,16 @@ class Server:
         if "structure" in pool.observes:
             reply["structure_problems"] = pool.structure_problems()
         return reply
+
+
+@lru_cache(maxsize=256)
+def decoded_config(text: str) -> PoolConfig | RequestSetup:
+    """The config an ``init`` carries (as JSON ``text``), read once per config: a replay of
+    many traces starts many pools of a few configs."""
+    config: PoolConfig | RequestSetup = decode(
+        json.loads(text), PoolConfig | RequestSetup, "config"
+    )
+    return config
 
 
 def _offers(manager: ManagerTarget, name: str) -> bool:

@@ -19,6 +19,14 @@ A batch may be posted before its reply is wanted (:meth:`Session.post_batch`, th
 before it, or reads it while the suite reads the ``init`` before it. Replies are read in
 the order the messages were sent; an ``init`` first reads (and checks) the replies of
 those still waiting, then drops them: their steps were a pool that is left.
+
+The next pools of a run of several (a replay of many traces) may be started ahead too
+(:meth:`Session.start_ahead`: each one's ``init`` and first batch, :attr:`Session.upcoming`),
+sent once the pool before them has nothing more to send: the program computes them while
+the suite judges the pools before. An ``init`` of the same config, profile and first
+actions then takes its pool (those started before it are dropped); a pool that needs its
+program again (a rebuild) drops them all: their replies are read and dropped by the next
+``init``, and each pool is started again when it comes.
 """
 
 from __future__ import annotations
@@ -94,6 +102,21 @@ class Posted:
         return f"message {self.id} ({self.what})"
 
 
+#: A pool to start ahead: its config, profile and first actions.
+Ahead = tuple[PoolConfig | RequestSetup, str | None, tuple[Action, ...]]
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """A pool started ahead (:meth:`Session.start_ahead`): what it was started with (its
+    config, profile and first actions), its ``init`` and its first batch with the batch's
+    actions."""
+
+    started: Ahead
+    init: Posted
+    batch: tuple[Posted, list[Action]]
+
+
 @dataclass(frozen=True)
 class Step:
     """A program's ``applied`` reply: the outcome, the view after it, and the structure
@@ -131,6 +154,8 @@ class Session:
         self.first: tuple[Posted, list[Action]] | None = None
         #: Whether the program is sent one action a message (see :meth:`restart`).
         self.one_by_one = False
+        #: The next pools, started ahead (:meth:`start_ahead`) and not yet taken, in order.
+        self.upcoming: deque[Upcoming] = deque()
 
     def init(
         self,
@@ -145,16 +170,57 @@ class Session:
         the new pool. When the program took batches at its last ``init``, the ``first``
         actions of the new pool (up to :data:`BATCH_ACTIONS`) are sent in a batch right
         after this ``init``, before its reply is read: :attr:`first` holds it."""
-        body = {"protocol": PROTOCOL, "config": encode(config, type(config)), "profile": profile}
-        posted = self.post("init", body, "init")
-        early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
-        self.first = (self.post_batch(early), early) if early else None
+        self.leave_parents()  # a forked copy takes none of its parent's pools
+        upcoming, started = self.upcoming, (config, profile, tuple(first))
+        while upcoming and upcoming[0].started != started:
+            upcoming.popleft()  # its replies are read (and dropped) below
+        if upcoming and self.drop_before(upcoming[0].init):
+            ahead = upcoming.popleft()
+            posted, self.first = ahead.init, ahead.batch
+        else:
+            upcoming.clear()
+            self.drop_before(_NOTHING)  # the pools before are left
+            body = {"protocol": PROTOCOL, "config": encode(config, type(config))}
+            posted = self.post("init", {**body, "profile": profile}, "init")
+            early = list(first[:BATCH_ACTIONS]) if self.batches and first else []
+            self.first = (self.post_batch(early), early) if early else None
         reply = self.collect(posted)
         self.generation += 1
         allowed = pool_offers() if offerable is None else offerable
         said = self.read(reply, "init", lambda r: hello(r, allowed))
         self.protocol = said.protocol
         return said, self.read(reply, "init", self.initial_view)
+
+    def start_ahead(self, pools: Sequence[Ahead]) -> None:
+        """Send the ``init`` of each of the next ``pools`` (in the order they come) and its
+        first actions, in a batch, now, before the pools before them are judged: the
+        :attr:`upcoming` pools, each taken by the :meth:`init` of the same. Those started
+        already are not sent again; nothing is sent when the program does not take
+        batches, when those started are not the first of ``pools`` (a pool dropped: the
+        order would break), and from a pool whose first actions are none or more than one
+        batch holds (the rest of its actions would come after the pools started after
+        it). After it, the pool before sends nothing more (:attr:`upcoming` says so)."""
+        started = [ahead.started for ahead in self.upcoming]
+        if not self.batches or list(pools[: len(started)]) != started:
+            return
+        for config, profile, first in pools[len(started) :]:
+            if not 0 < len(first) <= BATCH_ACTIONS:
+                return
+            body = {"config": encode(config, type(config)), "profile": profile}
+            posted = self.post("init", {"protocol": PROTOCOL, **body}, "init")
+            batch = (self.post_batch(first), list(first))
+            self.upcoming.append(Upcoming((config, profile, first), posted, batch))
+
+    def drop_before(self, posted: Posted) -> bool:
+        """Read (and drop) the replies of the messages sent before ``posted``: whether
+        ``posted`` is still waiting (not if the program answered nothing to a batch, on
+        actions the suite did not need, and was started again)."""
+        while self.waiting and self.waiting[0] is not posted:
+            try:
+                self.collect(self.waiting[0])
+            except ProgramGone:  # on actions the suite did not need: they never happened
+                self.restart()
+        return bool(self.waiting)
 
     @property
     def batches(self) -> bool:
@@ -175,6 +241,7 @@ class Session:
         self.one_by_one = True
         self.early.clear()
         self.sizes.clear()
+        self.upcoming.clear()
 
     def check(self, generation: int) -> None:
         """Raise why the pool or manager of ``generation`` can no longer be used: the
@@ -224,20 +291,10 @@ class Session:
 
     def post(self, kind: str, body: dict[str, Json], what: str, count: int = 1) -> Posted:
         """Send one message; its reply is read by :meth:`collect`, after those of the
-        messages sent before it. Before an ``init``, those still waiting for their replies
-        are read (and dropped: their pool is left)."""
+        messages sent before it."""
         if self.broken is not None:
             raise self.broken
-        if self.child is not None and self.owner != os.getpid():
-            self.child = None  # a forked copy: the program is its parent's, start our own
-            self.waiting.clear()
-            self.early.clear()
-            self.sizes.clear()
-        while self.waiting and kind == "init":
-            try:
-                self.collect(self.waiting[0])
-            except ProgramGone:  # on actions the suite did not need: they never happened
-                self.restart()
+        self.leave_parents()
         if self.child is None:
             self.child = Child(self.command, self.timeout)
             self.owner = os.getpid()
@@ -251,6 +308,16 @@ class Session:
             raise self.broken from None
         self.waiting.append(posted)
         return posted
+
+    def leave_parents(self) -> None:
+        """In a forked copy of this session: forget the program, which is its parent's
+        (the next message starts one of our own)."""
+        if self.child is not None and self.owner != os.getpid():
+            self.child = None
+            self.waiting.clear()
+            self.early.clear()
+            self.sizes.clear()
+            self.upcoming.clear()
 
     def make_room(self, size: int) -> None:
         """Before a line of ``size`` bytes is sent: read the replies of messages sent
@@ -377,6 +444,7 @@ class Session:
         self.waiting.clear()
         self.early.clear()
         self.sizes.clear()
+        self.upcoming.clear()
         SESSIONS.discard(self)
 
 
@@ -458,6 +526,9 @@ def _quote(line: bytes) -> str:
     text = line[:200].decode(errors="replace")
     return repr(text) + ("..." if len(line) > 200 else "")
 
+
+#: No message: :meth:`Session.drop_before` it drops every reply waiting.
+_NOTHING = Posted(0, "init", "nothing")
 
 #: Every session with a running program, ended at exit if not before.
 SESSIONS: set[Session] = set()

@@ -33,7 +33,7 @@ from ..machines.pool.refusal import RefusedByReturn
 from ..machines.pool.target import PoolView
 from .child import BatchUnanswered
 from .codec import Refusal, optional_arguments_set
-from .session import BATCH_ACTIONS, Posted, Session, Step
+from .session import BATCH_ACTIONS, Ahead, Posted, Session, Step
 
 #: At most this many batches sent to a program wait for their replies (one computed while
 #: the suite judges the steps of the one before, one more queued).
@@ -58,7 +58,10 @@ class WireTarget:
         config: PoolConfig,
         profile: Profile,
         first: Sequence[Action] = (),
+        then: Sequence[Ahead] = (),
     ) -> None:
+        """``then``: the next pools of the run, in order, started in the program ahead
+        (:meth:`start_ahead`) once this one has sent all it was told."""
         self.session = session
         self.config, self.profile = config, profile
         hello, self.current = session.init(config, profile.name, first=first)
@@ -80,10 +83,13 @@ class WireTarget:
         #: Whether the program's pool took actions the runner will not apply (a plan
         #: replaced): it is rebuilt at the next action sent.
         self.behind = False
+        # none start ahead of ``first`` actions not sent with the init (the program's
+        # first init, before it said it takes batches)
+        self.then = then if session.first is not None or not first else ()
         if session.first is not None:  # the ``first`` actions, sent with the init
             self.flights.append(session.first)
             self.planned.extend(first[len(session.first[1]) :])
-            self.launch()
+        self.launch()
 
     def takes(self, action: Action) -> bool:
         """Whether the program takes every optional argument ``action`` sets."""
@@ -132,6 +138,7 @@ class WireTarget:
                 self.launch()
             else:
                 step = self.send(action)
+            self.start_ahead()
         except BatchUnanswered:
             step = self.again(action)
         self.taken.append((action, step.outcome))
@@ -147,9 +154,28 @@ class WireTarget:
         waiting (none of one action alone, with nothing before it: an ``apply`` sends
         that)."""
         planned, flights = self.planned, self.flights
-        while planned and len(flights) < FLIGHTS and (len(planned) > 1 or self.ahead or flights):
+        while (
+            planned
+            and len(flights) < FLIGHTS
+            and (len(planned) > 1 or self.ahead or flights)
+            and not self.superseded  # the program's next message is a next pool's
+        ):
             batch = [planned.popleft() for _ in range(min(BATCH_ACTIONS, len(planned)))]
             flights.append((self.session.post_batch(batch), batch))
+
+    def start_ahead(self) -> None:
+        """Once this pool has sent all it was told: start the next pools of the run in the
+        program (:meth:`~.session.Session.start_ahead`). Done as an action is applied, so
+        that a program that stops answering meanwhile is met as :meth:`apply` meets it."""
+        if self.then and not self.planned and not self.behind:
+            then, self.then = self.then, ()
+            self.session.start_ahead(then)
+
+    @property
+    def superseded(self) -> bool:
+        """Whether next pools were started after this one's messages: this pool's program
+        takes nothing more (the next action sent rebuilds it, dropping the next pools)."""
+        return bool(self.session.upcoming)
 
     def land(self) -> None:
         """Read the oldest batch waiting into :attr:`ahead`, and send the next ones."""
@@ -165,7 +191,7 @@ class WireTarget:
         at = next((at for at, queued in enumerate(said) if queued == action), None)
         # the runner skipped the actions before it, or it is none of those said
         self.planned = deque(said[at + 1 :] if at is not None else ())
-        behind = self.behind or bool(self.ahead) or bool(self.flights)
+        behind = self.behind or bool(self.ahead) or bool(self.flights) or self.superseded
         self.ahead.clear()
         self.flights.clear()  # their replies are read (and dropped) by the next init
         self.behind = False

@@ -19,6 +19,7 @@ CONSTANTS = {
     "TAKES": "takes",
     "PLAN": "plan",
     "PLAN_FIRST": "plan_first",
+    "PLAN_NEXT": "plan_next",
     "OFF_ATTRIBUTE": "kvpool_features_off",
 }
 

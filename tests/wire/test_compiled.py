@@ -48,6 +48,21 @@ def test_vectors_encode_and_decode_as_the_trace_module_does(path: Path) -> None:
                 same_both_ways(value, hint)
 
 
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (frozenset({b"\xab\xcd", b"\x01", b"\xab", b"\x00\x10"}), frozenset[bytes]),
+        ((b"\x01\x02", (3, 1)), tuple[bytes, tuple[int, ...]]),
+        (((b"\x01", None), (b"\x02", 4)), tuple[tuple[bytes, int | None], ...]),
+        ("a reason", str),
+    ],
+)
+def test_sets_fixed_tuples_and_strings_are_written_as_the_trace_module_does(
+    value: Any, hint: Any
+) -> None:
+    same_both_ways(value, hint)
+
+
 def result_type(action: Action, result: Any) -> Any:
     """The type a result is written as (``None``: nothing, or a usage's float)."""
     if isinstance(result, tuple):

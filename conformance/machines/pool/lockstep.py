@@ -7,7 +7,7 @@ trace and the shrinker all judge a target the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -41,7 +41,7 @@ from .invariant_check import broken_since
 from .levels import Level
 from .state_coverage import Cell, Drawable, cells
 from .surface import SurfaceMismatch
-from .target import EVICT_FIRST, PLAN, PLAN_FIRST, TAKES, Target, TargetFactory
+from .target import EVICT_FIRST, PLAN, PLAN_FIRST, PLAN_NEXT, TAKES, Target, TargetFactory
 
 #: The action that takes a pool's events (the events level sends one after every action).
 TAKE = TakeEvents()
@@ -144,8 +144,7 @@ class LockstepRun:
         """``first``: the actions the run applies first, when it knows them (a replay),
         said to the target's factory (:data:`~.target.PLAN_FIRST`) and to the target."""
         self.level = level
-        if level.consumer is not None and not config.enable_kv_cache_events:
-            config = replace(config, enable_kv_cache_events=True)  # the events level: on
+        config = run_config(level, config)
         plan_first = getattr(factory, PLAN_FIRST, None)
         if first and plan_first is not None:
             plan_first(self.sent(first))
@@ -179,13 +178,7 @@ class LockstepRun:
     def sent(self, actions: Sequence[Action]) -> Sequence[Action]:
         """What the target is sent for ``actions``: each followed by the ``take_events``
         the run sends after it at the events level."""
-        if self.level.consumer is None:
-            return actions
-        return [
-            sent
-            for action in actions
-            for sent in ((action,) if isinstance(action, TakeEvents) else (action, TAKE))
-        ]
+        return sent_actions(self.level, actions)
 
     def can_apply(self, action: Action) -> bool:
         """Whether this target takes ``action`` at all (operation and arguments)."""
@@ -428,12 +421,62 @@ def plan_ahead(target: Target, actions: Sequence[Action]) -> None:
         plan(actions)
 
 
+def run_config(level: Level, config: PoolConfig) -> PoolConfig:
+    """The config a run at ``level`` builds its target with (the events level: events on)."""
+    if level.consumer is not None and not config.enable_kv_cache_events:
+        return replace(config, enable_kv_cache_events=True)
+    return config
+
+
+def sent_actions(level: Level, actions: Sequence[Action]) -> Sequence[Action]:
+    """What a run at ``level`` sends the target for ``actions``: at the events level each
+    followed by the ``take_events`` the run sends after it."""
+    if level.consumer is None:
+        return actions
+    return [
+        sent
+        for action in actions
+        for sent in ((action,) if isinstance(action, TakeEvents) else (action, TAKE))
+    ]
+
+
+#: How many replays after the one run :func:`replay_each` says to the factory.
+REPLAYS_AHEAD = 8
+
+
+class Replay(NamedTuple):
+    """One sequence of a :func:`replay_each`: its profile, level, config and actions."""
+
+    profile: Profile
+    level: Level
+    config: PoolConfig
+    actions: Sequence[Action]
+
+
+def replay_each(
+    factory: TargetFactory, replays: Sequence[Replay]
+) -> Iterator[tuple[str | None, list[Action]]]:
+    """:func:`replay` of each of ``replays`` in turn, on fresh targets. A factory with
+    :data:`~.target.PLAN_NEXT` is told each, and the next :data:`REPLAYS_AHEAD`, before
+    it is run, so that a program can compute them while this one is judged (the results are
+    the same)."""
+    plan_next = getattr(factory, PLAN_NEXT, None)
+    said = 0  # how many replays were said
+    for number, one in enumerate(replays):
+        while plan_next is not None and said < min(len(replays), number + 1 + REPLAYS_AHEAD):
+            after = replays[said]
+            config = run_config(after.level, after.config)
+            plan_next(config, after.profile, sent_actions(after.level, after.actions))
+            said += 1
+        yield replay(factory, one.profile, one.level, one.config, one.actions)
+
+
 def replay(
     factory: TargetFactory,
     profile: Profile,
     level: Level,
     config: PoolConfig,
-    actions: list[Action] | tuple[Action, ...],
+    actions: Sequence[Action],
     skip_out_of_contract: bool = False,
 ) -> tuple[str | None, list[Action]]:
     """Run ``actions`` in lockstep on a fresh target.

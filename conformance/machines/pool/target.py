@@ -104,6 +104,11 @@ PLAN = "plan"
 #: next target it builds applies first (a replay), so that a program can be sent them with
 #: the message that starts its pool.
 PLAN_FIRST = "plan_first"
+#: The name of a target factory's optional method ``plan_next(config, profile, actions)``:
+#: a target it builds later, the next or after those said before (a replay of many
+#: sequences), so that a program can start computing it while the runner judges those
+#: before.
+PLAN_NEXT = "plan_next"
 
 
 #: Builds a fresh target for one test case.
