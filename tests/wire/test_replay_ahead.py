@@ -189,3 +189,40 @@ def test_a_program_exiting_on_a_pool_started_ahead_is_told_of_its_own_action(
     assert first is None and ran_first == fine.actions  # judged before the exit is met
     assert ran == fatal.actions and found is not None
     assert "(apply get_new_blocks)" in found and "status 3" in found, found
+
+
+@pytest.mark.parametrize("fault", [None, "FAULT_UNKEYED_TO_BACK"])
+def test_vectors_check_over_the_wire_replays_in_a_row_in_one_program(
+    build_c_pool: Callable[[str | None], Path], fault: str | None, wire_log: list[str]
+) -> None:
+    """``kvpool vectors check --target exec:...`` starts the program once and replays the
+    vectors in a row (the next ones sent while one is judged); each failing vector's line
+    is its recorded step and verdict, as the vector replayed alone says."""
+    from kvpool.conformance.tools.vectors.check import check_vectors
+    from kvpool.conformance.trace.record import record
+
+    target = f"exec:{build_c_pool(fault)}"
+    started: list[tuple[str, ...]] = []
+    start = child.Child.__init__
+
+    def starting(self: child.Child, command: tuple[str, ...], timeout: float) -> None:
+        started.append(command)
+        start(self, command, timeout)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(child.Child, "__init__", starting)
+        results = check_vectors(VECTORS, target, "seed")
+    passed = sum(r.passed for r in results.values())
+    failed = [f for r in results.values() for f in r.failed]
+    # one program for every vector, and one more for each that failed (recorded alone)
+    assert len(started) == 1 + len(failed), (started, failed)
+    inits = wire_log.count("init")
+    assert passed + len(failed) > 20 and inits >= passed + len(failed)
+    assert bool(failed) == (fault is not None)
+    shown = [
+        (VECTORS / group / name, line) for group, r in results.items() for name, line in r.failed
+    ]
+    for path, line in shown[:3]:
+        alone = record(read_trace(path), target, profile=get_profile("seed"))
+        step = alone.diverging_step
+        assert step is not None and line == f"step {step}: {alone.steps[step - 1].verdict}"

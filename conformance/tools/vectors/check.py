@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kvpool.spec import PoolConfig, built_in_profile
+from kvpool.spec import Action, PoolConfig, Profile, built_in_profile
 
+from ...machines.pool.levels import level_for
+from ...machines.pool.lockstep import Replay, replay_each
 from ...machines.pool.target import EVICT_FIRST
 from ...targets.description import TargetDescription
 from ...targets.loading import described, load_target
@@ -50,10 +52,16 @@ def check_vectors(
 
     ``target`` is the caller's, never a vector's own: a vector names the pool it was
     recorded on, and that name is not loaded. A file that is not a pool-machine trace is
-    refused (:class:`TraceFileError`), so nothing else a file names is loaded either."""
+    refused (:class:`TraceFileError`), so nothing else a file names is loaded either.
+
+    The target is loaded once and the vectors are replayed in a row on it
+    (:func:`~...machines.pool.lockstep.replay_each`: a program over the wire is sent the
+    next ones while one is judged); a vector that fails is replayed again, recorded, for the
+    step and the verdict its line names."""
     text = described(target).text
     factory, _ = load_target(target)
     results: dict[str, GroupResult] = {}
+    runs: list[tuple[Path, Trace, GroupResult, Replay]] = []
     for path in vector_files(directory):
         group = str(path.parent.relative_to(directory))
         trace = read_trace(path)
@@ -65,25 +73,48 @@ def check_vectors(
             )
         if profile is not None and trace.meta.profile != profile:
             continue
-        if on_vector is not None:
-            on_vector(path)
         result = results.setdefault(group, GroupResult())
         chosen = built_in_profile(trace.meta.profile)  # a vector's field is never a path
         probe = factory(PoolConfig(2), chosen)
         if unsupported(trace, probe.operations) is not None:
             result.skipped += 1
             continue
+        config = trace.meta.config
+        assert isinstance(config, PoolConfig)  # a pool-machine trace, checked above
+        level = level_for(trace.meta.level, trace.meta.consumer)
+        actions = [a for a in trace.actions if isinstance(a, Action)]
+        runs.append((path, trace, result, Replay(chosen, level, config, actions)))
+    done = 0
+    while done < len(runs):
         try:
-            recorded = record(trace, text, profile=chosen)
-        except BuildDiverged as exc:  # a finding before the first action
-            result.failed.append((path.name, str(exc)))
-            continue
-        step = recorded.diverging_step
-        if step is None:
-            result.passed += 1
-        else:
-            result.failed.append((path.name, f"step {step}: {recorded.steps[step - 1].verdict}"))
+            for found, _ in replay_each(factory, [run[3] for run in runs[done:]]):
+                path, trace, result, replayed = runs[done]
+                done += 1
+                if on_vector is not None:
+                    on_vector(path)
+                if found is None:
+                    result.passed += 1
+                else:
+                    result.failed.append((path.name, _failure(trace, text, replayed.profile)))
+        except Exception:  # the target failed as it was built: recorded, it says how
+            path, trace, result, replayed = runs[done]
+            done += 1
+            if on_vector is not None:
+                on_vector(path)
+            result.failed.append((path.name, _failure(trace, text, replayed.profile)))
     return results
+
+
+def _failure(trace: Trace, target: str, profile: Profile) -> str:
+    """How a vector that failed its replay fails, recorded: the step and its verdict."""
+    try:
+        recorded = record(trace, target, profile=profile)
+    except BuildDiverged as exc:  # a finding before the first action
+        return str(exc)
+    step = recorded.diverging_step
+    if step is None:  # it passed when recorded: the replay in a row differed
+        return "failed in a row with the vectors before it, passed alone"
+    return f"step {step}: {recorded.steps[step - 1].verdict}"
 
 
 __all__ = ["GroupResult", "TraceFileError", "check_vectors", "vector_files"]
