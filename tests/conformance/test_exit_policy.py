@@ -226,7 +226,9 @@ def table() -> dict[str, dict[str, Cell]]:
         "vectors": {  # kvpool vectors check
             **target_runs(
                 lambda p: ["vectors", "check", str(VECTORS), "--target", p],
-                Run(planted(check, "record", "vectors", "check", str(VECTORS)), exits.EXIT_BUG),
+                Run(
+                    planted(check, "replay_each", "vectors", "check", str(VECTORS)), exits.EXIT_BUG
+                ),
                 Run(with_file("v.itf.json", "[1]", "vectors", "check", "{dir}"), exits.EXIT_USAGE),
             ),
             "undecided": NotApplicable(DECIDES),

@@ -96,3 +96,28 @@ def test_the_standalone_runner_catches_a_faulty_pool() -> None:
     run = standalone("faulty_pools:CachedToFront")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "FAIL seed/" in run.stdout
+
+
+def test_a_pool_that_fails_as_it_is_built_fails_each_vector_and_the_check_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Vectors replayed in a row: a target that fails as it is built (a pool of more than
+    two blocks) fails each such vector with the reason, recorded alone, and the next
+    vectors still run."""
+    (tmp_path / "breaks_when_built.py").write_text(
+        "from kvpool.conformance.engines.builtin.entries import impl_target\n"
+        "built = []\n"
+        "def make(config, profile):\n"
+        "    built.append(config)\n"
+        "    if len(built) > 1 and config.num_gpu_blocks > 2:\n"
+        "        raise RuntimeError('no memory for the pool')\n"
+        "    return impl_target(config, profile)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    results = check_vectors(CORPUS / "seed" / "touch", "breaks_when_built:make", "seed")
+    (result,) = results.values()
+    # the vectors of a two-block pool (the probe's size) build and pass; every other fails
+    assert len(result.failed) >= 5 and result.passed + len(result.failed) == 12
+    for _, line in result.failed:
+        assert line.startswith("as the target was built:") and "no memory for the pool" in line

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from kvpool.spec import Action, PoolConfig, Profile, built_in_profile
 
+from ...machines.pool.fault import fault_of
 from ...machines.pool.levels import level_for
-from ...machines.pool.lockstep import Replay, replay_each
+from ...machines.pool.lockstep import Nonconformance, Replay, replay_each
 from ...machines.pool.target import EVICT_FIRST
 from ...targets.description import TargetDescription
 from ...targets.loading import described, load_target
@@ -96,7 +97,10 @@ def check_vectors(
                     result.passed += 1
                 else:
                     result.failed.append((path.name, _failure(trace, text, replayed.profile)))
-        except Exception:  # the target failed as it was built: recorded, it says how
+        except Exception as exc:
+            if not (isinstance(exc, Nonconformance) or fault_of(exc) == "target"):
+                raise  # kvpool's own error
+            # the target diverged or failed as it was built: recorded, it says how
             path, trace, result, replayed = runs[done]
             done += 1
             if on_vector is not None:
