@@ -7,14 +7,12 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.targets.loading import load_target
 from kvpool.conformance.trace.itf import ItfError
-from kvpool.conformance.wire import child
 from kvpool.conformance.wire.child import WireError
 from kvpool.conformance.wire.codec import view_fields
 from kvpool.conformance.wire.session import Session
@@ -32,22 +30,8 @@ VECTORS = Path(__file__).resolve().parents[2] / "vectors"
 SERVED = (sys.executable, "-m", "kvpool.conformance.wire.serve", "impl")
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The type of every message the suite sends."""
-    kinds: list[str] = []
-    send = child.Child.send
-
-    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
-        kinds.append(message["type"])
-        send(self, message, what, *rest)
-
-    monkeypatch.setattr(child.Child, "send", sending)
-    return kinds
-
-
 def test_a_planned_sequence_is_one_batch_and_a_skipped_action_rebuilds_the_pool(
-    sent: list[str],
+    sends: list[str],
 ) -> None:
     config, profile = PoolConfig(6), get_profile("seed")
     planned = [GetNewBlocks(2), GetNewBlocks(1), FreeBlocks((1,)), GetNumFreeBlocks()]
@@ -61,15 +45,15 @@ def test_a_planned_sequence_is_one_batch_and_a_skipped_action_rebuilds_the_pool(
         assert wire.view() == in_process.view()
     wire.session.close()
     # the plan in one batch; the skip: a fresh pool given what was applied and the rest
-    assert sent == ["init", "batch", "init", "batch"]
+    assert sends == ["init", "batch", "init", "batch"]
 
 
-def test_without_a_plan_each_action_is_one_apply(sent: list[str]) -> None:
+def test_without_a_plan_each_action_is_one_apply(sends: list[str]) -> None:
     wire = WireTarget(Session(SERVED, 60.0), PoolConfig(4), get_profile("seed"))
     wire.apply(GetNewBlocks(1))
     wire.apply(GetNumFreeBlocks())
     wire.session.close()
-    assert sent == ["init", "apply", "apply"]
+    assert sends == ["init", "apply", "apply"]
 
 
 DRIFTING = """
@@ -130,10 +114,10 @@ def test_a_view_may_leave_out_only_what_its_first_view_shows(tmp_path: Path) -> 
     session.close()
 
 
-def test_a_replayed_vector_goes_to_the_program_in_one_batch(sent: list[str]) -> None:
+def test_a_replayed_vector_goes_to_the_program_in_one_batch(sends: list[str]) -> None:
     vector = sorted((VECTORS / "seed" / "free_blocks").glob("*.itf.json"))[0]
     served = "exec,timeout=60:" + " ".join(SERVED)
     result = CliRunner().invoke(main, ["replay", str(vector), "--target", served])
     assert result.exit_code == 0, result.output
-    applies = [kind for kind in sent if kind in ("apply", "batch")]
+    applies = [kind for kind in sends if kind in ("apply", "batch")]
     assert "batch" in applies and applies.count("apply") <= 1, applies

@@ -6,13 +6,10 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from kvpool.conformance.cli import main
 from kvpool.conformance.tools.reference.examples import find_fences
-from kvpool.conformance.wire import child
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "wire-protocol.md"
 
@@ -33,19 +30,6 @@ def page_pool(folder: Path, planted: tuple[str, str] | None = None) -> list[str]
     return [program if a == "exec:python3 tinypool.py" else a for a in args]
 
 
-@pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    kinds: list[str] = []
-    send = child.Child.send
-
-    def sending(self: child.Child, message: dict[str, Any], what: str, *rest: Any) -> None:
-        kinds.append(message["type"])
-        send(self, message, what, *rest)
-
-    monkeypatch.setattr(child.Child, "send", sending)
-    return kinds
-
-
 def test_the_page_pool_passes_as_written(tmp_path: Path) -> None:
     args = page_pool(tmp_path)
     assert args[:2] == ["conform", "--target"]
@@ -54,7 +38,7 @@ def test_the_page_pool_passes_as_written(tmp_path: Path) -> None:
 
 
 def test_a_fault_planted_in_the_page_pool_is_shrunk_over_batches(
-    tmp_path: Path, sent: list[str]
+    tmp_path: Path, sends: list[str]
 ) -> None:
     args = page_pool(tmp_path, ("free[:0] = reached", "free.extend(reached)"))
     result = CliRunner().invoke(
@@ -62,4 +46,4 @@ def test_a_fault_planted_in_the_page_pool_is_shrunk_over_batches(
     )
     assert result.exit_code == 1, result.output
     assert "free_queue" in result.output or "free queue" in result.output, result.output
-    assert "batch" in sent  # the shrinker's replays
+    assert "batch" in sends  # the shrinker's replays
