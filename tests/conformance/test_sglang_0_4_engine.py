@@ -25,12 +25,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_planted import planted_tree
 
 pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
@@ -92,12 +92,9 @@ def release(root: Path) -> SglangScheduler04:
 
 @pytest.fixture(scope="module")
 def planted(root: Path, tmp_path_factory: pytest.TempPathFactory) -> SglangScheduler04:
-    copy = tmp_path_factory.mktemp("sglang") / "release"
-    shutil.copytree(root, copy)
-    path = copy / "sglang" / "srt" / "managers" / "schedule_batch.py"
-    source = path.read_text(encoding="utf-8")
-    assert source.count(MATCH_LINE) == 1
-    path.write_text(source.replace(MATCH_LINE, PLANTED), encoding="utf-8")
+    copy = planted_tree(
+        root, tmp_path_factory, "srt/managers/schedule_batch.py", MATCH_LINE, PLANTED
+    )
     return load_scheduler_tree(copy, f"sglang {VERSION}, planted")
 
 

@@ -23,11 +23,11 @@ once).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_planted import planted_tree
 
 pytest.importorskip("torch", reason="SGLang's allocator needs torch: pip install -e '.[sglang]'")
 
@@ -74,12 +74,7 @@ def _planted(
     root: Path, tmp_path_factory: pytest.TempPathFactory, rel: str, line: str, replacement: str
 ) -> SglangScheduler05:
     """The release's scheduler with the one ``line`` of ``rel`` replaced, from a copy."""
-    copy = tmp_path_factory.mktemp("sglang") / "release"
-    shutil.copytree(root, copy)
-    path = copy / "sglang" / rel
-    source = path.read_text(encoding="utf-8")
-    assert source.count(line) == 1, (rel, line)
-    path.write_text(source.replace(line, replacement), encoding="utf-8")
+    copy = planted_tree(root, tmp_path_factory, rel, line, replacement)
     return load_scheduler_tree(copy, f"sglang {VERSION}, planted")
 
 

@@ -21,11 +21,11 @@ headers (the release's node hash is compiled on first use).
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sglang_planted import planted_tree
 
 for _module in ("torch", "numpy"):
     pytest.importorskip(
@@ -84,12 +84,7 @@ def release(root: Path) -> SglangScheduler05:
 @pytest.fixture(scope="module")
 def planted(root: Path, tmp_path_factory: pytest.TempPathFactory) -> SglangScheduler05:
     """A copy of the release whose recorder names the parent node's first page."""
-    copy = tmp_path_factory.mktemp("chain") / "release"
-    shutil.copytree(root, copy)
-    path = copy / "sglang" / "srt" / "mem_cache" / "events.py"
-    source = path.read_text(encoding="utf-8")
-    assert source.count(LAST_PAGE) == 1
-    path.write_text(source.replace(LAST_PAGE, FIRST_PAGE), encoding="utf-8")
+    copy = planted_tree(root, tmp_path_factory, "srt/mem_cache/events.py", LAST_PAGE, FIRST_PAGE)
     return load_scheduler_tree(copy, f"sglang {VERSION}, planted")
 
 
