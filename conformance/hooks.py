@@ -69,7 +69,8 @@ POOL_TARGET = (
         "(a replay, a shrinking attempt, the steps a drawn test case draws ahead from the "
         "spec's predictions), so a target that can take several at once (the wire "
         "protocol's batches) sends them together; each still comes by apply, and the runner "
-        "may apply others instead",
+        "may apply others instead (None: the target takes one action at a time, and no step "
+        "is drawn ahead for it)",
         called_with=("actions",),
     ),
 )

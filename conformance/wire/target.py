@@ -6,7 +6,7 @@ judged on exactly those, like a Python pool. An operation name ``OPERATION:FIELD
 ``free_blocks:evict_first``) says the program takes that optional argument (a field whose
 default is ``None`` or ``False``); an action setting one it does not list is never drawn.
 
-Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.plan`: a
+Under protocol 2 the runner may say which actions come next (:meth:`WireTarget.take_plan`: a
 replayed trace, a shrinking attempt, an action and the events it publishes, the steps a
 drawn test case takes if the target answers as the spec predicts): they go to the program
 in batches of at most :data:`BATCH_ACTIONS`, and each later ``apply`` of the same action is
@@ -23,7 +23,7 @@ need it to be).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any
 
@@ -98,7 +98,14 @@ class WireTarget:
             for name in optional_arguments_set(action)
         )
 
-    def plan(self, actions: Sequence[Action]) -> None:
+    @property
+    def plan(self) -> Callable[[Sequence[Action]], None] | None:
+        """The ``plan`` hook: :meth:`take_plan` under protocol 2; ``None`` for a program
+        that takes one action a message (protocol 1), so that the runner draws no step
+        ahead for it."""
+        return self.take_plan if self.session.batches else None
+
+    def take_plan(self, actions: Sequence[Action]) -> None:
         """The actions the runner applies next, in order (each still comes by
         :meth:`apply`), taken in batches under protocol 2. Actions already said
         (sent or not) that begin ``actions`` are not said again, and ``actions`` that

@@ -39,7 +39,7 @@ def test_a_planned_sequence_is_one_batch_and_a_skipped_action_rebuilds_the_pool(
     wire = WireTarget(Session(SERVED, 60.0), config, profile)
     factory, _ = load_target("impl")
     in_process = factory(config, profile)
-    wire.plan(planned)
+    wire.take_plan(planned)
     for action in applied:
         assert wire.apply(action) == in_process.apply(action)
         assert wire.view() == in_process.view()
@@ -88,7 +88,7 @@ def program(tmp_path: Path, steps: str = "None") -> tuple[str, ...]:
 
 def test_a_program_answering_the_same_actions_differently_is_an_error(tmp_path: Path) -> None:
     wire = WireTarget(Session(program(tmp_path), 30.0), PoolConfig(4), get_profile("seed"))
-    wire.plan([GetNumFreeBlocks(), GetUsage()])
+    wire.take_plan([GetNumFreeBlocks(), GetUsage()])
     wire.apply(GetNumFreeBlocks())
     with pytest.raises(WireError, match=r"not deterministic: .* action 1 \(get_num_free_blocks\)"):
         wire.apply(GetNumFreeBlocks())  # not the planned get_usage: the pool is rebuilt
@@ -96,7 +96,7 @@ def test_a_program_answering_the_same_actions_differently_is_an_error(tmp_path: 
 
 def test_a_batch_reply_with_too_few_steps_names_the_message(tmp_path: Path) -> None:
     wire = WireTarget(Session(program(tmp_path, "1"), 30.0), PoolConfig(4), get_profile("seed"))
-    wire.plan([GetNumFreeBlocks(), GetUsage()])
+    wire.take_plan([GetNumFreeBlocks(), GetUsage()])
     with pytest.raises(WireError, match=r"message 2 \(batch of 2 actions\) is malformed: steps"):
         wire.apply(GetNumFreeBlocks())
 

@@ -82,14 +82,19 @@ def test_draws_ahead_are_the_draws_of_a_run_one_action_a_message(
     monkeypatch.setattr(
         lookahead.Lookahead, "rewind", lambda self: rewound.append(1) or rewind(self)
     )
+    drawn: list[int] = []
+    taken = lookahead.Lookahead.next
+    monkeypatch.setattr(lookahead.Lookahead, "next", lambda self: drawn.append(1) or taken(self))
     batched = run(program, level, 1)
     # a pool the spec mispredicts is soon sent one action a message
     assert sends.count("batch") > (0 if rewinds else sends.count("apply"))
-    assert bool(rewound) is rewinds
+    assert bool(rewound) is rewinds and drawn
     sends.clear()
+    drawn.clear()
     monkeypatch.setattr(wire_session, "PROTOCOL", 1)  # the program answers protocol 1
     alone = run(program, level, 1)
     assert "batch" not in sends
+    assert not drawn  # a program of protocol 1 takes no plan: nothing is drawn ahead
     assert seen(batched) == seen(alone)
     assert bool(batched.failures) is (fault == "FAULT_DOUBLE_HANDOUT")
 
@@ -123,7 +128,7 @@ def test_a_program_dying_on_an_action_drawn_ahead_is_asked_again_one_action_a_me
     path.write_text(textwrap.dedent(DIES), encoding="utf-8")
     session = Session((sys.executable, str(path)), 30.0)
     wire = WireTarget(session, PoolConfig(4), get_profile("seed"))
-    wire.plan([GetNumFreeBlocks(), GetNumFreeBlocks(), GetUsage()])
+    wire.take_plan([GetNumFreeBlocks(), GetNumFreeBlocks(), GetUsage()])
     assert wire.apply(GetNumFreeBlocks()).result == 3  # the batch died: asked again
     assert wire.apply(GetNumFreeBlocks()).result == 3
     assert sends == ["init", "batch", "init", "apply", "apply"]
@@ -163,7 +168,7 @@ def test_a_long_message_is_sent_after_the_replies_before_it_are_read(tmp_path: P
     wire = WireTarget(session, PoolConfig(20001), get_profile("seed"))
     long_free = FreeBlocks(tuple(range(1, 20001)))  # a message of about 120 kB
     actions = [GetNumFreeBlocks()] * 40 + [long_free]
-    wire.plan(actions)
+    wire.take_plan(actions)
     ended: list[BaseException | None] = []
 
     def run() -> None:

@@ -163,7 +163,7 @@ def pool_case(
         if (
             steps
             and isinstance(choices, RandomChoices)
-            and hasattr(run.target, PLAN)
+            and getattr(run.target, PLAN, None) is not None
             and reach.ready()
         ):
             return ahead_step(Lookahead(run, level, draw_step, choices, ctx, steps, reach))
