@@ -12,9 +12,7 @@ much faster than shrinking Hypothesis's choice sequence.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from hypothesis import reject
 from kvpool.spec import Action, PoolState, Profile, violation
 
 from ...search.choices import Choices, RandomChoices
@@ -23,11 +21,9 @@ from ..events.caller import manager_could_call
 from . import draw
 from . import operations as table
 from .draw_facts import facts
-from .fault import fault_of
 from .levels import Level
-from .lockstep import ExpectedEnd, LockstepRun, Nonconformance, RunRecord
+from .lockstep import LockstepRun, RunRecord
 from .lookahead import Lookahead, Reach
-from .signature import signature
 from .target import PLAN, TargetFactory
 
 
@@ -106,32 +102,6 @@ def next_action(
     if not ctx.peer and table.names_peer_blocks(action):
         return None
     return action
-
-
-def apply_in_case(
-    apply: Callable[[Any], object],
-    action: Any,
-    known: frozenset[str],
-    record: RunRecord | None = None,
-) -> None:
-    """Run one action of a drawn test case. A failure of a kind in ``known`` drops the test
-    case (Hypothesis's ``reject``: look for something new), counted in ``record``; any
-    other is raised."""
-    try:
-        apply(action)
-    except ExpectedEnd:
-        if record is not None:
-            record.expected_ended += 1
-        reject()
-    except Exception as exc:
-        if not isinstance(exc, Nonconformance) and fault_of(exc) != "target":
-            raise  # a usage error or a bug in kvpool: never a finding, never dropped
-        message = str(exc) if isinstance(exc, Nonconformance) else f"{type(exc).__name__}: {exc}"
-        if signature(message) in known:
-            if record is not None:
-                record.rejected += 1
-            reject()
-        raise
 
 
 def pool_case(
